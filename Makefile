@@ -1,0 +1,103 @@
+# reload-agent: one GNU Makefile. `make` builds build/reload-agent.
+# Sources are discovered: every .c under agent/, watch/ and hash/ goes into
+# build/libreload.a except agent/main.c; each tests/test_*.c is one cmocka
+# binary linked against that archive.
+
+VERSION    ?= 0.1.0
+GIT_COMMIT ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+PREFIX     ?= /usr/local
+DESTDIR    ?=
+BUILD      ?= build
+
+CC       ?= cc
+PKGS     := libuv libcjson libcurl openssl
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null)
+
+CFLAGS   ?= -O2 -g
+CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I. $(PKG_CFLAGS) \
+            -DRA_VERSION='"$(VERSION)"' -DRA_GIT_COMMIT='"$(GIT_COMMIT)"'
+LDLIBS   += $(PKG_LIBS) -lhttp_parser -lm
+
+LIB_SRC  := $(filter-out agent/main.c,$(wildcard agent/*.c watch/*.c hash/*.c))
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+TEST_SRC := $(wildcard tests/test_*.c)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+TOOL_SRC := $(wildcard tests/tools/*.c)
+TOOL_BIN := $(TOOL_SRC:tests/tools/%.c=$(BUILD)/tools/%)
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
+FUZZ_SECONDS ?= 120
+
+.PHONY: all test unit integration fuzz fuzz-replay asan install deps clean bench demo image-test
+
+all: $(BUILD)/reload-agent $(TOOL_BIN)
+
+$(BUILD)/obj/%.o: %.c $(wildcard agent/*.h watch/*.h hash/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/libreload.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/reload-agent: $(BUILD)/obj/agent/main.o $(BUILD)/libreload.a
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libreload.a $(wildcard tests/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libreload.a $(LDLIBS) $(CMOCKA_LIBS)
+
+$(BUILD)/tools/%: tests/tools/%.c $(BUILD)/libreload.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libreload.a $(LDLIBS)
+
+# libFuzzer targets: clang only; each harness is built together with the
+# library sources (instrumented), not with the archive.
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -I. $(PKG_CFLAGS) -fsanitize=fuzzer,address,undefined \
+               -fno-sanitize-recover=all -DRA_VERSION='"$(VERSION)"' -DRA_GIT_COMMIT='"$(GIT_COMMIT)"'
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(wildcard agent/*.h watch/*.h hash/*.h)
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -o $@ $< $(LIB_SRC) $(LDLIBS)
+
+deps:
+	@sh tests/deps.sh
+
+unit: $(TEST_BIN)
+	@sh tests/run_unit.sh $(TEST_BIN)
+
+integration: $(BUILD)/reload-agent $(TOOL_BIN)
+	python3 tests/integration/run.py --binary $(BUILD)/reload-agent --tools $(BUILD)/tools
+
+fuzz-replay: $(FUZZ_BIN)
+	@sh tests/fuzz/replay.sh $(BUILD)/fuzz
+
+fuzz: $(FUZZ_BIN)
+	@sh tests/fuzz/run.sh $(BUILD)/fuzz $(FUZZ_SECONDS)
+
+test: deps
+	$(MAKE) all unit fuzz-replay integration
+
+asan: deps
+	$(MAKE) BUILD=build-asan CC=clang \
+	  CFLAGS="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
+	  LDFLAGS="-fsanitize=address,undefined" all unit integration
+
+demo: deps
+	$(MAKE) all
+	sh scripts/demo.sh
+
+bench: deps
+	$(MAKE) all
+	python3 tests/bench/bench.py --binary $(BUILD)/reload-agent --tools $(BUILD)/tools
+
+image-test: deps
+	$(MAKE) all
+	sh scripts/image-test.sh
+
+install: $(BUILD)/reload-agent
+	install -D -m 0755 $(BUILD)/reload-agent $(DESTDIR)$(PREFIX)/bin/reload-agent
+
+clean:
+	rm -rf build build-asan

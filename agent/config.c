@@ -1,0 +1,605 @@
+/*
+ * config.c - the option table and everything derived from it: CLI parsing,
+ * annotation parsing, validation, --help and --print-config (see config.h).
+ *
+ * To add an option: add a field to struct config, one row to OPTIONS below,
+ * and (if it needs one) a cross-field check in validate(). Nothing else.
+ */
+#include "agent/config.h"
+
+#include <errno.h>
+#include <fnmatch.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/httpd.h"
+#include "agent/log.h"
+#include "agent/value.h"
+
+enum opt_type { OPT_STR, OPT_LIST, OPT_DURATION, OPT_SIGNAL, OPT_BOOL, OPT_ENUM };
+
+#define OPT_REPEAT 1u   /* flag may be repeated; values accumulate */
+#define OPT_NO_ANNOT 2u /* cannot be set by annotation */
+
+struct opt_def {
+    const char *name;
+    enum opt_type type;
+    const char *def;              /* default, in the syntax of a value; NULL = unset */
+    size_t off;                   /* field in struct config */
+    const char *const *choices;   /* OPT_ENUM: NULL-terminated names, index = value */
+    unsigned flags;
+    const char *metavar;
+    const char *help;
+};
+
+static const char *const ACTIONS[] = {"none", "signal", "http", "exec", "restart", "rollout", NULL};
+static const char *const LEVELS[] = {"debug", "info", "warn", "error", NULL};
+static const char *const FORMATS[] = {"text", "json", NULL};
+static const char *const ON_START[] = {"skip", "reload", "reconcile", "auto", NULL};
+
+#define F(field) offsetof(struct config, field)
+
+static const struct opt_def OPTIONS[] = {
+    {"watch", OPT_LIST, NULL, F(watch), NULL, OPT_REPEAT, "PATH",
+     "Directory or file to watch (repeatable). ConfigMap/Secret volume mounts, plain trees, "
+     "single files."},
+    {"action", OPT_ENUM, "none", F(action), ACTIONS, 0, "ACTION",
+     "Action for changed files no --rule matches: none|signal|http|exec|restart|rollout."},
+    {"rule", OPT_LIST, NULL, F(rule_raw), NULL, OPT_REPEAT, "GLOB=ACTION",
+     "Per-file action: the first rule whose glob matches a changed file's logical path wins "
+     "(fnmatch, '*' crosses '/'). Repeatable."},
+    {"ignore", OPT_LIST, NULL, F(ignore), NULL, OPT_REPEAT, "GLOB",
+     "Leave matching files out of the content entirely: they never cause a change. "
+     "Repeatable."},
+    {"debounce", OPT_DURATION, "200ms", F(debounce_ns), NULL, 0, "DURATION",
+     "Quiet period after the last filesystem event before the content is hashed; a burst "
+     "is one evaluation. Capped at 10x the debounce (at least 1s) from the first event."},
+    {"resync", OPT_DURATION, "3m", F(resync_ns), NULL, 0, "DURATION",
+     "Rehash everything this often as a safety net (0 disables)."},
+    {"log-format", OPT_ENUM, "text", F(log_format), FORMATS, 0, "FORMAT",
+     "Log line format on stderr: text|json."},
+    {"log-level", OPT_ENUM, "info", F(log_level), LEVELS, 0, "LEVEL",
+     "Minimum level logged: debug|info|warn|error."},
+    {"dry-run", OPT_BOOL, "false", F(dry_run), NULL, 0, "BOOL",
+     "Log the action that would run instead of running it."},
+    {"on-start", OPT_ENUM, "auto", F(on_start), ON_START, 0, "MODE",
+     "At start: skip (take the content as applied), reload (act once on the current "
+     "content), reconcile (rollout only), auto (reconcile when a rule uses rollout, else skip)."},
+    {"signal", OPT_SIGNAL, "HUP", F(signal), NULL, 0, "SIGNAL",
+     "Signal sent by the signal action (name or number)."},
+    {"process", OPT_STR, NULL, F(process), NULL, 0, "NAME",
+     "Signal target: processes whose /proc/PID/comm or argv[0] basename is NAME; the "
+     "topmost match only (the nginx master, not its workers)."},
+    {"pid-file", OPT_STR, NULL, F(pid_file), NULL, 0, "PATH",
+     "Signal target: the PID in this file (re-read before every delivery)."},
+    {"signal-all", OPT_BOOL, "false", F(signal_all), NULL, 0, "BOOL",
+     "Signal every matching process, not only the topmost."},
+    {"http-url", OPT_STR, NULL, F(http_url), NULL, 0, "URL",
+     "Reload endpoint called by the http action, e.g. http://127.0.0.1:9090/-/reload."},
+    {"http-method", OPT_STR, "POST", F(http_method), NULL, 0, "METHOD",
+     "HTTP method of the reload request."},
+    {"http-header", OPT_LIST, NULL, F(http_header), NULL, OPT_REPEAT, "'NAME: VALUE'",
+     "Extra request header (repeatable)."},
+    {"http-expect-status", OPT_LIST, "2xx", F(http_expect_status), NULL, OPT_REPEAT, "CODES",
+     "Statuses that mean success: codes and classes like 2xx (repeatable or comma list)."},
+    {"http-timeout", OPT_DURATION, "10s", F(http_timeout_ns), NULL, 0, "DURATION",
+     "Timeout of one reload request."},
+    {"exec-command", OPT_STR, NULL, F(exec_command), NULL, 0, "COMMAND",
+     "Command run by the exec action (split into words like a shell would, no shell is "
+     "run); exit status 0 is success."},
+    {"exec-timeout", OPT_DURATION, "30s", F(exec_timeout_ns), NULL, 0, "DURATION",
+     "The command is killed (SIGTERM, then SIGKILL) after this long."},
+    {"retry-initial", OPT_DURATION, "500ms", F(retry_initial_ns), NULL, 0, "DURATION",
+     "First retry delay after a failed action; doubles per failure, with jitter."},
+    {"retry-max", OPT_DURATION, "30s", F(retry_max_ns), NULL, 0, "DURATION",
+     "Cap of the retry delay."},
+    {"min-interval", OPT_DURATION, "0s", F(min_interval_ns), NULL, 0, "DURATION",
+     "At most one action per this interval; changes in between are coalesced."},
+    {"listen", OPT_STR, NULL, F(listen), NULL, 0, "ADDR:PORT",
+     "Serve /healthz, /readyz, /metrics and /status here, e.g. 127.0.0.1:9091 "
+     "(default: no server)."},
+    {"annotations", OPT_STR, NULL, F(annotations), NULL, OPT_NO_ANNOT, "FILE",
+     "Downward-API annotations file to read reload-agent.io/<flag> settings from, watched "
+     "for live changes (default " CFG_DEFAULT_ANNOTATIONS_FILE " when it exists; \"\" for none)."},
+    {"print-config", OPT_BOOL, "false", F(print_config), NULL, OPT_NO_ANNOT, "",
+     "Print the effective configuration with the source of each value, then exit."},
+};
+
+#define NOPTS (sizeof OPTIONS / sizeof OPTIONS[0])
+
+/* Annotation keys under the prefix that are not options. */
+static const char *const RESERVED_ANNOTATIONS[] = {"inject", "inject-status", "config-hash", NULL};
+
+size_t cfg_option_count(void) { return NOPTS; }
+
+const char *cfg_action_name(int action)
+{
+    return action >= 0 && action < ACTION__COUNT ? ACTIONS[action] : "?";
+}
+
+static const struct opt_def *find_opt(const char *name, size_t len, size_t *idx)
+{
+    for (size_t i = 0; i < NOPTS; i++)
+        if (strlen(OPTIONS[i].name) == len && memcmp(OPTIONS[i].name, name, len) == 0) {
+            if (idx) *idx = i;
+            return &OPTIONS[i];
+        }
+    return NULL;
+}
+
+static char *xstrdup(const char *s)
+{
+    char *d = strdup(s);
+    if (!d) ra_oom();
+    return d;
+}
+
+static void strlist_push(struct strlist *l, const char *s)
+{
+    char **nv = realloc(l->v, (l->n + 2) * sizeof *nv);
+    if (!nv) ra_oom();
+    l->v = nv;
+    l->v[l->n++] = xstrdup(s);
+    l->v[l->n] = NULL;
+}
+
+static void strlist_free(struct strlist *l)
+{
+    for (size_t i = 0; i < l->n; i++) free(l->v[i]);
+    free(l->v);
+    l->v = NULL;
+    l->n = 0;
+}
+
+int cfg_layer_init(struct cfg_layer *l, enum cfg_source src)
+{
+    l->val = calloc(NOPTS, sizeof *l->val);
+    l->list = calloc(NOPTS, sizeof *l->list);
+    l->src = src;
+    if (!l->val || !l->list) {
+        free(l->val);
+        free(l->list);
+        l->val = NULL;
+        l->list = NULL;
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+void cfg_layer_free(struct cfg_layer *l)
+{
+    if (!l->val) return;
+    for (size_t i = 0; i < NOPTS; i++) {
+        free(l->val[i]);
+        strlist_free(&l->list[i]);
+    }
+    free(l->val);
+    free(l->list);
+    l->val = NULL;
+    l->list = NULL;
+}
+
+const char *cfg_layer_get(const struct cfg_layer *l, const char *name)
+{
+    size_t i;
+    if (!l || !l->val || !find_opt(name, strlen(name), &i)) return NULL;
+    return l->val[i];
+}
+
+/* Records one raw value in a layer. Repeatable options accumulate. */
+static void layer_set(struct cfg_layer *l, size_t i, const char *v)
+{
+    free(l->val[i]);
+    l->val[i] = xstrdup(v);
+    if (OPTIONS[i].flags & OPT_REPEAT) strlist_push(&l->list[i], v);
+}
+
+int cfg_parse_args(int argc, char **argv, struct cfg_layer *flags, int *want_help, char *err,
+                   size_t errlen)
+{
+    *want_help = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            *want_help = 1;
+            return 0;
+        }
+        if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
+            snprintf(err, errlen, "unexpected argument \"%s\" (options start with --)", a);
+            return -EINVAL;
+        }
+        const char *name = a + 2, *eq = strchr(name, '=');
+        size_t nlen = eq ? (size_t)(eq - name) : strlen(name), idx;
+        const struct opt_def *o = find_opt(name, nlen, &idx);
+        if (!o) {
+            snprintf(err, errlen, "unknown flag --%.*s (see --help)", (int)nlen, name);
+            return -EINVAL;
+        }
+        const char *val;
+        if (eq) val = eq + 1;
+        else if (o->type == OPT_BOOL) val = "true";
+        else if (i + 1 < argc) val = argv[++i];
+        else {
+            snprintf(err, errlen, "flag --%s needs a value (%s)", o->name, o->metavar);
+            return -EINVAL;
+        }
+        layer_set(flags, idx, val);
+    }
+    return 0;
+}
+
+int cfg_layer_from_annotations(const struct annot_set *a, struct cfg_layer *l, char *err,
+                               size_t errlen)
+{
+    const size_t plen = strlen(CFG_ANNOTATION_PREFIX);
+    for (size_t k = 0; k < a->n; k++) {
+        const char *key = a->v[k].key;
+        if (strncmp(key, CFG_ANNOTATION_PREFIX, plen) != 0) continue;
+        const char *name = key + plen;
+        size_t idx;
+        int reserved = 0;
+        for (const char *const *r = RESERVED_ANNOTATIONS; *r; r++) reserved |= !strcmp(*r, name);
+        if (reserved) continue;
+        const struct opt_def *o = find_opt(name, strlen(name), &idx);
+        if (!o || (o->flags & OPT_NO_ANNOT)) {
+            snprintf(err, errlen, "annotation %s: %s", key,
+                     o ? "this option cannot be set by annotation" : "no such option");
+            return -EINVAL;
+        }
+        if (strlen(a->v[k].val) != a->v[k].vlen) {
+            snprintf(err, errlen, "annotation %s: value contains a NUL byte", key);
+            return -EINVAL;
+        }
+        if (o->flags & OPT_REPEAT) {
+            char **items;
+            size_t n;
+            char why[256];
+            if (val_list(a->v[k].val, &items, &n, why, sizeof why) < 0) {
+                snprintf(err, errlen, "annotation %s: invalid list \"%s\": %s", key, a->v[k].val,
+                         why);
+                return -EINVAL;
+            }
+            free(l->val[idx]);
+            l->val[idx] = xstrdup(a->v[k].val);
+            strlist_free(&l->list[idx]);
+            for (size_t j = 0; j < n; j++) strlist_push(&l->list[idx], items[j]);
+            val_list_free(items);
+        } else {
+            layer_set(l, idx, a->v[k].val);
+        }
+    }
+    return 0;
+}
+
+static const char *src_name(enum cfg_source s)
+{
+    return s == CFG_SRC_FLAG ? "flag" : s == CFG_SRC_ANNOTATION ? "annotation" : "default";
+}
+
+/* Parses one raw value of option o into the config field. */
+static int set_value(struct config *c, const struct opt_def *o, const char *v, enum cfg_source src,
+                     char *err, size_t errlen)
+{
+    char why[256] = "";
+    void *field = (char *)c + o->off;
+    int rc = 0;
+    switch (o->type) {
+    case OPT_STR:
+        free(*(char **)field);
+        *(char **)field = xstrdup(v);
+        break;
+    case OPT_DURATION:
+        rc = val_duration(v, (int64_t *)field, why, sizeof why);
+        break;
+    case OPT_SIGNAL:
+        rc = val_signal(v, (int *)field, why, sizeof why);
+        break;
+    case OPT_BOOL:
+        rc = val_bool(v, (int *)field, why, sizeof why);
+        break;
+    case OPT_ENUM:
+        rc = -EINVAL;
+        for (int i = 0; o->choices[i]; i++)
+            if (strcmp(o->choices[i], v) == 0) {
+                *(int *)field = i;
+                rc = 0;
+            }
+        if (rc) {
+            size_t l = (size_t)snprintf(why, sizeof why, "must be one of");
+            for (int i = 0; o->choices[i] && l < sizeof why; i++)
+                l += (size_t)snprintf(why + l, sizeof why - l, "%s%s", i ? "|" : " ", o->choices[i]);
+        }
+        break;
+    case OPT_LIST: /* handled by the caller */
+        break;
+    }
+    if (rc < 0) {
+        if (src == CFG_SRC_ANNOTATION)
+            snprintf(err, errlen, "invalid value for annotation %s%s: \"%s\": %s",
+                     CFG_ANNOTATION_PREFIX, o->name, v, why);
+        else
+            snprintf(err, errlen, "invalid value for --%s (%s): \"%s\": %s", o->name,
+                     src_name(src), v, why);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static int apply_layer(struct config *c, const struct cfg_layer *l, char *err, size_t errlen)
+{
+    if (!l) return 0;
+    for (size_t i = 0; i < NOPTS; i++) {
+        const struct opt_def *o = &OPTIONS[i];
+        if (!l->val[i]) continue;
+        if (o->type == OPT_LIST) {
+            struct strlist *dst = (struct strlist *)((char *)c + o->off);
+            strlist_free(dst);
+            for (size_t j = 0; j < l->list[i].n; j++) strlist_push(dst, l->list[i].v[j]);
+        } else if (set_value(c, o, l->val[i], l->src, err, errlen) < 0) {
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
+static int parse_action(const char *s, int *out)
+{
+    for (int i = 0; ACTIONS[i]; i++)
+        if (strcmp(ACTIONS[i], s) == 0) {
+            *out = i;
+            return 0;
+        }
+    return -EINVAL;
+}
+
+/* Actions this build can perform. */
+static int action_available(int a) { return a <= ACTION_EXEC; }
+
+int cfg_status_expected(const struct config *c, long status)
+{
+    for (size_t i = 0; i < c->http_expect_status.n; i++) {
+        const char *e = c->http_expect_status.v[i];
+        if (strlen(e) == 3 && e[1] == 'x' && e[2] == 'x') {
+            if (status / 100 == e[0] - '0') return 1;
+        } else if (strtol(e, NULL, 10) == status) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int check_expect_status(const struct config *c, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < c->http_expect_status.n; i++) {
+        const char *e = c->http_expect_status.v[i];
+        int ok = strlen(e) == 3 && e[0] >= '1' && e[0] <= '5' &&
+                 ((e[1] == 'x' && e[2] == 'x') ||
+                  (e[1] >= '0' && e[1] <= '9' && e[2] >= '0' && e[2] <= '9'));
+        if (!ok) {
+            snprintf(err, errlen,
+                     "invalid value for --http-expect-status: \"%s\": want a status code "
+                     "100-599 or a class like 2xx",
+                     e);
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
+/* Each action that is in use needs its own options. */
+static int check_action_needs(const struct config *c, const int *used, char *err, size_t errlen)
+{
+    if (used[ACTION_SIGNAL] && !(c->process && *c->process) && !(c->pid_file && *c->pid_file)) {
+        snprintf(err, errlen, "the signal action needs --process NAME or --pid-file PATH");
+        return -EINVAL;
+    }
+    if (used[ACTION_HTTP]) {
+        if (!c->http_url || strncmp(c->http_url, "http://", 7) != 0) {
+            if (!c->http_url || strncmp(c->http_url, "https://", 8) != 0) {
+                snprintf(err, errlen,
+                         "the http action needs --http-url with an http:// or https:// URL "
+                         "(got \"%s\")",
+                         c->http_url ? c->http_url : "");
+                return -EINVAL;
+            }
+        }
+        for (const char *p = c->http_method; *p; p++)
+            if (!((*p >= 'A' && *p <= 'Z') || *p == '-')) {
+                snprintf(err, errlen, "invalid value for --http-method: \"%s\": want an "
+                                      "upper-case method name such as POST",
+                         c->http_method);
+                return -EINVAL;
+            }
+        for (size_t i = 0; i < c->http_header.n; i++) {
+            const char *h = c->http_header.v[i], *colon = strchr(h, ':');
+            if (!colon || colon == h || strpbrk(h, "\r\n")) {
+                snprintf(err, errlen,
+                         "invalid value for --http-header: \"%s\": want \"Name: value\"", h);
+                return -EINVAL;
+            }
+        }
+    }
+    if (used[ACTION_EXEC] && !(c->exec_command && *c->exec_command)) {
+        snprintf(err, errlen, "the exec action needs --exec-command COMMAND");
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* Cross-field validation and derived fields. */
+static int validate(struct config *c, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < c->watch.n; i++) {
+        if (c->watch.v[i][0] == '\0') {
+            snprintf(err, errlen, "invalid value for --watch: empty path");
+            return -EINVAL;
+        }
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(c->watch.v[i], c->watch.v[j]) == 0) {
+                snprintf(err, errlen, "invalid value for --watch: \"%s\" is given twice",
+                         c->watch.v[i]);
+                return -EINVAL;
+            }
+    }
+    c->rules = calloc(c->rule_raw.n ? c->rule_raw.n : 1, sizeof *c->rules);
+    if (!c->rules) ra_oom();
+    for (size_t i = 0; i < c->rule_raw.n; i++) {
+        const char *r = c->rule_raw.v[i], *eq = strrchr(r, '=');
+        int a;
+        if (!eq || eq == r || parse_action(eq + 1, &a) < 0) {
+            snprintf(err, errlen,
+                     "invalid value for --rule: \"%s\": want GLOB=ACTION with ACTION one of "
+                     "none|signal|http|exec|restart|rollout",
+                     r);
+            return -EINVAL;
+        }
+        c->rules[i].glob = strndup(r, (size_t)(eq - r));
+        if (!c->rules[i].glob) ra_oom();
+        c->rules[i].action = (enum action)a;
+        c->nrules++;
+    }
+    int used[ACTION__COUNT] = {0};
+    used[c->action] = 1;
+    for (size_t i = 0; i < c->nrules; i++) used[c->rules[i].action] = 1;
+    for (int a = 0; a < ACTION__COUNT; a++)
+        if (used[a] && !action_available(a)) {
+            snprintf(err, errlen,
+                     "action \"%s\" is not implemented in this version of reload-agent "
+                     "(available: none, signal, http, exec)",
+                     ACTIONS[a]);
+            return -EINVAL;
+        }
+    if (check_expect_status(c, err, errlen) < 0 || check_action_needs(c, used, err, errlen) < 0)
+        return -EINVAL;
+    if (c->listen && *c->listen) {
+        struct sockaddr_storage ss;
+        char why[256];
+        if (httpd_parse_listen(c->listen, &ss, why, sizeof why) < 0) {
+            snprintf(err, errlen, "invalid value for --listen: %s", why);
+            return -EINVAL;
+        }
+    }
+    if (c->retry_initial_ns <= 0 || c->retry_max_ns < c->retry_initial_ns) {
+        snprintf(err, errlen, "--retry-initial must be > 0 and <= --retry-max");
+        return -EINVAL;
+    }
+    if (c->on_start == ON_START_AUTO)
+        c->on_start = used[ACTION_ROLLOUT] ? ON_START_RECONCILE : ON_START_SKIP;
+    if (c->on_start == ON_START_RECONCILE && !used[ACTION_ROLLOUT]) {
+        snprintf(err, errlen, "--on-start reconcile needs a rule or --action that uses rollout");
+        return -EINVAL;
+    }
+    return 0;
+}
+
+int cfg_build(const struct cfg_layer *flags, const struct cfg_layer *annots, struct config *out,
+              char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    for (size_t i = 0; i < NOPTS; i++) {
+        const struct opt_def *o = &OPTIONS[i];
+        if (!o->def) continue;
+        if (o->type == OPT_LIST) {
+            char **items, why[128];
+            size_t n;
+            if (val_list(o->def, &items, &n, why, sizeof why) < 0) ra_oom();
+            for (size_t j = 0; j < n; j++) strlist_push((struct strlist *)((char *)out + o->off), items[j]);
+            val_list_free(items);
+        } else if (set_value(out, o, o->def, CFG_SRC_DEFAULT, err, errlen) < 0) {
+            goto fail; /* a bad default is our bug, but report it anyway */
+        }
+    }
+    if (apply_layer(out, flags, err, errlen) < 0 || apply_layer(out, annots, err, errlen) < 0 ||
+        validate(out, err, errlen) < 0)
+        goto fail;
+    return 0;
+fail:
+    cfg_free(out);
+    return -EINVAL;
+}
+
+void cfg_free(struct config *c)
+{
+    for (size_t i = 0; i < NOPTS; i++) {
+        void *field = (char *)c + OPTIONS[i].off;
+        if (OPTIONS[i].type == OPT_LIST) strlist_free(field);
+        else if (OPTIONS[i].type == OPT_STR) {
+            free(*(char **)field);
+            *(char **)field = NULL;
+        }
+    }
+    for (size_t i = 0; i < c->nrules; i++) free(c->rules[i].glob);
+    free(c->rules);
+    c->rules = NULL;
+    c->nrules = 0;
+}
+
+int cfg_same_watch(const struct config *a, const struct config *b)
+{
+    if (a->watch.n != b->watch.n) return 0;
+    for (size_t i = 0; i < a->watch.n; i++)
+        if (strcmp(a->watch.v[i], b->watch.v[i]) != 0) return 0;
+    return 1;
+}
+
+void cfg_print_help(FILE *f)
+{
+    for (size_t i = 0; i < NOPTS; i++) {
+        const struct opt_def *o = &OPTIONS[i];
+        char head[64];
+        snprintf(head, sizeof head, "--%s%s%s", o->name, o->metavar[0] ? " " : "", o->metavar);
+        fprintf(f, "  %-26s %s", head, o->help);
+        if (o->def && o->type != OPT_BOOL) fprintf(f, " (default %s)", o->def);
+        fputc('\n', f);
+    }
+    fprintf(f, "\nEvery option except --annotations and --print-config can also be set with the "
+               "pod annotation\n" CFG_ANNOTATION_PREFIX "<flag-name> (lists comma-separated); "
+               "annotations win over flags.\nDurations are Go-style (250ms, 1m30s).\n");
+}
+
+/* Renders a field's current value. */
+static void format_value(const struct config *c, const struct opt_def *o, char *out, size_t n)
+{
+    const void *field = (const char *)c + o->off;
+    switch (o->type) {
+    case OPT_STR:
+        snprintf(out, n, "%s", *(char *const *)field ? *(char *const *)field : "");
+        break;
+    case OPT_DURATION:
+        val_format_duration(*(const int64_t *)field, out, n);
+        break;
+    case OPT_SIGNAL: {
+        const char *s = val_signal_name(*(const int *)field);
+        snprintf(out, n, "%s", s ? s : "?");
+        break;
+    }
+    case OPT_BOOL:
+        snprintf(out, n, "%s", *(const int *)field ? "true" : "false");
+        break;
+    case OPT_ENUM:
+        snprintf(out, n, "%s", o->choices[*(const int *)field]);
+        break;
+    case OPT_LIST: {
+        const struct strlist *l = field;
+        size_t len = 0;
+        out[0] = '\0';
+        for (size_t i = 0; i < l->n && len < n; i++)
+            len += (size_t)snprintf(out + len, n - len, "%s%s", i ? "," : "", l->v[i]);
+        break;
+    }
+    }
+}
+
+void cfg_print(FILE *f, const struct config *c, const struct cfg_layer *flags,
+               const struct cfg_layer *annots)
+{
+    for (size_t i = 0; i < NOPTS; i++) {
+        char buf[4096];
+        const char *src = "default";
+        if (annots && annots->val[i]) src = "annotation";
+        else if (flags && flags->val[i]) src = "flag";
+        format_value(c, &OPTIONS[i], buf, sizeof buf);
+        fprintf(f, "%-16s = %-30s # %s\n", OPTIONS[i].name, buf, src);
+    }
+}

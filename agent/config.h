@@ -1,0 +1,143 @@
+/*
+ * config.h - the one table of options, and the layered configuration built
+ * from it: defaults < command-line flags < pod annotations.
+ *
+ * Every option is one row of the table in config.c (name, type, default,
+ * where it is stored, help text). CLI parsing, annotation parsing, --help
+ * and --print-config are all derived from that table, so an option exists in
+ * all four places or in none.
+ *
+ * A layer holds raw strings as the user wrote them (flags or annotations);
+ * cfg_build parses and validates all layers into a struct config. Live
+ * annotation updates build a new config and swap it in only if it is valid.
+ */
+#ifndef RA_CONFIG_H
+#define RA_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "agent/annotations.h"
+
+#define CFG_ANNOTATION_PREFIX "reload-agent.io/"
+#define CFG_DEFAULT_ANNOTATIONS_FILE "/etc/podinfo/annotations"
+
+struct strlist {
+    char **v;
+    size_t n;
+};
+
+/* Actions in increasing strength (PRODUCT.md "Rules"). */
+enum action {
+    ACTION_NONE = 0,
+    ACTION_SIGNAL,
+    ACTION_HTTP,
+    ACTION_EXEC,
+    ACTION_RESTART,
+    ACTION_ROLLOUT,
+    ACTION__COUNT
+};
+
+enum on_start { ON_START_SKIP = 0, ON_START_RELOAD, ON_START_RECONCILE, ON_START_AUTO };
+
+struct rule {
+    char *glob;
+    enum action action;
+};
+
+struct config {
+    struct strlist watch;
+    int action;                /* enum action */
+    struct strlist rule_raw;   /* "GLOB=ACTION" as given */
+    struct rule *rules;        /* parsed rule_raw, same order */
+    size_t nrules;
+    struct strlist ignore;
+    int64_t debounce_ns;
+    int64_t resync_ns;
+    int log_level;             /* enum log_level */
+    int log_format;            /* enum log_format */
+    int dry_run;
+    char *annotations;         /* downward-API annotations file, "" = none */
+    int signal;                /* --signal */
+    int signal_all;
+    char *process;
+    char *pid_file;
+    char *http_url;
+    char *http_method;
+    struct strlist http_header;
+    struct strlist http_expect_status; /* "2xx" or codes */
+    int64_t http_timeout_ns;
+    char *exec_command;
+    int64_t exec_timeout_ns;
+    int64_t retry_initial_ns;
+    int64_t retry_max_ns;
+    int64_t min_interval_ns;
+    int on_start;              /* enum on_start (AUTO resolved by cfg_build) */
+    char *listen;
+    int print_config;
+};
+
+/* Where a value came from, for --print-config. */
+enum cfg_source { CFG_SRC_DEFAULT = 0, CFG_SRC_FLAG, CFG_SRC_ANNOTATION };
+
+/* Raw values of one layer, indexed by option row. */
+struct cfg_layer {
+    char **val;              /* [nopts] last value given, or NULL */
+    struct strlist *list;    /* [nopts] accumulated values of repeatable options */
+    enum cfg_source src;
+};
+
+/* Number of options in the table. */
+size_t cfg_option_count(void);
+
+/* Returns the action's name ("none", "signal", ...). */
+const char *cfg_action_name(int action);
+
+/* Initialises an empty layer. Returns 0 or -ENOMEM. */
+int cfg_layer_init(struct cfg_layer *l, enum cfg_source src);
+void cfg_layer_free(struct cfg_layer *l);
+
+/* Parses command-line options argv[0..argc) (argv[0] is NOT skipped: pass
+ * the arguments after the subcommand) into a flag layer. Recognises
+ * `--name value`, `--name=value`, and for booleans `--name` alone.
+ * `--help` sets *want_help (and stops parsing). Returns 0, or -EINVAL with
+ * a message naming the flag in err. Positional arguments are an error. */
+int cfg_parse_args(int argc, char **argv, struct cfg_layer *flags, int *want_help, char *err,
+                   size_t errlen);
+
+/* Returns the raw value of option `name` in layer l, or NULL if unset. */
+const char *cfg_layer_get(const struct cfg_layer *l, const char *name);
+
+/* Fills an annotation layer from parsed annotations: every key
+ * "reload-agent.io/<option>" sets that option (list options are
+ * comma-separated). Keys under the prefix that are not options are an error,
+ * except the reserved ones (inject, inject-status, config-hash). Returns 0
+ * or -EINVAL naming the annotation. */
+int cfg_layer_from_annotations(const struct annot_set *a, struct cfg_layer *l, char *err,
+                               size_t errlen);
+
+/* Builds the effective configuration defaults < flags < annots (either
+ * layer may be NULL), parsing and validating every value and the
+ * combination. Returns 0 and *out (free with cfg_free), or -EINVAL with a
+ * message naming the option, its source and the value. */
+int cfg_build(const struct cfg_layer *flags, const struct cfg_layer *annots, struct config *out,
+              char *err, size_t errlen);
+
+void cfg_free(struct config *c);
+
+/* 1 if an HTTP status counts as success under --http-expect-status. */
+int cfg_status_expected(const struct config *c, long status);
+
+/* 1 if both configurations watch the same roots in the same order. */
+int cfg_same_watch(const struct config *a, const struct config *b);
+
+/* Writes the option reference (for --help) to f. */
+void cfg_print_help(FILE *f);
+
+/* Writes the effective configuration, one `name = value  # source` line
+ * per option, to f. */
+void cfg_print(FILE *f, const struct config *c, const struct cfg_layer *flags,
+               const struct cfg_layer *annots);
+
+#endif

@@ -1,0 +1,25 @@
+/*
+ * endpoints.h - the routes of the built-in server: /healthz, /readyz,
+ * /metrics (Prometheus text 0.0.4) and /status (JSON). Read-only views of
+ * the agent's state; they never change it.
+ */
+#ifndef RA_ENDPOINTS_H
+#define RA_ENDPOINTS_H
+
+#include "agent/engine.h"
+#include "agent/httpd.h"
+#include "agent/monitor.h"
+
+/* What the routes read. The pointers are re-read on every request, so the
+ * owner may replace the monitor (live --watch change) at any time. */
+struct endpoints_ctx {
+    struct monitor **mon;
+    struct engine **eng;
+    const int *ready;           /* 1 once watches are set up and the baseline is done */
+    const char *last_config_error; /* "" if none */
+};
+
+/* An httpd_handler; ud is a struct endpoints_ctx. */
+void endpoints_handle(void *ud, const struct httpd_req *req, struct httpd_resp *resp);
+
+#endif

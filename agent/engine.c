@@ -1,0 +1,386 @@
+/*
+ * engine.c - the action state machine (see engine.h): what to do for a
+ * change, one attempt at a time, retries, min-interval, commit on success.
+ */
+#include "agent/engine.h"
+
+#include <errno.h>
+#include <fnmatch.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/execact.h"
+#include "agent/log.h"
+#include "agent/metrics.h"
+#include "agent/proc.h"
+
+#define MAX_TARGETS 64
+#define BIT(a) (1u << (a))
+#define INPLACE_MASK (BIT(ACTION_SIGNAL) | BIT(ACTION_HTTP) | BIT(ACTION_EXEC))
+
+struct engine {
+    uv_loop_t *loop;
+    const struct config *cfg;
+    struct httpc *hc;
+    uv_timer_t timer; /* retry backoff or min-interval wait */
+    struct hash_manifest applied;
+    struct hash_manifest observed;
+    struct hash_manifest inflight_target;
+    unsigned failed_mask; /* actions of the failed job awaiting retry */
+    int inflight;
+    unsigned inflight_mask;
+    int parts_left;   /* actions of the current attempt still running */
+    int parts_failed;
+    int attempt;
+    int started;
+    int have_last_start;
+    uint64_t last_start_ms;
+    uint64_t attempt_start_ns;
+    const char *last_action;
+    const char *last_result;
+    char last_error[512];
+    int closing;
+    void (*done)(void *);
+    void *done_ud;
+};
+
+static uint64_t ms_of(int64_t ns) { return ns <= 0 ? 0 : (uint64_t)((ns + 999999) / 1000000); }
+
+int engine_action_for(const struct config *cfg, const char *path)
+{
+    for (size_t i = 0; i < cfg->nrules; i++)
+        if (fnmatch(cfg->rules[i].glob, path, 0) == 0) return cfg->rules[i].action;
+    return cfg->action;
+}
+
+/* Strongest action set for a mask of required actions. */
+static unsigned strongest(unsigned mask)
+{
+    if (mask & BIT(ACTION_ROLLOUT)) return BIT(ACTION_ROLLOUT);
+    if (mask & BIT(ACTION_RESTART)) return BIT(ACTION_RESTART);
+    if (mask & INPLACE_MASK) return mask & INPLACE_MASK;
+    return mask ? BIT(ACTION_NONE) : 0;
+}
+
+/* Actions needed to go from the applied state to the observed one. */
+static unsigned needed_mask(struct engine *e)
+{
+    struct hash_diff d;
+    unsigned mask = e->failed_mask;
+    if (memcmp(e->applied.total, e->observed.total, HASH_LEN) == 0) return mask;
+    if (hash_diff(&e->applied, &e->observed, &d) < 0) ra_oom();
+    const char **lists[] = {d.added, d.removed, d.modified};
+    size_t ns[] = {d.nadded, d.nremoved, d.nmodified};
+    for (int l = 0; l < 3; l++)
+        for (size_t i = 0; i < ns[l]; i++) mask |= BIT(engine_action_for(e->cfg, lists[l][i]));
+    hash_diff_free(&d);
+    /* Content differs but only ignored files: nothing differs in the manifest. */
+    return mask ? mask : BIT(ACTION_NONE);
+}
+
+static void schedule(struct engine *e);
+static void on_timer_closed(uv_handle_t *h);
+
+static void on_timer(uv_timer_t *t) { schedule(t->data); }
+
+static void set_error(struct engine *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_error(struct engine *e, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->last_error, sizeof e->last_error, fmt, ap);
+    va_end(ap);
+}
+
+static void log_action(struct engine *e, int action, int ok, double secs, const char *err)
+{
+    char hex[HASH_HEX_LEN + 1];
+    struct log_rec r;
+    hash_hex(e->inflight_target.total, hex);
+    if (log_rec_begin(&r, ok ? LOG_INFO : LOG_WARN, "action")) {
+        log_rec_str(&r, "action", cfg_action_name(action));
+        log_rec_str(&r, "result", ok ? "success" : "failure");
+        log_rec_int(&r, "attempt", e->attempt);
+        log_rec_str(&r, "hash", hex);
+        log_rec_num(&r, "duration_ms", secs * 1000.0);
+        if (e->cfg->dry_run) log_rec_bool(&r, "dry_run", 1);
+        if (!ok) log_rec_str(&r, "error", err);
+        log_rec_end(&r, "%s %s%s%s", cfg_action_name(action), ok ? "succeeded" : "failed",
+                    ok ? "" : ": ", ok ? "" : err);
+    }
+}
+
+/* One action of the current attempt finished. */
+static void part_done(struct engine *e, int action, int ok, const char *err)
+{
+    double secs = (double)(uv_hrtime() - e->attempt_start_ns) / 1e9;
+    metrics_action(action, ok, secs);
+    log_action(e, action, ok, secs, err ? err : "");
+    e->last_action = cfg_action_name(action);
+    if (!ok) {
+        e->parts_failed++;
+        set_error(e, "%s: %s", cfg_action_name(action), err ? err : "failed");
+    }
+    if (--e->parts_left > 0) return;
+
+    e->inflight = 0;
+    if (e->parts_failed == 0) {
+        e->last_result = "success";
+        hash_manifest_free(&e->applied);
+        e->applied = e->inflight_target;
+        memset(&e->inflight_target, 0, sizeof e->inflight_target);
+        e->failed_mask = 0;
+        e->attempt = 0;
+        if (e->closing) goto closing;
+        schedule(e); /* the content may have moved on meanwhile */
+        return;
+    }
+    e->last_result = "failure";
+    e->failed_mask = e->inflight_mask;
+    hash_manifest_free(&e->inflight_target);
+    if (e->closing) goto closing;
+    uint64_t base = ms_of(e->cfg->retry_initial_ns), cap = ms_of(e->cfg->retry_max_ns);
+    uint64_t delay = base;
+    for (int i = 1; i < e->attempt && delay < cap; i++) delay *= 2;
+    if (delay > cap) delay = cap;
+    delay = delay / 2 + (uint64_t)rand() % (delay / 2 + 1); /* equal jitter */
+    metrics_retry();
+    struct log_rec r;
+    if (log_rec_begin(&r, LOG_INFO, "retry")) {
+        log_rec_int(&r, "delay_ms", (long long)delay);
+        log_rec_int(&r, "attempt", e->attempt + 1);
+        log_rec_end(&r, "retrying in %llums", (unsigned long long)delay);
+    }
+    uv_timer_start(&e->timer, on_timer, delay, 0);
+    return;
+closing:
+    uv_close((uv_handle_t *)&e->timer, on_timer_closed);
+}
+
+/* ---- the actions: each ends in exactly one part_done ---- */
+
+static void do_signal(struct engine *e)
+{
+    const struct config *c = e->cfg;
+    struct proc_target t = {.pid_file = c->pid_file, .name = c->process, .all = c->signal_all};
+    struct proc_match m[MAX_TARGETS];
+    struct proc_scan_info info = {0};
+    int n = proc_find(&t, m, MAX_TARGETS, &info);
+    const char *who = c->pid_file && *c->pid_file ? c->pid_file : c->process;
+    if (n <= 0) {
+        char buf[512];
+        snprintf(buf, sizeof buf, "no target process for %s: %s", who,
+                 proc_hint(n == 0 ? -ESRCH : n, &info));
+        part_done(e, ACTION_SIGNAL, 0, buf);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        int rc = proc_signal(&m[i], c->signal);
+        if (rc < 0) {
+            char buf[512];
+            snprintf(buf, sizeof buf, "cannot signal PID %d (%s): %s", (int)m[i].pid, who,
+                     proc_hint(rc, &info));
+            part_done(e, ACTION_SIGNAL, 0, buf);
+            return;
+        }
+        log_debug("sent signal %d to PID %d", c->signal, (int)m[i].pid);
+    }
+    part_done(e, ACTION_SIGNAL, 1, NULL);
+}
+
+static void http_done(void *ud, const struct httpc_result *res)
+{
+    struct engine *e = ud;
+    char buf[512];
+    if (!res->ok) {
+        snprintf(buf, sizeof buf, "%s %s: %s", e->cfg->http_method, e->cfg->http_url,
+                 res->error ? res->error : "request failed");
+        part_done(e, ACTION_HTTP, 0, buf);
+    } else if (!cfg_status_expected(e->cfg, res->status)) {
+        snprintf(buf, sizeof buf, "%s %s: unexpected status %ld", e->cfg->http_method,
+                 e->cfg->http_url, res->status);
+        part_done(e, ACTION_HTTP, 0, buf);
+    } else {
+        part_done(e, ACTION_HTTP, 1, NULL);
+    }
+}
+
+static void do_http(struct engine *e)
+{
+    const struct config *c = e->cfg;
+    struct httpc_req req = {
+        .method = c->http_method,
+        .url = c->http_url,
+        .headers = (const char *const *)c->http_header.v,
+        .nheaders = c->http_header.n,
+        .timeout_ms = ms_of(c->http_timeout_ns),
+        .max_body = 64 * 1024,
+    };
+    int rc = httpc_request(e->hc, &req, http_done, e, NULL);
+    if (rc < 0) {
+        char buf[256];
+        snprintf(buf, sizeof buf, "cannot start the request: %s", strerror(-rc));
+        part_done(e, ACTION_HTTP, 0, buf);
+    }
+}
+
+static void exec_finished(void *ud, const struct exec_result *res)
+{
+    struct engine *e = ud;
+    char buf[512];
+    if (res->spawn_error)
+        snprintf(buf, sizeof buf, "cannot run \"%s\": %s", e->cfg->exec_command,
+                 uv_strerror(res->spawn_error));
+    else if (res->timed_out)
+        snprintf(buf, sizeof buf, "\"%s\" timed out and was killed", e->cfg->exec_command);
+    else if (res->term_signal)
+        snprintf(buf, sizeof buf, "\"%s\" was killed by signal %d", e->cfg->exec_command,
+                 res->term_signal);
+    else if (res->exit_status != 0)
+        snprintf(buf, sizeof buf, "\"%s\" exited with status %lld", e->cfg->exec_command,
+                 (long long)res->exit_status);
+    else {
+        part_done(e, ACTION_EXEC, 1, NULL);
+        return;
+    }
+    part_done(e, ACTION_EXEC, 0, buf);
+}
+
+static void do_exec(struct engine *e)
+{
+    int rc = exec_start(e->loop, e->cfg->exec_command, ms_of(e->cfg->exec_timeout_ns), exec_finished,
+                        e, NULL);
+    if (rc < 0) {
+        char buf[512];
+        snprintf(buf, sizeof buf, "cannot parse --exec-command \"%s\"", e->cfg->exec_command);
+        part_done(e, ACTION_EXEC, 0, buf);
+    }
+}
+
+/* Starts an attempt of the actions in mask on the observed state. */
+static void start_attempt(struct engine *e, unsigned mask)
+{
+    e->inflight = 1;
+    e->inflight_mask = mask;
+    e->attempt++;
+    e->parts_failed = 0;
+    e->parts_left = 0;
+    for (int a = 0; a < ACTION__COUNT; a++)
+        if (mask & BIT(a)) e->parts_left++;
+    hash_manifest_free(&e->inflight_target);
+    if (hash_manifest_copy(&e->observed, &e->inflight_target) < 0) ra_oom();
+    e->have_last_start = 1;
+    e->last_start_ms = uv_now(e->loop);
+    e->attempt_start_ns = uv_hrtime();
+    for (int a = 0; a < ACTION__COUNT; a++) {
+        if (!(mask & BIT(a))) continue;
+        if (a == ACTION_NONE || e->cfg->dry_run) {
+            part_done(e, a, 1, NULL);
+            continue;
+        }
+        switch (a) {
+        case ACTION_SIGNAL: do_signal(e); break;
+        case ACTION_HTTP: do_http(e); break;
+        case ACTION_EXEC: do_exec(e); break;
+        default: part_done(e, a, 0, "action not implemented in this version"); break;
+        }
+    }
+}
+
+static void schedule(struct engine *e)
+{
+    if (e->inflight || e->closing || !e->started) return;
+    unsigned mask = strongest(needed_mask(e));
+    if (!mask) return;
+    if (memcmp(e->applied.total, e->observed.total, HASH_LEN) == 0 && !e->failed_mask) return;
+    uint64_t now = uv_now(e->loop), gap = ms_of(e->cfg->min_interval_ns);
+    if (e->have_last_start && gap && now < e->last_start_ms + gap) {
+        uv_timer_start(&e->timer, on_timer, e->last_start_ms + gap - now, 0);
+        return;
+    }
+    uv_timer_stop(&e->timer);
+    start_attempt(e, mask);
+}
+
+int engine_create(uv_loop_t *loop, const struct config *cfg, struct httpc *hc,
+                  struct engine **out)
+{
+    struct engine *e = calloc(1, sizeof *e);
+    if (!e) return -ENOMEM;
+    e->loop = loop;
+    e->cfg = cfg;
+    e->hc = hc;
+    e->last_action = e->last_result = "";
+    hash_empty(e->applied.total);
+    hash_empty(e->observed.total);
+    uv_timer_init(loop, &e->timer);
+    e->timer.data = e;
+    *out = e;
+    return 0;
+}
+
+void engine_start(struct engine *e, const struct hash_manifest *baseline)
+{
+    hash_manifest_free(&e->observed);
+    if (hash_manifest_copy(baseline, &e->observed) < 0) ra_oom();
+    if (e->cfg->on_start != ON_START_RELOAD) {
+        hash_manifest_free(&e->applied);
+        if (hash_manifest_copy(baseline, &e->applied) < 0) ra_oom();
+    }
+    e->started = 1;
+    schedule(e);
+}
+
+void engine_observe(struct engine *e, const struct hash_manifest *cur)
+{
+    hash_manifest_free(&e->observed);
+    if (hash_manifest_copy(cur, &e->observed) < 0) ra_oom();
+    if (!e->inflight) {
+        /* A newer change supersedes a pending retry: attempt it now. */
+        e->attempt = e->failed_mask ? e->attempt : 0;
+        uv_timer_stop(&e->timer);
+    }
+    schedule(e);
+}
+
+void engine_config_changed(struct engine *e)
+{
+    if (!e->inflight) schedule(e);
+}
+
+void engine_get_status(const struct engine *e, struct engine_status *st)
+{
+    memset(st, 0, sizeof *st);
+    st->last_action = e->last_action;
+    st->last_result = e->last_result;
+    st->last_error = e->last_error;
+    st->attempt = e->attempt;
+    st->inflight = e->inflight;
+    st->retry_pending = uv_is_active((const uv_handle_t *)&e->timer);
+    st->retry_in_ms = st->retry_pending ? uv_timer_get_due_in(&e->timer) : 0;
+    hash_hex(e->applied.total, st->applied);
+}
+
+static void on_timer_closed(uv_handle_t *h)
+{
+    struct engine *e = h->data;
+    void (*done)(void *) = e->done;
+    void *ud = e->done_ud;
+    hash_manifest_free(&e->applied);
+    hash_manifest_free(&e->observed);
+    hash_manifest_free(&e->inflight_target);
+    free(e);
+    if (done) done(ud);
+}
+
+void engine_close(struct engine *e, void (*done)(void *), void *ud)
+{
+    e->closing = 1;
+    e->done = done;
+    e->done_ud = ud;
+    uv_timer_stop(&e->timer);
+    if (!e->inflight) uv_close((uv_handle_t *)&e->timer, on_timer_closed);
+    /* else: part_done closes the timer when the attempt ends */
+}

@@ -1,0 +1,65 @@
+/*
+ * engine.h - deciding and performing actions on content changes.
+ *
+ * The engine keeps the last *applied* manifest (the state an action last
+ * succeeded on) and the latest *observed* one. The changed files are the
+ * diff between the two; each maps to an action by the first matching --rule
+ * (else --action), and the strongest required action runs once: none <
+ * signal = http = exec < restart < rollout (several distinct in-place actions
+ * of equal strength all run). The applied state is committed only when the
+ * action succeeded. A failure is retried with capped exponential backoff
+ * and jitter; a newer change supersedes the pending retry and is diffed
+ * against the applied state, keeping the failed actions in the set, so a
+ * failed reload is retried even if the content reverts. --min-interval
+ * spaces attempts. No call blocks the loop.
+ */
+#ifndef RA_ENGINE_H
+#define RA_ENGINE_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "agent/config.h"
+#include "agent/httpc.h"
+#include "hash/hash.h"
+
+struct engine;
+
+struct engine_status {
+    const char *last_action;  /* e.g. "signal", "" if none yet */
+    const char *last_result;  /* "success", "failure", "" */
+    const char *last_error;   /* "" if none */
+    int attempt;              /* attempts of the pending job so far, 0 if none */
+    int inflight;             /* an action is running */
+    int retry_pending;        /* a retry timer is armed */
+    uint64_t retry_in_ms;     /* time until it fires */
+    char applied[HASH_HEX_LEN + 1];
+};
+
+/* Creates the engine. cfg must stay valid (the caller updates it in place
+ * and calls engine_config_changed). hc is used by the http action. */
+int engine_create(uv_loop_t *loop, const struct config *cfg, struct httpc *hc,
+                  struct engine **out);
+
+/* Tells the engine about the baseline at start: with --on-start skip it
+ * becomes the applied state; with reload the engine acts on it once. */
+void engine_start(struct engine *e, const struct hash_manifest *baseline);
+
+/* A new observed state (after a real change). The manifest is copied. */
+void engine_observe(struct engine *e, const struct hash_manifest *cur);
+
+/* Call after the configuration changed (rules or action may differ). */
+void engine_config_changed(struct engine *e);
+
+void engine_get_status(const struct engine *e, struct engine_status *st);
+
+/* Stops scheduling; an action in flight finishes or times out (bounded by
+ * --http-timeout / --exec-timeout), then handles close, e is freed and
+ * done(ud) runs. */
+void engine_close(struct engine *e, void (*done)(void *), void *ud);
+
+/* Action for one logical path under cfg (first matching rule, else
+ * --action). Exposed for tests. */
+int engine_action_for(const struct config *cfg, const char *path);
+
+#endif

@@ -1,0 +1,251 @@
+/*
+ * execact.c - the exec action: split a command line into argv and run it
+ * with uv_spawn, with a timeout (see execact.h).
+ *
+ * The child runs in its own session (UV_PROCESS_DETACHED only means setsid
+ * on Unix; the handle is still watched), so a timeout or exec_kill signals
+ * the whole process group: `sh -c '...'` and whatever it started.
+ *
+ * A job owns two handles, the process and the timer. The job is freed in the
+ * last close callback, right after the user's callback, so the callback may
+ * free whatever ud points to.
+ */
+#include "agent/execact.h"
+
+#include "agent/log.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EXEC_KILL_GRACE_MS 2000
+
+struct exec_job {
+    uv_process_t proc;
+    uv_timer_t timer;
+    exec_done cb;
+    void *ud;
+    struct exec_result res;
+    int open_handles; /* handles not yet closed */
+    int exited;       /* exit_cb ran, or the spawn failed */
+    int term_sent;    /* SIGTERM sent because of the timeout */
+    uint64_t timeout_ms;
+};
+
+/* A growing byte buffer for the word being built. */
+struct word {
+    char *s;
+    size_t len, cap;
+};
+
+static int word_add(struct word *w, char c)
+{
+    if (w->len + 1 >= w->cap) {
+        size_t ncap = w->cap ? w->cap * 2 : 32;
+        char *ns = realloc(w->s, ncap);
+        if (!ns) return -ENOMEM;
+        w->s = ns;
+        w->cap = ncap;
+    }
+    w->s[w->len++] = c;
+    w->s[w->len] = '\0';
+    return 0;
+}
+
+/* Appends the finished word (maybe empty, as from '') to the
+ * NULL-terminated vector *v of n entries. On failure w still owns its text. */
+static int argv_push(char ***v, size_t *n, struct word *w)
+{
+    if (!w->s && !(w->s = strdup(""))) return -ENOMEM;
+    char **nv = realloc(*v, (*n + 2) * sizeof *nv);
+    if (!nv) return -ENOMEM;
+    nv[(*n)++] = w->s;
+    nv[*n] = NULL;
+    *v = nv;
+    *w = (struct word){0};
+    return 0;
+}
+
+void exec_argv_free(char **argv)
+{
+    if (!argv) return;
+    for (char **p = argv; *p; p++) free(*p);
+    free(argv);
+}
+
+int exec_split_err(const char *cmd, char ***argv, const char **why)
+{
+    const char *reason = NULL;
+    char **v = NULL;
+    size_t n = 0;
+    struct word w = {0};
+    int in_word = 0, r = 0;
+    const char *p = cmd;
+
+    while (r == 0 && *p) {
+        char c = *p++;
+        if (c == ' ' || c == '\t' || c == '\n') {
+            if (in_word) r = argv_push(&v, &n, &w);
+            in_word = 0;
+        } else if (c == '\\') {
+            if (!*p) {
+                reason = "trailing backslash";
+                r = -EINVAL;
+            } else if (*p == '\n') {
+                p++; /* line continuation */
+            } else {
+                r = word_add(&w, *p++);
+                in_word = 1;
+            }
+        } else if (c == '\'') {
+            in_word = 1;
+            while (*p && *p != '\'' && r == 0) r = word_add(&w, *p++);
+            if (r == 0 && !*p) {
+                reason = "unterminated single quote";
+                r = -EINVAL;
+            } else if (r == 0) {
+                p++; /* the closing quote */
+            }
+        } else if (c == '"') {
+            in_word = 1;
+            while (*p && *p != '"' && r == 0) {
+                /* Inside double quotes backslash escapes only $ ` " \ and newline. */
+                if (*p == '\\' && p[1] && strchr("$`\"\\\n", p[1])) {
+                    p++;
+                    if (*p == '\n') {
+                        p++;
+                        continue;
+                    }
+                }
+                r = word_add(&w, *p++);
+            }
+            if (r == 0 && !*p) {
+                reason = "unterminated double quote";
+                r = -EINVAL;
+            } else if (r == 0) {
+                p++; /* the closing quote */
+            }
+        } else {
+            r = word_add(&w, c);
+            in_word = 1;
+        }
+    }
+    if (r == 0 && in_word) r = argv_push(&v, &n, &w);
+    if (r == 0 && n == 0) {
+        reason = "empty command";
+        r = -EINVAL;
+    }
+    if (r < 0) {
+        free(w.s);
+        exec_argv_free(v);
+        if (why) *why = reason ? reason : "out of memory";
+        return r;
+    }
+    *argv = v;
+    return 0;
+}
+
+int exec_split(const char *cmd, char ***argv) { return exec_split_err(cmd, argv, NULL); }
+
+static void on_close(uv_handle_t *h)
+{
+    struct exec_job *job = h->data;
+    if (--job->open_handles > 0) return;
+    job->cb(job->ud, &job->res);
+    free(job);
+}
+
+static void finish(struct exec_job *job)
+{
+    job->exited = 1;
+    uv_close((uv_handle_t *)&job->proc, on_close);
+    uv_close((uv_handle_t *)&job->timer, on_close);
+}
+
+static void on_proc_exit(uv_process_t *proc, int64_t exit_status, int term_signal)
+{
+    struct exec_job *job = proc->data;
+    job->res.exit_status = exit_status;
+    job->res.term_signal = term_signal;
+    finish(job);
+}
+
+/* Signals the child's process group, or the child alone if it left it.
+ * Only called while the child has not been reaped, so its PID (which is
+ * also the group's ID) cannot have been reused. */
+static void send_signal(struct exec_job *job, int sig)
+{
+    if (job->proc.pid > 0 && kill(-job->proc.pid, sig) < 0) uv_process_kill(&job->proc, sig);
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    struct exec_job *job = t->data;
+    if (!job->term_sent) {
+        log_warn("exec action timed out after %llu ms: sending SIGTERM to pid %d",
+                 (unsigned long long)job->timeout_ms, job->proc.pid);
+        job->res.timed_out = 1;
+        job->term_sent = 1;
+        send_signal(job, SIGTERM);
+        uv_timer_start(&job->timer, on_timer, EXEC_KILL_GRACE_MS, 0);
+    } else {
+        log_warn("exec action still running %d ms after SIGTERM: sending SIGKILL to pid %d",
+                 EXEC_KILL_GRACE_MS, job->proc.pid);
+        send_signal(job, SIGKILL);
+    }
+}
+
+int exec_start(uv_loop_t *loop, const char *cmd, uint64_t timeout_ms, exec_done cb, void *ud,
+               struct exec_job **jobp)
+{
+    char **argv;
+    int r = exec_split(cmd, &argv);
+    if (r < 0) return r;
+    struct exec_job *job = calloc(1, sizeof *job);
+    if (!job) {
+        exec_argv_free(argv);
+        return -ENOMEM;
+    }
+    job->cb = cb;
+    job->ud = ud;
+    job->timeout_ms = timeout_ms;
+    job->open_handles = 2;
+    uv_timer_init(loop, &job->timer);
+    job->timer.data = job;
+    job->proc.data = job;
+
+    uv_stdio_container_t stdio[3] = {
+        {.flags = UV_IGNORE}, /* libuv opens /dev/null for an ignored stdin */
+        {.flags = UV_INHERIT_FD, .data.fd = 1},
+        {.flags = UV_INHERIT_FD, .data.fd = 2},
+    };
+    uv_process_options_t opt = {
+        .exit_cb = on_proc_exit,
+        .file = argv[0],
+        .args = argv,
+        .flags = UV_PROCESS_DETACHED,
+        .stdio_count = 3,
+        .stdio = stdio,
+    };
+    r = uv_spawn(loop, &job->proc, &opt);
+    exec_argv_free(argv);
+    if (r < 0) {
+        /* The close callbacks run on a later loop iteration: that is the
+         * asynchronous report of the spawn failure. */
+        job->res.spawn_error = r;
+        finish(job);
+    } else if (timeout_ms > 0) {
+        uv_update_time(loop); /* count from now, not from the loop's cached time */
+        uv_timer_start(&job->timer, on_timer, timeout_ms, 0);
+    }
+    *jobp = job;
+    return 0;
+}
+
+void exec_kill(struct exec_job *job)
+{
+    if (job->exited) return;
+    uv_timer_stop(&job->timer);
+    send_signal(job, SIGKILL);
+}

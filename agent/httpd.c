@@ -1,0 +1,607 @@
+/*
+ * httpd.c - the built-in HTTP/1.1 server behind --listen (/healthz,
+ * /metrics, ...). One uv_tcp_t listener; per connection a struct embedding
+ * the socket, a read-timeout timer and an http_parser. Bytes are fed to the
+ * parser as they arrive; on_message_complete pauses it, so a pipelined
+ * request stays in the read buffer until the previous response is written
+ * (reading is stopped meanwhile). Limits are enforced in the parser
+ * callbacks. A response that ends the connection is followed by a shutdown
+ * and a "lingering" read that discards input until EOF or the timeout, so
+ * the client reads our error reply instead of a reset.
+ */
+#include "agent/httpd.h"
+
+#include <errno.h>
+#include <http_parser.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent/log.h"
+
+#define HTTPD_MAX_CONNS 64
+#define HTTPD_HEAD_MAX 8192
+#define HTTPD_BODY_MAX 4096
+#define HTTPD_READ_BUF 8192
+#define HTTPD_TIMEOUT_MS 5000
+#define HTTPD_DEFAULT_TYPE "text/plain; charset=utf-8"
+#define HTTPD_REJECT_LOG_MS 10000
+
+struct conn {
+    uv_tcp_t tcp;
+    uv_timer_t timer;
+    uv_write_t wreq;
+    uv_shutdown_t sreq;
+    http_parser parser;
+    struct httpd *srv;
+    struct conn *prev, *next;
+    int open_handles; /* tcp + timer until both close callbacks ran */
+    int closing;
+    int reading;
+    int writing;
+    int draining;   /* final response sent: discard input until EOF */
+    int keep;       /* keep-alive decision for the current request */
+    int err_status; /* limit hit in a parser callback (413) */
+    size_t head_len, body_len, url_len;
+    char url[HTTPD_HEAD_MAX + 1];
+    char whead[512];
+    char *wbody; /* malloc'd body being written, or NULL */
+    size_t in_off, in_len;
+    char in[HTTPD_READ_BUF];
+};
+
+struct httpd {
+    uv_tcp_t listener;
+    uv_tcp_t spare; /* accepts and closes connections we cannot serve */
+    uv_loop_t *loop;
+    httpd_handler handler;
+    void *ud;
+    unsigned timeout_ms;
+    int port;
+    int listener_open, spare_busy, reject_wanted, closing;
+    uint64_t last_reject_log;
+    struct conn *conns;
+    size_t nconns;
+    void (*done)(void *);
+    void *done_ud;
+};
+
+/* ---- listen address ---- */
+
+int httpd_parse_listen(const char *listen, struct sockaddr_storage *out, char *err, size_t errlen)
+{
+    const char *colon = listen ? strrchr(listen, ':') : NULL;
+    if (!colon) {
+        snprintf(err, errlen, "listen address \"%s\": expected HOST:PORT, [IPV6]:PORT or :PORT",
+                 listen ? listen : "");
+        return -EINVAL;
+    }
+    const char *p = colon + 1;
+    size_t nd = strspn(p, "0123456789");
+    long port = nd >= 1 && nd <= 5 && p[nd] == '\0' ? strtol(p, NULL, 10) : -1;
+    if (port < 0 || port > 65535) {
+        snprintf(err, errlen, "listen address \"%s\": port \"%s\" is not a number 0-65535", listen, p);
+        return -EINVAL;
+    }
+    char host[64];
+    const char *h = listen;
+    size_t hlen = (size_t)(colon - listen);
+    int v6 = hlen >= 2 && h[0] == '[' && h[hlen - 1] == ']';
+    if (v6) {
+        h++;
+        hlen -= 2;
+    }
+    if (hlen >= sizeof host) {
+        snprintf(err, errlen, "listen address \"%s\": host is too long", listen);
+        return -EINVAL;
+    }
+    memcpy(host, h, hlen);
+    host[hlen] = '\0';
+    memset(out, 0, sizeof *out);
+    int rc = v6 ? uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)out)
+                : uv_ip4_addr(hlen ? host : "0.0.0.0", (int)port, (struct sockaddr_in *)out);
+    if (rc != 0 || (v6 && hlen == 0)) {
+        snprintf(err, errlen, "listen address \"%s\": host \"%s\" is not a numeric IPv4 address "
+                 "or a [bracketed] IPv6 address", listen, host);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* Binds and listens on a socket of our own, so that a failure leaves no
+ * libuv handle behind. Returns the fd or -errno. */
+static int listen_socket(const struct sockaddr_storage *sa)
+{
+    socklen_t len = sa->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+    int fd = socket(sa->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -errno;
+    int one = 1;
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+        bind(fd, (const struct sockaddr *)sa, len) != 0 || listen(fd, 128) != 0) {
+        int e = -errno;
+        close(fd);
+        return e;
+    }
+    return fd;
+}
+
+/* ---- connection lifetime ---- */
+
+static void maybe_free(struct httpd *s)
+{
+    if (!s->closing || s->listener_open || s->spare_busy || s->conns) return;
+    void (*done)(void *) = s->done;
+    void *ud = s->done_ud;
+    free(s);
+    if (done) done(ud);
+}
+
+static void conn_close_cb(uv_handle_t *h)
+{
+    struct conn *c = h->data;
+    if (--c->open_handles > 0) return;
+    struct httpd *s = c->srv;
+    if (c->prev) c->prev->next = c->next;
+    else s->conns = c->next;
+    if (c->next) c->next->prev = c->prev;
+    s->nconns--;
+    free(c);
+    maybe_free(s);
+}
+
+/* Closes both handles; pending write/shutdown callbacks run first with
+ * UV_ECANCELED, then c is freed in the last close callback. */
+static void conn_close(struct conn *c)
+{
+    if (c->closing) return;
+    c->closing = 1;
+    uv_close((uv_handle_t *)&c->tcp, conn_close_cb);
+    uv_close((uv_handle_t *)&c->timer, conn_close_cb);
+}
+
+static void timer_cb(uv_timer_t *t)
+{
+    struct conn *c = t->data;
+    log_debug("httpd: closing connection idle for %u ms", c->srv->timeout_ms);
+    conn_close(c);
+}
+
+static void restart_timer(struct conn *c)
+{
+    uv_timer_start(&c->timer, timer_cb, c->srv->timeout_ms, 0);
+}
+
+/* ---- parser callbacks: collect the URL, enforce the limits ---- */
+
+static int head_bytes(http_parser *p, size_t len)
+{
+    struct conn *c = p->data;
+    c->head_len += len;
+    if (c->head_len <= HTTPD_HEAD_MAX) return 0;
+    c->err_status = 413;
+    return -1;
+}
+
+static int on_message_begin(http_parser *p)
+{
+    struct conn *c = p->data;
+    c->head_len = c->body_len = c->url_len = 0;
+    c->err_status = 0;
+    return 0;
+}
+
+static int on_url(http_parser *p, const char *at, size_t len)
+{
+    struct conn *c = p->data;
+    if (head_bytes(p, len) != 0) return -1;
+    memcpy(c->url + c->url_len, at, len);
+    c->url_len += len;
+    return 0;
+}
+
+static int on_header_data(http_parser *p, const char *at, size_t len)
+{
+    (void)at;
+    return head_bytes(p, len);
+}
+
+static int on_headers_complete(http_parser *p)
+{
+    struct conn *c = p->data;
+    if ((p->flags & F_CONTENTLENGTH) && p->content_length > HTTPD_BODY_MAX) {
+        c->err_status = 413;
+        return -1;
+    }
+    return 0;
+}
+
+static int on_body(http_parser *p, const char *at, size_t len)
+{
+    struct conn *c = p->data;
+    (void)at;
+    c->body_len += len;
+    if (c->body_len <= HTTPD_BODY_MAX) return 0;
+    c->err_status = 413;
+    return -1;
+}
+
+static int on_message_complete(http_parser *p)
+{
+    struct conn *c = p->data;
+    c->keep = http_should_keep_alive(p) && !p->upgrade;
+    http_parser_pause(p, 1);
+    return 0;
+}
+
+static const http_parser_settings parser_settings = {
+    .on_message_begin = on_message_begin,
+    .on_url = on_url,
+    .on_header_field = on_header_data,
+    .on_header_value = on_header_data,
+    .on_headers_complete = on_headers_complete,
+    .on_body = on_body,
+    .on_message_complete = on_message_complete,
+};
+
+/* ---- responses ---- */
+
+static void conn_parse(struct conn *c);
+static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
+
+static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+    struct conn *c = h->data;
+    (void)hint;
+    *buf = uv_buf_init(c->in, sizeof c->in);
+}
+
+static void start_reading(struct conn *c)
+{
+    if (c->reading || c->closing) return;
+    if (uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb) != 0) {
+        conn_close(c);
+        return;
+    }
+    c->reading = 1;
+}
+
+static void stop_reading(struct conn *c)
+{
+    if (!c->reading) return;
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    c->reading = 0;
+}
+
+static void shutdown_cb(uv_shutdown_t *req, int status)
+{
+    struct conn *c = req->data;
+    if (status < 0) conn_close(c);
+}
+
+static void write_cb(uv_write_t *req, int status)
+{
+    struct conn *c = req->data;
+    c->writing = 0;
+    free(c->wbody);
+    c->wbody = NULL;
+    if (c->closing) return;
+    if (status < 0) {
+        log_debug("httpd: write failed: %s", uv_strerror(status));
+        conn_close(c);
+        return;
+    }
+    restart_timer(c);
+    if (!c->keep) {
+        /* Lingering close: FIN, then discard input until EOF or timeout. */
+        c->draining = 1;
+        c->sreq.data = c;
+        if (uv_shutdown(&c->sreq, (uv_stream_t *)&c->tcp, shutdown_cb) != 0) conn_close(c);
+        else start_reading(c);
+        return;
+    }
+    conn_parse(c); /* a pipelined request may already be buffered */
+    if (!c->writing) start_reading(c);
+}
+
+/* Writes one response: body[0..body_len) (HEAD: only the head). An owned
+ * body is malloc'd and freed once written; else it must be static. */
+static void conn_send(struct conn *c, int status, const char *ctype, char *body, size_t body_len,
+                      int owned, const char *extra_header)
+{
+    const char *reason = http_status_str((enum http_status)status);
+    if (reason[0] == '<') reason = "Unknown";
+    int n = snprintf(c->whead, sizeof c->whead,
+                     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%sConnection: %s\r\n\r\n",
+                     status, reason, ctype, body_len, extra_header, c->keep ? "keep-alive" : "close");
+    uv_buf_t bufs[2] = {uv_buf_init(c->whead, (unsigned)n), uv_buf_init(body, (unsigned)body_len)};
+    unsigned nbufs = body_len > 0 && c->parser.method != HTTP_HEAD ? 2 : 1;
+    c->wbody = owned ? body : NULL;
+    c->wreq.data = c;
+    stop_reading(c);
+    int rc = uv_write(&c->wreq, (uv_stream_t *)&c->tcp, bufs, nbufs, write_cb);
+    if (rc != 0) {
+        log_debug("httpd: write failed: %s", uv_strerror(rc));
+        free(c->wbody);
+        c->wbody = NULL;
+        conn_close(c);
+        return;
+    }
+    c->writing = 1;
+}
+
+/* A canned reply for a request we refuse; all but 405 end the connection. */
+static void conn_error(struct conn *c, int status)
+{
+    static char bad[] = "bad request\n", method[] = "method not allowed\n",
+                large[] = "request too large\n", internal[] = "internal error\n";
+    char *body = status == 400 ? bad : status == 405 ? method : status == 413 ? large : internal;
+    if (status != 405) c->keep = 0;
+    conn_send(c, status, HTTPD_DEFAULT_TYPE, body, strlen(body), 0,
+              status == 405 ? "Allow: GET, HEAD\r\n" : "");
+}
+
+static int hexval(char ch)
+{
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+    return -1;
+}
+
+/* Decodes %XX in s[0..len) in place and NUL-terminates. Returns 0, or -1
+ * for a broken escape or an encoded NUL. */
+static int percent_decode(char *s, size_t len)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] != '%') {
+            s[o++] = s[i];
+            continue;
+        }
+        int hi = i + 2 < len ? hexval(s[i + 1]) : -1;
+        int lo = hi >= 0 ? hexval(s[i + 2]) : -1;
+        if (lo < 0 || (hi | lo) == 0) return -1;
+        s[o++] = (char)(hi * 16 + lo);
+        i += 2;
+    }
+    s[o] = '\0';
+    return 0;
+}
+
+static int valid_content_type(const char *t)
+{
+    size_t n = strlen(t);
+    if (n == 0 || n > 128) return 0;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)t[i] < 0x20 || t[i] == 0x7f) return 0;
+    return 1;
+}
+
+/* A complete request is in c->url / c->parser: validate, call the handler,
+ * send its response. */
+static void conn_request(struct conn *c)
+{
+    enum http_method m = (enum http_method)c->parser.method;
+    if (m != HTTP_GET && m != HTTP_HEAD) {
+        conn_error(c, 405);
+        return;
+    }
+    struct http_parser_url u;
+    http_parser_url_init(&u);
+    if (http_parser_parse_url(c->url, c->url_len, 0, &u) != 0) {
+        conn_error(c, 400);
+        return;
+    }
+    c->url[c->url_len] = '\0';
+    const char *path = "/", *query = "";
+    if (u.field_set & (1u << UF_QUERY)) {
+        char *q = c->url + u.field_data[UF_QUERY].off;
+        q[u.field_data[UF_QUERY].len] = '\0'; /* over '#' or the final NUL */
+        query = q;
+    }
+    if (u.field_set & (1u << UF_PATH)) {
+        char *p = c->url + u.field_data[UF_PATH].off;
+        if (percent_decode(p, u.field_data[UF_PATH].len) != 0) {
+            conn_error(c, 400);
+            return;
+        }
+        path = p;
+    }
+    struct httpd_req req = {.method = m == HTTP_GET ? "GET" : "HEAD", .path = path, .query = query};
+    struct httpd_resp resp = {.status = 200, .content_type = HTTPD_DEFAULT_TYPE};
+    c->srv->handler(c->srv->ud, &req, &resp);
+    if (c->closing) { /* the handler closed the server */
+        free(resp.body);
+        return;
+    }
+    if (!resp.body) resp.body_len = 0;
+    if (!resp.content_type) resp.content_type = HTTPD_DEFAULT_TYPE;
+    if (resp.status < 100 || resp.status > 599 || !valid_content_type(resp.content_type)) {
+        log_error("httpd: handler for \"%s\" returned status %d with an invalid status or "
+                  "content type; answering 500", path, resp.status);
+        free(resp.body);
+        conn_error(c, 500);
+        return;
+    }
+    conn_send(c, resp.status, resp.content_type, resp.body, resp.body_len, 1, "");
+}
+
+/* Feeds buffered input to the parser until it is used up, a request is
+ * being answered, or the connection ends. */
+static void conn_parse(struct conn *c)
+{
+    while (!c->closing && !c->writing && c->in_off < c->in_len) {
+        size_t avail = c->in_len - c->in_off;
+        size_t n = http_parser_execute(&c->parser, &parser_settings, c->in + c->in_off, avail);
+        c->in_off += n;
+        enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
+        if (e == HPE_PAUSED) {
+            http_parser_pause(&c->parser, 0);
+            conn_request(c);
+        } else if (c->err_status) {
+            conn_error(c, c->err_status);
+        } else if (e != HPE_OK || n < avail) {
+            log_debug("httpd: bad request: %s", http_errno_name(e));
+            conn_error(c, e == HPE_HEADER_OVERFLOW ? 413 : 400);
+        }
+    }
+    if (c->in_off == c->in_len) c->in_off = c->in_len = 0;
+}
+
+static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
+{
+    struct conn *c = st->data;
+    (void)buf;
+    if (nread < 0) { /* EOF or error; reading is off while a write is pending */
+        conn_close(c);
+        return;
+    }
+    if (nread == 0 || c->draining) return;
+    c->in_off = 0;
+    c->in_len = (size_t)nread;
+    conn_parse(c);
+}
+
+/* ---- accepting ---- */
+
+static void reject(struct httpd *s);
+
+static void spare_close_cb(uv_handle_t *h)
+{
+    struct httpd *s = h->data;
+    s->spare_busy = 0;
+    if (s->reject_wanted && !s->closing) {
+        s->reject_wanted = 0;
+        reject(s);
+    }
+    maybe_free(s);
+}
+
+/* Accepts the pending connection into the spare handle and closes it. If
+ * the spare is still closing, libuv keeps the connection pending (and stops
+ * polling the listener) until spare_close_cb accepts it. */
+static void reject(struct httpd *s)
+{
+    if (s->spare_busy) {
+        s->reject_wanted = 1;
+        return;
+    }
+    uv_tcp_init(s->loop, &s->spare);
+    s->spare.data = s;
+    s->spare_busy = 1;
+    uv_accept((uv_stream_t *)&s->listener, (uv_stream_t *)&s->spare);
+    uv_close((uv_handle_t *)&s->spare, spare_close_cb);
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    struct httpd *s = server->data;
+    if (status < 0) {
+        log_warn("httpd: accept failed: %s", uv_strerror(status));
+        return;
+    }
+    if (s->nconns >= HTTPD_MAX_CONNS) {
+        uint64_t now = uv_now(s->loop);
+        if (s->last_reject_log == 0 || now - s->last_reject_log >= HTTPD_REJECT_LOG_MS) {
+            log_warn("httpd: %d connections open; closing new ones", HTTPD_MAX_CONNS);
+            s->last_reject_log = now;
+        }
+        reject(s);
+        return;
+    }
+    struct conn *c = calloc(1, sizeof *c);
+    if (!c) {
+        log_error("httpd: out of memory; closing a new connection");
+        reject(s);
+        return;
+    }
+    c->srv = s;
+    uv_tcp_init(s->loop, &c->tcp);
+    uv_timer_init(s->loop, &c->timer);
+    c->tcp.data = c->timer.data = c;
+    c->open_handles = 2;
+    http_parser_init(&c->parser, HTTP_REQUEST);
+    c->parser.data = c;
+    c->next = s->conns;
+    if (s->conns) s->conns->prev = c;
+    s->conns = c;
+    s->nconns++;
+    if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
+        conn_close(c);
+        return;
+    }
+    uv_tcp_nodelay(&c->tcp, 1);
+    restart_timer(c);
+    start_reading(c);
+}
+
+/* ---- public API ---- */
+
+int httpd_start(uv_loop_t *loop, const char *listen, httpd_handler h, void *ud, struct httpd **out)
+{
+    struct sockaddr_storage sa;
+    char err[160];
+    if (httpd_parse_listen(listen, &sa, err, sizeof err) != 0) {
+        log_error("httpd: %s", err);
+        return UV_EINVAL;
+    }
+    struct httpd *s = calloc(1, sizeof *s);
+    if (!s) return UV_ENOMEM;
+    int fd = listen_socket(&sa);
+    if (fd < 0) {
+        free(s);
+        return fd;
+    }
+    struct sockaddr_storage bound;
+    socklen_t blen = sizeof bound;
+    getsockname(fd, (struct sockaddr *)&bound, &blen);
+    s->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                                                : ((struct sockaddr_in *)&bound)->sin_port);
+    s->loop = loop;
+    s->handler = h;
+    s->ud = ud;
+    s->timeout_ms = HTTPD_TIMEOUT_MS;
+    uv_tcp_init(loop, &s->listener);
+    s->listener.data = s;
+    s->listener_open = 1;
+    int rc = uv_tcp_open(&s->listener, fd);
+    if (rc != 0) close(fd); /* else the handle owns fd */
+    if (rc == 0) rc = uv_listen((uv_stream_t *)&s->listener, 128, on_connection);
+    if (rc != 0) {
+        /* Unexpected for a socket that already listens; the handle is then
+         * freed by the next loop iteration. */
+        httpd_close(s, NULL, NULL);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+int httpd_port(const struct httpd *s)
+{
+    return s->port;
+}
+
+void httpd_set_timeout(struct httpd *s, unsigned ms)
+{
+    s->timeout_ms = ms;
+}
+
+static void listener_close_cb(uv_handle_t *h)
+{
+    struct httpd *s = h->data;
+    s->listener_open = 0;
+    maybe_free(s);
+}
+
+void httpd_close(struct httpd *s, void (*done)(void *), void *ud)
+{
+    if (s->closing) return;
+    s->closing = 1;
+    s->done = done;
+    s->done_ud = ud;
+    uv_close((uv_handle_t *)&s->listener, listener_close_cb);
+    for (struct conn *c = s->conns; c; c = c->next) conn_close(c);
+}

@@ -1,0 +1,297 @@
+/*
+ * log.c - levelled text/JSON line logging to stderr (see log.h).
+ *
+ * A record renders its fields into a growing buffer; log_rec_end composes
+ * the whole line and writes it with one write(2), so lines never interleave.
+ * Allocation failure while logging drops fields, never the process.
+ */
+#include "agent/log.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static struct {
+    enum log_level min;
+    enum log_format fmt;
+    int fd;
+} g_log = {LOG_INFO, LOG_FORMAT_TEXT, 2};
+
+void log_configure(enum log_level min, enum log_format fmt)
+{
+    g_log.min = min;
+    g_log.fmt = fmt;
+}
+
+int log_is_enabled(enum log_level lvl) { return lvl >= g_log.min; }
+
+void log_set_fd(int fd) { g_log.fd = fd; }
+
+const char *log_level_name(enum log_level lvl)
+{
+    static const char *const names[] = {"debug", "info", "warn", "error"};
+    return (unsigned)lvl < 4 ? names[lvl] : "?";
+}
+
+/* Appends n bytes to a growing buffer; returns 0 or -ENOMEM. */
+static int buf_add(char **b, size_t *len, size_t *cap, const char *s, size_t n)
+{
+    if (*len + n + 1 > *cap) {
+        size_t nc = *cap ? *cap : 256;
+        while (nc < *len + n + 1) nc *= 2;
+        char *nb = realloc(*b, nc);
+        if (!nb) return -ENOMEM;
+        *b = nb;
+        *cap = nc;
+    }
+    memcpy(*b + *len, s, n);
+    *len += n;
+    (*b)[*len] = '\0';
+    return 0;
+}
+
+static int buf_addc(char **b, size_t *len, size_t *cap, char c) { return buf_add(b, len, cap, &c, 1); }
+
+/* Length of the valid UTF-8 sequence at s (max n bytes), or 0 if invalid. */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+    unsigned c = s[0];
+    size_t need;
+    unsigned cp;
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) need = 2, cp = c & 0x1F;
+    else if (c >= 0xE0 && c <= 0xEF) need = 3, cp = c & 0x0F;
+    else if (c >= 0xF0 && c <= 0xF4) need = 4, cp = c & 0x07;
+    else return 0;
+    if (n < need) return 0;
+    for (size_t i = 1; i < need; i++) {
+        if ((s[i] & 0xC0) != 0x80) return 0;
+        cp = (cp << 6) | (s[i] & 0x3F);
+    }
+    if ((need == 3 && cp < 0x800) || (need == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
+        (cp >= 0xD800 && cp <= 0xDFFF))
+        return 0;
+    return need;
+}
+
+int log_json_escape(char **out, size_t *len, size_t *cap, const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    char tmp[8];
+    if (buf_addc(out, len, cap, '"')) return -ENOMEM;
+    for (size_t i = 0; i < n;) {
+        unsigned c = p[i];
+        int rc = 0;
+        if (c == '"' || c == '\\') {
+            tmp[0] = '\\';
+            tmp[1] = (char)c;
+            rc = buf_add(out, len, cap, tmp, 2);
+            i++;
+        } else if (c < 0x20 || c == 0x7f) {
+            const char *e = c == '\n' ? "\\n" : c == '\t' ? "\\t" : c == '\r' ? "\\r" : NULL;
+            if (e) rc = buf_add(out, len, cap, e, 2);
+            else {
+                snprintf(tmp, sizeof tmp, "\\u%04x", c);
+                rc = buf_add(out, len, cap, tmp, 6);
+            }
+            i++;
+        } else {
+            size_t l = utf8_len(p + i, n - i);
+            if (l == 0) {
+                /* invalid byte: the literal text \xHH (backslash escaped) */
+                snprintf(tmp, sizeof tmp, "\\\\x%02x", c);
+                rc = buf_add(out, len, cap, tmp, 5);
+                i++;
+            } else {
+                rc = buf_add(out, len, cap, (const char *)p + i, l);
+                i += l;
+            }
+        }
+        if (rc) return rc;
+    }
+    return buf_addc(out, len, cap, '"');
+}
+
+/* Text format: strings are written raw unless they contain spaces, quotes,
+ * control bytes or '=': then JSON-quoted. */
+static int text_value(char **out, size_t *len, size_t *cap, const char *s, size_t n)
+{
+    int plain = n > 0;
+    for (size_t i = 0; i < n && plain; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c <= ' ' || c == '"' || c == '=' || c == '\\' || c == 0x7f || c == ',' || c == '[' ||
+            c == ']')
+            plain = 0;
+    }
+    if (plain) return buf_add(out, len, cap, s, n);
+    return log_json_escape(out, len, cap, s, n);
+}
+
+int log_rec_begin(struct log_rec *r, enum log_level lvl, const char *event)
+{
+    memset(r, 0, sizeof *r);
+    if (!log_is_enabled(lvl)) return 0;
+    r->active = 1;
+    r->lvl = lvl;
+    r->event = event;
+    return 1;
+}
+
+static int field_key(struct log_rec *r, const char *key)
+{
+    if (g_log.fmt == LOG_FORMAT_JSON) {
+        if (buf_addc(&r->fields, &r->len, &r->cap, ',')) return -1;
+        if (log_json_escape(&r->fields, &r->len, &r->cap, key, strlen(key))) return -1;
+        return buf_addc(&r->fields, &r->len, &r->cap, ':');
+    }
+    if (buf_addc(&r->fields, &r->len, &r->cap, ' ')) return -1;
+    if (buf_add(&r->fields, &r->len, &r->cap, key, strlen(key))) return -1;
+    return buf_addc(&r->fields, &r->len, &r->cap, '=');
+}
+
+void log_rec_strn(struct log_rec *r, const char *key, const char *val, size_t n)
+{
+    if (!r->active || field_key(r, key)) return;
+    if (g_log.fmt == LOG_FORMAT_JSON) log_json_escape(&r->fields, &r->len, &r->cap, val, n);
+    else text_value(&r->fields, &r->len, &r->cap, val, n);
+    r->nfields++;
+}
+
+void log_rec_str(struct log_rec *r, const char *key, const char *val)
+{
+    if (!val) val = "";
+    log_rec_strn(r, key, val, strlen(val));
+}
+
+void log_rec_int(struct log_rec *r, const char *key, long long v)
+{
+    char tmp[32];
+    if (!r->active || field_key(r, key)) return;
+    int n = snprintf(tmp, sizeof tmp, "%lld", v);
+    buf_add(&r->fields, &r->len, &r->cap, tmp, (size_t)n);
+    r->nfields++;
+}
+
+void log_rec_num(struct log_rec *r, const char *key, double v)
+{
+    char tmp[64];
+    if (!r->active || field_key(r, key)) return;
+    int n = snprintf(tmp, sizeof tmp, "%.6g", v);
+    buf_add(&r->fields, &r->len, &r->cap, tmp, (size_t)n);
+    r->nfields++;
+}
+
+void log_rec_bool(struct log_rec *r, const char *key, int v)
+{
+    if (!r->active || field_key(r, key)) return;
+    const char *s = v ? "true" : "false";
+    buf_add(&r->fields, &r->len, &r->cap, s, strlen(s));
+    r->nfields++;
+}
+
+void log_rec_strv(struct log_rec *r, const char *key, const char *const *v, size_t n)
+{
+    if (!r->active || field_key(r, key)) return;
+    int json = g_log.fmt == LOG_FORMAT_JSON;
+    buf_addc(&r->fields, &r->len, &r->cap, '[');
+    for (size_t i = 0; i < n; i++) {
+        if (i) buf_addc(&r->fields, &r->len, &r->cap, ',');
+        if (json) log_json_escape(&r->fields, &r->len, &r->cap, v[i], strlen(v[i]));
+        else text_value(&r->fields, &r->len, &r->cap, v[i], strlen(v[i]));
+    }
+    buf_addc(&r->fields, &r->len, &r->cap, ']');
+    r->nfields++;
+}
+
+static void format_time(char *out, size_t n)
+{
+    struct timespec ts;
+    struct tm tm;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    size_t l = strftime(out, n, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out + l, n - l, ".%03ldZ", ts.tv_nsec / 1000000);
+}
+
+static void write_all(const char *s, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(g_log.fd, s, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return; /* nowhere to report a failing stderr */
+        }
+        s += w;
+        n -= (size_t)w;
+    }
+}
+
+static void rec_vend(struct log_rec *r, const char *fmt, va_list ap)
+{
+    char msg[2048], ts[40];
+    char *line = NULL;
+    size_t len = 0, cap = 0;
+    if (!r->active) return;
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    format_time(ts, sizeof ts);
+    if (g_log.fmt == LOG_FORMAT_JSON) {
+        buf_add(&line, &len, &cap, "{\"time\":\"", 9);
+        buf_add(&line, &len, &cap, ts, strlen(ts));
+        buf_add(&line, &len, &cap, "\",\"level\":\"", 11);
+        buf_add(&line, &len, &cap, log_level_name(r->lvl), strlen(log_level_name(r->lvl)));
+        buf_addc(&line, &len, &cap, '"');
+        if (r->event) {
+            buf_add(&line, &len, &cap, ",\"event\":", 9);
+            log_json_escape(&line, &len, &cap, r->event, strlen(r->event));
+        }
+        buf_add(&line, &len, &cap, ",\"msg\":", 7);
+        log_json_escape(&line, &len, &cap, msg, strlen(msg));
+        if (r->fields) buf_add(&line, &len, &cap, r->fields, r->len);
+        buf_add(&line, &len, &cap, "}\n", 2);
+    } else {
+        char head[96];
+        int n = snprintf(head, sizeof head, "%s %-5s ", ts, log_level_name(r->lvl));
+        buf_add(&line, &len, &cap, head, (size_t)n);
+        if (r->event) {
+            buf_addc(&line, &len, &cap, '[');
+            buf_add(&line, &len, &cap, r->event, strlen(r->event));
+            buf_add(&line, &len, &cap, "] ", 2);
+        }
+        buf_add(&line, &len, &cap, msg, strlen(msg));
+        if (r->fields) buf_add(&line, &len, &cap, r->fields, r->len);
+        buf_addc(&line, &len, &cap, '\n');
+    }
+    if (line) write_all(line, len);
+    free(line);
+    free(r->fields);
+    r->fields = NULL;
+    r->active = 0;
+}
+
+void log_rec_end(struct log_rec *r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    rec_vend(r, fmt, ap);
+    va_end(ap);
+}
+
+void log_msg(enum log_level lvl, const char *fmt, ...)
+{
+    struct log_rec r;
+    va_list ap;
+    if (!log_rec_begin(&r, lvl, NULL)) return;
+    va_start(ap, fmt);
+    rec_vend(&r, fmt, ap);
+    va_end(ap);
+}
+
+void ra_oom(void)
+{
+    static const char msg[] = "reload-agent: out of memory\n";
+    write_all(msg, sizeof msg - 1);
+    exit(70);
+}

@@ -1,0 +1,90 @@
+/*
+ * log.h - levelled, structured logging to stderr, as text or JSON lines.
+ *
+ * Every line is one event. A plain message uses the log_error/warn/info/debug
+ * macros. A structured event with fields uses a log_rec:
+ *
+ *     struct log_rec r;
+ *     if (log_rec_begin(&r, LOG_INFO, "change")) {
+ *         log_rec_str(&r, "hash", hex);
+ *         log_rec_strv(&r, "modified", paths, n);
+ *         log_rec_end(&r, "content changed (%zu paths)", n);
+ *     }
+ *
+ * With --log-format json each line is one JSON object:
+ *   {"time":"2026-12-02T17:00:00.123Z","level":"info","event":"change","msg":"...","hash":"..."}
+ * Text lines read:  2026-12-02T17:00:00.123Z info  [change] msg hash=... modified=[a,b]
+ *
+ * Strings may be arbitrary bytes (file names need not be UTF-8): JSON output
+ * escapes control characters and writes each byte that is not part of valid
+ * UTF-8 as the literal text "\\xHH" (backslash, x, two hex digits), so
+ * the line stays valid JSON and the byte is still recognisable.
+ * Never pass file contents or tokens to the logger.
+ */
+#ifndef RA_LOG_H
+#define RA_LOG_H
+
+#include <stdarg.h>
+#include <stddef.h>
+
+enum log_level { LOG_DEBUG = 0, LOG_INFO = 1, LOG_WARN = 2, LOG_ERROR = 3 };
+enum log_format { LOG_FORMAT_TEXT = 0, LOG_FORMAT_JSON = 1 };
+
+/* Sets the minimum level and the output format (default: info, text). */
+void log_configure(enum log_level min, enum log_format fmt);
+
+/* Returns 1 if a record at `lvl` would be written. */
+int log_is_enabled(enum log_level lvl);
+
+/* Redirects output to fd (default 2). For tests. */
+void log_set_fd(int fd);
+
+/* Returns the name of a level ("debug", "info", "warn", "error"). */
+const char *log_level_name(enum log_level lvl);
+
+struct log_rec {
+    int active;
+    enum log_level lvl;
+    const char *event;
+    char *fields; /* rendered fields, grows with realloc */
+    size_t len, cap;
+    int nfields;
+};
+
+/* Starts a record. Returns 0 (and makes every other log_rec_* call on r a
+ * no-op) when the level is disabled; then log_rec_end need not be called.
+ * `event` may be NULL for a plain message. */
+int log_rec_begin(struct log_rec *r, enum log_level lvl, const char *event);
+void log_rec_str(struct log_rec *r, const char *key, const char *val);
+void log_rec_strn(struct log_rec *r, const char *key, const char *val, size_t len);
+void log_rec_int(struct log_rec *r, const char *key, long long v);
+void log_rec_num(struct log_rec *r, const char *key, double v);
+void log_rec_bool(struct log_rec *r, const char *key, int v);
+void log_rec_strv(struct log_rec *r, const char *key, const char *const *v, size_t n);
+/* Writes the line (one write(2)) and frees the record's memory. */
+void log_rec_end(struct log_rec *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Plain message at a level, no event name. */
+void log_msg(enum log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define LOG_AT_(lvl, ...)                  \
+    do {                                   \
+        if (!log_is_enabled(lvl)) break;   \
+        log_msg(lvl, __VA_ARGS__);         \
+    } while (0)
+#define log_error(...) LOG_AT_(LOG_ERROR, __VA_ARGS__)
+#define log_warn(...) LOG_AT_(LOG_WARN, __VA_ARGS__)
+#define log_info(...) LOG_AT_(LOG_INFO, __VA_ARGS__)
+#define log_debug(...) LOG_AT_(LOG_DEBUG, __VA_ARGS__)
+
+/* Appends to `out` (growing it) the JSON string literal for bytes s[0..len),
+ * quotes included; invalid UTF-8 bytes become the text \\xHH. Exposed so
+ * /status and tests share the escaping. Returns 0 or -ENOMEM. */
+int log_json_escape(char **out, size_t *len, size_t *cap, const char *s, size_t n);
+
+/* The out-of-memory policy (docs/errors.md): logs and exits 70; Kubernetes
+ * restarts the sidecar. Only for allocations inside the loop's own logic;
+ * parsers return -ENOMEM instead. */
+void ra_oom(void) __attribute__((noreturn));
+
+#endif

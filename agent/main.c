@@ -1,0 +1,39 @@
+/*
+ * main.c - subcommand dispatch: run (default), hash, version.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "agent/cmd_hash.h"
+#include "agent/run.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: reload-agent [run] [flags]     watch and act on content changes\n"
+               "       reload-agent hash [--list] PATH...  print the content hash\n"
+               "       reload-agent version             print version and git commit\n"
+               "       reload-agent SUBCOMMAND --help\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 2 && strcmp(argv[1], "version") == 0) {
+        printf("reload-agent %s (commit %s)\n", RA_VERSION, RA_GIT_COMMIT);
+        return 0;
+    }
+    if (argc >= 2 && strcmp(argv[1], "hash") == 0) return cmd_hash(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "run") == 0) return run_main(argc - 2, argv + 2);
+    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+                      strcmp(argv[1], "help") == 0)) {
+        usage(stdout);
+        printf("\n");
+        run_usage();
+        return 0;
+    }
+    if (argc >= 2 && argv[1][0] != '-') {
+        fprintf(stderr, "reload-agent: unknown subcommand \"%s\"\n", argv[1]);
+        usage(stderr);
+        return 2;
+    }
+    return run_main(argc - 1, argv + 1);
+}

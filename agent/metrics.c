@@ -1,0 +1,132 @@
+/*
+ * metrics.c - counters, gauges and the action-duration histogram, and their
+ * Prometheus text rendering (see metrics.h). Single-threaded: only the loop
+ * thread touches them.
+ */
+#include "agent/metrics.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const double BUCKETS[] = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30};
+#define NBUCKETS (sizeof BUCKETS / sizeof BUCKETS[0])
+
+static struct {
+    uint64_t reloads[ACTION__COUNT][2]; /* [action][success] */
+    int have_result;
+    int last_ok;
+    double last_success_ts;
+    uint64_t hist[NBUCKETS];
+    uint64_t hist_count;
+    double hist_sum;
+    uint64_t config_errors;
+    uint64_t retries;
+} M;
+
+void metrics_reset(void) { memset(&M, 0, sizeof M); }
+
+void metrics_action(int action, int success, double seconds)
+{
+    if (action < 0 || action >= ACTION__COUNT) return;
+    M.reloads[action][success ? 1 : 0]++;
+    M.have_result = 1;
+    M.last_ok = success;
+    if (success) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        M.last_success_ts = (double)ts.tv_sec + ts.tv_nsec / 1e9;
+    }
+    for (size_t i = 0; i < NBUCKETS; i++)
+        if (seconds <= BUCKETS[i]) M.hist[i]++;
+    M.hist_count++;
+    M.hist_sum += seconds;
+}
+
+void metrics_config_error(void) { M.config_errors++; }
+void metrics_retry(void) { M.retries++; }
+
+struct out {
+    char *buf;
+    size_t len, cap;
+    int failed;
+};
+
+static void emit(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void emit(struct out *o, const char *fmt, ...)
+{
+    va_list ap;
+    for (;;) {
+        va_start(ap, fmt);
+        int n = vsnprintf(o->buf ? o->buf + o->len : NULL, o->buf ? o->cap - o->len : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            o->failed = 1;
+            return;
+        }
+        if (o->buf && o->len + (size_t)n < o->cap) {
+            o->len += (size_t)n;
+            return;
+        }
+        size_t nc = o->cap ? o->cap * 2 : 4096;
+        while (nc < o->len + (size_t)n + 1) nc *= 2;
+        char *nb = realloc(o->buf, nc);
+        if (!nb) {
+            o->failed = 1;
+            return;
+        }
+        o->buf = nb;
+        o->cap = nc;
+    }
+}
+
+static void family(struct out *o, const char *name, const char *type, const char *help)
+{
+    emit(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+char *metrics_render(uint64_t changes, uint64_t watch_events, size_t *len)
+{
+    struct out o = {0};
+    family(&o, "reload_agent_reloads_total", "counter",
+           "Finished action attempts by action and result.");
+    for (int a = 0; a < ACTION__COUNT; a++)
+        for (int r = 1; r >= 0; r--)
+            emit(&o, "reload_agent_reloads_total{action=\"%s\",result=\"%s\"} %llu\n",
+                 cfg_action_name(a), r ? "success" : "failure",
+                 (unsigned long long)M.reloads[a][r]);
+    family(&o, "reload_agent_last_reload_successful", "gauge",
+           "1 if the last action attempt succeeded (or none ran yet), else 0.");
+    emit(&o, "reload_agent_last_reload_successful %d\n", M.have_result ? M.last_ok : 1);
+    family(&o, "reload_agent_last_reload_success_timestamp_seconds", "gauge",
+           "Unix time of the last successful action, 0 if none.");
+    emit(&o, "reload_agent_last_reload_success_timestamp_seconds %.3f\n", M.last_success_ts);
+    family(&o, "reload_agent_changes_total", "counter",
+           "Real content changes detected (the canonical hash changed).");
+    emit(&o, "reload_agent_changes_total %llu\n", (unsigned long long)changes);
+    family(&o, "reload_agent_watch_events_total", "counter", "Raw inotify events read.");
+    emit(&o, "reload_agent_watch_events_total %llu\n", (unsigned long long)watch_events);
+    family(&o, "reload_agent_retries_total", "counter", "Retries scheduled after failed actions.");
+    emit(&o, "reload_agent_retries_total %llu\n", (unsigned long long)M.retries);
+    family(&o, "reload_agent_config_errors_total", "counter",
+           "Rejected configuration updates (the last good configuration stayed in force).");
+    emit(&o, "reload_agent_config_errors_total %llu\n", (unsigned long long)M.config_errors);
+    family(&o, "reload_agent_action_duration_seconds", "histogram",
+           "Duration of action attempts.");
+    for (size_t i = 0; i < NBUCKETS; i++)
+        emit(&o, "reload_agent_action_duration_seconds_bucket{le=\"%g\"} %llu\n", BUCKETS[i],
+             (unsigned long long)M.hist[i]);
+    emit(&o, "reload_agent_action_duration_seconds_bucket{le=\"+Inf\"} %llu\n",
+         (unsigned long long)M.hist_count);
+    emit(&o, "reload_agent_action_duration_seconds_sum %.6f\n", M.hist_sum);
+    emit(&o, "reload_agent_action_duration_seconds_count %llu\n",
+         (unsigned long long)M.hist_count);
+    if (o.failed) {
+        free(o.buf);
+        return NULL;
+    }
+    *len = o.len;
+    return o.buf;
+}

@@ -1,0 +1,63 @@
+/*
+ * proc.h - finding the application's process and signalling it safely.
+ *
+ * Target selection: a PID file, or a process name matched against
+ * /proc/PID/comm or the basename of argv[0]. The agent's own PID and PID 1
+ * (the pause process in a shared PID namespace) are never targets. Of the
+ * matches, only the topmost are chosen (a match whose parent chain contains
+ * another match is dropped: the nginx master, not its workers) unless `all`.
+ *
+ * Delivery uses pidfd_open + pidfd_send_signal: after opening the pidfd the
+ * process identity (start time from /proc/PID/stat) is checked against the
+ * one seen by the scan, so a reused PID is never signalled.
+ */
+#ifndef RA_PROC_H
+#define RA_PROC_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+struct proc_target {
+    const char *pid_file; /* used if non-NULL and non-empty */
+    const char *name;     /* else match comm / basename(argv[0]) */
+    int all;              /* signal every match, not only the topmost */
+};
+
+struct proc_match {
+    pid_t pid;
+    unsigned long long start_time; /* field 22 of /proc/PID/stat */
+};
+
+/* What the scan saw, to explain an empty result. */
+struct proc_scan_info {
+    size_t visible;        /* processes visible in /proc */
+    int only_self_and_init; /* 1 if nothing but us and PID 1 is visible */
+};
+
+/* Finds targets. Returns the number of matches written to out (<= max), or
+ * <0: -ENOENT (pid file missing/empty), -EINVAL (pid file malformed or
+ * naming PID 1 or ourselves; empty name or a name containing '/'), -ESRCH
+ * (the pid file names a process that is not running), other -errno.
+ * Zombies and kernel threads never match. info may be NULL; it is only
+ * filled by a name scan (zeroed for a pid file). */
+int proc_find(const struct proc_target *t, struct proc_match *out, size_t max,
+              struct proc_scan_info *info);
+
+/* Sends sig to the process m refers to. Returns 0, -ESRCH if it is gone or
+ * its identity changed (PID reused), -EPERM (not permitted: same UID or
+ * CAP_KILL needed), or other -errno. */
+int proc_signal(const struct proc_match *m, int sig);
+
+/* Opens a pidfd for m after verifying its identity (caller closes it), for
+ * waiting on exit (restart action: the fd polls readable when the process
+ * exits). Returns fd >= 0, -ESRCH (gone or PID reused), -ENOSYS (kernel
+ * before 5.3), or -errno. */
+int proc_pidfd(const struct proc_match *m);
+
+/* A one-line explanation for a proc_signal/proc_find error, naming the fix
+ * (e.g. EPERM -> run as the app's UID or add CAP_KILL). err 0 means "the
+ * scan found nothing"; info (may be NULL) then tells whether that is because
+ * the PID namespace is not shared. Static string. */
+const char *proc_hint(int err, const struct proc_scan_info *info);
+
+#endif

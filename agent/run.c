@@ -1,0 +1,321 @@
+/*
+ * run.c - the `run` subcommand. Owns the loop and, in init order: the
+ * configuration (defaults < flags < annotations file), the monitor over the
+ * watch roots, the watch on the annotations file, and the signal handlers.
+ * Shutdown closes them in reverse order and checks uv_loop_close() == 0.
+ */
+#include "agent/run.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent/annotations.h"
+#include "agent/config.h"
+#include "agent/endpoints.h"
+#include "agent/engine.h"
+#include "agent/httpc.h"
+#include "agent/httpd.h"
+#include "agent/log.h"
+#include "agent/metrics.h"
+#include "agent/monitor.h"
+#include "watch/watch.h"
+
+#define ANNOT_DEBOUNCE_MS 50
+
+static struct {
+    uv_loop_t loop;
+    struct cfg_layer flags;
+    struct config cfg;          /* the configuration in force */
+    char *annot_path;           /* NULL = no annotations file */
+    struct watch *annot_watch;
+    uv_timer_t annot_timer;
+    struct monitor *mon;
+    struct engine *eng;
+    struct httpc *hc;
+    struct httpd *srv;
+    struct endpoints_ctx ep;
+    int ready;
+    char last_config_error[1024];
+    uv_signal_t sigterm, sigint, sighup;
+    int stopping;
+} R;
+
+void run_usage(void)
+{
+    printf("usage: reload-agent run [flags]\n\n"
+           "Watches mounted ConfigMap/Secret volumes (or any directory or file), hashes their\n"
+           "content and acts when it really changed.\n\nFlags:\n");
+    cfg_print_help(stdout);
+}
+
+static void apply_logging(const struct config *c)
+{
+    log_configure((enum log_level)c->log_level, (enum log_format)c->log_format);
+}
+
+/* Reads the annotations file into an annotation layer. A missing file is an
+ * empty layer (the file is watched and may appear later). */
+static int load_annotations(struct cfg_layer *l, char *err, size_t errlen)
+{
+    struct annot_set a = {0};
+    char why[512];
+    if (cfg_layer_init(l, CFG_SRC_ANNOTATION) < 0) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    if (!R.annot_path) return 0;
+    int rc = annot_parse_file(R.annot_path, &a, why, sizeof why);
+    if (rc == -ENOENT) return 0;
+    if (rc < 0) {
+        snprintf(err, errlen, "annotations file %s: %s", R.annot_path, why);
+        return rc;
+    }
+    rc = cfg_layer_from_annotations(&a, l, err, errlen);
+    annot_free(&a);
+    return rc;
+}
+
+static void on_change(void *ud, const struct hash_manifest *cur, const struct hash_diff *d)
+{
+    (void)ud;
+    (void)d;
+    if (R.eng) engine_observe(R.eng, cur);
+}
+
+static int start_monitor(void)
+{
+    struct monitor_opts o = {
+        .roots = (const char *const *)R.cfg.watch.v,
+        .nroots = R.cfg.watch.n,
+        .debounce_ns = R.cfg.debounce_ns,
+        .resync_ns = R.cfg.resync_ns,
+        .ignore = (const char *const *)R.cfg.ignore.v,
+        .nignore = R.cfg.ignore.n,
+    };
+    int rc = monitor_start(&R.loop, &o, on_change, NULL, &R.mon);
+    if (rc < 0) {
+        log_error("cannot start watching: %s", uv_strerror(rc));
+        return rc;
+    }
+    engine_start(R.eng, monitor_current(R.mon));
+    return 0;
+}
+
+static void on_old_monitor_closed(void *ud)
+{
+    (void)ud;
+    if (!R.stopping && start_monitor() < 0) uv_stop(&R.loop);
+}
+
+/* Applies a new valid configuration built from a live annotations update. */
+static void apply_config(struct config *next)
+{
+    int rewatch = !cfg_same_watch(&R.cfg, next) ||
+                  R.cfg.ignore.n != next->ignore.n; /* ignore set changes the hash */
+    for (size_t i = 0; !rewatch && i < next->ignore.n; i++)
+        rewatch = strcmp(R.cfg.ignore.v[i], next->ignore.v[i]) != 0;
+    cfg_free(&R.cfg);
+    R.cfg = *next;
+    apply_logging(&R.cfg);
+    struct log_rec r;
+    if (log_rec_begin(&r, LOG_INFO, "config")) {
+        log_rec_str(&r, "action", cfg_action_name(R.cfg.action));
+        log_rec_bool(&r, "rewatch", rewatch);
+        log_rec_end(&r, "configuration updated from %s", R.annot_path);
+    }
+    if (rewatch) {
+        struct monitor *old = R.mon;
+        R.mon = NULL;
+        monitor_close(old, on_old_monitor_closed, NULL);
+    } else if (R.mon) {
+        monitor_set_timing(R.mon, R.cfg.debounce_ns, R.cfg.resync_ns);
+    }
+    engine_config_changed(R.eng);
+}
+
+static void reload_annotations(uv_timer_t *t)
+{
+    (void)t;
+    struct cfg_layer annots;
+    struct config next;
+    char err[1024];
+    int rc = load_annotations(&annots, err, sizeof err);
+    if (rc == 0) rc = cfg_build(&R.flags, &annots, &next, err, sizeof err);
+    if (rc == 0 && next.watch.n == 0) {
+        snprintf(err, sizeof err, "no --watch roots left after the annotations update");
+        cfg_free(&next);
+        rc = -EINVAL;
+    }
+    cfg_layer_free(&annots);
+    if (rc < 0) {
+        struct log_rec r;
+        metrics_config_error();
+        snprintf(R.last_config_error, sizeof R.last_config_error, "%s", err);
+        if (log_rec_begin(&r, LOG_ERROR, "config-error")) {
+            log_rec_str(&r, "error", err);
+            log_rec_end(&r, "rejected the annotations update, keeping the last good "
+                            "configuration: %s",
+                        err);
+        }
+        return;
+    }
+    R.last_config_error[0] = '\0';
+    apply_config(&next);
+}
+
+static void on_annot_event(void *ud, size_t root, enum watch_why why)
+{
+    (void)ud;
+    (void)root;
+    (void)why;
+    uv_timer_start(&R.annot_timer, reload_annotations, ANNOT_DEBOUNCE_MS, 0);
+}
+
+static void on_closed_noop(uv_handle_t *h) { (void)h; }
+
+static void on_engine_closed(void *ud)
+{
+    (void)ud;
+    R.eng = NULL;
+    if (R.hc) httpc_close(R.hc, NULL, NULL);
+    R.hc = NULL;
+}
+
+static void shutdown_all(void)
+{
+    if (R.stopping) return;
+    R.stopping = 1;
+    struct log_rec r;
+    if (log_rec_begin(&r, LOG_INFO, "shutdown")) log_rec_end(&r, "stopping");
+    if (R.annot_watch) watch_close(R.annot_watch, NULL, NULL);
+    uv_close((uv_handle_t *)&R.annot_timer, on_closed_noop);
+    if (R.srv) httpd_close(R.srv, NULL, NULL);
+    R.srv = NULL;
+    if (R.mon) monitor_close(R.mon, NULL, NULL);
+    R.mon = NULL;
+    /* An action in flight finishes or times out, then the client closes. */
+    if (R.eng) engine_close(R.eng, on_engine_closed, NULL);
+    else on_engine_closed(NULL);
+    uv_close((uv_handle_t *)&R.sigterm, on_closed_noop);
+    uv_close((uv_handle_t *)&R.sigint, on_closed_noop);
+    uv_close((uv_handle_t *)&R.sighup, on_closed_noop);
+}
+
+static void on_signal(uv_signal_t *s, int signum)
+{
+    if (signum == SIGHUP) {
+        log_info("SIGHUP: rehashing now");
+        if (R.mon) monitor_kick(R.mon);
+        return;
+    }
+    (void)s;
+    shutdown_all();
+}
+
+static int fatal_config(const char *err)
+{
+    fprintf(stderr, "reload-agent: %s\n", err);
+    return 2;
+}
+
+int run_main(int argc, char **argv)
+{
+    char err[1024];
+    int want_help = 0, rc;
+    struct cfg_layer annots;
+
+    memset(&R, 0, sizeof R);
+    if (cfg_layer_init(&R.flags, CFG_SRC_FLAG) < 0) return 1;
+    if (cfg_parse_args(argc, argv, &R.flags, &want_help, err, sizeof err) < 0) {
+        cfg_layer_free(&R.flags);
+        return fatal_config(err);
+    }
+    if (want_help) {
+        run_usage();
+        cfg_layer_free(&R.flags);
+        return 0;
+    }
+    const char *ap = cfg_layer_get(&R.flags, "annotations");
+    if (ap && *ap) R.annot_path = strdup(ap);
+    else if (!ap && access(CFG_DEFAULT_ANNOTATIONS_FILE, F_OK) == 0)
+        R.annot_path = strdup(CFG_DEFAULT_ANNOTATIONS_FILE);
+
+    rc = load_annotations(&annots, err, sizeof err);
+    if (rc == 0) rc = cfg_build(&R.flags, &annots, &R.cfg, err, sizeof err);
+    if (rc == 0 && R.cfg.print_config) {
+        cfg_print(stdout, &R.cfg, &R.flags, &annots);
+        cfg_layer_free(&annots);
+        goto out_cfg;
+    }
+    cfg_layer_free(&annots);
+    if (rc == 0 && R.cfg.watch.n == 0) {
+        snprintf(err, sizeof err, "nothing to watch: give at least one --watch PATH");
+        cfg_free(&R.cfg);
+        rc = -EINVAL;
+    }
+    if (rc < 0) {
+        cfg_layer_free(&R.flags);
+        free(R.annot_path);
+        return fatal_config(err);
+    }
+    apply_logging(&R.cfg);
+    signal(SIGPIPE, SIG_IGN);
+
+    uv_loop_init(&R.loop);
+    uv_timer_init(&R.loop, &R.annot_timer);
+    uv_signal_init(&R.loop, &R.sigterm);
+    uv_signal_init(&R.loop, &R.sigint);
+    uv_signal_init(&R.loop, &R.sighup);
+    uv_signal_start(&R.sigterm, on_signal, SIGTERM);
+    uv_signal_start(&R.sigint, on_signal, SIGINT);
+    uv_signal_start(&R.sighup, on_signal, SIGHUP);
+
+    R.ep.mon = &R.mon;
+    R.ep.eng = &R.eng;
+    R.ep.ready = &R.ready;
+    R.ep.last_config_error = R.last_config_error;
+    if ((rc = httpc_create(&R.loop, &R.hc)) < 0 ||
+        (rc = engine_create(&R.loop, &R.cfg, R.hc, &R.eng)) < 0) {
+        log_error("cannot initialise: %s", uv_strerror(rc));
+        shutdown_all();
+        rc = 1;
+    } else if (R.cfg.listen && *R.cfg.listen &&
+               (rc = httpd_start(&R.loop, R.cfg.listen, endpoints_handle, &R.ep, &R.srv)) < 0) {
+        log_error("cannot listen on %s: %s", R.cfg.listen, uv_strerror(rc));
+        shutdown_all();
+        rc = 1;
+    } else if (start_monitor() < 0) {
+        shutdown_all();
+        rc = 1;
+    } else {
+        if (R.annot_path) {
+            size_t idx;
+            if (watch_create(&R.loop, &R.annot_watch) == 0)
+                watch_add(R.annot_watch, R.annot_path, on_annot_event, NULL, &idx);
+            else
+                log_warn("cannot watch %s for live updates", R.annot_path);
+        }
+        struct log_rec r;
+        R.ready = 1;
+        if (log_rec_begin(&r, LOG_INFO, "ready")) {
+            log_rec_str(&r, "action", cfg_action_name(R.cfg.action));
+            if (R.srv) log_rec_int(&r, "port", httpd_port(R.srv));
+            log_rec_end(&r, "watching %zu roots", R.cfg.watch.n);
+        }
+    }
+    uv_run(&R.loop, UV_RUN_DEFAULT);
+    int lc = uv_loop_close(&R.loop);
+    if (lc != 0) {
+        log_error("internal error: handles left open at exit (%s)", uv_strerror(lc));
+        rc = 1;
+    }
+out_cfg:
+    cfg_free(&R.cfg);
+    cfg_layer_free(&R.flags);
+    free(R.annot_path);
+    return rc < 0 ? 1 : rc;
+}

@@ -1,0 +1,43 @@
+/*
+ * value.h - parsers for option values: Go-style durations, signals,
+ * booleans and comma lists. Pure functions, no allocation except
+ * val_list. Each returns 0 on success or -EINVAL and writes a short reason
+ * (without the option name; the caller adds that) into err[errlen].
+ */
+#ifndef RA_VALUE_H
+#define RA_VALUE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Go time.ParseDuration syntax: a sequence of decimal numbers, each with an
+ * optional fraction and a unit: "ns", "us", "µs", "ms", "s", "m", "h"
+ * ("250ms", "1m30s", "1.5h"). "0" alone is allowed without a unit. A leading
+ * '-' is rejected (no negative durations here), as is overflow of int64
+ * nanoseconds. */
+int val_duration(const char *s, int64_t *ns, char *err, size_t errlen);
+
+/* Formats ns back in Go style ("1m30s", "250ms", "0s") into out. */
+void val_format_duration(int64_t ns, char *out, size_t outlen);
+
+/* Signal by name with or without "SIG" (case-insensitive: "HUP", "SIGHUP",
+ * "sigusr1") or by number 1..64 ("1"). RTMIN+n names are accepted. */
+int val_signal(const char *s, int *sig, char *err, size_t errlen);
+
+/* Returns the canonical name ("SIGHUP") of sig, or NULL if unknown. */
+const char *val_signal_name(int sig);
+
+/* Go strconv.ParseBool: 1 t T TRUE true True 0 f F FALSE false False. */
+int val_bool(const char *s, int *b, char *err, size_t errlen);
+
+/* Splits a comma-separated list; items are trimmed of ASCII spaces; an empty
+ * string gives an empty list; empty items ("a,,b") are rejected. On success
+ * *items is a malloc'd NULL-terminated array of malloc'd strings (free with
+ * val_list_free) and *n its length. */
+int val_list(const char *s, char ***items, size_t *n, char *err, size_t errlen);
+void val_list_free(char **items);
+
+/* Unsigned decimal integer within [min, max]. */
+int val_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,512 @@
+/*
+ * hash.c - the canonical content hash of PRODUCT.md (contract in hash.h).
+ *
+ * One attempt has two phases: walk every root, collecting (logical path,
+ * file path) pairs; then sort them bytewise, drop duplicates and stream each
+ * file through SHA-256 with the documented framing. Anything showing that
+ * the tree moved under us (an entry that vanished, a file whose read length
+ * differs from its fstat size, a root's "..data" link that changed) marks
+ * the attempt unstable, and the whole computation is redone from scratch.
+ */
+#include "hash/hash.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#define CHUNK (64 * 1024)
+#define UNSTABLE 1 /* internal: the attempt saw the tree change; redo it */
+
+void (*hash__test_after_walk)(unsigned attempt);
+
+struct file {
+    char *lpath;  /* logical path */
+    char *fspath; /* path to open */
+};
+
+struct warning {
+    enum hash_warning w;
+    char *lpath;
+};
+
+struct walk {
+    struct file *files;
+    size_t nfiles, capfiles;
+    struct warning *warns;
+    size_t nwarns, capwarns;
+    struct { dev_t dev; ino_t ino; } dirs[HASH_MAX_DEPTH + 1]; /* current walk path */
+    size_t ndirs;
+    char rootreal[PATH_MAX]; /* realpath of the current root */
+    char lpath[PATH_MAX];    /* logical path being walked */
+    struct hash_error *err;
+};
+
+/* readlink(root/..data) result, compared before and after an attempt. */
+struct datalink {
+    int rc; /* 0 or errno */
+    char target[PATH_MAX];
+};
+
+/* The digest contexts and read buffer, reused across attempts. */
+struct hasher {
+    EVP_MD_CTX *total, *sub, *file;
+    unsigned char *buf;
+};
+
+static int fail(struct hash_error *err, int code, const char *op, const char *path)
+{
+    err->code = code;
+    err->op = op;
+    snprintf(err->path, sizeof err->path, "%s", path);
+    return code;
+}
+
+/* Remembers where the tree moved, for the "rewalk" error if it never settles. */
+static int unstable(struct hash_error *err, const char *path)
+{
+    snprintf(err->path, sizeof err->path, "%s", path);
+    return UNSTABLE;
+}
+
+static int grow(void **v, size_t *cap, size_t n, size_t size)
+{
+    if (n < *cap) return 0;
+    size_t ncap = *cap ? *cap * 2 : 64;
+    void *p = realloc(*v, ncap * size);
+    if (!p) return -ENOMEM;
+    *v = p;
+    *cap = ncap;
+    return 0;
+}
+
+static int add_warning(struct walk *w, enum hash_warning kind)
+{
+    if (grow((void **)&w->warns, &w->capwarns, w->nwarns, sizeof *w->warns))
+        return fail(w->err, -ENOMEM, "malloc", w->lpath);
+    char *l = strdup(w->lpath);
+    if (!l) return fail(w->err, -ENOMEM, "malloc", w->lpath);
+    w->warns[w->nwarns++] = (struct warning){kind, l};
+    return 0;
+}
+
+static int add_file(struct walk *w, const char *fspath)
+{
+    if (grow((void **)&w->files, &w->capfiles, w->nfiles, sizeof *w->files))
+        return fail(w->err, -ENOMEM, "malloc", fspath);
+    char *l = strdup(w->lpath), *f = strdup(fspath);
+    if (!l || !f) {
+        free(l);
+        free(f);
+        return fail(w->err, -ENOMEM, "malloc", fspath);
+    }
+    w->files[w->nfiles++] = (struct file){l, f};
+    return 0;
+}
+
+static void walk_free(struct walk *w)
+{
+    for (size_t i = 0; i < w->nfiles; i++) {
+        free(w->files[i].lpath);
+        free(w->files[i].fspath);
+    }
+    for (size_t i = 0; i < w->nwarns; i++) free(w->warns[i].lpath);
+    free(w->files);
+    free(w->warns);
+}
+
+static char *join(const char *dir, const char *name)
+{
+    size_t a = strlen(dir), b = strlen(name);
+    char *p = malloc(a + b + 2);
+    if (!p) return NULL;
+    memcpy(p, dir, a);
+    p[a] = '/';
+    memcpy(p + a + 1, name, b + 1);
+    return p;
+}
+
+static int inside_root(const struct walk *w, const char *real)
+{
+    size_t n = strlen(w->rootreal);
+    if (strcmp(w->rootreal, "/") == 0) return 1;
+    return strncmp(real, w->rootreal, n) == 0 && (real[n] == '\0' || real[n] == '/');
+}
+
+static int walk_dir(struct walk *w, const char *fsdir, size_t llen, size_t depth);
+
+/* A symlink found at w->lpath (file path fs): followed only inside the root. */
+static int walk_link(struct walk *w, const char *fs, size_t llen, size_t depth)
+{
+    char real[PATH_MAX];
+    struct stat st;
+    if (!realpath(fs, real)) {
+        if (errno == ENOENT || errno == ENOTDIR) return add_warning(w, HASH_WARN_DANGLING);
+        if (errno == ELOOP) return add_warning(w, HASH_WARN_LOOP);
+        return fail(w->err, -errno, "realpath", fs);
+    }
+    if (!inside_root(w, real)) return add_warning(w, HASH_WARN_ESCAPING_SYMLINK);
+    if (stat(real, &st) != 0)
+        return errno == ENOENT ? unstable(w->err, fs) : fail(w->err, -errno, "stat", real);
+    if (S_ISDIR(st.st_mode)) return walk_dir(w, real, llen, depth + 1);
+    if (S_ISREG(st.st_mode)) return add_file(w, real);
+    return add_warning(w, HASH_WARN_SPECIAL);
+}
+
+/* The entry `name` of the open directory d (file path fsdir). */
+static int walk_entry(struct walk *w, DIR *d, const char *fsdir, const char *name, size_t llen,
+                      size_t depth)
+{
+    struct stat st;
+    int rc;
+    char *fs = join(fsdir, name);
+    if (!fs) return fail(w->err, -ENOMEM, "malloc", fsdir);
+    if (fstatat(dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        rc = errno == ENOENT ? unstable(w->err, fs) : fail(w->err, -errno, "stat", fs);
+    else if (S_ISLNK(st.st_mode))
+        rc = walk_link(w, fs, llen, depth);
+    else if (S_ISDIR(st.st_mode))
+        rc = walk_dir(w, fs, llen, depth + 1);
+    else if (S_ISREG(st.st_mode))
+        rc = add_file(w, fs);
+    else
+        rc = add_warning(w, HASH_WARN_SPECIAL);
+    free(fs);
+    return rc;
+}
+
+/* Walks directory fsdir, whose logical path is w->lpath[0..llen). */
+static int walk_dir(struct walk *w, const char *fsdir, size_t llen, size_t depth)
+{
+    struct stat st;
+    int rc = 0;
+    if (depth > HASH_MAX_DEPTH) return add_warning(w, HASH_WARN_LOOP);
+    DIR *d = opendir(fsdir);
+    if (!d) return errno == ENOENT ? unstable(w->err, fsdir) : fail(w->err, -errno, "opendir", fsdir);
+    if (fstat(dirfd(d), &st) != 0) {
+        rc = fail(w->err, -errno, "stat", fsdir);
+        goto out;
+    }
+    for (size_t i = 0; i < w->ndirs; i++) {
+        if (w->dirs[i].dev == st.st_dev && w->dirs[i].ino == st.st_ino) {
+            rc = add_warning(w, HASH_WARN_LOOP);
+            goto out;
+        }
+    }
+    w->dirs[w->ndirs].dev = st.st_dev;
+    w->dirs[w->ndirs].ino = st.st_ino;
+    w->ndirs++;
+    for (;;) {
+        errno = 0;
+        struct dirent *de = readdir(d);
+        if (!de) {
+            if (errno) rc = fail(w->err, -errno, "readdir", fsdir);
+            break;
+        }
+        const char *name = de->d_name;
+        if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) continue;
+        if (depth == 0 && strncmp(name, "..", 2) == 0) continue; /* kubelet-private */
+        size_t nl = strlen(name);
+        if (llen + 1 + nl >= sizeof w->lpath) {
+            rc = fail(w->err, -ENAMETOOLONG, "walk", fsdir);
+            break;
+        }
+        w->lpath[llen] = '/';
+        memcpy(w->lpath + llen + 1, name, nl + 1);
+        rc = walk_entry(w, d, fsdir, name, llen + 1 + nl, depth);
+        w->lpath[llen] = '\0';
+        if (rc) break;
+    }
+    w->ndirs--;
+out:
+    closedir(d);
+    return rc;
+}
+
+static int walk_root(struct walk *w, const char *root)
+{
+    struct stat st;
+    size_t n = strlen(root);
+    while (n > 0 && root[n - 1] == '/') n--;
+    if (n >= sizeof w->lpath) return fail(w->err, -ENAMETOOLONG, "stat", root);
+    if (stat(root, &st) != 0) return fail(w->err, -errno, "stat", root);
+    memcpy(w->lpath, root, n);
+    w->lpath[n] = '\0';
+    if (S_ISREG(st.st_mode)) return add_file(w, root);
+    if (!S_ISDIR(st.st_mode)) return add_warning(w, HASH_WARN_SPECIAL);
+    if (!realpath(root, w->rootreal))
+        return errno == ENOENT ? unstable(w->err, root) : fail(w->err, -errno, "realpath", root);
+    w->ndirs = 0;
+    return walk_dir(w, root, n, 0);
+}
+
+static void read_datalink(const char *root, struct datalink *dl)
+{
+    char p[PATH_MAX];
+    memset(dl, 0, sizeof *dl);
+    if ((size_t)snprintf(p, sizeof p, "%s/..data", root) >= sizeof p) {
+        dl->rc = ENAMETOOLONG;
+        return;
+    }
+    ssize_t n = readlink(p, dl->target, sizeof dl->target - 1);
+    dl->rc = n < 0 ? errno : 0;
+}
+
+static int cmp_file(const void *a, const void *b)
+{
+    return strcmp(((const struct file *)a)->lpath, ((const struct file *)b)->lpath);
+}
+
+/* Feeds one framing header (path, 0x00, decimal length, 0x00) into c. */
+static int frame(EVP_MD_CTX *c, const char *path, const char *len, size_t lenlen)
+{
+    return EVP_DigestUpdate(c, path, strlen(path) + 1) == 1 &&
+           EVP_DigestUpdate(c, len, lenlen + 1) == 1;
+}
+
+/* Reads one file into the digests; fills e->size and e->digest. */
+static int hash_file(struct hasher *h, struct hash_entry *e, const char *fspath, struct hash_error *err)
+{
+    struct stat st;
+    char len[24];
+    uint64_t got = 0;
+    int rc = 0, sub = (e->classes & HASH_CLASS_SUB) != 0;
+    int fd = open(fspath, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0) return errno == ENOENT ? unstable(err, fspath) : fail(err, -errno, "open", fspath);
+    if (fstat(fd, &st) != 0) {
+        rc = fail(err, -errno, "stat", fspath);
+        goto out;
+    }
+    if (!S_ISREG(st.st_mode)) { /* replaced since the walk */
+        rc = unstable(err, fspath);
+        goto out;
+    }
+    e->size = (uint64_t)st.st_size;
+    int lenlen = snprintf(len, sizeof len, "%llu", (unsigned long long)e->size);
+    if (!frame(h->total, e->path, len, (size_t)lenlen) ||
+        (sub && !frame(h->sub, e->path, len, (size_t)lenlen)) ||
+        EVP_DigestInit_ex(h->file, EVP_sha256(), NULL) != 1) {
+        rc = fail(err, -EIO, "sha256", fspath);
+        goto out;
+    }
+    for (;;) {
+        ssize_t r = read(fd, h->buf, CHUNK);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            rc = fail(err, -errno, "read", fspath);
+            goto out;
+        }
+        if (r == 0) break;
+        got += (uint64_t)r;
+        if (got > e->size) break; /* grew while read: stop early */
+        if (EVP_DigestUpdate(h->total, h->buf, (size_t)r) != 1 ||
+            (sub && EVP_DigestUpdate(h->sub, h->buf, (size_t)r) != 1) ||
+            EVP_DigestUpdate(h->file, h->buf, (size_t)r) != 1) {
+            rc = fail(err, -EIO, "sha256", fspath);
+            goto out;
+        }
+    }
+    if (got != e->size)
+        rc = unstable(err, fspath);
+    else if (EVP_DigestFinal_ex(h->file, e->digest, NULL) != 1)
+        rc = fail(err, -EIO, "sha256", fspath);
+out:
+    close(fd);
+    return rc;
+}
+
+/* Sorts and dedups w->files, then hashes them into out. */
+static int hash_files(struct hasher *h, struct walk *w, const struct hash_opts *opts,
+                      struct hash_manifest *out)
+{
+    size_t n = 0;
+    if (w->nfiles) qsort(w->files, w->nfiles, sizeof *w->files, cmp_file);
+    for (size_t i = 0; i < w->nfiles; i++) {
+        if (n > 0 && strcmp(w->files[n - 1].lpath, w->files[i].lpath) == 0) {
+            free(w->files[i].lpath);
+            free(w->files[i].fspath);
+            continue;
+        }
+        w->files[n++] = w->files[i];
+    }
+    w->nfiles = n;
+    out->v = calloc(n ? n : 1, sizeof *out->v);
+    if (!out->v) return fail(w->err, -ENOMEM, "malloc", "");
+    if (EVP_DigestInit_ex(h->total, EVP_sha256(), NULL) != 1 ||
+        EVP_DigestInit_ex(h->sub, EVP_sha256(), NULL) != 1)
+        return fail(w->err, -EIO, "sha256", "");
+    for (size_t i = 0; i < n; i++) {
+        struct file *f = &w->files[i];
+        unsigned cls = opts && opts->select ? opts->select(opts->ud, f->lpath) : HASH_CLASS_MAIN;
+        if (!cls) continue;
+        struct hash_entry *e = &out->v[out->n];
+        e->path = f->lpath; /* the manifest takes the string */
+        f->lpath = NULL;
+        e->classes = cls | HASH_CLASS_MAIN;
+        out->n++;
+        int rc = hash_file(h, e, f->fspath, w->err);
+        if (rc) return rc;
+        if (e->classes & HASH_CLASS_SUB) out->nsub++;
+    }
+    if (EVP_DigestFinal_ex(h->total, out->total, NULL) != 1 ||
+        EVP_DigestFinal_ex(h->sub, out->sub, NULL) != 1)
+        return fail(w->err, -EIO, "sha256", "");
+    return 0;
+}
+
+/* One attempt: 0 (out filled, warnings reported), UNSTABLE, or -errno. */
+static int attempt(struct hasher *h, const char *const *roots, size_t nroots,
+                   const struct hash_opts *opts, unsigned n, struct hash_manifest *out,
+                   struct hash_error *err)
+{
+    struct walk *w = calloc(1, sizeof *w);
+    struct datalink *before = calloc(nroots ? nroots : 1, sizeof *before);
+    struct datalink after;
+    int rc = 0;
+    if (!w || !before) {
+        rc = fail(err, -ENOMEM, "malloc", "");
+        goto out;
+    }
+    w->err = err;
+    for (size_t i = 0; i < nroots; i++) read_datalink(roots[i], &before[i]);
+    for (size_t i = 0; i < nroots && rc == 0; i++) rc = walk_root(w, roots[i]);
+    if (rc) goto out;
+    if (hash__test_after_walk) hash__test_after_walk(n);
+    rc = hash_files(h, w, opts, out);
+    for (size_t i = 0; i < nroots && rc == 0; i++) {
+        read_datalink(roots[i], &after);
+        if (after.rc != before[i].rc || strcmp(after.target, before[i].target) != 0)
+            rc = unstable(err, roots[i]);
+    }
+    if (rc == 0 && opts && opts->warn) {
+        for (size_t i = 0; i < w->nwarns; i++) opts->warn(opts->ud, w->warns[i].w, w->warns[i].lpath);
+    }
+out:
+    if (w) walk_free(w);
+    free(w);
+    free(before);
+    if (rc) hash_manifest_free(out);
+    return rc;
+}
+
+int hash_compute(const char *const *roots, size_t nroots, const struct hash_opts *opts,
+                 struct hash_manifest *out, struct hash_error *err)
+{
+    struct hash_error dummy;
+    struct hasher h;
+    int rc;
+    if (!err) err = &dummy;
+    memset(err, 0, sizeof *err);
+    memset(out, 0, sizeof *out);
+    h.total = EVP_MD_CTX_new();
+    h.sub = EVP_MD_CTX_new();
+    h.file = EVP_MD_CTX_new();
+    h.buf = malloc(CHUNK);
+    if (!h.total || !h.sub || !h.file || !h.buf) {
+        rc = fail(err, -ENOMEM, "malloc", "");
+        goto out;
+    }
+    for (unsigned n = 0;; n++) {
+        rc = attempt(&h, roots, nroots, opts, n, out, err);
+        if (rc != UNSTABLE) break;
+        if (n == HASH_MAX_REWALKS) {
+            err->code = rc = -EAGAIN; /* err->path names the last change seen */
+            err->op = "rewalk";
+            break;
+        }
+        /* a kubelet swap takes milliseconds: give it 1, 2, 3 ... ms */
+        struct timespec ts = {0, (long)(n + 1) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+out:
+    EVP_MD_CTX_free(h.total);
+    EVP_MD_CTX_free(h.sub);
+    EVP_MD_CTX_free(h.file);
+    free(h.buf);
+    return rc;
+}
+
+void hash_manifest_free(struct hash_manifest *m)
+{
+    for (size_t i = 0; i < m->n; i++) free(m->v[i].path);
+    free(m->v);
+    memset(m, 0, sizeof *m);
+}
+
+void hash_hex(const unsigned char d[HASH_LEN], char out[HASH_HEX_LEN + 1])
+{
+    static const char hex[] = "0123456789abcdef";
+    for (size_t i = 0; i < HASH_LEN; i++) {
+        out[2 * i] = hex[d[i] >> 4];
+        out[2 * i + 1] = hex[d[i] & 15];
+    }
+    out[HASH_HEX_LEN] = '\0';
+}
+
+void hash_empty(unsigned char out[HASH_LEN])
+{
+    EVP_Digest("", 0, out, NULL, EVP_sha256(), NULL);
+}
+
+int hash_manifest_copy(const struct hash_manifest *src, struct hash_manifest *dst)
+{
+    *dst = *src;
+    dst->n = 0;
+    dst->v = calloc(src->n ? src->n : 1, sizeof *dst->v);
+    if (!dst->v) return -ENOMEM;
+    for (size_t i = 0; i < src->n; i++) {
+        dst->v[i] = src->v[i];
+        dst->v[i].path = strdup(src->v[i].path);
+        if (!dst->v[i].path) {
+            hash_manifest_free(dst);
+            return -ENOMEM;
+        }
+        dst->n++;
+    }
+    return 0;
+}
+
+int hash_diff(const struct hash_manifest *old, const struct hash_manifest *new_,
+              struct hash_diff *out)
+{
+    size_t i = 0, j = 0;
+    memset(out, 0, sizeof *out);
+    out->added = malloc((new_->n + 1) * sizeof *out->added);
+    out->removed = malloc((old->n + 1) * sizeof *out->removed);
+    out->modified = malloc((new_->n + 1) * sizeof *out->modified);
+    if (!out->added || !out->removed || !out->modified) {
+        hash_diff_free(out);
+        return -ENOMEM;
+    }
+    while (i < old->n || j < new_->n) {
+        int c = i == old->n ? 1 : j == new_->n ? -1 : strcmp(old->v[i].path, new_->v[j].path);
+        if (c < 0) {
+            out->removed[out->nremoved++] = old->v[i++].path;
+        } else if (c > 0) {
+            out->added[out->nadded++] = new_->v[j++].path;
+        } else {
+            if (old->v[i].size != new_->v[j].size ||
+                memcmp(old->v[i].digest, new_->v[j].digest, HASH_LEN) != 0)
+                out->modified[out->nmodified++] = new_->v[j].path;
+            i++;
+            j++;
+        }
+    }
+    return 0;
+}
+
+void hash_diff_free(struct hash_diff *d)
+{
+    free(d->added);
+    free(d->removed);
+    free(d->modified);
+    memset(d, 0, sizeof *d);
+}

@@ -1,0 +1,125 @@
+/*
+ * hash.h - the canonical content hash of PRODUCT.md, plus a per-file manifest.
+ *
+ * For each root: walk the user-visible tree (top-level names starting with
+ * ".." are skipped; a symlink is followed only when its resolved target stays
+ * inside the root's resolved path; directories are recursed; regular files
+ * are hashed; everything else is skipped). A root that is (or resolves to) a
+ * regular file is its own logical path. Logical path = root as given with
+ * trailing '/' removed, + '/' + path relative to the root through the
+ * user-visible names. All files of all roots are sorted bytewise by logical
+ * path (exact duplicates from overlapping roots are kept once) and SHA-256 is
+ * fed, per file: path bytes, 0x00, decimal content length, 0x00, content.
+ *
+ * Content is streamed through OpenSSL EVP in fixed-size chunks, so memory is
+ * bounded whatever the file size. If a root's "..data" link changes during
+ * the walk (a kubelet AtomicWriter swap), or a file vanishes or changes size
+ * while it is read, the whole computation is redone, at most
+ * HASH_MAX_REWALKS times (with a short, growing pause in between).
+ *
+ * Skipped entries (see enum hash_warning) are reported once, after the
+ * computation that produced the result, never for discarded attempts.
+ * Directory cycles are cut by remembering the (st_dev, st_ino) of every
+ * directory on the current walk path, and directories more than
+ * HASH_MAX_DEPTH levels below a root are not entered (HASH_WARN_LOOP).
+ * The symlink check defends against links in the volume, not against a
+ * process racing the walk to swap directories for links.
+ */
+#ifndef RA_HASH_H
+#define RA_HASH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define HASH_LEN 32
+#define HASH_HEX_LEN 64
+#define HASH_MAX_REWALKS 8
+#define HASH_MAX_DEPTH 256
+
+struct hash_entry {
+    char *path;          /* logical path, NUL-terminated, owned by the manifest */
+    uint64_t size;       /* content length in bytes */
+    unsigned char digest[HASH_LEN]; /* SHA-256 of the content */
+    unsigned classes;    /* bitmask returned by the select callback (>= 1) */
+};
+
+struct hash_manifest {
+    struct hash_entry *v; /* sorted bytewise by path, no duplicates */
+    size_t n;
+    unsigned char total[HASH_LEN]; /* canonical hash over all entries */
+    unsigned char sub[HASH_LEN];   /* same framing, only entries with bit HASH_CLASS_SUB */
+    size_t nsub;
+};
+
+#define HASH_CLASS_MAIN 1u /* file is part of the content (the manifest and total) */
+#define HASH_CLASS_SUB 2u  /* file also feeds manifest.sub (e.g. rollout-class files) */
+
+/* Why something was skipped, reported through hash_opts.warn. */
+enum hash_warning {
+    HASH_WARN_ESCAPING_SYMLINK, /* symlink target outside the root: not followed */
+    HASH_WARN_LOOP,             /* ELOOP, a directory already on the walk path, or too deep */
+    HASH_WARN_DANGLING,         /* symlink to nothing (e.g. removed key mid-swap) */
+    HASH_WARN_SPECIAL,          /* socket, fifo, device: skipped */
+};
+
+struct hash_opts {
+    /* Optional: classify a logical path. Return 0 to leave the file out
+     * entirely (e.g. --ignore), else a mask of HASH_CLASS_* bits, which
+     * must include HASH_CLASS_MAIN (it is added if missing). NULL means
+     * every file is MAIN. Called once per file, in sorted order (again
+     * when the computation is redone). */
+    unsigned (*select)(void *ud, const char *logical_path);
+    /* Optional: told about each skipped entry, by its logical path. */
+    void (*warn)(void *ud, enum hash_warning w, const char *logical_path);
+    void *ud;
+};
+
+/* Error detail for a failed computation. */
+struct hash_error {
+    int code;            /* the negative errno of the failure */
+    const char *op;      /* "open", "read", "opendir", "stat", "rewalk" ... */
+    char path[4096];     /* the path that failed (as walked), NUL-terminated */
+};
+
+/* Computes the manifest of roots[0..nroots). opts and err may be NULL.
+ * On success returns 0 and *out owns its memory (free with
+ * hash_manifest_free). On failure returns <0 (-errno), fills *err, and *out
+ * is left empty (safe to free). A root that does not exist is an error
+ * (-ENOENT, op "stat"). */
+int hash_compute(const char *const *roots, size_t nroots, const struct hash_opts *opts,
+                 struct hash_manifest *out, struct hash_error *err);
+
+/* Frees the manifest's memory and zeroes it. Safe on a zeroed manifest. */
+void hash_manifest_free(struct hash_manifest *m);
+
+/* Writes 64 lowercase hex digits and a NUL into out. */
+void hash_hex(const unsigned char d[HASH_LEN], char out[HASH_HEX_LEN + 1]);
+
+/* Hash of zero files (the SHA-256 of the empty stream). */
+void hash_empty(unsigned char out[HASH_LEN]);
+
+/* Difference between two manifests. The path pointers point into the
+ * manifests, which must outlive the diff. */
+struct hash_diff {
+    const char **added;
+    size_t nadded;
+    const char **removed;
+    size_t nremoved;
+    const char **modified;
+    size_t nmodified;
+};
+
+/* Computes old -> new. Either manifest may be empty. Returns 0 or -ENOMEM. */
+int hash_diff(const struct hash_manifest *old, const struct hash_manifest *new_,
+              struct hash_diff *out);
+void hash_diff_free(struct hash_diff *d);
+
+/* Deep copy of a manifest. Returns 0 or -ENOMEM. */
+int hash_manifest_copy(const struct hash_manifest *src, struct hash_manifest *dst);
+
+/* Test seam: when set, called after each walk, before the files are read,
+ * with the attempt number (0 for the first). Tests use it to swap a volume
+ * mid-computation. Never set outside tests. */
+extern void (*hash__test_after_walk)(unsigned attempt);
+
+#endif

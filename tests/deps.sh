@@ -1,0 +1,15 @@
+#!/bin/sh
+# Installs the Debian packages the build and the tests need, when missing.
+# Used by `make deps` (and so by `make test`). Needs root for apt-get.
+set -e
+PKGS="build-essential pkg-config clang libclang-rt-14-dev libuv1-dev libcjson-dev libcurl4-openssl-dev \
+libssl-dev libcmocka-dev libhttp-parser-dev python3 inotify-tools strace openssl coreutils"
+missing=""
+for p in $PKGS; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "deps: installing:$missing"
+if [ "$(id -u)" != 0 ]; then SUDO=sudo; else SUDO=; fi
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing

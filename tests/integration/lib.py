@@ -1,0 +1,180 @@
+"""Helpers for the integration tests: temp dirs, the agent process and its
+JSON log, and the AtomicWriter simulator (build/tools/awsim).
+
+All waits are bounded in time; processes are stopped by PID only.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+
+
+class TestFailure(AssertionError):
+    pass
+
+
+def check(cond, msg="check failed"):
+    if not cond:
+        raise TestFailure(msg)
+
+
+class Agent:
+    """A running `reload-agent run` with --log-format json; its stderr lines
+    are parsed into self.events (list of dicts) by a reader thread."""
+
+    def __init__(self, env, args, extra_env=None):
+        self.env = env
+        cmd = [env.binary, "run", "--log-format", "json", "--log-level", "debug"] + list(args)
+        e = dict(os.environ)
+        if extra_env:
+            e.update(extra_env)
+        self.cmd = cmd
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, env=e, cwd=env.tmp)
+        self.lines = []
+        self.events = []
+        self.bad_lines = []
+        self.cond = threading.Condition()
+        self.t = threading.Thread(target=self._read, daemon=True)
+        self.t.start()
+        self.out_t = threading.Thread(target=self._drain_stdout, daemon=True)
+        self.out_t.start()
+
+    def _drain_stdout(self):
+        for _ in self.proc.stdout:
+            pass
+
+    def _read(self):
+        for raw in self.proc.stderr:
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            with self.cond:
+                self.lines.append(line)
+                try:
+                    self.events.append(json.loads(line))
+                except ValueError:
+                    self.bad_lines.append(line)
+                self.cond.notify_all()
+        with self.cond:
+            self.cond.notify_all()
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def of(self, event):
+        with self.cond:
+            return [e for e in self.events if e.get("event") == event]
+
+    def wait_for(self, pred, timeout=10.0, what="condition"):
+        """Waits until pred(events) is true; returns its value."""
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while True:
+                v = pred(self.events)
+                if v:
+                    return v
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TestFailure("timed out after %.1fs waiting for %s" % (timeout, what))
+                if self.proc.poll() is not None and not self.t.is_alive():
+                    raise TestFailure("agent exited (%s) while waiting for %s" %
+                                      (self.proc.returncode, what))
+                self.cond.wait(min(left, 0.2))
+
+    def wait_event(self, event, count=1, timeout=10.0):
+        """Waits until at least `count` events named `event` were logged;
+        returns the list of them."""
+        return self.wait_for(lambda evs: (lambda l: l if len(l) >= count else None)(
+            [e for e in evs if e.get("event") == event]), timeout, "%d x %s" % (count, event))
+
+    def quiet(self, seconds):
+        """Sleeps, for asserting that nothing more happens."""
+        time.sleep(seconds)
+
+    def stop(self, sig=signal.SIGTERM, timeout=10.0):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.t.join(5)
+        return self.proc.returncode
+
+
+class Env:
+    def __init__(self, binary, tools, name):
+        self.binary = binary
+        self.tools = tools
+        self.name = name
+        self.tmp = tempfile.mkdtemp(prefix="ra-it-")
+        self.agents = []
+        self.procs = []
+
+    def path(self, *p):
+        return os.path.join(self.tmp, *p)
+
+    def tool(self, name):
+        return os.path.join(self.tools, name)
+
+    def agent(self, args, extra_env=None):
+        a = Agent(self, args, extra_env)
+        self.agents.append(a)
+        return a
+
+    def run(self, args, timeout=60, **kw):
+        """Runs a command to completion (bounded), returns CompletedProcess."""
+        return subprocess.run(args, capture_output=True, timeout=timeout, cwd=self.tmp, **kw)
+
+    def spawn(self, args, **kw):
+        p = subprocess.Popen(args, cwd=self.tmp, **kw)
+        self.procs.append(p)
+        return p
+
+    def awsim(self, voldir, files, *opts):
+        """Runs one AtomicWriter update of voldir so it holds exactly `files`
+        (dict logical key -> bytes). opts are extra awsim flags."""
+        spec = self.path("payload-%d" % time.monotonic_ns())
+        os.makedirs(spec)
+        args = [self.tool("awsim"), "--dir", voldir, "--payload", spec] + list(opts)
+        for k, v in files.items():
+            fp = os.path.join(spec, k)
+            os.makedirs(os.path.dirname(fp), exist_ok=True)
+            with open(fp, "wb") as f:
+                f.write(v if isinstance(v, bytes) else v.encode())
+        r = self.run(args)
+        shutil.rmtree(spec, ignore_errors=True)
+        if r.returncode != 0:
+            raise TestFailure("awsim failed: %s" % r.stderr.decode(errors="replace"))
+        return r
+
+    def hash_of(self, *paths):
+        r = self.run([self.binary, "hash"] + list(paths))
+        check(r.returncode == 0, "hash failed: %s" % r.stderr.decode(errors="replace"))
+        return r.stdout.decode().split()[0]
+
+    def dump_logs(self):
+        for a in self.agents:
+            print("---- agent %s log (last 60 lines):" % a.pid)
+            for l in a.lines[-60:]:
+                print("  " + l)
+
+    def cleanup(self):
+        for a in self.agents:
+            try:
+                a.stop(signal.SIGKILL if a.proc.poll() is None else signal.SIGTERM, 5)
+            except Exception:
+                pass
+        for p in self.procs:
+            if p.poll() is None:
+                try:
+                    p.kill()
+                    p.wait(5)
+                except Exception:
+                    pass
+        shutil.rmtree(self.tmp, ignore_errors=True)

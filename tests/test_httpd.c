@@ -1,0 +1,830 @@
+/*
+ * test_httpd.c - the built-in HTTP server against real sockets. Each test
+ * runs the server in its own libuv loop on the main thread; a client thread
+ * drives it with blocking sockets over 127.0.0.1 or ::1 (every socket has
+ * 5 s send/receive timeouts, every loop is bounded), stores what it
+ * received, and wakes the loop through a uv_async_t, which closes the
+ * server. A 20 s deadline timer is the backstop. Expected replies are
+ * written out from the wire format the server promises:
+ *   HTTP/1.1 <code> <reason>\r\nContent-Type: ...\r\nContent-Length: N\r\n
+ *   [Allow: GET, HEAD\r\n]Connection: keep-alive|close\r\n\r\n<body>
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "agent/httpd.h"
+
+#define MAX_EX 12
+#define BIG_LEN (4u << 20)
+#define CROWD 70
+
+enum { END_EOF = 1, END_TIMEOUT = 2, END_RESET = 3 };
+
+struct fx {
+    uv_loop_t loop;
+    uv_async_t async;
+    uv_timer_t deadline;
+    struct httpd *srv;
+    int family;
+    int port;
+    int stopping, closed, timed_out, signalled;
+    int handler_calls;
+    void (*client)(struct fx *);
+    /* client input and results */
+    const char *req[MAX_EX];
+    size_t nreq;
+    char *res[MAX_EX];
+    int end[MAX_EX];
+    int val[8];
+};
+
+/* ---- server side (loop thread) ---- */
+
+static void handler(void *ud, const struct httpd_req *req, struct httpd_resp *resp)
+{
+    struct fx *f = ud;
+    f->handler_calls++;
+    if (strcmp(req->path, "/hello") == 0) {
+        resp->body = strdup("hello");
+        resp->body_len = 5;
+    } else if (strncmp(req->path, "/echo", 5) == 0) {
+        resp->content_type = "text/x-echo";
+        int n = asprintf(&resp->body, "method=%s path=%s query=%s", req->method, req->path, req->query);
+        resp->body_len = n > 0 ? (size_t)n : 0;
+    } else if (strcmp(req->path, "/big") == 0) {
+        resp->body = malloc(BIG_LEN);
+        memset(resp->body, 'x', BIG_LEN);
+        resp->body_len = BIG_LEN;
+    } else if (strcmp(req->path, "/badstatus") == 0) {
+        resp->status = 42;
+    } else if (strcmp(req->path, "/badtype") == 0) {
+        resp->content_type = "text/plain\r\nX-Injected: 1";
+    } else {
+        resp->status = 404;
+        resp->body = strdup("not found\n");
+        resp->body_len = 10;
+    }
+}
+
+static void on_closed(void *ud)
+{
+    ((struct fx *)ud)->closed++;
+}
+
+static void deadline_close_cb(uv_handle_t *h)
+{
+    (void)h;
+}
+
+static void stop_server(struct fx *f)
+{
+    if (f->stopping) return;
+    f->stopping = 1;
+    httpd_close(f->srv, on_closed, f);
+    uv_close((uv_handle_t *)&f->deadline, deadline_close_cb);
+}
+
+static void async_cb(uv_async_t *a)
+{
+    struct fx *f = a->data;
+    stop_server(f);
+    uv_close((uv_handle_t *)a, NULL);
+}
+
+static void deadline_cb(uv_timer_t *t)
+{
+    struct fx *f = t->data;
+    f->timed_out = 1;
+    stop_server(f);
+}
+
+/* ---- client side (client thread) ---- */
+
+/* Tells the loop to close the server; called at most once per test. */
+static void signal_close(struct fx *f)
+{
+    if (f->signalled) return;
+    f->signalled = 1;
+    uv_async_send(&f->async);
+}
+
+static void *thread_main(void *arg)
+{
+    struct fx *f = arg;
+    f->client(f);
+    signal_close(f);
+    return NULL;
+}
+
+static int cli_connect(const struct fx *f)
+{
+    int fd = socket(f->family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    struct timeval tv = {.tv_sec = 5};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    socklen_t len;
+    if (f->family == AF_INET6) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+        a->sin6_family = AF_INET6;
+        a->sin6_port = htons((uint16_t)f->port);
+        a->sin6_addr = in6addr_loopback;
+        len = sizeof *a;
+    } else {
+        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+        a->sin_family = AF_INET;
+        a->sin_port = htons((uint16_t)f->port);
+        a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        len = sizeof *a;
+    }
+    if (connect(fd, (struct sockaddr *)&ss, len) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static int cli_send(int fd, const char *s, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = send(fd, s, n, MSG_NOSIGNAL);
+        if (w <= 0) return -1;
+        s += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Reads until EOF (END_EOF), the 5 s receive timeout (END_TIMEOUT) or an
+ * error such as a reset (END_RESET). Returns the bytes, NUL-terminated. */
+static char *cli_read_all(int fd, int *end)
+{
+    size_t len = 0, cap = 1 << 16;
+    char *buf = malloc(cap + 1);
+    for (int i = 0; i < 100000; i++) {
+        if (len == cap) {
+            cap *= 2;
+            buf = realloc(buf, cap + 1);
+        }
+        ssize_t r = recv(fd, buf + len, cap - len, 0);
+        if (r > 0) {
+            len += (size_t)r;
+            continue;
+        }
+        *end = r == 0 ? END_EOF : (errno == EAGAIN || errno == EWOULDBLOCK) ? END_TIMEOUT : END_RESET;
+        break;
+    }
+    buf[len] = '\0';
+    return buf;
+}
+
+/* Reads exactly n bytes (for keep-alive replies). Returns them or NULL. */
+static char *cli_read_n(int fd, size_t n)
+{
+    char *buf = malloc(n + 1);
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = recv(fd, buf + got, n - got, 0);
+        if (r <= 0) {
+            free(buf);
+            return NULL;
+        }
+        got += (size_t)r;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+/* One connection per f->req[i]: send it, read the reply until EOF. */
+static void client_exchanges(struct fx *f)
+{
+    for (size_t i = 0; i < f->nreq; i++) {
+        int fd = cli_connect(f);
+        if (fd < 0) continue;
+        if (cli_send(fd, f->req[i], strlen(f->req[i])) == 0) f->res[i] = cli_read_all(fd, &f->end[i]);
+        close(fd);
+    }
+}
+
+/* ---- test plumbing ---- */
+
+static void run_on(struct fx *f, const char *listen, unsigned timeout_ms, void (*client)(struct fx *))
+{
+    assert_int_equal(uv_loop_init(&f->loop), 0);
+    assert_int_equal(httpd_start(&f->loop, listen, handler, f, &f->srv), 0);
+    if (timeout_ms) httpd_set_timeout(f->srv, timeout_ms);
+    f->port = httpd_port(f->srv);
+    assert_true(f->port > 0);
+    if (!f->family) f->family = AF_INET;
+    f->client = client;
+    f->async.data = f->deadline.data = f;
+    assert_int_equal(uv_async_init(&f->loop, &f->async, async_cb), 0);
+    assert_int_equal(uv_timer_init(&f->loop, &f->deadline), 0);
+    assert_int_equal(uv_timer_start(&f->deadline, deadline_cb, 20000, 0), 0);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, thread_main, f), 0);
+    assert_int_equal(uv_run(&f->loop, UV_RUN_DEFAULT), 0);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_int_equal(f->timed_out, 0);
+    assert_int_equal(f->closed, 1);
+    assert_int_equal(uv_loop_close(&f->loop), 0);
+}
+
+static void run(struct fx *f, void (*client)(struct fx *))
+{
+    run_on(f, "127.0.0.1:0", 0, client);
+}
+
+static void free_results(struct fx *f)
+{
+    for (size_t i = 0; i < MAX_EX; i++) free(f->res[i]);
+}
+
+/* The reply the contract promises, built from its parts. */
+static char *reply(const char *status, const char *ctype, const char *body, size_t body_len,
+                   const char *extra, int keep, int with_body)
+{
+    char *s;
+    int n = asprintf(&s, "HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%sConnection: %s\r\n\r\n%s",
+                     status, ctype, body_len, extra, keep ? "keep-alive" : "close", with_body ? body : "");
+    assert_true(n > 0);
+    return s;
+}
+
+#define PLAIN "text/plain; charset=utf-8"
+
+static char *hello(int keep, int with_body)
+{
+    return reply("200 OK", PLAIN, "hello", 5, "", keep, with_body);
+}
+
+static char *canned(const char *status, const char *body)
+{
+    return reply(status, PLAIN, body, strlen(body), "", 0, 1);
+}
+
+static void expect_result(struct fx *f, size_t i, char *want)
+{
+    assert_non_null(f->res[i]);
+    assert_string_equal(f->res[i], want);
+    assert_int_equal(f->end[i], END_EOF);
+    free(want);
+}
+
+/* ---- tests ---- */
+
+static void test_get_head_404(void **state)
+{
+    (void)state;
+    struct fx f = {0};
+    f.req[0] = "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    f.req[1] = "HEAD /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    f.req[2] = "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    f.req[3] = "HEAD /nope HTTP/1.1\r\nConnection: close\r\n\r\n";
+    f.nreq = 4;
+    run(&f, client_exchanges);
+    expect_result(&f, 0, hello(0, 1));
+    expect_result(&f, 1, hello(0, 0));
+    expect_result(&f, 2, reply("404 Not Found", PLAIN, "not found\n", 10, "", 0, 1));
+    expect_result(&f, 3, reply("404 Not Found", PLAIN, "not found\n", 10, "", 0, 0));
+    assert_int_equal(f.handler_calls, 4);
+    free_results(&f);
+}
+
+static void test_path_decoding_and_query(void **state)
+{
+    (void)state;
+    struct fx f = {0};
+    f.req[0] = "GET /echo%2Fa%20b?x=%41&y=1#frag HTTP/1.1\r\nConnection: close\r\n\r\n";
+    f.req[1] = "GET /echo HTTP/1.1\r\nConnection: close\r\n\r\n";
+    f.req[2] = "GET http://example.test:8080/echo/abs?q HTTP/1.1\r\nConnection: close\r\n\r\n";
+    f.nreq = 3;
+    run(&f, client_exchanges);
+    const char *b0 = "method=GET path=/echo/a b query=x=%41&y=1";
+    const char *b1 = "method=GET path=/echo query=";
+    const char *b2 = "method=GET path=/echo/abs query=q";
+    expect_result(&f, 0, reply("200 OK", "text/x-echo", b0, strlen(b0), "", 0, 1));
+    expect_result(&f, 1, reply("200 OK", "text/x-echo", b1, strlen(b1), "", 0, 1));
+    expect_result(&f, 2, reply("200 OK", "text/x-echo", b2, strlen(b2), "", 0, 1));
+    free_results(&f);
+}
+
+static void test_bad_handler_output_is_500(void **state)
+{
+    (void)state;
+    struct fx f = {0};
+    f.req[0] = "GET /badstatus HTTP/1.1\r\n\r\n";
+    f.req[1] = "GET /badtype HTTP/1.1\r\n\r\n";
+    f.nreq = 2;
+    run(&f, client_exchanges);
+    expect_result(&f, 0, canned("500 Internal Server Error", "internal error\n"));
+    expect_result(&f, 1, canned("500 Internal Server Error", "internal error\n"));
+    free_results(&f);
+}
+
+/* A POST gets 405 and the connection stays usable; the handler never sees it. */
+static void client_405_then_get(struct fx *f)
+{
+    int fd = cli_connect(f);
+    if (fd < 0) return;
+    const char *post = "POST /hello HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc";
+    char *want = reply("405 Method Not Allowed", PLAIN, "method not allowed\n", 19,
+                       "Allow: GET, HEAD\r\n", 1, 1);
+    if (cli_send(fd, post, strlen(post)) == 0) {
+        f->res[0] = cli_read_n(fd, strlen(want));
+        const char *get = "GET /hello HTTP/1.1\r\nConnection: close\r\n\r\n";
+        if (cli_send(fd, get, strlen(get)) == 0) f->res[1] = cli_read_all(fd, &f->end[1]);
+    }
+    free(want);
+    close(fd);
+}
+
+static void test_405_keeps_connection(void **state)
+{
+    (void)state;
+    struct fx f = {0};
+    run(&f, client_405_then_get);
+    assert_non_null(f.res[0]);
+    char *want = reply("405 Method Not Allowed", PLAIN, "method not allowed\n", 19, "Allow: GET, HEAD\r\n", 1, 1);
+    assert_string_equal(f.res[0], want);
+    free(want);
+    expect_result(&f, 1, hello(0, 1));
+    assert_int_equal(f.handler_calls, 1);
+    free_results(&f);
+}
+
+static void test_malformed_400(void **state)
+{
+    (void)state;
+    struct fx f = {0};
+    f.req[0] = "BLAH / HTTP/1.1\r\n\r\n";
+    f.req[1] = "GET / HTTP/1.1\r\nno colon here\r\n\r\n";
+    f.req[2] = "GET / HTTP/a.1\r\n\r\n";
+    f.req[3] = "\x01\x02\x03 garbage\r\n\r\n";
+    f.req[4] = "GET /a%zz HTTP/1.1\r\n\r\n";
+    f.req[5] = "GET /a%00b HTTP/1.1\r\n\r\n";
+    f.req[6] = "GET /a%4 HTTP/1.1\r\n\r\n";
+    f.req[7] = "GET / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab";
+    f.req[8] = "GET /\x7f HTTP/1.1\r\n\r\n";
+    f.req[9] = "GET / HTTP/1.1\r\nHost: a\rb\r\n\r\n";
+    f.nreq = 10;
+    run(&f, client_exchanges);
+    for (size_t i = 0; i < f.nreq; i++) expect_result(&f, i, canned("400 Bad Request", "bad request\n"));
+    assert_int_equal(f.handler_calls, 0);
+    free_results(&f);
+}
+
+static char *big_header_request(size_t value_len, const char *path_prefix, size_t path_len)
+{
+    char *path = malloc(path_len + 2);
+    path[0] = '/';
+    memset(path + 1, 'p', path_len);
+    memcpy(path + 1, path_prefix, strlen(path_prefix));
+    path[path_len + 1] = '\0';
+    char *value = malloc(value_len + 1);
+    memset(value, 'v', value_len);
+    value[value_len] = '\0';
+    char *s;
+    assert_true(asprintf(&s, "GET %s HTTP/1.1\r\nX-Big: %s\r\nConnection: close\r\n\r\n", path, value) > 0);
+    free(path);
+    free(value);
+    return s;
+}
+
+static void test_head_too_large_413(void **state)
+{
+    (void)state;
+    struct fx f = {0};
+    char *r0 = big_header_request(9000, "hello", 5);  /* one big header */
+    char *r1 = big_header_request(10, "x", 9000);     /* long URL */
+    char *r2 = big_header_request(7000, "hello", 5);  /* under the limit */
+    char *r3 = big_header_request(100 * 1024, "hello", 5); /* far beyond the limit */
+    f.req[0] = r0;
+    f.req[1] = r1;
+    f.req[2] = r2;
+    f.req[3] = r3;
+    f.nreq = 4;
+    run(&f, client_exchanges);
+    expect_result(&f, 0, canned("413 Payload Too Large", "request too large\n"));
+    expect_result(&f, 1, canned("413 Payload Too Large", "request too large\n"));
+    expect_result(&f, 2, hello(0, 1));
+    expect_result(&f, 3, canned("413 Payload Too Large", "request too large\n"));
+    free(r0);
+    free(r1);
+    free(r2);
+    free(r3);
+    free_results(&f);
+}
+
+static void test_body_too_large_413(void **state)
+{
+    (void)state;
+    struct fx f = {0};
+    char body[5001];
+    memset(body, 'b', 5000);
+    body[5000] = '\0';
+    char *r0, *r1, *r2;
+    assert_true(asprintf(&r0, "GET /hello HTTP/1.1\r\nContent-Length: 5000\r\n\r\n%s", body) > 0);
+    assert_true(asprintf(&r1, "GET /hello HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1388\r\n%s\r\n0\r\n\r\n", body) > 0);
+    body[100] = '\0';
+    assert_true(asprintf(&r2, "GET /hello HTTP/1.1\r\nContent-Length: 100\r\nConnection: close\r\n\r\n%s", body) > 0);
+    f.req[0] = r0;
+    f.req[1] = r1;
+    f.req[2] = r2;
+    f.nreq = 3;
+    run(&f, client_exchanges);
+    expect_result(&f, 0, canned("413 Payload Too Large", "request too large\n"));
+    expect_result(&f, 1, canned("413 Payload Too Large", "request too large\n"));
+    expect_result(&f, 2, hello(0, 1));
+    assert_int_equal(f.handler_calls, 1);
+    free(r0);
+    free(r1);
+    free(r2);
+    free_results(&f);
+}
+
+/* Sends a, reads one keep-alive reply, sends b, reads to EOF. */
+static void two_on_one(struct fx *f, const char *a, const char *b, size_t first_len, int slot)
+{
+    int fd = cli_connect(f);
+    if (fd < 0) return;
+    if (cli_send(fd, a, strlen(a)) == 0) {
+        f->res[slot] = cli_read_n(fd, first_len);
+        if (cli_send(fd, b, strlen(b)) == 0) f->res[slot + 1] = cli_read_all(fd, &f->end[slot + 1]);
+    }
+    close(fd);
+}
+
+static void client_keepalive(struct fx *f)
+{
+    char *first = hello(1, 1);
+    two_on_one(f, "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n", "GET /nope HTTP/1.1\r\nConnection: close\r\n\r\n",
+               strlen(first), 0);
+    two_on_one(f, "GET /hello HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", "HEAD /hello HTTP/1.0\r\n\r\n",
+               strlen(first), 2);
+    free(first);
+    /* HTTP/1.0 without keep-alive: the server closes after the reply. */
+    int fd = cli_connect(f);
+    if (fd < 0) return;
+    const char *r = "GET /hello HTTP/1.0\r\n\r\n";
+    if (cli_send(fd, r, strlen(r)) == 0) f->res[4] = cli_read_all(fd, &f->end[4]);
+    close(fd);
+}
+
+static void test_keepalive_and_http10(void **state)
+{
+    (void)state;
+    struct fx f = {0};
+    run(&f, client_keepalive);
+    char *want = hello(1, 1);
+    assert_non_null(f.res[0]);
+    assert_string_equal(f.res[0], want);
+    assert_non_null(f.res[2]);
+    assert_string_equal(f.res[2], want);
+    free(want);
+    expect_result(&f, 1, reply("404 Not Found", PLAIN, "not found\n", 10, "", 0, 1));
+    expect_result(&f, 3, hello(0, 0));
+    expect_result(&f, 4, hello(0, 1));
+    assert_int_equal(f.handler_calls, 5);
+    free_results(&f);
+}
+
+static void test_pipelined(void **state)
+{
+    (void)state;
+    struct fx f = {0};
+    f.req[0] = "GET /hello HTTP/1.1\r\nHost: a\r\n\r\n"
+               "HEAD /hello HTTP/1.1\r\nHost: a\r\n\r\n"
+               "POST /x HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi"
+               "GET /echo?n=4 HTTP/1.1\r\n\r\n"
+               "GET /nope HTTP/1.1\r\nConnection: close\r\n\r\n"
+               "GET /hello HTTP/1.1\r\n\r\n"; /* after close: never answered */
+    f.nreq = 1;
+    run(&f, client_exchanges);
+    const char *echo = "method=GET path=/echo query=n=4";
+    char *parts[] = {hello(1, 1), hello(1, 0),
+                     reply("405 Method Not Allowed", PLAIN, "method not allowed\n", 19, "Allow: GET, HEAD\r\n", 1, 1),
+                     reply("200 OK", "text/x-echo", echo, strlen(echo), "", 1, 1),
+                     reply("404 Not Found", PLAIN, "not found\n", 10, "", 0, 1)};
+    char *want = calloc(1, 4096);
+    for (size_t i = 0; i < 5; i++) {
+        strcat(want, parts[i]);
+        free(parts[i]);
+    }
+    expect_result(&f, 0, want);
+    assert_int_equal(f.handler_calls, 4);
+    free_results(&f);
+}
+
+static void client_half_close(struct fx *f)
+{
+    int fd = cli_connect(f);
+    if (fd < 0) return;
+    const char *r = "GET /hello HTTP/1.1\r\n\r\nGET /nope HTTP/1.1\r\n\r\n";
+    if (cli_send(fd, r, strlen(r)) == 0 && shutdown(fd, SHUT_WR) == 0) f->res[0] = cli_read_all(fd, &f->end[0]);
+    close(fd);
+}
+
+/* EOF after complete requests: both replies arrive, then the server closes. */
+static void test_half_close(void **state)
+{
+    (void)state;
+    struct fx f = {0};
+    run(&f, client_half_close);
+    char *a = hello(1, 1), *b = reply("404 Not Found", PLAIN, "not found\n", 10, "", 1, 1), *want;
+    assert_true(asprintf(&want, "%s%s", a, b) > 0);
+    free(a);
+    free(b);
+    expect_result(&f, 0, want);
+    free_results(&f);
+}
+
+static void client_slow(struct fx *f)
+{
+    /* Half a request, then nothing: disconnected without a reply. */
+    int fd = cli_connect(f);
+    if (fd < 0) return;
+    const char *r = "GET /hello HTTP/1.1\r\nHost: x\r\n";
+    if (cli_send(fd, r, strlen(r)) == 0) f->res[0] = cli_read_all(fd, &f->end[0]);
+    close(fd);
+    /* Idle keep-alive connection after one reply: disconnected too. */
+    fd = cli_connect(f);
+    if (fd < 0) return;
+    char *first = hello(1, 1);
+    r = "GET /hello HTTP/1.1\r\n\r\n";
+    if (cli_send(fd, r, strlen(r)) == 0) {
+        f->res[1] = cli_read_n(fd, strlen(first));
+        f->res[2] = cli_read_all(fd, &f->end[2]);
+    }
+    free(first);
+    close(fd);
+}
+
+static void test_slow_client_timeout(void **state)
+{
+    (void)state;
+    struct fx f = {0};
+    run_on(&f, "127.0.0.1:0", 200, client_slow);
+    assert_non_null(f.res[0]);
+    assert_string_equal(f.res[0], "");
+    assert_int_equal(f.end[0], END_EOF); /* not the client's 5 s timeout */
+    char *first = hello(1, 1);
+    assert_non_null(f.res[1]);
+    assert_string_equal(f.res[1], first);
+    free(first);
+    assert_non_null(f.res[2]);
+    assert_string_equal(f.res[2], "");
+    assert_int_equal(f.end[2], END_EOF);
+    assert_int_equal(f.handler_calls, 1);
+    free_results(&f);
+}
+
+/* Reads one keep-alive /hello reply on fd; 1 if it is exactly right. */
+static int hello_on(int fd, const char *want)
+{
+    const char *r = "GET /hello HTTP/1.1\r\n\r\n";
+    if (cli_send(fd, r, strlen(r)) != 0) return 0;
+    char *got = cli_read_n(fd, strlen(want));
+    int ok = got && strcmp(got, want) == 0;
+    free(got);
+    return ok;
+}
+
+static void client_crowd(struct fx *f)
+{
+    int fds[CROWD], closed[CROWD] = {0};
+    int n = 0;
+    for (; n < CROWD; n++)
+        if ((fds[n] = cli_connect(f)) < 0) break;
+    f->val[0] = n;
+    /* Wait (at most 5 s) until the extras are closed by the server. */
+    int nclosed = 0;
+    for (int round = 0; round < 100 && nclosed < CROWD - 64; round++) {
+        struct pollfd p[CROWD];
+        for (int i = 0; i < n; i++) p[i] = (struct pollfd){.fd = closed[i] ? -1 : fds[i], .events = POLLIN};
+        if (poll(p, (nfds_t)n, 50) <= 0) continue;
+        for (int i = 0; i < n; i++) {
+            char c;
+            if (p[i].revents && recv(fds[i], &c, 1, MSG_DONTWAIT) <= 0) {
+                closed[i] = 1;
+                nclosed++;
+            }
+        }
+    }
+    usleep(200 * 1000); /* no further connection gets closed */
+    struct pollfd p[CROWD];
+    for (int i = 0; i < n; i++) p[i] = (struct pollfd){.fd = closed[i] ? -1 : fds[i], .events = POLLIN};
+    f->val[2] = poll(p, (nfds_t)n, 0);
+    f->val[1] = nclosed;
+    /* Every kept connection is served. */
+    char *want = hello(1, 1);
+    int served = 0;
+    for (int i = 0; i < n; i++)
+        if (!closed[i]) served += hello_on(fds[i], want);
+    f->val[3] = served;
+    for (int i = 0; i < n; i++) close(fds[i]);
+    /* Once the crowd has gone, new connections are served again. The server
+     * may not have seen all the closes yet, so retry a bounded number of times. */
+    for (int attempt = 0; attempt < 100 && !f->val[4]; attempt++) {
+        int fd = cli_connect(f);
+        if (fd < 0) break;
+        struct timeval tv = {.tv_usec = 200 * 1000};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        f->val[4] = hello_on(fd, want);
+        close(fd);
+        if (!f->val[4]) usleep(20 * 1000);
+    }
+    free(want);
+}
+
+static void test_connection_limit(void **state)
+{
+    (void)state;
+    struct fx f = {0};
+    run_on(&f, "127.0.0.1:0", 15000, client_crowd); /* no idle timeout mid-test */
+    assert_int_equal(f.val[0], CROWD);
+    assert_int_equal(f.val[1], CROWD - 64);
+    assert_int_equal(f.val[2], 0);
+    assert_int_equal(f.val[3], 64);
+    assert_int_equal(f.val[4], 1);
+}
+
+static void client_reset(struct fx *f)
+{
+    int fd = cli_connect(f);
+    if (fd < 0) return;
+    const char *r = "GET /big HTTP/1.1\r\n\r\n";
+    char buf[1024];
+    if (cli_send(fd, r, strlen(r)) == 0) f->val[0] = recv(fd, buf, sizeof buf, 0) > 0;
+    struct linger lg = {.l_onoff = 1, .l_linger = 0};
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    close(fd); /* RST while the server still has megabytes to write */
+    fd = cli_connect(f);
+    if (fd < 0) return;
+    r = "GET /hello HTTP/1.1\r\nConnection: close\r\n\r\n";
+    if (cli_send(fd, r, strlen(r)) == 0) f->res[0] = cli_read_all(fd, &f->end[0]);
+    close(fd);
+}
+
+static void test_client_reset_mid_write(void **state)
+{
+    (void)state;
+    struct fx f = {0};
+    run(&f, client_reset);
+    assert_int_equal(f.val[0], 1);
+    expect_result(&f, 0, hello(0, 1));
+    free_results(&f);
+}
+
+static void test_ipv6_and_any(void **state)
+{
+    (void)state;
+    struct fx f6 = {.family = AF_INET6};
+    f6.req[0] = "GET /hello HTTP/1.1\r\nConnection: close\r\n\r\n";
+    f6.nreq = 1;
+    run_on(&f6, "[::1]:0", 0, client_exchanges);
+    expect_result(&f6, 0, hello(0, 1));
+    free_results(&f6);
+
+    struct fx f4 = {0};
+    f4.req[0] = f6.req[0];
+    f4.nreq = 1;
+    run_on(&f4, ":0", 0, client_exchanges);
+    expect_result(&f4, 0, hello(0, 1));
+    free_results(&f4);
+}
+
+static void test_listen_strings(void **state)
+{
+    (void)state;
+    static const char *bad[] = {"", "9090", "127.0.0.1", "127.0.0.1:", "127.0.0.1:65536", "127.0.0.1:-1",
+                                "127.0.0.1:80x", "127.0.0.1:123456", "[::1:80", "[::1]80", "::1:80",
+                                "localhost:80", "1.2.3:80", "[1.2.3.4]:80", "[]:80", " 127.0.0.1:80"};
+    uv_loop_t loop;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        struct httpd *s = NULL;
+        assert_int_equal(httpd_start(&loop, bad[i], handler, NULL, &s), UV_EINVAL);
+        assert_null(s);
+        char err[200];
+        struct sockaddr_storage ss;
+        assert_int_equal(httpd_parse_listen(bad[i], &ss, err, sizeof err), -EINVAL);
+        assert_non_null(strstr(err, "listen address"));
+    }
+    char why[200];
+    struct sockaddr_storage ws;
+    assert_int_equal(httpd_parse_listen("127.0.0.1:80x", &ws, why, sizeof why), -EINVAL);
+    assert_non_null(strstr(why, "\"80x\""));
+    assert_int_equal(httpd_parse_listen("localhost:80", &ws, why, sizeof why), -EINVAL);
+    assert_non_null(strstr(why, "\"localhost\""));
+    struct httpd *s = NULL;
+    assert_int_equal(httpd_start(&loop, NULL, handler, NULL, &s), UV_EINVAL);
+    assert_int_equal(uv_loop_close(&loop), 0); /* nothing was left open */
+
+    struct sockaddr_storage ss;
+    char err[200];
+    assert_int_equal(httpd_parse_listen(":9090", &ss, err, sizeof err), 0);
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+    assert_int_equal(a4->sin_family, AF_INET);
+    assert_int_equal(ntohs(a4->sin_port), 9090);
+    assert_int_equal(a4->sin_addr.s_addr, htonl(INADDR_ANY));
+    assert_int_equal(httpd_parse_listen("[::1]:65535", &ss, err, sizeof err), 0);
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+    assert_int_equal(a6->sin6_family, AF_INET6);
+    assert_int_equal(ntohs(a6->sin6_port), 65535);
+    assert_memory_equal(&a6->sin6_addr, &in6addr_loopback, sizeof in6addr_loopback);
+    assert_int_equal(httpd_parse_listen("10.1.2.3:0", &ss, err, sizeof err), 0);
+    assert_int_equal(ntohl(a4->sin_addr.s_addr), 0x0a010203u);
+}
+
+static void test_bind_failures(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    struct httpd *a = NULL, *b = NULL;
+    assert_int_equal(httpd_start(&loop, "127.0.0.1:0", handler, NULL, &a), 0);
+    char addr[32];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", httpd_port(a));
+    assert_int_equal(httpd_start(&loop, addr, handler, NULL, &b), UV_EADDRINUSE);
+    assert_null(b);
+    assert_int_equal(httpd_start(&loop, "192.0.2.1:0", handler, NULL, &b), UV_EADDRNOTAVAIL);
+    assert_null(b);
+    struct fx f = {0};
+    httpd_close(a, on_closed, &f);
+    assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    assert_int_equal(f.closed, 1);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+/* Leaves an idle, a half-sent and a mid-response connection open, has the
+ * server closed, and checks that each of them is closed by the server. */
+static void client_open_conns(struct fx *f)
+{
+    int fds[3];
+    for (int i = 0; i < 3; i++)
+        if ((fds[i] = cli_connect(f)) < 0) return;
+    const char *half = "GET /hello HTTP/1.1\r\nHo";
+    const char *big = "GET /big HTTP/1.1\r\n\r\n";
+    char buf[1024];
+    if (cli_send(fds[1], half, strlen(half)) != 0 || cli_send(fds[2], big, strlen(big)) != 0) return;
+    f->val[0] = recv(fds[2], buf, sizeof buf, 0) > 0; /* the big reply has started */
+    signal_close(f);
+    for (int i = 0; i < 3; i++) {
+        int end = 0;
+        free(cli_read_all(fds[i], &end));
+        f->end[i] = end;
+        close(fds[i]);
+    }
+}
+
+static void test_close_with_open_connections(void **state)
+{
+    (void)state;
+    struct fx f = {0};
+    run(&f, client_open_conns);
+    assert_int_equal(f.val[0], 1);
+    for (int i = 0; i < 3; i++) assert_true(f.end[i] == END_EOF || f.end[i] == END_RESET);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN); /* as the agent does; see httpd.h */
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_get_head_404),
+        cmocka_unit_test(test_path_decoding_and_query),
+        cmocka_unit_test(test_bad_handler_output_is_500),
+        cmocka_unit_test(test_405_keeps_connection),
+        cmocka_unit_test(test_malformed_400),
+        cmocka_unit_test(test_head_too_large_413),
+        cmocka_unit_test(test_body_too_large_413),
+        cmocka_unit_test(test_keepalive_and_http10),
+        cmocka_unit_test(test_pipelined),
+        cmocka_unit_test(test_half_close),
+        cmocka_unit_test(test_slow_client_timeout),
+        cmocka_unit_test(test_connection_limit),
+        cmocka_unit_test(test_client_reset_mid_write),
+        cmocka_unit_test(test_ipv6_and_any),
+        cmocka_unit_test(test_listen_strings),
+        cmocka_unit_test(test_bind_failures),
+        cmocka_unit_test(test_close_with_open_connections),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
