@@ -90,6 +90,11 @@ static const struct opt_def OPTIONS[] = {
      "run); exit status 0 is success."},
     {"exec-timeout", OPT_DURATION, "30s", F(exec_timeout_ns), NULL, 0, "DURATION",
      "The command is killed (SIGTERM, then SIGKILL) after this long."},
+    {"restart-signal", OPT_SIGNAL, "TERM", F(restart_signal), NULL, 0, "SIGNAL",
+     "Signal the restart action sends to the app's main process (found like the signal "
+     "action's target); the kubelet then restarts the container in place."},
+    {"restart-timeout", OPT_DURATION, "30s", F(restart_timeout_ns), NULL, 0, "DURATION",
+     "How long the restart action waits for the process to exit before reporting failure."},
     {"retry-initial", OPT_DURATION, "500ms", F(retry_initial_ns), NULL, 0, "DURATION",
      "First retry delay after a failed action; doubles per failure, with jitter."},
     {"retry-max", OPT_DURATION, "30s", F(retry_max_ns), NULL, 0, "DURATION",
@@ -354,7 +359,7 @@ static int parse_action(const char *s, int *out)
 }
 
 /* Actions this build can perform. */
-static int action_available(int a) { return a <= ACTION_EXEC; }
+static int action_available(int a) { return a <= ACTION_RESTART; }
 
 int cfg_status_expected(const struct config *c, long status)
 {
@@ -390,8 +395,10 @@ static int check_expect_status(const struct config *c, char *err, size_t errlen)
 /* Each action that is in use needs its own options. */
 static int check_action_needs(const struct config *c, const int *used, char *err, size_t errlen)
 {
-    if (used[ACTION_SIGNAL] && !(c->process && *c->process) && !(c->pid_file && *c->pid_file)) {
-        snprintf(err, errlen, "the signal action needs --process NAME or --pid-file PATH");
+    if ((used[ACTION_SIGNAL] || used[ACTION_RESTART]) && !(c->process && *c->process) &&
+        !(c->pid_file && *c->pid_file)) {
+        snprintf(err, errlen, "the %s action needs --process NAME or --pid-file PATH",
+                 used[ACTION_SIGNAL] ? "signal" : "restart");
         return -EINVAL;
     }
     if (used[ACTION_HTTP]) {
@@ -466,7 +473,7 @@ static int validate(struct config *c, char *err, size_t errlen)
         if (used[a] && !action_available(a)) {
             snprintf(err, errlen,
                      "action \"%s\" is not implemented in this version of reload-agent "
-                     "(available: none, signal, http, exec)",
+                     "(available: none, signal, http, exec, restart)",
                      ACTIONS[a]);
             return -EINVAL;
         }

@@ -75,6 +75,8 @@ struct config {
     int64_t min_interval_ns;
     int on_start;              /* enum on_start (AUTO resolved by cfg_build) */
     char *listen;
+    int restart_signal;
+    int64_t restart_timeout_ns;
     int print_config;
 };
 

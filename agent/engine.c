@@ -15,6 +15,7 @@
 #include "agent/log.h"
 #include "agent/metrics.h"
 #include "agent/proc.h"
+#include "agent/restart.h"
 
 #define MAX_TARGETS 64
 #define BIT(a) (1u << (a))
@@ -41,6 +42,7 @@ struct engine {
     const char *last_action;
     const char *last_result;
     char last_error[512];
+    struct exec_job *job; /* the exec action's process, while it runs */
     int closing;
     void (*done)(void *);
     void *done_ud;
@@ -230,6 +232,7 @@ static void exec_finished(void *ud, const struct exec_result *res)
 {
     struct engine *e = ud;
     char buf[512];
+    e->job = NULL;
     if (res->spawn_error)
         snprintf(buf, sizeof buf, "cannot run \"%s\": %s", e->cfg->exec_command,
                  uv_strerror(res->spawn_error));
@@ -251,12 +254,26 @@ static void exec_finished(void *ud, const struct exec_result *res)
 static void do_exec(struct engine *e)
 {
     int rc = exec_start(e->loop, e->cfg->exec_command, ms_of(e->cfg->exec_timeout_ns), exec_finished,
-                        e, NULL);
+                        e, &e->job);
     if (rc < 0) {
         char buf[512];
         snprintf(buf, sizeof buf, "cannot parse --exec-command \"%s\"", e->cfg->exec_command);
         part_done(e, ACTION_EXEC, 0, buf);
     }
+}
+
+static void restart_finished(void *ud, int ok, const char *err)
+{
+    part_done(ud, ACTION_RESTART, ok, err);
+}
+
+static void do_restart(struct engine *e)
+{
+    const struct config *c = e->cfg;
+    struct proc_target t = {.pid_file = c->pid_file, .name = c->process, .all = 0};
+    if (restart_start(e->loop, &t, c->restart_signal, ms_of(c->restart_timeout_ns),
+                      restart_finished, e, NULL) < 0)
+        ra_oom();
 }
 
 /* Starts an attempt of the actions in mask on the observed state. */
@@ -284,6 +301,7 @@ static void start_attempt(struct engine *e, unsigned mask)
         case ACTION_SIGNAL: do_signal(e); break;
         case ACTION_HTTP: do_http(e); break;
         case ACTION_EXEC: do_exec(e); break;
+        case ACTION_RESTART: do_restart(e); break;
         default: part_done(e, a, 0, "action not implemented in this version"); break;
         }
     }

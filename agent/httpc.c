@@ -506,9 +506,7 @@ int httpc_request(struct httpc *c, const struct httpc_req *req, httpc_done cb, v
     if (r == 0) r = setup_easy(x, req, method);
     if (r == 0 && curl_multi_add_handle(c->multi, x->easy) != CURLM_OK) r = -EIO;
     if (r != 0) {
-        curl_slist_free_all(x->headers);
-        curl_easy_cleanup(x->easy);
-        free(x);
+        xfer_free(x);
         return r;
     }
     LIST_PUSH(c->xfers, x);

@@ -181,16 +181,20 @@ static void test_duplicate_watch_rejected(void **state)
     assert_non_null(strstr(f->err, "given twice"));
 }
 
-/* Captures what a FILE-writing function prints. */
+/* Captures what a FILE-writing function prints (malloc'd, NUL-terminated). */
 static char *capture(void (*fn)(FILE *, void *), void *arg)
 {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *m = open_memstream(&buf, &len);
+    FILE *m = tmpfile();
     assert_non_null(m);
     fn(m, arg);
+    long n = ftell(m);
+    assert_true(n >= 0);
+    char *out = calloc(1, (size_t)n + 1);
+    assert_non_null(out);
+    rewind(m);
+    assert_int_equal(fread(out, 1, (size_t)n, m), (size_t)n);
     fclose(m);
-    return buf;
+    return out;
 }
 
 static void help_fn(FILE *f, void *arg)

@@ -308,10 +308,11 @@ static void test_timeout_kills_process_group(void **state)
     run_cmd(&r, cmd, 300, 0);
     assert_int_equal(r.res.timed_out, 1);
     FILE *f = fopen(path, "r");
-    assert_non_null(f);
     int child = 0;
-    assert_int_equal(fscanf(f, "%d", &child), 1);
-    fclose(f);
+    if (f) {
+        if (fscanf(f, "%d", &child) != 1) child = 0;
+        fclose(f);
+    }
     unlink(path);
     assert_true(child > 1);
     /* The orphaned sleep is reaped by init; wait (bounded) until it is gone. */

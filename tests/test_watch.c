@@ -33,8 +33,9 @@ struct rec {
     size_t root; /* the index this recorder was registered for */
     int n[4];    /* callbacks by enum watch_why */
     int wrong_root;
-    struct watch *close_on_event; /* if set, watch_close from the callback */
-    int *closed;                  /* its done counter */
+    struct watch *close_w; /* if set, watch_close(close_w) from the callback ... */
+    int close_on;          /* ... for this why + 1 */
+    int *closed;           /* its done counter */
 };
 
 struct fx {
@@ -54,9 +55,9 @@ static void rec_cb(void *ud, size_t root, enum watch_why why)
     struct rec *r = ud;
     if (root != r->root) r->wrong_root++;
     r->n[why]++;
-    if (r->close_on_event) {
-        watch_close(r->close_on_event, on_done, r->closed);
-        r->close_on_event = NULL;
+    if (r->close_w && r->close_on == (int)why + 1) {
+        watch_close(r->close_w, on_done, r->closed);
+        r->close_w = NULL;
     }
 }
 
@@ -588,6 +589,13 @@ static void test_nested_roots_share_wds(void **state)
     put(at(f, "d/s/g"), "x");
     assert_true(wait_count(f, &f->rec[1].n[WATCH_EVENT], 1));
     assert_true(wait_count(f, &f->rec[0].n[WATCH_EVENT], 1));
+    /* d/s no longer waits on d: d's own watch must have survived that. */
+    settle_reset(f, &f->rec[0]);
+    settle_reset(f, &f->rec[2]);
+    put(at(f, "d/f"), "x");
+    assert_true(wait_count(f, &f->rec[0].n[WATCH_EVENT], 1));
+    assert_true(wait_count(f, &f->rec[2].n[WATCH_EVENT], 1));
+    assert_int_equal(f->rec[1].n[WATCH_EVENT], 0);
 }
 
 static long read_long(const char *path)
@@ -600,6 +608,16 @@ static long read_long(const char *path)
     return strtol(buf, NULL, 10);
 }
 
+/* Without running the loop: 3 events per file, 1.5x the queue of max. */
+static void flood(struct fx *f, const char *dir, long max)
+{
+    for (long k = 0; k < max / 2 + 64; k++) {
+        const char *p = at(f, "%s/f%ld", dir, k);
+        put(p, "");
+        assert_int_equal(unlink(p), 0);
+    }
+}
+
 static void test_queue_overflow(void **state)
 {
     struct fx *f = *state;
@@ -608,12 +626,7 @@ static void test_queue_overflow(void **state)
     mkd(at(f, "d"));
     size_t i = add(f, 0, at(f, "d"));
 
-    /* Without running the loop: 3 events per file, 1.5x the queue. */
-    for (long k = 0; k < max / 2 + 64; k++) {
-        const char *p = at(f, "d/f%ld", k);
-        put(p, "");
-        assert_int_equal(unlink(p), 0);
-    }
+    flood(f, "d", max);
     /* Created after the overflow: only the rescan can find it. */
     mkd(at(f, "d/late"));
     put(at(f, "d/late/f"), "x");
@@ -630,12 +643,40 @@ static void test_queue_overflow(void **state)
     assert_true(wait_count(f, &f->rec[0].n[WATCH_EVENT], 1));
 }
 
+/* A root removed during the overflow is reported gone after WATCH_OVERFLOW,
+ * unless the WATCH_OVERFLOW callback closed the watch. */
+static void test_overflow_gone_and_close(void **state)
+{
+    struct fx *f = *state;
+    long max = read_long("/proc/sys/fs/inotify/max_queued_events");
+    mkd(at(f, "d"));
+    mkd(at(f, "e"));
+    mkd(at(f, "g"));
+    add(f, 0, at(f, "e"));
+    add(f, 1, at(f, "g"));
+    add(f, 2, at(f, "d"));
+    flood(f, "d", max);
+    rm_rf(at(f, "e"));
+    rm_rf(at(f, "g"));
+    f->rec[1].close_w = f->w;
+    f->rec[1].close_on = WATCH_OVERFLOW + 1;
+    f->rec[1].closed = &f->closed;
+    assert_true(wait_count(f, &f->closed, 1));
+    assert_int_equal(f->rec[0].n[WATCH_OVERFLOW], 1);
+    assert_int_equal(f->rec[0].n[WATCH_ROOT_GONE], 1);
+    assert_int_equal(f->rec[1].n[WATCH_OVERFLOW], 1);
+    assert_int_equal(f->rec[1].n[WATCH_ROOT_GONE], 0); /* closed before it */
+    assert_int_equal(f->rec[2].n[WATCH_OVERFLOW], 0);
+    f->w = NULL;
+}
+
 static void test_close_from_callback(void **state)
 {
     struct fx *f = *state;
     mkd(at(f, "d"));
     add(f, 0, at(f, "d"));
-    f->rec[0].close_on_event = f->w;
+    f->rec[0].close_w = f->w;
+    f->rec[0].close_on = WATCH_EVENT + 1;
     f->rec[0].closed = &f->closed;
     for (int k = 0; k < 20; k++) put(at(f, "d/f%d", k), "x");
     put(at(f, "../s/late"), "x");
@@ -714,6 +755,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_root_replaced_by_rename, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nested_roots_share_wds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_queue_overflow, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_overflow_gone_and_close, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_from_callback, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_calls_done, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idle_makes_no_wakeups, setup, teardown),

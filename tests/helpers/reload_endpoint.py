@@ -13,8 +13,9 @@ stdout once the mode is in force:
 
 Every request received is appended to --log FILE as one JSON line
 {"method", "path", "headers" (lower-case names), "body", "answer"}, where
-answer is the status sent or "hang". The process exits when stdin closes, so
-it cannot outlive a test that crashed.
+answer is the status sent, "hang", or "refuse" for a request accepted just
+before the listener closed (its connection is closed unanswered). The
+process exits when stdin closes, so it cannot outlive a test that crashed.
 """
 import argparse
 import json
@@ -49,6 +50,9 @@ class Handler(BaseHTTPRequestHandler):
         with LOCK:
             with open(self.server.log_path, "a") as f:
                 f.write(json.dumps(record) + "\n")
+        if mode == "refuse":  # accepted just before the listener closed
+            self.close_connection = True
+            return
         if mode == "hang":
             with CHANGED:
                 CHANGED.wait_for(lambda: STATE["mode"] != "hang", HANG_LIMIT_S)
@@ -85,8 +89,8 @@ def main():
         if mode != "hang" and mode != "refuse" and not mode.isdigit():
             print("error unknown mode %r" % mode, flush=True)
             continue
-        # A request only ever sees a status or "hang": the listener is
-        # closed before the mode becomes "refuse" and reopened after it is not.
+        # The listener is closed before the mode becomes "refuse" and
+        # reopened after it is not.
         if mode == "refuse" and srv is not None:
             srv.shutdown()
             srv.server_close()

@@ -178,3 +178,40 @@ class Env:
                 except Exception:
                     pass
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+# ---- generic helpers for tests that talk to real servers (engine, nginx) ----
+
+def free_port():
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    import socket
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_get(url, timeout=5.0):
+    """GET url; returns (status, body bytes) for any status, raises
+    TestFailure if no HTTP answer arrives within timeout."""
+    import urllib.error
+    import urllib.request
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+    except (OSError, urllib.error.URLError) as e:
+        raise TestFailure("GET %s: %s" % (url, e))
+
+
+def wait_until(pred, timeout=10.0, what="condition", interval=0.05):
+    """Polls pred() until it returns a true value (returned) or raises
+    TestFailure after timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() >= deadline:
+            raise TestFailure("timed out after %.1fs waiting for %s" % (timeout, what))
+        time.sleep(interval)

@@ -14,6 +14,7 @@ the content (dict logical path -> bytes) with the algorithm of PRODUCT.md.
 """
 import hashlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -413,6 +414,7 @@ def test_awsim_layout(env):
     names = sorted(os.listdir(vol))
     ts = [n for n in names if n.startswith("..") and n not in ("..data",)]
     check(len(ts) == 1 and names == sorted(ts + ["..data", "a", "conf"]), "layout %r" % names)
+    check(re.match(r"^\.\.[0-9]{4}(_[0-9]{2}){5}\.[0-9]{1,10}$", ts[0]), "ts dir name %r" % ts[0])
     check(os.readlink(os.path.join(vol, "..data")) == ts[0], "..data target")
     check(os.readlink(os.path.join(vol, "a")) == "..data/a", "key link")
     check(os.readlink(os.path.join(vol, "conf")) == "..data/conf", "dir link")

@@ -16,13 +16,17 @@
  *       one update: VOL ends up holding exactly the files under SRC.
  *   awsim --dir VOL --count N [--interval-ms MS] [--files K] [--size BYTES]
  *         [--stamps FILE] [--noop] [common options]
- *       N updates of a synthetic payload key-0 .. key-(K-1); each update
+ *       N updates of a synthetic payload key-0 .. key-(K-1) (default K=1,
+ *       each file BYTES long, default 64, more if the header needs it); each update
  *       changes one file (the content embeds a per-run nonce, so even the
  *       first update differs from whatever VOL held). --noop instead rewrites
  *       the content VOL/..data already holds, N times (the skip path).
  *       --stamps writes one CLOCK_MONOTONIC nanosecond time per update, taken
  *       right after the rename(2) of step 9 (for --noop, after the update).
  *   common: [--seed N] [--fsgroup GID] [--pause-ms MS] [--legacy] [--mode OCTAL]
+ *       --seed makes the random orders (and ts-dir suffixes) reproducible;
+ *       --mode is the file mode (default 0644); --pause-ms sleeps after
+ *       steps 8, 9, 10 and 11; --legacy runs step 10 before steps 8-9.
  *
  * Exit status 0 on success, 1 with a message on stderr on any error.
  */
@@ -375,10 +379,12 @@ static int paths_to_remove(const char *oldts_path, const struct payload *p, stru
     for (size_t i = 0; rc == 0 && i < p->n; i++) {
         char buf[PATH_MAX];
         snprintf(buf, sizeof buf, "%s", p->v[i].path);
-        for (char *slash; ; *slash = '\0') {
+        for (;;) {
             strv_add(&keep, buf);
-            if (!(slash = strrchr(buf, '/')))
+            char *slash = strrchr(buf, '/');
+            if (!slash)
                 break;
+            *slash = '\0';
         }
     }
     if (keep.n)

@@ -1,0 +1,95 @@
+/*
+ * kube.h - a small asynchronous Kubernetes API client on the libuv loop
+ * (libcurl multi through httpc). No call blocks.
+ *
+ * Configuration (spec §5): in a cluster the base URL is
+ * https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT (IPv6 hosts
+ * bracketed), the token and CA come from the service-account directory;
+ * outside, --kube-api / --kube-token-file / --kube-ca-file. TLS is always
+ * verified (the CA file may hold several certificates).
+ *
+ * The bearer token is re-read when older than 60 s, when kube_token_stale()
+ * is called (the agent watches the token's directory for the ..data swap),
+ * and once after a 401 (then the request is retried once). It is never
+ * logged.
+ *
+ * Every request has a timeout (10 s). 429 and 503 (and connection failures)
+ * are retried inside kube_request, up to KUBE_MAX_TRIES attempts, waiting
+ * Retry-After when given (plain-text and Status bodies alike send the
+ * header; details.retryAfterSeconds is read from a Status body too), else
+ * exponential backoff with jitter from 200 ms. A 403 produces an error
+ * naming the RBAC rule that is missing (verb, resource, API group).
+ */
+#ifndef RA_KUBE_H
+#define RA_KUBE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "agent/httpc.h"
+
+#define KUBE_MAX_TRIES 6
+#define KUBE_SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
+
+struct kube;
+
+struct kube_config {
+    const char *api;        /* base URL, NULL/"" = in-cluster from the environment */
+    const char *token_file; /* NULL/"" = KUBE_SA_DIR/token */
+    const char *ca_file;    /* NULL/"" = KUBE_SA_DIR/ca.crt */
+    const char *pod_name;   /* NULL/"" = $POD_NAME */
+    const char *namespace_; /* NULL/"" = $POD_NAMESPACE, then KUBE_SA_DIR/namespace */
+};
+
+/* What a request needs, for error messages (RBAC hints). */
+struct kube_req {
+    const char *verb;          /* RBAC verb: "get", "patch", "create" */
+    const char *resource;      /* plural: "pods", "deployments" */
+    const char *group;         /* "" for core, "apps", "batch", "argoproj.io" */
+    const char *method;        /* HTTP method */
+    const char *path;          /* absolute path with query, e.g. "/api/v1/namespaces/ns/pods/p" */
+    const char *content_type;  /* for PATCH/POST, else NULL */
+    const char *body;          /* may be NULL */
+    size_t body_len;
+};
+
+struct kube_resp {
+    int ok;               /* 1 if a final HTTP response arrived (any status) */
+    long status;          /* HTTP status */
+    const char *body;     /* response body, valid during the callback */
+    size_t body_len;
+    const char *error;    /* when !ok or status >= 400: a one-line explanation
+                             (Status.message, plus the RBAC hint for 403) */
+    int tries;            /* attempts made */
+};
+
+typedef void (*kube_cb)(void *ud, const struct kube_resp *r);
+
+/* Resolves the configuration (reads env, namespace file, token and CA
+ * existence). Returns 0 and *out, or -EINVAL with a message in err naming
+ * what is missing (e.g. "not in a cluster: KUBERNETES_SERVICE_HOST and
+ * KUBERNETES_SERVICE_PORT are not set; use --kube-api"). */
+int kube_create(uv_loop_t *loop, struct httpc *hc, const struct kube_config *cfg,
+                struct kube **out, char *err, size_t errlen);
+
+const char *kube_namespace(const struct kube *k);
+const char *kube_pod_name(const struct kube *k);
+const char *kube_token_path(const struct kube *k);
+
+/* Marks the cached token stale (re-read before the next request). */
+void kube_token_stale(struct kube *k);
+
+/* Starts a request; cb runs exactly once on the loop. All of req is copied.
+ * Returns 0, or <0 (cb never runs). */
+int kube_request(struct kube *k, const struct kube_req *req, kube_cb cb, void *ud);
+
+/* Counters by status code for /metrics: calls fn for each code seen. */
+void kube_foreach_code(const struct kube *k, void (*fn)(void *ud, long code, uint64_t n),
+                       void *ud);
+
+/* Cancels pending requests (their callbacks do not run), frees k. Must be
+ * called before the httpc is closed. */
+void kube_destroy(struct kube *k);
+
+#endif
