@@ -15,8 +15,10 @@ PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null)
 
+# CFLAGS/LDFLAGS are the user's (make asan sets them); the project's own
+# flags live in RA_CFLAGS so a command-line CFLAGS cannot drop them.
 CFLAGS   ?= -O2 -g
-CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I. $(PKG_CFLAGS) \
+RA_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I. $(PKG_CFLAGS) \
             -DRA_VERSION='"$(VERSION)"' -DRA_GIT_COMMIT='"$(GIT_COMMIT)"'
 LDLIBS   += $(PKG_LIBS) -lhttp_parser -lm
 
@@ -36,22 +38,22 @@ all: $(BUILD)/reload-agent $(TOOL_BIN)
 
 $(BUILD)/obj/%.o: %.c $(wildcard agent/*.h watch/*.h hash/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c -o $@ $<
+	$(CC) $(RA_CFLAGS) $(CFLAGS) -c -o $@ $<
 
 $(BUILD)/libreload.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
 $(BUILD)/reload-agent: $(BUILD)/obj/agent/main.o $(BUILD)/libreload.a
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(RA_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libreload.a $(wildcard tests/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libreload.a $(LDLIBS) $(CMOCKA_LIBS)
+	$(CC) $(RA_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libreload.a $(LDLIBS) $(CMOCKA_LIBS)
 
 $(BUILD)/tools/%: tests/tools/%.c $(BUILD)/libreload.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libreload.a $(LDLIBS)
+	$(CC) $(RA_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libreload.a $(LDLIBS)
 
 # libFuzzer targets: clang only; each harness is built together with the
 # library sources (instrumented), not with the archive.

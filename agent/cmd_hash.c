@@ -104,13 +104,12 @@ int cmd_hash(int argc, char **argv)
     if (rc < 0) {
         struct log_rec r;
         if (log_rec_begin(&r, LOG_ERROR, "hash_error")) {
-            log_rec_str(&r, "op", err.op);
-            log_rec_str(&r, "path", err.path);
+            log_rec_str(&r, "path", err.path); /* a field: escaped, unlike the message */
             if (rc == -EAGAIN && strcmp(err.op, "rewalk") == 0)
                 log_rec_end(&r, "content kept changing while being hashed (%d attempts)",
                             HASH_MAX_REWALKS + 1);
             else
-                log_rec_end(&r, "cannot hash: %s %s: %s", err.op, err.path, strerror(-rc));
+                log_rec_end(&r, "cannot hash: %s failed: %s", err.op, strerror(-rc));
         }
         return 1;
     }

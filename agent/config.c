@@ -90,6 +90,24 @@ static const struct opt_def OPTIONS[] = {
      "run); exit status 0 is success."},
     {"exec-timeout", OPT_DURATION, "30s", F(exec_timeout_ns), NULL, 0, "DURATION",
      "The command is killed (SIGTERM, then SIGKILL) after this long."},
+    {"kube-api", OPT_STR, NULL, F(kube_api), NULL, 0, "URL",
+     "Kubernetes API server URL (default in a cluster: https://$KUBERNETES_SERVICE_HOST:"
+     "$KUBERNETES_SERVICE_PORT)."},
+    {"kube-token-file", OPT_STR, NULL, F(kube_token_file), NULL, 0, "PATH",
+     "Bearer token file, re-read when it rotates (default the service-account token)."},
+    {"kube-ca-file", OPT_STR, NULL, F(kube_ca_file), NULL, 0, "PATH",
+     "CA bundle that verifies the API server (default the service-account ca.crt)."},
+    {"pod-name", OPT_STR, NULL, F(pod_name), NULL, 0, "NAME",
+     "The agent's own pod (default $POD_NAME, from the downward API)."},
+    {"namespace", OPT_STR, NULL, F(namespace_), NULL, 0, "NS",
+     "The pod's namespace (default $POD_NAMESPACE, then the service-account namespace file)."},
+    {"hash-annotation", OPT_STR, "reload-agent.io/config-hash", F(hash_annotation), NULL, 0,
+     "KEY", "Pod-template annotation the rollout action sets to the rollout hash."},
+    {"rollout-jitter", OPT_DURATION, "5s", F(rollout_jitter_ns), NULL, 0, "DURATION",
+     "Random delay before a rollout, so one replica of many patches and the others see it "
+     "done."},
+    {"events", OPT_BOOL, "true", F(events), NULL, 0, "BOOL",
+     "Post Kubernetes Events about reloads and rollouts (in a cluster)."},
     {"restart-signal", OPT_SIGNAL, "TERM", F(restart_signal), NULL, 0, "SIGNAL",
      "Signal the restart action sends to the app's main process (found like the signal "
      "action's target); the kubelet then restarts the container in place."},
@@ -359,7 +377,7 @@ static int parse_action(const char *s, int *out)
 }
 
 /* Actions this build can perform. */
-static int action_available(int a) { return a <= ACTION_RESTART; }
+static int action_available(int a) { return a < ACTION__COUNT; }
 
 int cfg_status_expected(const struct config *c, long status)
 {
@@ -471,10 +489,7 @@ static int validate(struct config *c, char *err, size_t errlen)
     for (size_t i = 0; i < c->nrules; i++) used[c->rules[i].action] = 1;
     for (int a = 0; a < ACTION__COUNT; a++)
         if (used[a] && !action_available(a)) {
-            snprintf(err, errlen,
-                     "action \"%s\" is not implemented in this version of reload-agent "
-                     "(available: none, signal, http, exec, restart)",
-                     ACTIONS[a]);
+            snprintf(err, errlen, "action \"%s\" is not implemented", ACTIONS[a]);
             return -EINVAL;
         }
     if (check_expect_status(c, err, errlen) < 0 || check_action_needs(c, used, err, errlen) < 0)
@@ -557,7 +572,7 @@ void cfg_print_help(FILE *f)
         char head[64];
         snprintf(head, sizeof head, "--%s%s%s", o->name, o->metavar[0] ? " " : "", o->metavar);
         fprintf(f, "  %-26s %s", head, o->help);
-        if (o->def && o->type != OPT_BOOL) fprintf(f, " (default %s)", o->def);
+        if (o->def) fprintf(f, " (default %s)", o->def);
         fputc('\n', f);
     }
     fprintf(f, "\nEvery option except --annotations and --print-config can also be set with the "

@@ -75,6 +75,14 @@ struct config {
     int64_t min_interval_ns;
     int on_start;              /* enum on_start (AUTO resolved by cfg_build) */
     char *listen;
+    char *kube_api;
+    char *kube_token_file;
+    char *kube_ca_file;
+    char *pod_name;
+    char *namespace_;
+    char *hash_annotation;
+    int64_t rollout_jitter_ns;
+    int events;
     int restart_signal;
     int64_t restart_timeout_ns;
     int print_config;

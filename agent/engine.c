@@ -4,6 +4,7 @@
  */
 #include "agent/engine.h"
 
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <fnmatch.h>
 #include <stdarg.h>
@@ -16,9 +17,11 @@
 #include "agent/metrics.h"
 #include "agent/proc.h"
 #include "agent/restart.h"
+#include "agent/rollout.h"
 
 #define MAX_TARGETS 64
 #define BIT(a) (1u << (a))
+#define ENGINE_FILES_MAX (64 * 1024)
 #define INPLACE_MASK (BIT(ACTION_SIGNAL) | BIT(ACTION_HTTP) | BIT(ACTION_EXEC))
 
 struct engine {
@@ -43,6 +46,10 @@ struct engine {
     const char *last_result;
     char last_error[512];
     struct exec_job *job; /* the exec action's process, while it runs */
+    struct kube *kube;    /* NULL outside a cluster */
+    struct rollout *ro;   /* NULL without a Kubernetes client */
+    struct kevents *ev;   /* NULL when Events are off */
+    int permanent;        /* the failing part said a retry cannot help */
     int closing;
     void (*done)(void *);
     void *done_ud;
@@ -84,6 +91,7 @@ static unsigned needed_mask(struct engine *e)
 
 static void schedule(struct engine *e);
 static void on_timer_closed(uv_handle_t *h);
+static void pod_event(struct engine *e, int action, int ok, const char *err);
 
 static void on_timer(uv_timer_t *t) { schedule(t->data); }
 
@@ -120,6 +128,7 @@ static void part_done(struct engine *e, int action, int ok, const char *err)
     double secs = (double)(uv_hrtime() - e->attempt_start_ns) / 1e9;
     metrics_action(action, ok, secs);
     log_action(e, action, ok, secs, err ? err : "");
+    if (action != ACTION_NONE && action != ACTION_ROLLOUT && !e->cfg->dry_run) pod_event(e, action, ok, err);
     e->last_action = cfg_action_name(action);
     if (!ok) {
         e->parts_failed++;
@@ -143,6 +152,14 @@ static void part_done(struct engine *e, int action, int ok, const char *err)
     e->failed_mask = e->inflight_mask;
     hash_manifest_free(&e->inflight_target);
     if (e->closing) goto closing;
+    if (e->permanent) {
+        /* Retrying cannot help (no workload to roll, pods disagree): wait
+         * for the next change instead of retrying on a timer. */
+        e->permanent = 0;
+        log_warn("not retrying %s until the content changes",
+                 cfg_action_name(ACTION_ROLLOUT));
+        return;
+    }
     uint64_t base = ms_of(e->cfg->retry_initial_ns), cap = ms_of(e->cfg->retry_max_ns);
     uint64_t delay = base;
     for (int i = 1; i < e->attempt && delay < cap; i++) delay *= 2;
@@ -262,6 +279,63 @@ static void do_exec(struct engine *e)
     }
 }
 
+/* Normal Reloaded / Warning ReloadFailed on the agent's own pod. */
+static void pod_event(struct engine *e, int action, int ok, const char *err)
+{
+    const struct owner_info *o = e->ro ? rollout_owner(e->ro) : NULL;
+    if (!e->ev || !e->kube) return;
+    struct kev_object obj = {"v1", "Pod", kube_pod_name(e->kube), kube_namespace(e->kube),
+                             o && o->have_pod ? o->pod.uid : NULL};
+    char msg[700];
+    char hex[HASH_HEX_LEN + 1];
+    hash_hex(e->inflight_target.total, hex);
+    if (ok) snprintf(msg, sizeof msg, "%s reload for content hash %.12s", cfg_action_name(action), hex);
+    else snprintf(msg, sizeof msg, "%s reload failed: %s", cfg_action_name(action), err ? err : "");
+    kev_post(e->ev, &obj, ok ? "Normal" : "Warning", ok ? "Reloaded" : "ReloadFailed", msg);
+}
+
+static void rollout_finished(void *ud, enum rollout_result r, const char *err)
+{
+    struct engine *e = ud;
+    e->permanent = r == ROLLOUT_BLOCKED;
+    part_done(e, ACTION_ROLLOUT, r == ROLLOUT_PATCHED || r == ROLLOUT_ALREADY_CURRENT, err);
+}
+
+/* The files annotation: rollout-class path -> 16 hex of its digest. */
+static char *files_json(const struct hash_manifest *m)
+{
+    cJSON *o = cJSON_CreateObject();
+    char hex[HASH_HEX_LEN + 1];
+    for (size_t i = 0; i < m->n; i++) {
+        if (!(m->v[i].classes & HASH_CLASS_SUB)) continue;
+        hash_hex(m->v[i].digest, hex);
+        hex[16] = '\0';
+        cJSON_AddStringToObject(o, m->v[i].path, hex);
+    }
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    if (!s) ra_oom();
+    if (strlen(s) > ENGINE_FILES_MAX) { /* too big for an annotation: leave it out */
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+static void do_rollout(struct engine *e)
+{
+    char hex[HASH_HEX_LEN + 1];
+    if (!e->ro) {
+        part_done(e, ACTION_ROLLOUT, 0, "no Kubernetes API client (internal error)");
+        return;
+    }
+    hash_hex(e->inflight_target.sub, hex);
+    char *files = files_json(&e->inflight_target);
+    int rc = rollout_apply(e->ro, e->cfg, hex, files, rollout_finished, e);
+    free(files);
+    if (rc < 0) part_done(e, ACTION_ROLLOUT, 0, "cannot start the rollout");
+}
+
 static void restart_finished(void *ud, int ok, const char *err)
 {
     part_done(ud, ACTION_RESTART, ok, err);
@@ -289,6 +363,7 @@ static void start_attempt(struct engine *e, unsigned mask)
     hash_manifest_free(&e->inflight_target);
     if (hash_manifest_copy(&e->observed, &e->inflight_target) < 0) ra_oom();
     e->have_last_start = 1;
+    uv_update_time(e->loop); /* hashing may have run since the loop cached its time */
     e->last_start_ms = uv_now(e->loop);
     e->attempt_start_ns = uv_hrtime();
     for (int a = 0; a < ACTION__COUNT; a++) {
@@ -302,6 +377,7 @@ static void start_attempt(struct engine *e, unsigned mask)
         case ACTION_HTTP: do_http(e); break;
         case ACTION_EXEC: do_exec(e); break;
         case ACTION_RESTART: do_restart(e); break;
+        case ACTION_ROLLOUT: do_rollout(e); break;
         default: part_done(e, a, 0, "action not implemented in this version"); break;
         }
     }
@@ -313,6 +389,7 @@ static void schedule(struct engine *e)
     unsigned mask = strongest(needed_mask(e));
     if (!mask) return;
     if (memcmp(e->applied.total, e->observed.total, HASH_LEN) == 0 && !e->failed_mask) return;
+    uv_update_time(e->loop);
     uint64_t now = uv_now(e->loop), gap = ms_of(e->cfg->min_interval_ns);
     if (e->have_last_start && gap && now < e->last_start_ms + gap) {
         uv_timer_start(&e->timer, on_timer, e->last_start_ms + gap - now, 0);
@@ -363,6 +440,33 @@ void engine_observe(struct engine *e, const struct hash_manifest *cur)
     schedule(e);
 }
 
+void engine_set_kube(struct engine *e, struct kube *k, struct rollout *ro, struct kevents *ev)
+{
+    e->kube = k;
+    e->ro = ro;
+    e->ev = ev;
+}
+
+void engine_reconcile(struct engine *e, const char *pod_hash)
+{
+    char hex[HASH_HEX_LEN + 1];
+    hash_hex(e->observed.sub, hex);
+    struct log_rec r;
+    int differ = pod_hash && *pod_hash && strcmp(pod_hash, hex) != 0;
+    if (log_rec_begin(&r, LOG_INFO, "reconcile")) {
+        log_rec_str(&r, "pod_hash", pod_hash ? pod_hash : "");
+        log_rec_str(&r, "hash", hex);
+        log_rec_bool(&r, "rollout", differ);
+        log_rec_end(&r, "%s", !pod_hash || !*pod_hash ? "the pod carries no rollout hash: "
+                                                         "nothing to reconcile"
+                              : differ ? "the pod was created from other content: rolling"
+                                       : "the pod runs the current content");
+    }
+    if (!differ) return;
+    e->failed_mask |= BIT(ACTION_ROLLOUT); /* forces a rollout of the current content */
+    schedule(e);
+}
+
 void engine_config_changed(struct engine *e)
 {
     if (!e->inflight) schedule(e);
@@ -399,6 +503,7 @@ void engine_close(struct engine *e, void (*done)(void *), void *ud)
     e->done = done;
     e->done_ud = ud;
     uv_timer_stop(&e->timer);
+    if (e->inflight && (e->inflight_mask & BIT(ACTION_ROLLOUT)) && e->ro) rollout_abort(e->ro);
     if (!e->inflight) uv_close((uv_handle_t *)&e->timer, on_timer_closed);
     /* else: part_done closes the timer when the attempt ends */
 }

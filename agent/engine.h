@@ -48,6 +48,21 @@ void engine_start(struct engine *e, const struct hash_manifest *baseline);
 /* A new observed state (after a real change). The manifest is copied. */
 void engine_observe(struct engine *e, const struct hash_manifest *cur);
 
+struct kube;
+struct rollout;
+struct kevents;
+
+/* Gives the engine the Kubernetes client: the rollout action and Events
+ * (ev may be NULL). Call before engine_start. */
+void engine_set_kube(struct engine *e, struct kube *k, struct rollout *ro, struct kevents *ev);
+
+/* Startup reconcile (--on-start reconcile): pod_hash is the rollout hash
+ * the pod was created with (its template annotation), NULL or "" if absent.
+ * When it differs from the current rollout hash, a rollout is scheduled (it
+ * patches only if the owner does not carry the current hash already); an
+ * absent annotation counts as agreement, so a first deployment never rolls. */
+void engine_reconcile(struct engine *e, const char *pod_hash);
+
 /* Call after the configuration changed (rules or action may differ). */
 void engine_config_changed(struct engine *e);
 

@@ -458,6 +458,11 @@ static int setup_easy(struct httpc_xfer *x, const struct httpc_req *req, const c
     SET(CURLOPT_SSL_VERIFYPEER, 1L);
     SET(CURLOPT_SSL_VERIFYHOST, 2L);
     if (req->ca_file) SET(CURLOPT_CAINFO, req->ca_file);
+#if LIBCURL_VERSION_NUM >= 0x075700
+    /* A rotated CA file (kube-root-ca.crt) at the same path is picked up
+     * within a minute instead of curl's default 24 h CA-store cache. */
+    SET(CURLOPT_CA_CACHE_TIMEOUT, 60L);
+#endif
     SET(CURLOPT_HTTPHEADER, x->headers);
     SET(CURLOPT_WRITEFUNCTION, write_cb);
     SET(CURLOPT_WRITEDATA, x);

@@ -5,16 +5,18 @@
  * Configuration (spec §5): in a cluster the base URL is
  * https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT (IPv6 hosts
  * bracketed), the token and CA come from the service-account directory;
- * outside, --kube-api / --kube-token-file / --kube-ca-file. TLS is always
- * verified (the CA file may hold several certificates).
+ * outside, --kube-api (https:// only) / --kube-token-file / --kube-ca-file.
+ * TLS is always verified (the CA file may hold several certificates).
  *
  * The bearer token is re-read when older than 60 s, when kube_token_stale()
  * is called (the agent watches the token's directory for the ..data swap),
  * and once after a 401 (then the request is retried once). It is never
  * logged.
  *
- * Every request has a timeout (10 s). 429 and 503 (and connection failures)
- * are retried inside kube_request, up to KUBE_MAX_TRIES attempts, waiting
+ * Every request has a timeout (10 s). 429, 503, 500 with Retry-After, and
+ * connection failures (refused, reset, dropped) are retried inside
+ * kube_request, up to KUBE_MAX_TRIES attempts (a timeout or a TLS
+ * verification failure is final at once), waiting
  * Retry-After when given (plain-text and Status bodies alike send the
  * header; details.retryAfterSeconds is read from a Status body too), else
  * exponential backoff with jitter from 200 ms. A 403 produces an error
@@ -31,6 +33,8 @@
 
 #define KUBE_MAX_TRIES 6
 #define KUBE_SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
+#define KUBE_TIMEOUT_MS 10000    /* per attempt */
+#define KUBE_TOKEN_MAX_AGE_MS 60000
 
 struct kube;
 
@@ -40,6 +44,8 @@ struct kube_config {
     const char *ca_file;    /* NULL/"" = KUBE_SA_DIR/ca.crt */
     const char *pod_name;   /* NULL/"" = $POD_NAME */
     const char *namespace_; /* NULL/"" = $POD_NAMESPACE, then KUBE_SA_DIR/namespace */
+    const char *sa_dir;     /* NULL/"" = KUBE_SA_DIR (tests point it elsewhere) */
+    uint64_t timeout_ms;    /* per attempt; 0 = KUBE_TIMEOUT_MS */
 };
 
 /* What a request needs, for error messages (RBAC hints). */
@@ -52,6 +58,9 @@ struct kube_req {
     const char *content_type;  /* for PATCH/POST, else NULL */
     const char *body;          /* may be NULL */
     size_t body_len;
+    void (*on_cancel)(void *ud); /* may be NULL: runs (inside kube_destroy)
+                                    instead of cb when the request is cancelled,
+                                    so the caller can free what ud holds */
 };
 
 struct kube_resp {
@@ -84,12 +93,24 @@ void kube_token_stale(struct kube *k);
  * Returns 0, or <0 (cb never runs). */
 int kube_request(struct kube *k, const struct kube_req *req, kube_cb cb, void *ud);
 
-/* Counters by status code for /metrics: calls fn for each code seen. */
+/* Counters by status code for /metrics: calls fn for each code seen. Every
+ * attempt counts (a retried 429 counts each time); code 0 = no response
+ * (connection, TLS or timeout failure). */
 void kube_foreach_code(const struct kube *k, void (*fn)(void *ud, long code, uint64_t n),
                        void *ud);
 
-/* Cancels pending requests (their callbacks do not run), frees k. Must be
- * called before the httpc is closed. */
+/* 1 if s is a valid Kubernetes object name (RFC 1123 subdomain: lowercase
+ * alphanumerics, '-' and '.', at most 253 bytes), so it is safe in a path. */
+int kube_is_object_name(const char *s);
+
+/* The base URL requests go to (no trailing slash). */
+const char *kube_base_url(const struct kube *k);
+
+/* Cancels pending requests (their callbacks do not run; each on_cancel
+ * does), frees k. Must be called before the httpc is closed. The retry
+ * timers of cancelled requests are closed here and freed in their close
+ * callbacks, so the loop must run once more before uv_loop_close (it does
+ * anyway to close the httpc). Safe to call from inside a kube_cb. */
 void kube_destroy(struct kube *k);
 
 #endif

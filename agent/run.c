@@ -19,9 +19,12 @@
 #include "agent/engine.h"
 #include "agent/httpc.h"
 #include "agent/httpd.h"
+#include "agent/kevents.h"
+#include "agent/kube.h"
 #include "agent/log.h"
 #include "agent/metrics.h"
 #include "agent/monitor.h"
+#include "agent/rollout.h"
 #include "watch/watch.h"
 
 #define ANNOT_DEBOUNCE_MS 50
@@ -37,6 +40,10 @@ static struct {
     struct engine *eng;
     struct httpc *hc;
     struct httpd *srv;
+    struct kube *kube;
+    struct kevents *kev;
+    struct rollout *ro;
+    struct annot_set annots; /* the annotations file as last read (pod annotations) */
     struct endpoints_ctx ep;
     int ready;
     char last_config_error[1024];
@@ -75,7 +82,12 @@ static int load_annotations(struct cfg_layer *l, char *err, size_t errlen)
         return rc;
     }
     rc = cfg_layer_from_annotations(&a, l, err, errlen);
-    annot_free(&a);
+    if (rc == 0) {
+        annot_free(&R.annots);
+        R.annots = a;
+    } else {
+        annot_free(&a);
+    }
     return rc;
 }
 
@@ -86,9 +98,94 @@ static void on_change(void *ud, const struct hash_manifest *cur, const struct ha
     if (R.eng) engine_observe(R.eng, cur);
 }
 
+/* Rollout-class files feed the rollout hash (manifest.sub). */
+static int is_rollout_file(void *ud, const char *path)
+{
+    (void)ud;
+    return engine_action_for(&R.cfg, path) == ACTION_ROLLOUT;
+}
+
+static int uses_rollout(const struct config *c)
+{
+    if (c->action == ACTION_ROLLOUT) return 1;
+    for (size_t i = 0; i < c->nrules; i++)
+        if (c->rules[i].action == ACTION_ROLLOUT) return 1;
+    return 0;
+}
+
+/* At start, once the pod is read: warn about subPath mounts (they never
+ * update) and, for --on-start reconcile without an annotations file, compare
+ * the pod's template hash. */
+static void on_pod_read(void *ud, const struct owner_info *o)
+{
+    int reconcile = ud != NULL;
+    if (o->have_pod)
+        for (size_t i = 0; i < o->pod.nsubpath_mounts; i++) {
+            const struct owner_mount *m = &o->pod.subpath_mounts[i];
+            struct log_rec r;
+            if (log_rec_begin(&r, LOG_WARN, "subpath")) {
+                log_rec_str(&r, "container", m->container);
+                log_rec_str(&r, "volume", m->volume);
+                log_rec_str(&r, "mount_path", m->mount_path);
+                log_rec_end(&r, "container %s mounts volume %s at %s with subPath: the kubelet "
+                                "never updates subPath mounts, so that container will not see "
+                                "changes; mount the whole volume instead",
+                            m->container, m->volume, m->mount_path);
+            }
+        }
+    if (reconcile && R.eng)
+        engine_reconcile(R.eng, o->have_pod ? owner_pod_annotation(o, R.cfg.hash_annotation) : NULL);
+}
+
+/* --on-start reconcile: the pod's template hash comes from the annotations
+ * file when there is one, else from the pod itself (GET). The pod is read
+ * at start in any case when there is an API client. */
+static void start_reconcile(void)
+{
+    int reconcile = R.cfg.on_start == ON_START_RECONCILE && R.eng;
+    int from_file = R.annot_path && access(R.annot_path, R_OK) == 0;
+    if (reconcile && from_file) {
+        const struct annot *a = annot_get(&R.annots, R.cfg.hash_annotation);
+        engine_reconcile(R.eng, a ? a->val : NULL);
+    }
+    if (R.ro && rollout_resolve(R.ro, on_pod_read, reconcile && !from_file ? &R : NULL) < 0)
+        log_warn("cannot read the agent's own pod from the API");
+}
+
+static void on_token_event(void *ud, size_t root, enum watch_why why)
+{
+    (void)ud;
+    (void)root;
+    (void)why;
+    if (R.kube) kube_token_stale(R.kube);
+}
+
+/* The Kubernetes client: required by rollout, optional for Events. */
+static int start_kube(char *err, size_t errlen)
+{
+    int need = uses_rollout(&R.cfg);
+    int want_events = R.cfg.events && ((R.cfg.kube_api && *R.cfg.kube_api) ||
+                                       getenv("KUBERNETES_SERVICE_HOST"));
+    if (!need && !want_events) return 0;
+    struct kube_config kc = {.api = R.cfg.kube_api, .token_file = R.cfg.kube_token_file,
+                             .ca_file = R.cfg.kube_ca_file, .pod_name = R.cfg.pod_name,
+                             .namespace_ = R.cfg.namespace_};
+    int rc = kube_create(&R.loop, R.hc, &kc, &R.kube, err, errlen);
+    if (rc < 0) {
+        if (need) return rc;
+        log_info("Kubernetes Events off: %s", err);
+        return 0;
+    }
+    if (R.cfg.events && kev_create(R.kube, &R.kev) < 0) ra_oom();
+    if (rollout_create(&R.loop, R.kube, R.kev, &R.ro) < 0) ra_oom();
+    engine_set_kube(R.eng, R.kube, R.ro, R.kev);
+    return 0;
+}
+
 static int start_monitor(void)
 {
     struct monitor_opts o = {
+        .is_sub = is_rollout_file,
         .roots = (const char *const *)R.cfg.watch.v,
         .nroots = R.cfg.watch.n,
         .debounce_ns = R.cfg.debounce_ns,
@@ -181,6 +278,12 @@ static void on_engine_closed(void *ud)
 {
     (void)ud;
     R.eng = NULL;
+    if (R.ro) rollout_close(R.ro);
+    R.ro = NULL;
+    if (R.kev) kev_destroy(R.kev);
+    R.kev = NULL;
+    if (R.kube) kube_destroy(R.kube);
+    R.kube = NULL;
     if (R.hc) httpc_close(R.hc, NULL, NULL);
     R.hc = NULL;
 }
@@ -288,6 +391,10 @@ int run_main(int argc, char **argv)
         log_error("cannot listen on %s: %s", R.cfg.listen, uv_strerror(rc));
         shutdown_all();
         rc = 1;
+    } else if ((rc = start_kube(err, sizeof err)) < 0) {
+        fprintf(stderr, "reload-agent: the rollout action needs the Kubernetes API: %s\n", err);
+        shutdown_all();
+        rc = 2;
     } else if (start_monitor() < 0) {
         shutdown_all();
         rc = 1;
@@ -299,6 +406,14 @@ int run_main(int argc, char **argv)
             else
                 log_warn("cannot watch %s for live updates", R.annot_path);
         }
+        if (R.kube) {
+            size_t idx;
+            if (!R.annot_watch && watch_create(&R.loop, &R.annot_watch) < 0)
+                log_warn("cannot watch the token file for rotation");
+            else
+                watch_add(R.annot_watch, kube_token_path(R.kube), on_token_event, NULL, &idx);
+        }
+        start_reconcile();
         struct log_rec r;
         R.ready = 1;
         if (log_rec_begin(&r, LOG_INFO, "ready")) {
@@ -314,6 +429,7 @@ int run_main(int argc, char **argv)
         rc = 1;
     }
 out_cfg:
+    annot_free(&R.annots);
     cfg_free(&R.cfg);
     cfg_layer_free(&R.flags);
     free(R.annot_path);

@@ -77,7 +77,9 @@ struct hash_opts {
 /* Error detail for a failed computation. */
 struct hash_error {
     int code;            /* the negative errno of the failure */
-    const char *op;      /* "open", "read", "opendir", "stat", "rewalk" ... */
+    const char *op;      /* "stat", "opendir", "readdir", "realpath", "open", "read",
+                          * "walk" (path too long), "malloc", "sha256", or "rewalk"
+                          * (still changing after HASH_MAX_REWALKS; path = last change) */
     char path[4096];     /* the path that failed (as walked), NUL-terminated */
 };
 
@@ -85,7 +87,8 @@ struct hash_error {
  * On success returns 0 and *out owns its memory (free with
  * hash_manifest_free). On failure returns <0 (-errno), fills *err, and *out
  * is left empty (safe to free). A root that does not exist is an error
- * (-ENOENT, op "stat"). */
+ * (-ENOENT, op "stat"). The root "/" gives logical paths "/etc/...".
+ * Blocking (it reads every file): run it off the event loop for big trees. */
 int hash_compute(const char *const *roots, size_t nroots, const struct hash_opts *opts,
                  struct hash_manifest *out, struct hash_error *err);
 

@@ -36,6 +36,7 @@ if [ -n "$missing" ]; then
   [ "$(id -u)" = 0 ] || fail "need root to apt-get install:$missing"
   step "installing:$missing"
   apt-get update -qq
+  # shellcheck disable=SC2086 # one word per package
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
 fi
 
@@ -50,8 +51,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# Without a containers.conf podman uses crun, systemd cgroups and ulimits this
-# machine refuses.
+# podman's defaults fail in this sandbox: without explicit ulimits runc
+# cannot set RLIMIT_NOFILE ("error setting rlimit type 7"), and there is no
+# systemd for its cgroup manager.
 cat > "$D/containers.conf" <<'EOF'
 [containers]
 default_ulimits = ["nofile=1024:1024", "nproc=1024:1024"]
@@ -85,15 +87,20 @@ else
   step "building base image $BASE: debootstrap from $MIRROR"
   timeout 900 debootstrap --variant=minbase bookworm "$D/rootfs" "$MIRROR" > "$D/debootstrap.log" 2>&1 ||
     { tail -n 20 "$D/debootstrap.log" >&2; fail "debootstrap failed (log above)"; }
-  tar -C "$D/rootfs" -c . | timeout 300 podman import - "$BASE" >/dev/null || fail "podman import of the base failed"
+  tar -C "$D/rootfs" -c . | timeout 300 podman import -q - "$BASE" >/dev/null || fail "podman import of the base failed"
   rm -rf "$D/rootfs"
 fi
 
 build() { # $1 = tag, then podman build arguments
   tag=$1; shift
   step "building $tag"
+  prev=$(pm image inspect --format '{{.Id}}' "$tag" 2>/dev/null || true)
   timeout 900 podman build --network host --build-arg BASE="$BASE" -t "$tag" "$@" > "$D/build.log" 2>&1 ||
     { tail -n 30 "$D/build.log" >&2; fail "podman build of $tag failed (log above)"; }
+  # The image this tag named before (now untagged) goes; the layer cache stays.
+  if [ -n "$prev" ] && [ "$prev" != "$(pm image inspect --format '{{.Id}}' "$tag")" ]; then
+    pm rmi "$prev" >/dev/null 2>&1 || echo "image-test: note: could not remove the previous $tag ($prev)"
+  fi
 }
 GIT_COMMIT=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 build "$IMAGE" --build-arg GIT_COMMIT="$GIT_COMMIT" -f Dockerfile .

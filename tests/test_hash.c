@@ -795,6 +795,7 @@ static void test_dangling_link_is_skipped(void **state)
 
 int main(void)
 {
+    alarm(300); /* a hang in the code under test fails the run */
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
     const struct CMUnitTest tests[] = {
         T(test_empty_root_and_empty_hash),

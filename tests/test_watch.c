@@ -345,9 +345,56 @@ static void test_symlink_root(void **state)
     mkd(at(f, "real/sub"));
     assert_int_equal(symlink("real", at(f, "link")), 0);
     add(f, 0, at(f, "link/"));
-    assert_int_equal(watch_wd_count(f->w), 3);
+    assert_int_equal(watch_wd_count(f->w), 4); /* sentinel, real, real/sub, t (the link's dir) */
     put(at(f, "real/sub/f"), "x");
     assert_true(wait_count(f, &f->rec[0].n[WATCH_EVENT], 1));
+}
+
+/* A directory root reached through a symlink follows the link when it is
+ * retargeted: a kubelet key directory (conf -> ..data/conf), and ln -sfn. */
+static void test_symlinked_dir_root_follows_link(void **state)
+{
+    struct fx *f = *state;
+    aw_init(f, "vol");
+    size_t i = add(f, 0, at(f, "vol/conf"));
+    assert_int_equal(watch_wd_count(f->w), 3); /* sentinel, ..1/conf, vol */
+    aw_stage(f, "vol", "..2024_05_01_12_01_00.2", "v2");
+    sync_events(f);
+    assert_int_equal(f->rec[0].n[WATCH_EVENT], 0);
+    aw_switch(f, "vol");
+    assert_true(wait_count(f, &f->rec[0].n[WATCH_EVENT], 1));
+    rm_rf(at(f, "vol/..2024_05_01_12_00_00.1"));
+    settle_reset(f, &f->rec[0]);
+    assert_true(watch_root_present(f->w, i));
+    assert_int_equal(watch_wd_count(f->w), 3);
+    put(at(f, "vol/..data/conf/new.yaml"), "x"); /* the new timestamped dir is watched */
+    assert_true(wait_count(f, &f->rec[0].n[WATCH_EVENT], 1));
+    sync_events(f);
+    assert_int_equal(f->rec[0].n[WATCH_ROOT_GONE], 0);
+
+    mkd(at(f, "rel1"));
+    mkd(at(f, "rel2"));
+    assert_int_equal(symlink("rel1", at(f, "current")), 0);
+    add(f, 1, at(f, "current"));
+    assert_int_equal(symlink("rel2", at(f, "current.tmp")), 0);
+    assert_int_equal(rename(at(f, "current.tmp"), at(f, "current")), 0);
+    assert_true(wait_count(f, &f->rec[1].n[WATCH_EVENT], 1));
+    settle_reset(f, &f->rec[1]);
+    put(at(f, "rel1/x"), "x");
+    sync_events(f);
+    assert_int_equal(f->rec[1].n[WATCH_EVENT], 0);
+    put(at(f, "rel2/x"), "x");
+    assert_true(wait_count(f, &f->rec[1].n[WATCH_EVENT], 1));
+
+    /* Dangling now: gone, and back when the link resolves again. */
+    rm_rf(at(f, "rel1"));
+    assert_int_equal(symlink("rel1", at(f, "current.tmp")), 0);
+    assert_int_equal(rename(at(f, "current.tmp"), at(f, "current")), 0);
+    assert_true(wait_count(f, &f->rec[1].n[WATCH_ROOT_GONE], 1));
+    mkd(at(f, "rel1"));
+    assert_int_equal(unlink(at(f, "current")), 0);
+    assert_int_equal(symlink("rel1", at(f, "current")), 0);
+    assert_true(wait_count(f, &f->rec[1].n[WATCH_ROOT_BACK], 1));
 }
 
 static void test_file_root_atomic_writer(void **state)
@@ -450,6 +497,8 @@ static void test_missing_root(void **state)
     int logfd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     assert_true(logfd >= 0);
     log_set_fd(logfd);
+    log_configure(LOG_DEBUG, LOG_FORMAT_TEXT); /* the watcher logs details at debug level;
+                                                  the monitor logs the "waiting" event */
 
     size_t i = add(f, 0, at(f, "a/b/c"));
     size_t j = add(f, 1, at(f, "x/y/app.conf"));
@@ -482,6 +531,7 @@ static void test_missing_root(void **state)
     assert_int_equal(watch_wd_count(f->w), 3); /* sentinel, a/b/c, x/y */
 
     log_set_fd(2);
+    log_configure(LOG_WARN, LOG_FORMAT_TEXT);
     close(logfd);
     read_log(logpath, logbuf, sizeof logbuf);
     snprintf(want, sizeof want, "watch root %s does not exist yet; waiting for it", at(f, "a/b/c"));
@@ -590,7 +640,10 @@ static void test_nested_roots_share_wds(void **state)
     assert_true(wait_count(f, &f->rec[1].n[WATCH_EVENT], 1));
     assert_true(wait_count(f, &f->rec[0].n[WATCH_EVENT], 1));
     /* d/s no longer waits on d: d's own watch must have survived that. */
+    sync_events(f);
+    assert_int_equal(f->rec[0].n[WATCH_ROOT_GONE] + f->rec[2].n[WATCH_ROOT_GONE], 0);
     settle_reset(f, &f->rec[0]);
+    settle_reset(f, &f->rec[1]);
     settle_reset(f, &f->rec[2]);
     put(at(f, "d/f"), "x");
     assert_true(wait_count(f, &f->rec[0].n[WATCH_EVENT], 1));
@@ -747,6 +800,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_new_subdirs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nested_existing_no_symlinks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_symlink_root, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_symlinked_dir_root_follows_link, setup, teardown),
         cmocka_unit_test_setup_teardown(test_file_root_atomic_writer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_file_root_plain, setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_root, setup, teardown),

@@ -4,8 +4,8 @@
  * One inotify fd per struct watch, polled by a uv_poll_t. The watcher keeps
  * a flat list of "entries": each says which root a watch descriptor serves
  * and how (the root directory or one of its real subdirectories, the parent
- * directory of a file root, or the nearest existing ancestor of a missing
- * root). Several entries may share one wd (two file roots in one directory,
+ * directory of a file root or of a symlinked directory root, or the nearest
+ * existing ancestor of a missing root). Several entries may share one wd (two file roots in one directory,
  * nested roots, an ancestor that is also a root): watches are always added
  * with IN_MASK_ADD so no owner narrows another's mask, and a wd is removed
  * from the kernel only when its last entry goes.
@@ -48,6 +48,7 @@
 enum ent_kind {
     ENT_DIR,      /* rel "" = the directory root itself, else a real subdirectory */
     ENT_PARENT,   /* the parent directory of a file root; rel = the file's name */
+    ENT_LINK,     /* the parent of a directory root that is a symlink; rel = its name */
     ENT_ANCESTOR, /* nearest existing ancestor of a missing root; rel = missing child's name */
 };
 
@@ -83,10 +84,7 @@ struct watch {
 /* Allocation failure inside the loop is fatal (docs/errors.md). */
 static void *need(void *p)
 {
-    if (!p) {
-        log_error("out of memory");
-        exit(70);
-    }
+    if (!p) ra_oom();
     return p;
 }
 
@@ -228,7 +226,8 @@ static int tree_add(struct watch *w, size_t r, const char *rel0)
     return rc;
 }
 
-static int arm_file(struct watch *w, size_t r)
+/* Watches the parent directory of root r, filtered by the root's name. */
+static int arm_parent(struct watch *w, size_t r, enum ent_kind kind)
 {
     const char *path = w->roots[r].path;
     size_t name_at;
@@ -236,7 +235,7 @@ static int arm_file(struct watch *w, size_t r)
     int wd = add_watch(w, parent, DIR_MASK | IN_ONLYDIR);
     free(parent);
     if (wd < 0) return wd;
-    ent_add(w, r, ENT_PARENT, path + name_at, wd);
+    ent_add(w, r, kind, path + name_at, wd);
     return 0;
 }
 
@@ -287,10 +286,12 @@ static int root_arm(struct watch *w, size_t r)
 {
     int rc = -EAGAIN;
     for (int i = 0; i < ARM_ATTEMPTS && rc == -EAGAIN; i++) {
-        struct stat st;
+        struct stat st, lst;
         root_drop(w, r);
         if (stat(w->roots[r].path, &st) == 0) {
-            rc = S_ISDIR(st.st_mode) ? tree_add(w, r, "") : arm_file(w, r);
+            int link = lstat(w->roots[r].path, &lst) == 0 && S_ISLNK(lst.st_mode);
+            rc = S_ISDIR(st.st_mode) ? tree_add(w, r, "") : arm_parent(w, r, ENT_PARENT);
+            if (rc == 0 && link && S_ISDIR(st.st_mode)) rc = arm_parent(w, r, ENT_LINK);
             if (rc == 0) return 1;
             if (is_missing(-rc)) rc = -EAGAIN; /* gone or changed type meanwhile */
         } else if (!is_missing(errno)) {
@@ -311,7 +312,7 @@ static int root_start(struct watch *w, size_t r)
     struct root *ro = &w->roots[r];
     ro->present = rc == 1;
     if (rc == 0 && !ro->warned)
-        log_warn("watch root %s does not exist yet; waiting for it", ro->path);
+        log_debug("watch root %s does not exist yet; waiting for it", ro->path);
     ro->warned = rc == 0;
     return rc;
 }
@@ -330,14 +331,14 @@ static void root_restart(struct watch *w, size_t r)
                   "overflow rescan",
                   w->roots[r].path, strerror(-rc));
     if (rc == 1 && !was) {
-        log_info("watch root %s is present", w->roots[r].path);
+        log_debug("watch root %s is present", w->roots[r].path);
         notify(w, r, WATCH_ROOT_BACK);
     }
 }
 
 static void root_gone(struct watch *w, size_t r)
 {
-    log_info("watch root %s was removed, replaced or unmounted; re-arming", w->roots[r].path);
+    log_debug("watch root %s was removed, replaced or unmounted; re-arming", w->roots[r].path);
     root_drop(w, r);
     w->roots[r].present = 0;
     notify(w, r, WATCH_ROOT_GONE);
@@ -347,7 +348,7 @@ static void root_gone(struct watch *w, size_t r)
 static void overflow(struct watch *w)
 {
     size_t n = w->nroots;
-    log_warn("inotify event queue overflowed (fs.inotify.max_queued_events); rescanning %zu "
+    log_debug("inotify event queue overflowed (fs.inotify.max_queued_events); rescanning %zu "
              "watch roots",
              n);
     for (size_t r = 0; r < n && !w->closing; r++) {
@@ -369,13 +370,21 @@ static void on_entry_event(struct watch *w, const struct ent *e, const struct in
                                      (!strcmp(name, e->rel) || !strcmp(name, "..data"))))
             root_restart(w, e->root);
         return;
-    case ENT_PARENT: {
+    case ENT_PARENT:
+    case ENT_LINK: {
         struct stat st;
         if (m & SELF_GONE_MASK) {
             root_gone(w, e->root);
             return;
         }
         if (!(m & CONTENT_MASK) || (strcmp(name, e->rel) && strcmp(name, "..data"))) return;
+        if (e->kind == ENT_LINK) { /* the link may point elsewhere now: follow it */
+            int was = w->roots[e->root].present;
+            root_restart(w, e->root);
+            if (w->roots[e->root].present) notify(w, e->root, WATCH_EVENT);
+            else if (was) notify(w, e->root, WATCH_ROOT_GONE);
+            return;
+        }
         int gone = stat(w->roots[e->root].path, &st) < 0 && is_missing(errno);
         if (gone || (!strcmp(name, e->rel) && (m & IN_ISDIR))) /* deleted, or a directory now */
             root_gone(w, e->root);

@@ -9,16 +9,31 @@
  * A directory root is watched with IN_CREATE|IN_MOVED_TO|IN_MOVED_FROM|
  * IN_DELETE|IN_CLOSE_WRITE|IN_MODIFY|IN_DELETE_SELF|IN_MOVE_SELF|IN_ONLYDIR.
  * The kubelet AtomicWriter "..data" swap arrives as MOVED_TO "..data" on the
- * root. Real subdirectories of a plain tree (not top-level ".." names, not
- * symlinks) are watched recursively, including ones created later.
+ * root; events about other top-level ".." names (the timestamped dirs,
+ * "..data_tmp") are ignored, as the hash ignores those names. Real
+ * subdirectories of a plain tree (not top-level ".." names, not symlinks) are
+ * watched recursively, including ones created later. A directory root given
+ * as a symlink (e.g. a kubelet key directory "conf -> ..data/conf", or a
+ * "current -> releases/v2" link) is followed; its parent is watched too, and
+ * when the link (or "..data" beside it) changes the root is re-armed on the
+ * new target and WATCH_EVENT is reported.
  * A file root is watched through its parent directory, filtered by its name
  * (and by "..data", for a key file of an AtomicWriter volume); the file's own
- * inode is never watched.
+ * inode is never watched. stat() decides file or directory root each time
+ * the root is armed; a file root that is deleted (or replaced by a directory)
+ * counts as gone.
  * A root that does not exist (or is deleted, moved away or unmounted) is
  * waited for: the nearest existing ancestor is watched until the path is
  * back, then the root is re-armed and the callback gets WATCH_ROOT_BACK.
+ * A rename-replace of a root (mv new root) reports WATCH_ROOT_GONE then
+ * WATCH_ROOT_BACK, the new inode being watched.
  * IN_Q_OVERFLOW re-arms every root (new subdirectories) and reports
- * WATCH_OVERFLOW for every root.
+ * WATCH_OVERFLOW for every root (plus WATCH_ROOT_GONE or WATCH_ROOT_BACK for
+ * a root whose presence changed meanwhile).
+ *
+ * Limits: when a mount point below a root is unmounted its watches are
+ * dropped and the directory underneath is not watched; a root whose ancestor
+ * directory is renamed keeps watching the moved inode.
  */
 #ifndef RA_WATCH_H
 #define RA_WATCH_H
@@ -42,9 +57,14 @@ typedef void (*watch_cb)(void *ud, size_t root, enum watch_why why);
 /* Creates a watcher on loop. Returns 0 and *out, or <0 (-errno/UV_E*). */
 int watch_create(uv_loop_t *loop, struct watch **out);
 
-/* Adds a root (copied). cb/ud receive its events. Never fails because the
- * path is missing: the root then waits for it (watch_root_present() = 0),
- * and a warn-level log line says so. Returns 0 and *index, or <0. */
+/* Adds a root (copied; trailing '/' removed). cb/ud receive its events. Never
+ * fails because the path is missing: the root then waits for it
+ * (watch_root_present() = 0), and a warn-level log line says so, once per
+ * absence. Returns 0 and *index (0, 1, 2... in call order), or <0:
+ * -EINVAL (NULL or empty path, NULL cb or index), -ENOMEM, or the error that
+ * keeps an existing root from being watched (-EACCES, -ENAMETOOLONG, -ENOSPC
+ * for the fs.inotify.max_user_watches limit, ...). May be called from a
+ * callback. */
 int watch_add(struct watch *w, const char *path, watch_cb cb, void *ud, size_t *index);
 
 /* 1 if the root exists and is armed, 0 if it is being waited for. */
@@ -53,12 +73,14 @@ int watch_root_present(const struct watch *w, size_t index);
 /* Total raw inotify events read (for the watch_events_total metric). */
 uint64_t watch_events_total(const struct watch *w);
 
-/* Number of inotify watch descriptors in use (for tests and /status). */
+/* Number of distinct inotify watch descriptors in use (for tests and
+ * /status; a wd shared by several roots counts once). */
 size_t watch_wd_count(const struct watch *w);
 
 /* Stops watching and closes the handles; w is freed in the last close
  * callback, after which done(done_ud) runs (done may be NULL). No callback
- * for any root runs after this call. */
+ * for any root runs after this call, which may be made from a callback.
+ * Call it once. */
 void watch_close(struct watch *w, void (*done)(void *), void *done_ud);
 
 #endif

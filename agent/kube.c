@@ -1,0 +1,697 @@
+/*
+ * kube.c - the asynchronous Kubernetes API client (contract in kube.h).
+ *
+ * Each kube_request becomes a struct kube_call that owns a copy of the
+ * request and one uv_timer_t used to wait between attempts. An attempt is
+ * one httpc transfer; its result either ends the call (the caller's callback
+ * runs) or arms the timer for the next attempt (connection failure, 429,
+ * 503, 500 with Retry-After, or a first 401 after which the token is
+ * re-read). A call is unlinked from its client before its callback runs and
+ * is freed in the timer's close callback, so callbacks may destroy the
+ * client and kube_destroy never frees memory libuv still references.
+ *
+ * The bearer token is cached with the loop time it was read; it is handed
+ * to httpc only as the Authorization header and never logged.
+ */
+#include "agent/kube.h"
+
+#include <cjson/cJSON.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent/log.h"
+
+#define TOKEN_MAX 16384        /* bytes; a bound service-account JWT is ~1 KiB */
+#define BACKOFF_BASE_MS 200
+#define BACKOFF_CAP_MS 5000
+#define RETRY_AFTER_CAP_S 60
+#define MESSAGE_MAX 600        /* longest API message quoted in an error */
+
+struct kube_call {
+    struct kube *k;
+    uv_timer_t timer;          /* waits between attempts */
+    struct httpc_xfer *xfer;   /* attempt in flight, or NULL */
+    kube_cb cb;
+    void (*on_cancel)(void *ud);
+    void *ud;
+    char *verb, *resource, *group, *method, *path, *content_type, *body;
+    size_t body_len;
+    int tries;
+    int auth_retried;          /* a 401 was already answered by a re-read */
+    unsigned token_gen;        /* generation of the token the attempt used */
+    struct kube_call *prev, *next;
+};
+
+struct code_count {
+    long code;
+    uint64_t n;
+};
+
+struct kube {
+    uv_loop_t *loop;
+    struct httpc *hc;
+    char *base_url, *namespace_, *pod_name, *token_path, *ca_path;
+    char *token;
+    uint64_t token_at;         /* uv_now() when read */
+    unsigned token_gen;        /* bumped on each successful read */
+    int token_stale;
+    uint64_t timeout_ms;
+    uint64_t rng;
+    struct kube_call *calls;
+    struct code_count *codes;
+    size_t ncodes;
+};
+
+/* ---- small helpers ---- */
+
+static char *xstrdup(const char *s)
+{
+    char *d;
+
+    if (!s) return NULL;
+    d = strdup(s);
+    if (!d) ra_oom();
+    return d;
+}
+
+static char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *xasprintf(const char *fmt, ...)
+{
+    va_list ap;
+    char *s;
+    int n;
+
+    va_start(ap, fmt);
+    n = vasprintf(&s, fmt, ap);
+    va_end(ap);
+    if (n < 0) ra_oom();
+    return s;
+}
+
+static int is_blank(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+static const char *nonempty(const char *s)
+{
+    return s && s[0] ? s : NULL;
+}
+
+/* Reads a small file whole, trims surrounding whitespace. Returns 0 and a
+ * malloc'd string, or -errno (-EFBIG if longer than max) with err set. */
+static int read_trimmed(const char *path, size_t max, char **out, char *err, size_t errlen)
+{
+    char *buf = malloc(max + 2), *s;
+    size_t len = 0;
+    ssize_t n;
+    int fd, r = 0;
+
+    if (!buf) ra_oom();
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        r = -errno;
+        snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+        free(buf);
+        return r;
+    }
+    while (len <= max && (n = read(fd, buf + len, max + 1 - len)) != 0) {
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            r = -errno;
+            snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+            break;
+        }
+        len += (size_t)n;
+    }
+    close(fd);
+    if (r == 0 && len > max) {
+        r = -EFBIG;
+        snprintf(err, errlen, "%s is larger than %zu bytes", path, max);
+    }
+    if (r != 0) {
+        explicit_bzero(buf, max + 2);
+        free(buf);
+        return r;
+    }
+    buf[len] = '\0';
+    for (s = buf; is_blank(*s); s++, len--) {}
+    while (len > 0 && is_blank(s[len - 1])) len--;
+    memmove(buf, s, len);
+    buf[len] = '\0';
+    *out = buf;
+    return 0;
+}
+
+/* Reads and checks the token file. Returns 0 and a malloc'd token or <0. */
+static int read_token(const char *path, char **out, char *err, size_t errlen)
+{
+    char *tok;
+    size_t i;
+    int r = read_trimmed(path, TOKEN_MAX, &tok, err, errlen);
+
+    if (r < 0) return r;
+    if (!tok[0]) {
+        snprintf(err, errlen, "the token file %s is empty", path);
+        free(tok);
+        return -EINVAL;
+    }
+    for (i = 0; tok[i]; i++) {
+        unsigned char ch = (unsigned char)tok[i];
+
+        if (ch < 0x21 || ch == 0x7f) {
+            snprintf(err, errlen, "the token file %s contains whitespace or control characters",
+                     path);
+            explicit_bzero(tok, strlen(tok));
+            free(tok);
+            return -EINVAL;
+        }
+    }
+    *out = tok;
+    return 0;
+}
+
+static void token_set(struct kube *k, char *tok)
+{
+    if (k->token) {
+        explicit_bzero(k->token, strlen(k->token));
+        free(k->token);
+    }
+    k->token = tok;
+    k->token_at = uv_now(k->loop);
+    k->token_gen++;
+    k->token_stale = 0;
+}
+
+/* Re-reads the token when stale or older than a minute. A failed re-read
+ * keeps the previous token (as client-go does) and is logged. */
+static void token_refresh(struct kube *k)
+{
+    char err[512], *tok;
+
+    if (!k->token_stale && uv_now(k->loop) - k->token_at < KUBE_TOKEN_MAX_AGE_MS) return;
+    if (read_token(k->token_path, &tok, err, sizeof err) == 0) {
+        token_set(k, tok);
+        return;
+    }
+    log_warn("kube: %s; keeping the previous token", err);
+    k->token_at = uv_now(k->loop);
+    k->token_stale = 0;
+}
+
+/* An RFC 1123 name as Kubernetes allows for namespaces (label) and pods
+ * (subdomain): lowercase alphanumerics, '-', and for subdomains '.'. */
+static int is_k8s_name(const char *s, size_t max, int dots)
+{
+    size_t i, n = strlen(s);
+
+    if (n == 0 || n > max) return 0;
+    for (i = 0; i < n; i++) {
+        char c = s[i];
+
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || (dots && c == '.')))
+            return 0;
+    }
+    return s[0] != '-' && s[0] != '.' && s[n - 1] != '-' && s[n - 1] != '.';
+}
+
+static void count_code(struct kube *k, long code)
+{
+    size_t i;
+    struct code_count *grown;
+
+    for (i = 0; i < k->ncodes; i++) {
+        if (k->codes[i].code == code) {
+            k->codes[i].n++;
+            return;
+        }
+    }
+    grown = realloc(k->codes, (k->ncodes + 1) * sizeof *k->codes);
+    if (!grown) ra_oom();
+    k->codes = grown;
+    k->codes[k->ncodes].code = code;
+    k->codes[k->ncodes].n = 1;
+    k->ncodes++;
+}
+
+/* ---- configuration ---- */
+
+static int resolve_base(const struct kube_config *cfg, char **out, char *err, size_t errlen)
+{
+    const char *api = nonempty(cfg->api), *host, *port;
+    size_t n;
+
+    if (api) {
+        if (strncmp(api, "https://", 8) != 0 || !api[8]) {
+            snprintf(err, errlen, "--kube-api %s: the URL must start with https:// (the token "
+                     "is never sent unencrypted)", api);
+            return -EINVAL;
+        }
+        *out = xstrdup(api);
+        n = strlen(*out);
+        while (n > 8 && (*out)[n - 1] == '/') (*out)[--n] = '\0';
+        return 0;
+    }
+    host = nonempty(getenv("KUBERNETES_SERVICE_HOST"));
+    port = nonempty(getenv("KUBERNETES_SERVICE_PORT"));
+    if (!host || !port) {
+        snprintf(err, errlen,
+                 "not in a cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are "
+                 "not set; use --kube-api");
+        return -EINVAL;
+    }
+    if (strchr(host, ':') && host[0] != '[')
+        *out = xasprintf("https://[%s]:%s", host, port);
+    else
+        *out = xasprintf("https://%s:%s", host, port);
+    return 0;
+}
+
+static int resolve_namespace(const struct kube_config *cfg, const char *sa_dir, char **out,
+                             char *err, size_t errlen)
+{
+    const char *ns = nonempty(cfg->namespace_);
+    char *path, why[384];
+    int r;
+
+    if (!ns) ns = nonempty(getenv("POD_NAMESPACE"));
+    if (ns) {
+        *out = xstrdup(ns);
+    } else {
+        path = xasprintf("%s/namespace", sa_dir);
+        r = read_trimmed(path, 253, out, why, sizeof why);
+        free(path);
+        if (r < 0) {
+            snprintf(err, errlen, "namespace unknown: set --namespace or POD_NAMESPACE (%s)", why);
+            return -EINVAL;
+        }
+    }
+    if (!is_k8s_name(*out, 63, 0)) {
+        snprintf(err, errlen, "namespace \"%.253s\" is not a valid Kubernetes namespace name",
+                 *out);
+        free(*out);
+        *out = NULL;
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static int resolve_file(const char *given, const char *sa_dir, const char *base, const char *what,
+                        char **out, char *err, size_t errlen)
+{
+    char *path = nonempty(given) ? xstrdup(given) : xasprintf("%s/%s", sa_dir, base);
+
+    if (access(path, R_OK) != 0) {
+        snprintf(err, errlen, "the %s %s is not readable: %s", what, path, strerror(errno));
+        free(path);
+        return -EINVAL;
+    }
+    *out = path;
+    return 0;
+}
+
+int kube_create(uv_loop_t *loop, struct httpc *hc, const struct kube_config *cfg,
+                struct kube **out, char *err, size_t errlen)
+{
+    const char *sa_dir = nonempty(cfg->sa_dir) ? cfg->sa_dir : KUBE_SA_DIR;
+    const char *pod = nonempty(cfg->pod_name);
+    struct kube *k = calloc(1, sizeof *k);
+    char *tok;
+    int r;
+
+    if (!k) ra_oom();
+    k->loop = loop;
+    k->hc = hc;
+    k->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : KUBE_TIMEOUT_MS;
+    k->rng = uv_hrtime() ^ ((uint64_t)getpid() << 32) ^ 0x9e3779b97f4a7c15ULL;
+    if (!pod) pod = nonempty(getenv("POD_NAME"));
+    r = resolve_base(cfg, &k->base_url, err, errlen);
+    if (r == 0) r = resolve_namespace(cfg, sa_dir, &k->namespace_, err, errlen);
+    if (r == 0 && !pod) {
+        snprintf(err, errlen, "pod name unknown: set --pod-name or the POD_NAME environment "
+                              "variable (downward API metadata.name)");
+        r = -EINVAL;
+    }
+    if (r == 0 && !is_k8s_name(pod, 253, 1)) {
+        snprintf(err, errlen, "pod name \"%.253s\" is not a valid Kubernetes object name", pod);
+        r = -EINVAL;
+    }
+    if (r == 0) k->pod_name = xstrdup(pod);
+    if (r == 0) r = resolve_file(cfg->token_file, sa_dir, "token", "token file", &k->token_path,
+                                 err, errlen);
+    if (r == 0)
+        r = resolve_file(cfg->ca_file, sa_dir, "ca.crt", "CA file", &k->ca_path, err, errlen);
+    if (r == 0 && (r = read_token(k->token_path, &tok, err, errlen)) == 0) token_set(k, tok);
+    if (r != 0) {
+        kube_destroy(k);
+        return r < 0 ? r : -EINVAL;
+    }
+    *out = k;
+    return 0;
+}
+
+int kube_is_object_name(const char *s)
+{
+    return s && is_k8s_name(s, 253, 1);
+}
+
+const char *kube_namespace(const struct kube *k) { return k->namespace_; }
+const char *kube_pod_name(const struct kube *k) { return k->pod_name; }
+const char *kube_token_path(const struct kube *k) { return k->token_path; }
+const char *kube_base_url(const struct kube *k) { return k->base_url; }
+
+void kube_token_stale(struct kube *k)
+{
+    k->token_stale = 1;
+}
+
+void kube_foreach_code(const struct kube *k, void (*fn)(void *ud, long code, uint64_t n),
+                       void *ud)
+{
+    size_t i;
+
+    for (i = 0; i < k->ncodes; i++) fn(ud, k->codes[i].code, k->codes[i].n);
+}
+
+/* ---- calls ---- */
+
+static void call_free_cb(uv_handle_t *h)
+{
+    struct kube_call *c = h->data;
+
+    free(c->verb);
+    free(c->resource);
+    free(c->group);
+    free(c->method);
+    free(c->path);
+    free(c->content_type);
+    free(c->body);
+    free(c);
+}
+
+static void call_unlink(struct kube_call *c)
+{
+    struct kube *k = c->k;
+
+    if (c->prev) c->prev->next = c->next;
+    else k->calls = c->next;
+    if (c->next) c->next->prev = c->prev;
+    c->prev = c->next = NULL;
+}
+
+/* Ends the call: the callback runs once, then the call is freed. */
+static void call_finish(struct kube_call *c, const struct kube_resp *r)
+{
+    call_unlink(c); /* first: the callback may destroy the client */
+    c->cb(c->ud, r);
+    uv_close((uv_handle_t *)&c->timer, call_free_cb);
+}
+
+static void finish_error(struct kube_call *c, const char *msg)
+{
+    struct kube_resp r = { .ok = 0, .body = "", .error = msg, .tries = c->tries };
+
+    call_finish(c, &r);
+}
+
+/* Copies s[0..n) into out as one line: control characters become spaces,
+ * at most MESSAGE_MAX bytes. */
+static void one_line(char *out, size_t outlen, const char *s, size_t n)
+{
+    size_t i, j = 0;
+
+    for (i = 0; i < n && s[i] != '\n' && j + 1 < outlen && j < MESSAGE_MAX; i++)
+        out[j++] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? ' ' : s[i];
+    while (j > 0 && out[j - 1] == ' ') j--;
+    out[j] = '\0';
+}
+
+/* The Status object in a response body, or NULL. */
+static cJSON *parse_status(const struct httpc_result *res)
+{
+    cJSON *j;
+
+    if (res->body_len == 0 || res->body[0] != '{') return NULL;
+    j = cJSON_ParseWithLength(res->body, res->body_len);
+    if (j && !cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        j = NULL;
+    }
+    return j;
+}
+
+/* Seconds to wait before retrying, from the Retry-After header or the
+ * Status body's details.retryAfterSeconds; -1 when neither is given. */
+static int64_t retry_after(const struct httpc_result *res, const cJSON *status)
+{
+    const cJSON *ra = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(status, "details"), "retryAfterSeconds");
+    int64_t s = res->retry_after_s;
+
+    if (s < 0 && cJSON_IsNumber(ra) && ra->valuedouble >= 0) s = (int64_t)ra->valuedouble;
+    if (s > RETRY_AFTER_CAP_S) s = RETRY_AFTER_CAP_S;
+    return s;
+}
+
+/* 200 ms x 2^(tries-1), capped at 5 s, then scaled by a random 75..125 %. */
+static uint64_t backoff_ms(struct kube *k, int tries)
+{
+    uint64_t d = BACKOFF_BASE_MS;
+    int i;
+
+    for (i = 1; i < tries && d < BACKOFF_CAP_MS; i++) d *= 2;
+    if (d > BACKOFF_CAP_MS) d = BACKOFF_CAP_MS;
+    k->rng ^= k->rng << 13; /* xorshift64 */
+    k->rng ^= k->rng >> 7;
+    k->rng ^= k->rng << 17;
+    return d * 3 / 4 + k->rng % (d / 2 + 1);
+}
+
+/* Transport failures worth another attempt: nothing reached the server, or
+ * the connection broke. Timeouts and TLS verification failures are final. */
+static int is_transient(int curl_code)
+{
+    switch (curl_code) {
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static int is_tls_verify(int curl_code)
+{
+    return curl_code == CURLE_PEER_FAILED_VERIFICATION || curl_code == CURLE_SSL_CACERT_BADFILE;
+}
+
+/* Builds the one-line error for a final HTTP status >= 400. */
+static void http_error(const struct kube_call *c, const struct httpc_result *res,
+                       const cJSON *status, char *out, size_t outlen)
+{
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(status, "message");
+    char msg[MESSAGE_MAX + 1];
+    size_t n;
+
+    if (res->status == 401) {
+        snprintf(out, outlen, "Unauthorized: the token in %s was rejected", c->k->token_path);
+        return;
+    }
+    if (cJSON_IsString(m) && m->valuestring[0])
+        one_line(msg, sizeof msg, m->valuestring, strlen(m->valuestring));
+    else
+        one_line(msg, sizeof msg, res->body, res->body_len);
+    if (!msg[0]) snprintf(msg, sizeof msg, "HTTP %ld with an empty body", res->status);
+    snprintf(out, outlen, "%s", msg);
+    n = strlen(out);
+    if (res->status == 403 && c->verb && c->resource)
+        snprintf(out + n, outlen - n,
+                 "; RBAC: the service account needs verb \"%s\" on resource \"%s\" in API group "
+                 "\"%s\" (see manifests/rbac.yaml)",
+                 c->verb, c->resource, c->group ? c->group : "");
+    else if (res->status == 403)
+        snprintf(out + n, outlen - n, "; RBAC: the service account may not %s %s "
+                 "(see manifests/rbac.yaml)", c->method, c->path);
+    else if (c->tries >= KUBE_MAX_TRIES && (res->status == 429 || res->status >= 500))
+        snprintf(out + n, outlen - n, " (gave up after %d attempts)", c->tries);
+}
+
+static int attempt_start(struct kube_call *c);
+
+static void on_retry_timer(uv_timer_t *t)
+{
+    struct kube_call *c = t->data;
+    int r = attempt_start(c);
+    char msg[128];
+
+    if (r < 0) {
+        snprintf(msg, sizeof msg, "cannot start the request: %s", strerror(-r));
+        finish_error(c, msg);
+    }
+}
+
+static void retry_later(struct kube_call *c, uint64_t delay_ms)
+{
+    log_debug("kube %s %s: attempt %d failed, retrying in %llu ms", c->method, c->path, c->tries,
+              (unsigned long long)delay_ms);
+    uv_timer_start(&c->timer, on_retry_timer, delay_ms, 0);
+}
+
+static void on_attempt_done(void *ud, const struct httpc_result *res)
+{
+    struct kube_call *c = ud;
+    struct kube *k = c->k;
+    char err[1024 + MESSAGE_MAX];
+    cJSON *status = NULL;
+    int64_t ra = -1;
+
+    c->xfer = NULL;
+    count_code(k, res->ok ? res->status : 0);
+    log_debug("kube %s %s -> %ld (attempt %d)", c->method, c->path, res->ok ? res->status : 0L,
+              c->tries);
+    if (!res->ok) {
+        if (is_transient(res->curl_code) && c->tries < KUBE_MAX_TRIES) {
+            retry_later(c, backoff_ms(k, c->tries));
+            return;
+        }
+        if (is_tls_verify(res->curl_code))
+            snprintf(err, sizeof err, "TLS verification against the CA file %s failed: %s",
+                     k->ca_path, res->error);
+        else if (is_transient(res->curl_code))
+            snprintf(err, sizeof err, "%s (gave up after %d attempts)", res->error, c->tries);
+        else
+            snprintf(err, sizeof err, "%s", res->error);
+        finish_error(c, err);
+        return;
+    }
+    if (res->status == 401 && !c->auth_retried) {
+        c->auth_retried = 1;
+        if (c->token_gen == k->token_gen) k->token_stale = 1; /* else already re-read */
+        retry_later(c, 0);
+        return;
+    }
+    if (res->status >= 400) status = parse_status(res);
+    if (res->status == 429 || res->status == 503 || res->status == 500) ra = retry_after(res, status);
+    if (c->tries < KUBE_MAX_TRIES &&
+        (res->status == 429 || res->status == 503 || (res->status == 500 && ra >= 0))) {
+        cJSON_Delete(status);
+        retry_later(c, ra >= 0 ? (uint64_t)ra * 1000 : backoff_ms(k, c->tries));
+        return;
+    }
+    {
+        struct kube_resp r = { .ok = 1, .status = res->status, .body = res->body,
+                               .body_len = res->body_len, .tries = c->tries };
+
+        if (res->status >= 400) {
+            http_error(c, res, status, err, sizeof err);
+            r.error = err;
+        }
+        cJSON_Delete(status);
+        call_finish(c, &r);
+    }
+}
+
+static int attempt_start(struct kube_call *c)
+{
+    struct kube *k = c->k;
+    char *url = xasprintf("%s%s", k->base_url, c->path);
+    char *ctype = c->content_type ? xasprintf("Content-Type: %s", c->content_type) : NULL;
+    const char *headers[] = { "Accept: application/json", "User-Agent: reload-agent", ctype };
+    struct httpc_req req = {
+        .method = c->method,
+        .url = url,
+        .headers = headers,
+        .nheaders = ctype ? 3 : 2,
+        .body = c->body,
+        .body_len = c->body_len,
+        .timeout_ms = k->timeout_ms,
+        .ca_file = k->ca_path,
+    };
+    int r;
+
+    token_refresh(k);
+    req.bearer_token = k->token;
+    c->token_gen = k->token_gen;
+    c->tries++;
+    r = httpc_request(k->hc, &req, on_attempt_done, c, &c->xfer);
+    free(url);
+    free(ctype);
+    return r;
+}
+
+int kube_request(struct kube *k, const struct kube_req *req, kube_cb cb, void *ud)
+{
+    struct kube_call *c;
+    int r;
+
+    if (!k || !req || !cb || !nonempty(req->method) || !req->path || req->path[0] != '/')
+        return -EINVAL;
+    if (req->body_len > 0 && !req->body) return -EINVAL;
+    c = calloc(1, sizeof *c);
+    if (!c) ra_oom();
+    c->k = k;
+    c->cb = cb;
+    c->on_cancel = req->on_cancel;
+    c->ud = ud;
+    c->verb = xstrdup(nonempty(req->verb));
+    c->resource = xstrdup(nonempty(req->resource));
+    c->group = xstrdup(req->group);
+    c->method = xstrdup(req->method);
+    c->path = xstrdup(req->path);
+    c->content_type = xstrdup(nonempty(req->content_type));
+    if (req->body) {
+        c->body = malloc(req->body_len + 1);
+        if (!c->body) ra_oom();
+        memcpy(c->body, req->body, req->body_len);
+        c->body[req->body_len] = '\0';
+        c->body_len = req->body_len;
+        if (!c->content_type) c->content_type = xstrdup("application/json");
+    }
+    uv_timer_init(k->loop, &c->timer);
+    c->timer.data = c;
+    r = attempt_start(c);
+    if (r < 0) {
+        uv_close((uv_handle_t *)&c->timer, call_free_cb);
+        return r;
+    }
+    c->next = k->calls;
+    if (k->calls) k->calls->prev = c;
+    k->calls = c;
+    return 0;
+}
+
+void kube_destroy(struct kube *k)
+{
+    if (!k) return;
+    while (k->calls) {
+        struct kube_call *c = k->calls;
+
+        call_unlink(c);
+        if (c->xfer) httpc_cancel(c->xfer);
+        uv_timer_stop(&c->timer);
+        if (c->on_cancel) c->on_cancel(c->ud);
+        uv_close((uv_handle_t *)&c->timer, call_free_cb);
+    }
+    free(k->base_url);
+    free(k->namespace_);
+    free(k->pod_name);
+    free(k->token_path);
+    free(k->ca_path);
+    if (k->token) explicit_bzero(k->token, strlen(k->token));
+    free(k->token);
+    free(k->codes);
+    free(k);
+}

@@ -1,0 +1,80 @@
+/*
+ * rollout.h - the rollout action: make the owner's pod template carry the
+ * rollout hash, so Kubernetes rolls the workload exactly once per change,
+ * however many replicas run the agent.
+ *
+ * One apply: resolve the owner once (owner.h), wait a random delay in
+ * [0, --rollout-jitter), GET the owner; if its
+ * spec.template.metadata.annotations[--hash-annotation] already equals the
+ * hash, another replica did it (already-current). Otherwise honour
+ * --min-interval per owner (the owner's metadata annotation
+ * <prefix>/last-rollout records the last patch time, visible to every
+ * replica), then PATCH (fieldManager=reload-agent; strategic merge for
+ * apps/v1, merge patch for Argo Rollouts) the hash annotation plus
+ * <hash-annotation with -hash replaced by -files>: a JSON map of the
+ * rollout-class files to a digest prefix, so replicas that disagree can say
+ * which paths differ.
+ *
+ * Oscillation guard: when the owner's annotation is found changed to a
+ * different hash by someone else after we set it, ROLLOUT_FLIP_LIMIT times
+ * within ROLLOUT_FLIP_WINDOW_S, the pods disagree about the content; the
+ * agent stops patching (blocked), logs a warning naming the differing
+ * paths, and posts a RolloutSkipped Event. It never rolls forever.
+ */
+#ifndef RA_ROLLOUT_H
+#define RA_ROLLOUT_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "agent/config.h"
+#include "agent/kevents.h"
+#include "agent/kube.h"
+#include "agent/owner.h"
+
+#define ROLLOUT_FLIP_LIMIT 3
+#define ROLLOUT_FLIP_WINDOW_S 600
+
+enum rollout_result {
+    ROLLOUT_PATCHED = 0,
+    ROLLOUT_ALREADY_CURRENT,
+    ROLLOUT_FAILED,  /* transient (API error, conflict): worth a retry */
+    ROLLOUT_BLOCKED, /* permanent: no owner that can roll, or oscillation */
+};
+
+struct rollout;
+
+/* err: one line when FAILED or BLOCKED, valid during the callback. */
+typedef void (*rollout_cb)(void *ud, enum rollout_result r, const char *err);
+
+/* ev may be NULL (--events=false). k and ev must outlive the rollout. */
+int rollout_create(uv_loop_t *loop, struct kube *k, struct kevents *ev, struct rollout **out);
+
+/* Starts one apply of hash (64 hex) with files_json (a JSON object, or
+ * NULL). cfg supplies --hash-annotation, --rollout-jitter, --min-interval
+ * and is read during the apply. cb runs exactly once, later. Returns 0, or
+ * -EBUSY if an apply is already running (cb never runs). */
+int rollout_apply(struct rollout *r, const struct config *cfg, const char *hash,
+                  const char *files_json, rollout_cb cb, void *ud);
+
+/* The resolved owner, or NULL before the first successful resolution. */
+const struct owner_info *rollout_owner(const struct rollout *r);
+
+/* Resolves the owner now (at start: the reconcile needs the pod's
+ * annotations, and subPath mounts are warned about). cb(ud, info) runs once
+ * with the result whatever its status (info->have_pod tells whether the pod
+ * was read); info is valid only during the callback. Returns 0 or <0. */
+int rollout_resolve(struct rollout *r, void (*cb)(void *ud, const struct owner_info *o), void *ud);
+
+/* Name of a result: "patched", "already-current", "failed", "blocked". */
+const char *rollout_result_name(enum rollout_result r);
+
+/* Ends a running apply now: its callback runs synchronously with
+ * ROLLOUT_FAILED ("the agent is stopping"); later replies are ignored. */
+void rollout_abort(struct rollout *r);
+
+/* Stops timers (a pending apply's callback does not run) and frees r after
+ * its handle closed. Call before kube_destroy. */
+void rollout_close(struct rollout *r);
+
+#endif

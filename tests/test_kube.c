@@ -1,0 +1,986 @@
+/*
+ * test_kube.c - tests of the Kubernetes API client (agent/kube.c) against
+ * the fake API server tests/k8s/fakeapi.py, started once as a child process
+ * (real HTTPS on 127.0.0.1 and ::1 with its own CA) and stopped by PID. Its
+ * control API (plain HTTP) injects faults, rotates the token, closes the
+ * listener and reports the requests it saw, so every retry is checked on
+ * the server side too. Each test runs a real libuv loop, bounded by a
+ * deadline, and checks uv_loop_close() == 0 at the end.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <cmocka.h>
+#include <curl/curl.h>
+
+#include "agent/httpc.h"
+#include "agent/kube.h"
+#include "agent/log.h"
+
+#define RUN_LIMIT_MS 30000 /* no test loop may run longer than this */
+
+/* ---- the fake API server ---- */
+
+struct fake {
+    pid_t pid;
+    int stdin_fd; /* closing it makes the fake exit (--exit-on-stdin-eof) */
+    int port, control;
+    char ca[320], ca_bundle[320], other_ca[320], token_file[320], ns[64], pod[128];
+};
+
+static char g_dir[] = "/tmp/test_kube.XXXXXX";
+static struct fake g_fake;
+
+static int json_str(const cJSON *o, const char *key, char *out, size_t n)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+
+    if (!cJSON_IsString(v) || strlen(v->valuestring) >= n) return -1;
+    strcpy(out, v->valuestring);
+    return 0;
+}
+
+/* Starts fakeapi.py and parses the JSON line it prints (at most 30 s). */
+static int fake_start(struct fake *f, const char *state, const char *fixture)
+{
+    const char *argv[] = { "python3", "tests/k8s/fakeapi.py", "--state", state, "--fixture",
+                           fixture, "--ipv6", "--exit-on-stdin-eof", NULL };
+    int in[2], out[2], rc = -1;
+    char buf[4096] = { 0 };
+    size_t got = 0;
+    uint64_t deadline = uv_hrtime() + 30000000000ULL;
+    cJSON *j, *pods;
+
+    if (access(argv[1], R_OK) != 0) {
+        fprintf(stderr, "test_kube: cannot read %s (run from the repository root)\n", argv[1]);
+        return -1;
+    }
+    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) return -1;
+    f->pid = fork();
+    if (f->pid < 0) return -1;
+    if (f->pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        execvp("python3", (char *const *)argv);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    f->stdin_fd = in[1];
+    while (got < sizeof buf - 1 && !memchr(buf, '\n', got) && uv_hrtime() < deadline) {
+        struct pollfd p = { .fd = out[0], .events = POLLIN };
+        ssize_t r;
+
+        if (poll(&p, 1, 200) <= 0) continue;
+        r = read(out[0], buf + got, sizeof buf - 1 - got);
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    close(out[0]);
+    j = cJSON_Parse(buf);
+    pods = cJSON_GetObjectItemCaseSensitive(j, "pods");
+    f->port = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(j, "port"));
+    f->control = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(j, "control"));
+    if (f->port > 0 && f->control > 0 && json_str(j, "ca", f->ca, sizeof f->ca) == 0 &&
+        json_str(j, "ca_bundle", f->ca_bundle, sizeof f->ca_bundle) == 0 &&
+        json_str(j, "token_file", f->token_file, sizeof f->token_file) == 0 &&
+        json_str(j, "namespace", f->ns, sizeof f->ns) == 0 && cJSON_IsString(cJSON_GetArrayItem(pods, 0)) &&
+        strlen(cJSON_GetArrayItem(pods, 0)->valuestring) < sizeof f->pod) {
+        strcpy(f->pod, cJSON_GetArrayItem(pods, 0)->valuestring);
+        snprintf(f->other_ca, sizeof f->other_ca, "%s/other-ca.crt", state);
+        rc = 0;
+    }
+    cJSON_Delete(j);
+    if (rc != 0) fprintf(stderr, "test_kube: fakeapi.py did not start: %s\n", buf);
+    return rc;
+}
+
+static void fake_stop(struct fake *f)
+{
+    int i, status;
+
+    if (f->pid <= 0) return;
+    kill(f->pid, SIGTERM);
+    for (i = 0; i < 250 && waitpid(f->pid, &status, WNOHANG) == 0; i++) usleep(20000);
+    if (i == 250) {
+        kill(f->pid, SIGKILL);
+        waitpid(f->pid, &status, 0);
+    }
+    close(f->stdin_fd);
+    f->pid = 0;
+}
+
+static size_t collect(char *p, size_t size, size_t n, void *ud)
+{
+    char **buf = ud;
+    size_t old = *buf ? strlen(*buf) : 0;
+    char *grown = realloc(*buf, old + size * n + 1);
+
+    if (!grown) return 0;
+    memcpy(grown + old, p, size * n);
+    grown[old + size * n] = '\0';
+    *buf = grown;
+    return size * n;
+}
+
+/* One blocking call to the control API; returns its JSON reply (or NULL). */
+static cJSON *ctl(const char *method, const char *path, const char *body)
+{
+    CURL *e = curl_easy_init();
+    char url[256], *reply = NULL;
+    long status = 0;
+    cJSON *j = NULL;
+
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", g_fake.control, path);
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    curl_easy_setopt(e, CURLOPT_NOPROXY, "*");
+    curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT, 10L);
+    if (body) curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, &reply);
+    CURLcode rc = curl_easy_perform(e);
+
+    if (rc == CURLE_OK) curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_cleanup(e);
+    if (status == 200 && reply) j = cJSON_Parse(reply);
+    if (!j)
+        fprintf(stderr, "control %s %s failed (%s, HTTP %ld): %s\n", method, path,
+                curl_easy_strerror(rc), status, reply ? reply : "");
+    free(reply);
+    return j;
+}
+
+static void ctl_ok(const char *method, const char *path, const char *body)
+{
+    cJSON *j = ctl(method, path, body);
+
+    assert_non_null(j);
+    cJSON_Delete(j);
+}
+
+/* The requests the fake saw for path, in order (a JSON array to free). */
+static cJSON *requests_for(const char *path)
+{
+    cJSON *all = ctl("GET", "/requests", NULL), *out = cJSON_CreateArray(), *r;
+
+    assert_non_null(all);
+    cJSON_ArrayForEach(r, all) {
+        const cJSON *p = cJSON_GetObjectItemCaseSensitive(r, "path");
+
+        if (cJSON_IsString(p) && strcmp(p->valuestring, path) == 0)
+            cJSON_AddItemToArray(out, cJSON_Duplicate(r, 1));
+    }
+    cJSON_Delete(all);
+    return out;
+}
+
+static long req_status(const cJSON *reqs, int i)
+{
+    const cJSON *s = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(reqs, i), "status");
+
+    return cJSON_IsNumber(s) ? (long)s->valuedouble : -1;
+}
+
+static double req_time(const cJSON *reqs, int i)
+{
+    return cJSON_GetNumberValue(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(reqs, i), "time"));
+}
+
+static void write_file(const char *path, const char *data)
+{
+    FILE *fp = fopen(path, "w");
+
+    assert_non_null(fp);
+    fputs(data, fp);
+    assert_int_equal(fclose(fp), 0);
+}
+
+static void read_file(const char *path, char *out, size_t n)
+{
+    FILE *fp = fopen(path, "r");
+    size_t got;
+
+    assert_non_null(fp);
+    got = fread(out, 1, n - 1, fp);
+    out[got] = '\0';
+    fclose(fp);
+}
+
+/* ---- per-test loop and client ---- */
+
+struct t {
+    uv_loop_t loop;
+    uv_timer_t tick; /* wakes uv_run(ONCE) so the deadline is checked */
+    uv_timer_t aux;  /* for a test's own use; closed in teardown */
+    struct httpc *hc;
+    struct kube *k;
+    char pod_path[256];
+    char token_copy[300]; /* a token file of the test's own */
+    /* the last response */
+    int calls, cancels;
+    int ok, tries;
+    long status;
+    char *body;
+    char error[2048];
+    int error_null;
+    uint64_t started, finished; /* uv_hrtime */
+};
+
+static void on_resp(void *ud, const struct kube_resp *r)
+{
+    struct t *t = ud;
+
+    t->calls++;
+    t->ok = r->ok;
+    t->status = r->status;
+    t->tries = r->tries;
+    free(t->body);
+    t->body = strndup(r->body, r->body_len);
+    t->error_null = r->error == NULL;
+    snprintf(t->error, sizeof t->error, "%s", r->error ? r->error : "");
+    t->finished = uv_hrtime();
+}
+
+static void on_cancel(void *ud)
+{
+    ((struct t *)ud)->cancels++;
+}
+
+static void on_tick(uv_timer_t *h)
+{
+    (void)h;
+}
+
+static void run_until(struct t *t, int calls, uint64_t limit_ms)
+{
+    uint64_t deadline = uv_hrtime() + limit_ms * 1000000ULL;
+
+    while (t->calls < calls && uv_hrtime() < deadline) uv_run(&t->loop, UV_RUN_ONCE);
+    assert_int_equal(t->calls, calls);
+}
+
+/* Fails with the client's error text unless the last response was status. */
+static void expect_status(const struct t *t, long status)
+{
+    if (!t->ok || t->status != status)
+        fail_msg("want HTTP %ld, got ok=%d status=%ld tries=%d error=%s", status, t->ok,
+                 t->status, t->tries, t->error);
+}
+
+static int make_kube(struct t *t, const struct kube_config *cfg)
+{
+    char err[512];
+    int r = kube_create(&t->loop, t->hc, cfg, &t->k, err, sizeof err);
+
+    if (r != 0) fprintf(stderr, "kube_create: %s\n", err);
+    return r;
+}
+
+static struct kube_config default_cfg(char *api, size_t n)
+{
+    snprintf(api, n, "https://127.0.0.1:%d", g_fake.port);
+    return (struct kube_config){ .api = api, .token_file = g_fake.token_file,
+                                 .ca_file = g_fake.ca, .pod_name = g_fake.pod,
+                                 .namespace_ = g_fake.ns };
+}
+
+static int setup(void **state)
+{
+    struct t *t = calloc(1, sizeof *t);
+    char api[64];
+    struct kube_config cfg = default_cfg(api, sizeof api);
+
+    if (!t || uv_loop_init(&t->loop) != 0 || httpc_create(&t->loop, &t->hc) != 0) return -1;
+    uv_timer_init(&t->loop, &t->tick);
+    uv_timer_start(&t->tick, on_tick, 50, 50);
+    uv_timer_init(&t->loop, &t->aux);
+    snprintf(t->pod_path, sizeof t->pod_path, "/api/v1/namespaces/%s/pods/%s", g_fake.ns,
+             g_fake.pod);
+    snprintf(t->token_copy, sizeof t->token_copy, "%s/token-copy", g_dir);
+    ctl_ok("POST", "/listener", "{\"up\":true}");
+    ctl_ok("POST", "/faults/clear", "");
+    ctl_ok("POST", "/requests/clear", "");
+    *state = t;
+    return make_kube(t, &cfg);
+}
+
+static void closed(void *ud)
+{
+    *(int *)ud = 1;
+}
+
+static int teardown(void **state)
+{
+    struct t *t = *state;
+    int hc_closed = 0, i;
+
+    kube_destroy(t->k);
+    httpc_close(t->hc, closed, &hc_closed);
+    uv_close((uv_handle_t *)&t->tick, NULL);
+    uv_close((uv_handle_t *)&t->aux, NULL);
+    for (i = 0; i < 1000 && uv_run(&t->loop, UV_RUN_NOWAIT) != 0; i++) usleep(1000);
+    assert_int_equal(hc_closed, 1);
+    assert_int_equal(uv_loop_close(&t->loop), 0);
+    free(t->body);
+    free(t);
+    return 0;
+}
+
+/* Replaces t->k with a client made from cfg. */
+static void remake(struct t *t, const struct kube_config *cfg)
+{
+    kube_destroy(t->k);
+    t->k = NULL;
+    assert_int_equal(make_kube(t, cfg), 0);
+}
+
+static void get(struct t *t, const char *path)
+{
+    struct kube_req req = { .verb = "get", .resource = "pods", .group = "", .method = "GET",
+                            .path = path, .on_cancel = on_cancel };
+
+    t->started = uv_hrtime();
+    assert_int_equal(kube_request(t->k, &req, on_resp, t), 0);
+}
+
+static void fault(const char *json)
+{
+    ctl_ok("POST", "/faults", json);
+}
+
+static uint64_t elapsed_ms(const struct t *t)
+{
+    return (t->finished - t->started) / 1000000ULL;
+}
+
+struct code_seen {
+    long code[16];
+    uint64_t n[16];
+    int count;
+};
+
+static void see_code(void *ud, long code, uint64_t n)
+{
+    struct code_seen *s = ud;
+
+    if (s->count < 16) {
+        s->code[s->count] = code;
+        s->n[s->count++] = n;
+    }
+}
+
+static uint64_t code_count(const struct kube *k, long code)
+{
+    struct code_seen s = { .count = 0 };
+    int i;
+
+    kube_foreach_code(k, see_code, &s);
+    for (i = 0; i < s.count; i++)
+        if (s.code[i] == code) return s.n[i];
+    return 0;
+}
+
+/* ---- configuration ---- */
+
+static void expect_create_error(struct t *t, const struct kube_config *cfg, const char *want1,
+                                const char *want2)
+{
+    char err[512] = "";
+    struct kube *k = NULL;
+
+    assert_int_equal(kube_create(&t->loop, t->hc, cfg, &k, err, sizeof err), -EINVAL);
+    assert_null(k);
+    if (!strstr(err, want1) || (want2 && !strstr(err, want2)))
+        fail_msg("error \"%s\" does not name \"%s\" / \"%s\"", err, want1, want2 ? want2 : "");
+}
+
+static void test_create_errors(void **state)
+{
+    struct t *t = *state;
+    char api[64], missing[300], empty[300];
+    struct kube_config cfg = default_cfg(api, sizeof api);
+
+    unsetenv("KUBERNETES_SERVICE_HOST");
+    unsetenv("KUBERNETES_SERVICE_PORT");
+    unsetenv("POD_NAME");
+    unsetenv("POD_NAMESPACE");
+    cfg.api = NULL;
+    expect_create_error(t, &cfg, "KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set",
+                        "--kube-api");
+    setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1", 1);
+    expect_create_error(t, &cfg, "KUBERNETES_SERVICE_PORT", NULL);
+    unsetenv("KUBERNETES_SERVICE_HOST");
+
+    cfg = default_cfg(api, sizeof api);
+    cfg.api = "ftp://127.0.0.1";
+    expect_create_error(t, &cfg, "--kube-api ftp://127.0.0.1", "https://");
+    cfg.api = "http://127.0.0.1:8001";
+    expect_create_error(t, &cfg, "--kube-api http://127.0.0.1:8001", "unencrypted");
+
+    cfg = default_cfg(api, sizeof api);
+    cfg.pod_name = NULL;
+    expect_create_error(t, &cfg, "--pod-name", "POD_NAME");
+    cfg.pod_name = "Bad/Name";
+    expect_create_error(t, &cfg, "Bad/Name", "not a valid");
+
+    cfg = default_cfg(api, sizeof api);
+    snprintf(missing, sizeof missing, "%s/no-such-file", g_dir);
+    cfg.token_file = missing;
+    expect_create_error(t, &cfg, missing, "token file");
+    cfg = default_cfg(api, sizeof api);
+    cfg.ca_file = missing;
+    expect_create_error(t, &cfg, missing, "CA file");
+
+    cfg = default_cfg(api, sizeof api);
+    snprintf(empty, sizeof empty, "%s/empty-token", g_dir);
+    write_file(empty, " \n\t\n");
+    cfg.token_file = empty;
+    expect_create_error(t, &cfg, empty, "empty");
+
+    cfg = default_cfg(api, sizeof api);
+    cfg.namespace_ = NULL;
+    cfg.sa_dir = g_dir; /* holds no "namespace" file */
+    expect_create_error(t, &cfg, "POD_NAMESPACE", "/namespace");
+    cfg.namespace_ = "Not_A_Namespace";
+    expect_create_error(t, &cfg, "Not_A_Namespace", NULL);
+}
+
+/* KUBERNETES_SERVICE_HOST=::1 becomes https://[::1]:PORT, and the service
+ * account directory supplies the namespace (trimmed), token and CA. */
+static void test_in_cluster_config(void **state)
+{
+    struct t *t = *state;
+    char sa[300], path[400], port[16], want[64], tok[4096], cmd[1024];
+    struct kube_config cfg = { .sa_dir = sa };
+
+    snprintf(sa, sizeof sa, "%s/sa", g_dir);
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cp '%s' '%s/ca.crt'", sa, g_fake.ca, sa);
+    assert_int_equal(system(cmd), 0);
+    read_file(g_fake.token_file, tok, sizeof tok);
+    snprintf(path, sizeof path, "%s/token", sa);
+    write_file(path, tok);
+    snprintf(path, sizeof path, "%s/namespace", sa);
+    snprintf(cmd, sizeof cmd, "  %s\n", g_fake.ns);
+    write_file(path, cmd);
+    snprintf(port, sizeof port, "%d", g_fake.port);
+    setenv("KUBERNETES_SERVICE_HOST", "::1", 1);
+    setenv("KUBERNETES_SERVICE_PORT", port, 1);
+    setenv("POD_NAME", g_fake.pod, 1);
+    unsetenv("POD_NAMESPACE");
+    remake(t, &cfg);
+    unsetenv("KUBERNETES_SERVICE_HOST");
+    unsetenv("KUBERNETES_SERVICE_PORT");
+    unsetenv("POD_NAME");
+    snprintf(want, sizeof want, "https://[::1]:%d", g_fake.port);
+    assert_string_equal(kube_base_url(t->k), want);
+    assert_string_equal(kube_namespace(t->k), g_fake.ns);
+    assert_string_equal(kube_pod_name(t->k), g_fake.pod);
+    snprintf(path, sizeof path, "%s/token", sa);
+    assert_string_equal(kube_token_path(t->k), path);
+    get(t, t->pod_path);
+    run_until(t, 1, RUN_LIMIT_MS);
+    assert_int_equal(t->ok, 1);
+    expect_status(t, 200);
+
+    setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1", 1);
+    setenv("KUBERNETES_SERVICE_PORT", "443", 1);
+    setenv("POD_NAMESPACE", "from-env", 1);
+    setenv("POD_NAME", g_fake.pod, 1);
+    remake(t, &cfg);
+    unsetenv("KUBERNETES_SERVICE_HOST");
+    unsetenv("KUBERNETES_SERVICE_PORT");
+    unsetenv("POD_NAMESPACE");
+    unsetenv("POD_NAME");
+    assert_string_equal(kube_base_url(t->k), "https://10.96.0.1:443");
+    assert_string_equal(kube_namespace(t->k), "from-env");
+}
+
+/* ---- requests ---- */
+
+static void test_get_ok(void **state)
+{
+    struct t *t = *state;
+    cJSON *pod, *reqs;
+    const cJSON *r0;
+
+    get(t, t->pod_path);
+    run_until(t, 1, RUN_LIMIT_MS);
+    assert_int_equal(t->ok, 1);
+    expect_status(t, 200);
+    assert_int_equal(t->tries, 1);
+    assert_true(t->error_null);
+    pod = cJSON_Parse(t->body);
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+                            cJSON_GetObjectItemCaseSensitive(pod, "metadata"), "name")),
+                        g_fake.pod);
+    cJSON_Delete(pod);
+    reqs = requests_for(t->pod_path);
+    assert_int_equal(cJSON_GetArraySize(reqs), 1);
+    r0 = cJSON_GetArrayItem(reqs, 0);
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r0, "authorized")));
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r0, "user_agent")),
+                        "reload-agent");
+    cJSON_Delete(reqs);
+    assert_int_equal(code_count(t->k, 200), 1);
+}
+
+static void test_patch_body_and_type(void **state)
+{
+    struct t *t = *state;
+    char path[256], q[256];
+    const char *body = "{\"spec\":{\"template\":{\"metadata\":{\"annotations\":"
+                       "{\"reload-agent.io/config-hash\":\"abc123\"}}}}}";
+    struct kube_req req = { .verb = "patch", .resource = "deployments", .group = "apps",
+                            .method = "PATCH", .path = path,
+                            .content_type = "application/strategic-merge-patch+json",
+                            .body = body, .body_len = strlen(body) };
+    cJSON *obj, *reqs;
+    const cJSON *ann;
+
+    snprintf(path, sizeof path, "/apis/apps/v1/namespaces/%s/deployments/web", g_fake.ns);
+    assert_int_equal(kube_request(t->k, &req, on_resp, t), 0);
+    run_until(t, 1, RUN_LIMIT_MS);
+    expect_status(t, 200);
+    reqs = requests_for(path);
+    assert_int_equal(cJSON_GetArraySize(reqs), 1);
+    assert_string_equal(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+                            cJSON_GetArrayItem(reqs, 0), "content_type")),
+                        "application/strategic-merge-patch+json");
+    cJSON_Delete(reqs);
+    snprintf(q, sizeof q, "/object?resource=deployments&name=web");
+    obj = ctl("GET", q, NULL);
+    ann = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(
+                cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, "spec"),
+                                                 "template"),
+                "metadata"),
+            "annotations"),
+        "reload-agent.io/config-hash");
+    assert_string_equal(cJSON_GetStringValue(ann), "abc123");
+    cJSON_Delete(obj);
+}
+
+static void test_bad_arguments(void **state)
+{
+    struct t *t = *state;
+    struct kube_req req = { .method = "GET", .path = "api/v1/no-slash" };
+
+    assert_int_equal(kube_request(t->k, &req, on_resp, t), -EINVAL);
+    req.path = NULL;
+    assert_int_equal(kube_request(t->k, &req, on_resp, t), -EINVAL);
+    req.path = "/api";
+    req.method = NULL;
+    assert_int_equal(kube_request(t->k, &req, on_resp, t), -EINVAL);
+    uv_run(&t->loop, UV_RUN_NOWAIT);
+    assert_int_equal(t->calls, 0);
+}
+
+static void test_token_whitespace_trimmed(void **state)
+{
+    struct t *t = *state;
+    char api[64], tok[4096], padded[4200];
+    struct kube_config cfg = default_cfg(api, sizeof api);
+
+    read_file(g_fake.token_file, tok, sizeof tok);
+    snprintf(padded, sizeof padded, "\n  %s \n\n", tok);
+    write_file(t->token_copy, padded);
+    cfg.token_file = t->token_copy;
+    remake(t, &cfg);
+    get(t, t->pod_path);
+    run_until(t, 1, RUN_LIMIT_MS);
+    expect_status(t, 200);
+    assert_int_equal(t->tries, 1);
+}
+
+/* The server's token changes while the client holds the old one: one 401,
+ * one re-read, one successful retry. */
+static void test_401_rereads_token(void **state)
+{
+    struct t *t = *state;
+    cJSON *reqs;
+
+    ctl_ok("POST", "/token", "{\"token\":\"rotated-token-1\"}");
+    get(t, t->pod_path);
+    run_until(t, 1, RUN_LIMIT_MS);
+    expect_status(t, 200);
+    assert_int_equal(t->tries, 2);
+    reqs = requests_for(t->pod_path);
+    assert_int_equal(cJSON_GetArraySize(reqs), 2);
+    assert_int_equal(req_status(reqs, 0), 401);
+    assert_int_equal(req_status(reqs, 1), 200);
+    cJSON_Delete(reqs);
+    assert_int_equal(code_count(t->k, 401), 1);
+}
+
+static void test_401_twice_is_final(void **state)
+{
+    struct t *t = *state;
+    char api[64], want[512];
+    struct kube_config cfg = default_cfg(api, sizeof api);
+    cJSON *reqs;
+
+    write_file(t->token_copy, "not-the-token\n");
+    cfg.token_file = t->token_copy;
+    remake(t, &cfg);
+    get(t, t->pod_path);
+    run_until(t, 1, RUN_LIMIT_MS);
+    assert_int_equal(t->ok, 1);
+    expect_status(t, 401);
+    assert_int_equal(t->tries, 2);
+    snprintf(want, sizeof want, "Unauthorized: the token in %s was rejected", t->token_copy);
+    assert_string_equal(t->error, want);
+    reqs = requests_for(t->pod_path);
+    assert_int_equal(cJSON_GetArraySize(reqs), 2);
+    cJSON_Delete(reqs);
+}
+
+/* kube_token_stale makes the next request use the new file content at once. */
+static void test_token_stale(void **state)
+{
+    struct t *t = *state;
+    char api[64], tok[4096];
+    struct kube_config cfg = default_cfg(api, sizeof api);
+    cJSON *reqs;
+
+    read_file(g_fake.token_file, tok, sizeof tok);
+    write_file(t->token_copy, tok);
+    cfg.token_file = t->token_copy;
+    remake(t, &cfg);
+    ctl_ok("POST", "/token", "{\"token\":\"rotated-token-2\"}");
+    write_file(t->token_copy, "rotated-token-2");
+    kube_token_stale(t->k);
+    get(t, t->pod_path);
+    run_until(t, 1, RUN_LIMIT_MS);
+    expect_status(t, 200);
+    assert_int_equal(t->tries, 1);
+    reqs = requests_for(t->pod_path);
+    assert_int_equal(cJSON_GetArraySize(reqs), 1);
+    cJSON_Delete(reqs);
+}
+
+static void test_403_names_rbac_rule(void **state)
+{
+    struct t *t = *state;
+    char path[256], f[512];
+    const char *body = "{}";
+    struct kube_req req = { .verb = "patch", .resource = "deployments", .group = "apps",
+                            .method = "PATCH", .path = path,
+                            .content_type = "application/merge-patch+json", .body = body,
+                            .body_len = 2 };
+
+    snprintf(path, sizeof path, "/apis/apps/v1/namespaces/%s/deployments/web", g_fake.ns);
+    snprintf(f, sizeof f, "{\"method\":\"PATCH\",\"path_regex\":\"/deployments/web$\",\"status\":403}");
+    fault(f);
+    assert_int_equal(kube_request(t->k, &req, on_resp, t), 0);
+    run_until(t, 1, RUN_LIMIT_MS);
+    expect_status(t, 403);
+    assert_int_equal(t->tries, 1);
+    assert_non_null(strstr(t->error, "deployments.apps \"web\" is forbidden"));
+    assert_non_null(strstr(t->error, "RBAC: the service account needs verb \"patch\" on resource "
+                                     "\"deployments\" in API group \"apps\" (see manifests/rbac.yaml)"));
+}
+
+static void test_404_message(void **state)
+{
+    struct t *t = *state;
+    char path[256];
+
+    snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/no-such-pod", g_fake.ns);
+    get(t, path);
+    run_until(t, 1, RUN_LIMIT_MS);
+    expect_status(t, 404);
+    assert_int_equal(t->tries, 1);
+    assert_string_equal(t->error, "pods \"no-such-pod\" not found");
+    assert_int_equal(code_count(t->k, 404), 1);
+}
+
+/* APF-style 429: plain text, Retry-After: 1. */
+static void test_429_plain_retry_after(void **state)
+{
+    struct t *t = *state;
+    cJSON *reqs;
+
+    fault("{\"path_regex\":\"/pods/\",\"status\":429,\"plain\":true,\"retry_after\":1,\"count\":1}");
+    get(t, t->pod_path);
+    run_until(t, 1, RUN_LIMIT_MS);
+    expect_status(t, 200);
+    assert_int_equal(t->tries, 2);
+    assert_true(elapsed_ms(t) >= 1000);
+    reqs = requests_for(t->pod_path);
+    assert_int_equal(cJSON_GetArraySize(reqs), 2);
+    assert_int_equal(req_status(reqs, 0), 429);
+    assert_true(req_time(reqs, 1) - req_time(reqs, 0) >= 0.99);
+    cJSON_Delete(reqs);
+}
+
+/* The plain-text body becomes the error when retries run out. */
+static void test_429_gives_up(void **state)
+{
+    struct t *t = *state;
+    cJSON *reqs;
+
+    fault("{\"path_regex\":\"/pods/\",\"status\":429,\"plain\":true,\"retry_after\":0,\"count\":50}");
+    get(t, t->pod_path);
+    run_until(t, 1, RUN_LIMIT_MS);
+    assert_int_equal(t->ok, 1);
+    expect_status(t, 429);
+    assert_int_equal(t->tries, KUBE_MAX_TRIES);
+    assert_string_equal(t->error, "Too many requests, please try again later. (gave up after 6 "
+                                  "attempts)");
+    reqs = requests_for(t->pod_path);
+    assert_int_equal(cJSON_GetArraySize(reqs), KUBE_MAX_TRIES);
+    cJSON_Delete(reqs);
+    assert_int_equal(code_count(t->k, 429), KUBE_MAX_TRIES);
+}
+
+/* 503 without Retry-After: exponential backoff from 200 ms (75..125 %). */
+static void test_503_backoff(void **state)
+{
+    struct t *t = *state;
+    cJSON *reqs;
+
+    fault("{\"path_regex\":\"/pods/\",\"status\":503,\"count\":2}");
+    get(t, t->pod_path);
+    run_until(t, 1, RUN_LIMIT_MS);
+    expect_status(t, 200);
+    assert_int_equal(t->tries, 3);
+    reqs = requests_for(t->pod_path);
+    assert_int_equal(cJSON_GetArraySize(reqs), 3);
+    assert_int_equal(req_status(reqs, 0), 503);
+    assert_int_equal(req_status(reqs, 1), 503);
+    assert_true(req_time(reqs, 1) - req_time(reqs, 0) >= 0.149);
+    assert_true(req_time(reqs, 2) - req_time(reqs, 1) >= 0.299);
+    cJSON_Delete(reqs);
+}
+
+static void test_500_needs_retry_after(void **state)
+{
+    struct t *t = *state;
+
+    fault("{\"path_regex\":\"/pods/\",\"status\":500,\"count\":1}");
+    get(t, t->pod_path);
+    run_until(t, 1, RUN_LIMIT_MS);
+    expect_status(t, 500);
+    assert_int_equal(t->tries, 1);
+    assert_string_equal(t->error, "Internal error occurred: injected fault");
+
+    fault("{\"path_regex\":\"/pods/\",\"status\":500,\"retry_after\":0,\"count\":1}");
+    get(t, t->pod_path);
+    run_until(t, 2, RUN_LIMIT_MS);
+    expect_status(t, 200);
+    assert_int_equal(t->tries, 2);
+}
+
+static void test_dropped_connections_retried(void **state)
+{
+    struct t *t = *state;
+    cJSON *reqs;
+
+    fault("{\"path_regex\":\"/pods/\",\"drop\":true,\"count\":2}");
+    get(t, t->pod_path);
+    run_until(t, 1, RUN_LIMIT_MS);
+    expect_status(t, 200);
+    assert_int_equal(t->tries, 3);
+    reqs = requests_for(t->pod_path);
+    assert_int_equal(cJSON_GetArraySize(reqs), 3);
+    cJSON_Delete(reqs);
+    assert_int_equal(code_count(t->k, 0), 2);
+}
+
+static void listener_up(uv_timer_t *h)
+{
+    (void)h;
+    ctl_ok("POST", "/listener", "{\"up\":true}");
+}
+
+static void test_listener_down_then_up(void **state)
+{
+    struct t *t = *state;
+
+    ctl_ok("POST", "/listener", "{\"up\":false}");
+    uv_timer_start(&t->aux, listener_up, 3000, 0);
+    get(t, t->pod_path);
+    run_until(t, 1, RUN_LIMIT_MS);
+    assert_int_equal(t->ok, 1);
+    expect_status(t, 200);
+    assert_true(t->tries >= 2 && t->tries <= KUBE_MAX_TRIES);
+    assert_true(elapsed_ms(t) >= 3000);
+    assert_int_equal(code_count(t->k, 0), (uint64_t)t->tries - 1);
+}
+
+/* A timeout is final: the request may have been applied. */
+static void test_timeout_not_retried(void **state)
+{
+    struct t *t = *state;
+    char api[64];
+    struct kube_config cfg = default_cfg(api, sizeof api);
+
+    cfg.timeout_ms = 1000;
+    remake(t, &cfg);
+    fault("{\"path_regex\":\"/pods/\",\"delay_ms\":15000,\"count\":1}");
+    get(t, t->pod_path);
+    run_until(t, 1, RUN_LIMIT_MS);
+    assert_int_equal(t->ok, 0);
+    assert_int_equal(t->tries, 1);
+    assert_non_null(strstr(t->error, "timed out"));
+    assert_true(elapsed_ms(t) >= 1000);
+}
+
+/* Slow (10 s): the default per-attempt timeout. */
+static void test_timeout_default_10s_slow(void **state)
+{
+    struct t *t = *state;
+
+    fault("{\"path_regex\":\"/pods/\",\"delay_ms\":15000,\"count\":1}");
+    get(t, t->pod_path);
+    run_until(t, 1, RUN_LIMIT_MS);
+    assert_int_equal(t->ok, 0);
+    assert_int_equal(t->tries, 1);
+    assert_non_null(strstr(t->error, "timed out"));
+    assert_true(elapsed_ms(t) >= KUBE_TIMEOUT_MS);
+}
+
+static void test_ca_bundle(void **state)
+{
+    struct t *t = *state;
+    char api[64];
+    struct kube_config cfg = default_cfg(api, sizeof api);
+
+    cfg.ca_file = g_fake.ca_bundle; /* an unrelated CA first, then the right one */
+    remake(t, &cfg);
+    get(t, t->pod_path);
+    run_until(t, 1, RUN_LIMIT_MS);
+    expect_status(t, 200);
+}
+
+static void test_wrong_ca(void **state)
+{
+    struct t *t = *state;
+    char api[64];
+    struct kube_config cfg = default_cfg(api, sizeof api);
+    cJSON *reqs;
+
+    cfg.ca_file = g_fake.other_ca;
+    remake(t, &cfg);
+    get(t, t->pod_path);
+    run_until(t, 1, RUN_LIMIT_MS);
+    assert_int_equal(t->ok, 0);
+    assert_int_equal(t->tries, 1);
+    assert_non_null(strstr(t->error, "TLS verification against the CA file"));
+    assert_non_null(strstr(t->error, g_fake.other_ca));
+    reqs = requests_for(t->pod_path);
+    assert_int_equal(cJSON_GetArraySize(reqs), 0);
+    cJSON_Delete(reqs);
+}
+
+static void stop_loop(uv_timer_t *h)
+{
+    uv_stop(h->loop);
+}
+
+/* One request in flight, one waiting for its retry: both are cancelled,
+ * neither callback runs, both on_cancel do, and the loop closes cleanly. */
+static void test_destroy_cancels(void **state)
+{
+    struct t *t = *state;
+    char path2[256];
+    int i;
+    cJSON *reqs;
+
+    snprintf(path2, sizeof path2, "/api/v1/namespaces/%s/pods/other", g_fake.ns);
+    fault("{\"path_regex\":\"/pods/other$\",\"status\":429,\"retry_after\":20,\"count\":1}");
+    fault("{\"path_regex\":\"/pods/\",\"delay_ms\":3000,\"count\":1}");
+    get(t, path2);
+    get(t, t->pod_path);
+    for (i = 0; i < 50; i++) { /* until the 429 was answered (at most 5 s) */
+        uv_timer_start(&t->aux, stop_loop, 100, 0);
+        uv_run(&t->loop, UV_RUN_DEFAULT);
+        reqs = requests_for(path2);
+        if (req_status(reqs, 0) == 429) i = 1000;
+        cJSON_Delete(reqs);
+    }
+    assert_int_equal(i, 1001);
+    assert_int_equal(httpc_active(t->hc), 1);
+    kube_destroy(t->k);
+    t->k = NULL;
+    assert_int_equal(httpc_active(t->hc), 0);
+    assert_int_equal(t->cancels, 2);
+    uv_run(&t->loop, UV_RUN_NOWAIT);
+    assert_int_equal(t->calls, 0);
+}
+
+/* ---- main ---- */
+
+static int group_setup(void **state)
+{
+    char st[300];
+
+    (void)state;
+    unsetenv("http_proxy");
+    unsetenv("HTTP_PROXY");
+    unsetenv("https_proxy");
+    unsetenv("HTTPS_PROXY");
+    unsetenv("all_proxy");
+    unsetenv("ALL_PROXY");
+    if (!mkdtemp(g_dir)) return -1;
+    snprintf(st, sizeof st, "%s/fake", g_dir);
+    log_configure(LOG_ERROR, LOG_FORMAT_TEXT);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    return fake_start(&g_fake, st, "deployment");
+}
+
+static int group_teardown(void **state)
+{
+    char cmd[512];
+
+    (void)state;
+    fake_stop(&g_fake);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_create_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_in_cluster_config, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_get_ok, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_patch_body_and_type, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_token_whitespace_trimmed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_401_rereads_token, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_401_twice_is_final, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_token_stale, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_403_names_rbac_rule, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_404_message, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_429_plain_retry_after, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_429_gives_up, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_503_backoff, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_500_needs_retry_after, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dropped_connections_retried, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_listener_down_then_up, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_timeout_not_retried, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_timeout_default_10s_slow, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ca_bundle, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wrong_ca, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_destroy_cancels, setup, teardown),
+    };
+
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

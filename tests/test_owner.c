@@ -1,0 +1,699 @@
+/*
+ * test_owner.c - tests of owner resolution (agent/owner.c) through the real
+ * Kubernetes client against the fake API server tests/k8s/fakeapi.py: one
+ * fake per test (a child process with the test's fixture, stopped by PID),
+ * real HTTPS on 127.0.0.1, a real libuv loop bounded by a deadline, and
+ * uv_loop_close() == 0 at the end of each test. Every fixture's owner chain
+ * is followed; objects are changed through the fake's control API to cover
+ * ignored references, recreated owners, annotations and subPath mounts.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <cmocka.h>
+#include <curl/curl.h>
+
+#include "agent/httpc.h"
+#include "agent/kube.h"
+#include "agent/log.h"
+#include "agent/owner.h"
+
+#define RUN_LIMIT_MS 30000 /* no test loop may run longer than this */
+
+/* ---- the fake API server ---- */
+
+struct fake {
+    pid_t pid;
+    int stdin_fd; /* closing it makes the fake exit (--exit-on-stdin-eof) */
+    int port, control;
+    char ca[320], ca_bundle[320], other_ca[320], token_file[320], ns[64], pod[128];
+};
+
+static char g_dir[] = "/tmp/test_owner.XXXXXX";
+static struct fake g_fake;
+static char g_state[300]; /* the fake's --state, one per test */
+
+static int json_str(const cJSON *o, const char *key, char *out, size_t n)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+
+    if (!cJSON_IsString(v) || strlen(v->valuestring) >= n) return -1;
+    strcpy(out, v->valuestring);
+    return 0;
+}
+
+/* Starts fakeapi.py and parses the JSON line it prints (at most 30 s). */
+static int fake_start(struct fake *f, const char *state, const char *fixture)
+{
+    const char *argv[] = { "python3", "tests/k8s/fakeapi.py", "--state", state, "--fixture",
+                           fixture, "--ipv6", "--exit-on-stdin-eof", NULL };
+    int in[2], out[2], rc = -1;
+    char buf[4096] = { 0 };
+    size_t got = 0;
+    uint64_t deadline = uv_hrtime() + 30000000000ULL;
+    cJSON *j, *pods;
+
+    if (access(argv[1], R_OK) != 0) {
+        fprintf(stderr, "test_owner: cannot read %s (run from the repository root)\n", argv[1]);
+        return -1;
+    }
+    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) return -1;
+    f->pid = fork();
+    if (f->pid < 0) return -1;
+    if (f->pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        execvp("python3", (char *const *)argv);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    f->stdin_fd = in[1];
+    while (got < sizeof buf - 1 && !memchr(buf, '\n', got) && uv_hrtime() < deadline) {
+        struct pollfd p = { .fd = out[0], .events = POLLIN };
+        ssize_t r;
+
+        if (poll(&p, 1, 200) <= 0) continue;
+        r = read(out[0], buf + got, sizeof buf - 1 - got);
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    close(out[0]);
+    j = cJSON_Parse(buf);
+    pods = cJSON_GetObjectItemCaseSensitive(j, "pods");
+    f->port = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(j, "port"));
+    f->control = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(j, "control"));
+    if (f->port > 0 && f->control > 0 && json_str(j, "ca", f->ca, sizeof f->ca) == 0 &&
+        json_str(j, "ca_bundle", f->ca_bundle, sizeof f->ca_bundle) == 0 &&
+        json_str(j, "token_file", f->token_file, sizeof f->token_file) == 0 &&
+        json_str(j, "namespace", f->ns, sizeof f->ns) == 0 && cJSON_IsString(cJSON_GetArrayItem(pods, 0)) &&
+        strlen(cJSON_GetArrayItem(pods, 0)->valuestring) < sizeof f->pod) {
+        strcpy(f->pod, cJSON_GetArrayItem(pods, 0)->valuestring);
+        snprintf(f->other_ca, sizeof f->other_ca, "%s/other-ca.crt", state);
+        rc = 0;
+    }
+    cJSON_Delete(j);
+    if (rc != 0) fprintf(stderr, "test_owner: fakeapi.py did not start: %s\n", buf);
+    return rc;
+}
+
+static void fake_stop(struct fake *f)
+{
+    int i, status;
+
+    if (f->pid <= 0) return;
+    kill(f->pid, SIGTERM);
+    for (i = 0; i < 250 && waitpid(f->pid, &status, WNOHANG) == 0; i++) usleep(20000);
+    if (i == 250) {
+        kill(f->pid, SIGKILL);
+        waitpid(f->pid, &status, 0);
+    }
+    close(f->stdin_fd);
+    f->pid = 0;
+}
+
+static size_t collect(char *p, size_t size, size_t n, void *ud)
+{
+    char **buf = ud;
+    size_t old = *buf ? strlen(*buf) : 0;
+    char *grown = realloc(*buf, old + size * n + 1);
+
+    if (!grown) return 0;
+    memcpy(grown + old, p, size * n);
+    grown[old + size * n] = '\0';
+    *buf = grown;
+    return size * n;
+}
+
+/* One blocking call to the control API; returns its JSON reply (or NULL). */
+static cJSON *ctl(const char *method, const char *path, const char *body)
+{
+    CURL *e = curl_easy_init();
+    char url[256], *reply = NULL;
+    long status = 0;
+    cJSON *j = NULL;
+
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", g_fake.control, path);
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    curl_easy_setopt(e, CURLOPT_NOPROXY, "*");
+    curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT, 10L);
+    if (body) curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, &reply);
+    CURLcode rc = curl_easy_perform(e);
+
+    if (rc == CURLE_OK) curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_cleanup(e);
+    if (status == 200 && reply) j = cJSON_Parse(reply);
+    if (!j)
+        fprintf(stderr, "control %s %s failed (%s, HTTP %ld): %s\n", method, path,
+                curl_easy_strerror(rc), status, reply ? reply : "");
+    free(reply);
+    return j;
+}
+
+static void ctl_ok(const char *method, const char *path, const char *body)
+{
+    cJSON *j = ctl(method, path, body);
+
+    assert_non_null(j);
+    cJSON_Delete(j);
+}
+
+/* ---- per-test loop, client and result ---- */
+
+struct t {
+    uv_loop_t loop;
+    uv_timer_t tick; /* wakes uv_run(ONCE) so the deadline is checked */
+    struct httpc *hc;
+    struct kube *k;
+    uv_timer_t aux;  /* for a test's own use; closed in teardown */
+    struct owner_info *o; /* the result */
+    int calls;
+};
+
+static void on_owner(void *ud, struct owner_info *o)
+{
+    struct t *t = ud;
+
+    t->calls++;
+    owner_info_free(t->o);
+    t->o = o;
+}
+
+static void on_tick(uv_timer_t *h)
+{
+    (void)h;
+}
+
+static void run_until(struct t *t, int calls, uint64_t limit_ms)
+{
+    uint64_t deadline = uv_hrtime() + limit_ms * 1000000ULL;
+
+    while (t->calls < calls && uv_hrtime() < deadline) uv_run(&t->loop, UV_RUN_ONCE);
+    assert_int_equal(t->calls, calls);
+}
+
+static int make_kube(struct t *t, const char *pod)
+{
+    char api[64], err[512];
+    struct kube_config cfg = { .api = api, .token_file = g_fake.token_file, .ca_file = g_fake.ca,
+                               .pod_name = pod, .namespace_ = g_fake.ns };
+    int r;
+
+    snprintf(api, sizeof api, "https://127.0.0.1:%d", g_fake.port);
+    r = kube_create(&t->loop, t->hc, &cfg, &t->k, err, sizeof err);
+    if (r != 0) fprintf(stderr, "kube_create: %s\n", err);
+    return r;
+}
+
+/* Starts the fake with a fixture and a client for its first pod. */
+static struct t *start(void **state, const char *fixture)
+{
+    struct t *t = calloc(1, sizeof *t);
+
+    assert_non_null(t);
+    *state = t;
+    assert_int_equal(uv_loop_init(&t->loop), 0);
+    assert_int_equal(httpc_create(&t->loop, &t->hc), 0);
+    uv_timer_init(&t->loop, &t->tick);
+    uv_timer_start(&t->tick, on_tick, 50, 50);
+    uv_timer_init(&t->loop, &t->aux);
+    assert_int_equal(fake_start(&g_fake, g_state, fixture), 0);
+    assert_int_equal(make_kube(t, g_fake.pod), 0);
+    return t;
+}
+
+static void closed(void *ud)
+{
+    *(int *)ud = 1;
+}
+
+static int teardown(void **state)
+{
+    struct t *t = *state;
+    int hc_closed = 0, i;
+    char cmd[512];
+
+    if (!t) return 0;
+    kube_destroy(t->k);
+    httpc_close(t->hc, closed, &hc_closed);
+    uv_close((uv_handle_t *)&t->tick, NULL);
+    uv_close((uv_handle_t *)&t->aux, NULL);
+    for (i = 0; i < 1000 && uv_run(&t->loop, UV_RUN_NOWAIT) != 0; i++) usleep(1000);
+    assert_int_equal(hc_closed, 1);
+    assert_int_equal(uv_loop_close(&t->loop), 0);
+    owner_info_free(t->o);
+    free(t);
+    fake_stop(&g_fake);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_state);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void resolve(struct t *t)
+{
+    assert_int_equal(owner_resolve(t->k, on_owner, t), 0);
+    run_until(t, 1, RUN_LIMIT_MS);
+    assert_non_null(t->o);
+}
+
+/* The fake's stored object (resource plural, name), to free. */
+static cJSON *object(const char *resource, const char *name)
+{
+    char q[256];
+
+    snprintf(q, sizeof q, "/object?resource=%s&name=%s", resource, name);
+    return ctl("GET", q, NULL);
+}
+
+static const char *meta_str(const cJSON *obj, const char *key)
+{
+    return cJSON_GetStringValue(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, "metadata"), key));
+}
+
+static void put_object(const char *resource, const cJSON *obj)
+{
+    cJSON *req = cJSON_CreateObject();
+    char *body;
+
+    cJSON_AddStringToObject(req, "resource", resource);
+    cJSON_AddItemToObject(req, "object", cJSON_Duplicate(obj, 1));
+    body = cJSON_PrintUnformatted(req);
+    ctl_ok("POST", "/object", body);
+    free(body);
+    cJSON_Delete(req);
+}
+
+/* The paths the fake was asked for, joined by spaces. */
+static void request_paths(char *out, size_t n)
+{
+    cJSON *all = ctl("GET", "/requests", NULL), *r;
+    size_t len = 0;
+
+    assert_non_null(all);
+    out[0] = '\0';
+    cJSON_ArrayForEach(r, all) {
+        const char *p = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "path"));
+
+        len += (size_t)snprintf(out + len, len < n ? n - len : 0, "%s%s", len ? " " : "",
+                                p ? p : "?");
+    }
+    cJSON_Delete(all);
+}
+
+static void expect_ok(const struct t *t)
+{
+    if (t->o->status != OWNER_OK)
+        fail_msg("want OWNER_OK, got %d: %s", t->o->status, t->o->error ? t->o->error : "");
+    assert_null(t->o->error);
+}
+
+static void expect_error(const struct t *t, enum owner_status st, const char *want)
+{
+    if (t->o->status != st || !t->o->error || !strstr(t->o->error, want))
+        fail_msg("want status %d with \"%s\", got %d: %s", st, want, t->o->status,
+                 t->o->error ? t->o->error : "(no error)");
+}
+
+/* Checks a found workload against the fake's stored object. */
+static void expect_workload(const struct t *t, const char *kind, const char *resource,
+                            const char *group_version, const char *name, const char *patch_type)
+{
+    cJSON *w = object(resource, name), *pod = object("pods", g_fake.pod);
+    char path[256];
+
+    expect_ok(t);
+    assert_string_equal(t->o->kind, kind);
+    assert_string_equal(t->o->resource, resource);
+    assert_string_equal(t->o->name, name);
+    assert_string_equal(t->o->namespace_, g_fake.ns);
+    assert_string_equal(t->o->uid, meta_str(w, "uid"));
+    assert_string_equal(t->o->api_version, group_version);
+    snprintf(path, sizeof path, "/apis/%s/namespaces/%s/%s/%s", group_version, g_fake.ns,
+             resource, name);
+    assert_string_equal(t->o->path, path);
+    assert_string_equal(t->o->patch_type, patch_type);
+    assert_true(t->o->have_pod);
+    assert_string_equal(t->o->pod.name, g_fake.pod);
+    assert_string_equal(t->o->pod.uid, meta_str(pod, "uid"));
+    assert_string_equal(t->o->pod.namespace_, g_fake.ns);
+    cJSON_Delete(w);
+    cJSON_Delete(pod);
+}
+
+#define STRATEGIC "application/strategic-merge-patch+json"
+#define MERGE "application/merge-patch+json"
+
+/* ---- the fixtures' chains ---- */
+
+static void test_deployment(void **state)
+{
+    struct t *t = start(state, "deployment");
+    char paths[1024], want[1024];
+
+    resolve(t);
+    expect_workload(t, "Deployment", "deployments", "apps/v1", "web", STRATEGIC);
+    assert_true(t->o->rollout_possible);
+    assert_null(t->o->warning);
+    assert_string_equal(t->o->group, "apps");
+    /* Pod -> ReplicaSet -> Deployment, each fetched once. */
+    request_paths(paths, sizeof paths);
+    snprintf(want, sizeof want,
+             "/api/v1/namespaces/%s/pods/%s /apis/apps/v1/namespaces/%s/replicasets/web-5d8f7c9b4 "
+             "/apis/apps/v1/namespaces/%s/deployments/web",
+             g_fake.ns, g_fake.pod, g_fake.ns, g_fake.ns);
+    assert_string_equal(paths, want);
+}
+
+static void test_statefulset(void **state)
+{
+    struct t *t = start(state, "statefulset");
+    char paths[1024], want[1024];
+
+    resolve(t);
+    expect_workload(t, "StatefulSet", "statefulsets", "apps/v1", "db", STRATEGIC);
+    assert_true(t->o->rollout_possible);
+    assert_null(t->o->warning);
+    request_paths(paths, sizeof paths);
+    snprintf(want, sizeof want,
+             "/api/v1/namespaces/%s/pods/%s /apis/apps/v1/namespaces/%s/statefulsets/db",
+             g_fake.ns, g_fake.pod, g_fake.ns);
+    assert_string_equal(paths, want);
+}
+
+static void test_daemonset(void **state)
+{
+    struct t *t = start(state, "daemonset");
+
+    resolve(t);
+    expect_workload(t, "DaemonSet", "daemonsets", "apps/v1", "agent", STRATEGIC);
+    assert_true(t->o->rollout_possible);
+    assert_null(t->o->warning);
+}
+
+static void test_rollout(void **state)
+{
+    struct t *t = start(state, "rollout");
+
+    resolve(t);
+    expect_workload(t, "Rollout", "rollouts", "argoproj.io/v1alpha1", "web", MERGE);
+    assert_string_equal(t->o->group, "argoproj.io");
+    assert_true(t->o->rollout_possible);
+    assert_null(t->o->warning);
+}
+
+static void test_rollout_workload_ref(void **state)
+{
+    struct t *t = start(state, "rollout");
+    cJSON *r = object("rollouts", "web");
+    cJSON *ref = cJSON_Parse("{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\",\"name\":\"web\"}");
+
+    cJSON_AddItemToObject(cJSON_GetObjectItemCaseSensitive(r, "spec"), "workloadRef", ref);
+    put_object("rollouts", r);
+    cJSON_Delete(r);
+    resolve(t);
+    expect_workload(t, "Rollout", "rollouts", "argoproj.io/v1alpha1", "web", MERGE);
+    assert_false(t->o->rollout_possible);
+    assert_non_null(strstr(t->o->warning, "spec.workloadRef is set"));
+}
+
+static void test_paused_deployment(void **state)
+{
+    struct t *t = start(state, "paused-deployment");
+
+    resolve(t);
+    expect_workload(t, "Deployment", "deployments", "apps/v1", "web", STRATEGIC);
+    assert_false(t->o->rollout_possible);
+    assert_string_equal(t->o->warning, "spec.paused is true: a template patch will not roll pods "
+                                       "until `kubectl rollout resume`");
+}
+
+static const char ONDELETE[] = "OnDelete: a template patch will not replace running pods; "
+                               "delete them to pick up the change";
+
+static void test_ondelete_statefulset(void **state)
+{
+    struct t *t = start(state, "ondelete-statefulset");
+
+    resolve(t);
+    expect_workload(t, "StatefulSet", "statefulsets", "apps/v1", "db", STRATEGIC);
+    assert_false(t->o->rollout_possible);
+    assert_string_equal(t->o->warning, ONDELETE);
+}
+
+static void test_ondelete_daemonset(void **state)
+{
+    struct t *t = start(state, "ondelete-daemonset");
+
+    resolve(t);
+    expect_workload(t, "DaemonSet", "daemonsets", "apps/v1", "agent", STRATEGIC);
+    assert_false(t->o->rollout_possible);
+    assert_string_equal(t->o->warning, ONDELETE);
+}
+
+/* ---- pods that cannot be rolled ---- */
+
+static const char IMMUTABLE[] = "pod template of a Job is immutable; use --action restart or "
+                                "signal, or change the CronJob's jobTemplate";
+
+static void test_job(void **state)
+{
+    struct t *t = start(state, "job");
+
+    resolve(t);
+    expect_error(t, OWNER_NO_ROLLOUT, IMMUTABLE);
+    expect_error(t, OWNER_NO_ROLLOUT, "belongs to Job migrate:");
+    assert_true(t->o->have_pod);
+    assert_null(t->o->kind);
+}
+
+static void test_cronjob(void **state)
+{
+    struct t *t = start(state, "cronjob");
+
+    resolve(t);
+    expect_error(t, OWNER_NO_ROLLOUT, IMMUTABLE);
+    expect_error(t, OWNER_NO_ROLLOUT, "Job nightly-123 of CronJob nightly");
+}
+
+static void test_orphan_replicaset(void **state)
+{
+    struct t *t = start(state, "orphan-rs");
+
+    resolve(t);
+    expect_error(t, OWNER_NO_ROLLOUT, "ReplicaSet cache-6b5f4d7c8 has no controller: patching it "
+                                      "does not replace pods");
+    assert_string_equal(t->o->error, "ReplicaSet cache-6b5f4d7c8 has no controller: patching it "
+                                     "does not replace pods");
+}
+
+static void test_bare_pod(void **state)
+{
+    struct t *t = start(state, "bare-pod");
+
+    resolve(t);
+    expect_error(t, OWNER_NO_ROLLOUT, "the pod has no controller: nothing to roll; use restart "
+                                      "or signal");
+    assert_true(t->o->have_pod);
+    assert_string_equal(t->o->pod.name, g_fake.pod);
+}
+
+/* A mirror pod's controller is its Node: not something to roll. */
+static void test_unknown_kind(void **state)
+{
+    struct t *t = start(state, "bare-pod");
+    cJSON *pod = object("pods", g_fake.pod);
+    cJSON *refs = cJSON_Parse("[{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"name\":\"node-1\","
+                              "\"uid\":\"0b7e\",\"controller\":true}]");
+
+    cJSON_AddItemToObject(cJSON_GetObjectItemCaseSensitive(pod, "metadata"), "ownerReferences",
+                          refs);
+    put_object("pods", pod);
+    cJSON_Delete(pod);
+    resolve(t);
+    expect_error(t, OWNER_NO_ROLLOUT, "is controlled by Node node-1 (v1), which cannot be rolled");
+    expect_error(t, OWNER_NO_ROLLOUT, "use --action restart or signal");
+}
+
+/* ---- what the pod tells ---- */
+
+/* Non-controller ownerReferences are ignored; annotations and subPath
+ * mounts of updating volumes are reported. */
+static void test_pod_details(void **state)
+{
+    struct t *t = start(state, "deployment");
+    cJSON *pod = object("pods", g_fake.pod);
+    cJSON *meta = cJSON_GetObjectItemCaseSensitive(pod, "metadata");
+    cJSON *spec = cJSON_GetObjectItemCaseSensitive(pod, "spec");
+    cJSON *refs = cJSON_GetObjectItemCaseSensitive(meta, "ownerReferences");
+    cJSON *app = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(spec, "containers"), 0);
+    const struct owner_mount *m;
+
+    cJSON_InsertItemInArray(refs, 0, cJSON_Parse("{\"apiVersion\":\"apps/v1\",\"kind\":"
+                                                 "\"Deployment\",\"name\":\"decoy\",\"uid\":\"d\"}"));
+    cJSON_ReplaceItemInObjectCaseSensitive(
+        meta, "annotations",
+        cJSON_Parse("{\"reload-agent.io/config-hash\":\"abc\",\"other\":\"x\"}"));
+    cJSON_AddItemToObject(spec, "volumes", cJSON_Parse(
+        "[{\"name\":\"cfg\",\"configMap\":{\"name\":\"app\"}},"
+        "{\"name\":\"tls\",\"secret\":{\"secretName\":\"tls\"}},"
+        "{\"name\":\"scratch\",\"emptyDir\":{}}]"));
+    cJSON_AddItemToObject(app, "volumeMounts", cJSON_Parse(
+        "[{\"name\":\"cfg\",\"mountPath\":\"/etc/app/app.conf\",\"subPath\":\"app.conf\"},"
+        "{\"name\":\"cfg\",\"mountPath\":\"/etc/cfg\"},"
+        "{\"name\":\"scratch\",\"mountPath\":\"/tmp/x\",\"subPath\":\"x\"}]"));
+    cJSON_AddItemToObject(spec, "initContainers", cJSON_Parse(
+        "[{\"name\":\"init\",\"volumeMounts\":[{\"name\":\"tls\",\"mountPath\":\"/tls/key\","
+        "\"subPathExpr\":\"$(POD_NAME).key\"}]}]"));
+    put_object("pods", pod);
+    cJSON_Delete(pod);
+
+    resolve(t);
+    expect_workload(t, "Deployment", "deployments", "apps/v1", "web", STRATEGIC);
+    assert_string_equal(owner_pod_annotation(t->o, "reload-agent.io/config-hash"), "abc");
+    assert_string_equal(owner_pod_annotation(t->o, "other"), "x");
+    assert_null(owner_pod_annotation(t->o, "absent"));
+    assert_int_equal(t->o->pod.nsubpath_mounts, 2);
+    m = &t->o->pod.subpath_mounts[0];
+    assert_string_equal(m->container, "init");
+    assert_string_equal(m->volume, "tls");
+    assert_string_equal(m->mount_path, "/tls/key");
+    m = &t->o->pod.subpath_mounts[1];
+    assert_string_equal(m->container, "app");
+    assert_string_equal(m->volume, "cfg");
+    assert_string_equal(m->mount_path, "/etc/app/app.conf");
+}
+
+/* A ReplicaSet recreated under the same name is not the pod's owner. */
+static void test_uid_mismatch(void **state)
+{
+    struct t *t = start(state, "deployment");
+    cJSON *rs = object("replicasets", "web-5d8f7c9b4");
+
+    cJSON_ReplaceItemInObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(rs, "metadata"),
+                                           "uid", cJSON_CreateString("new-uid-1"));
+    put_object("replicasets", rs);
+    cJSON_Delete(rs);
+    resolve(t);
+    expect_error(t, OWNER_API_ERROR, "ReplicaSet web-5d8f7c9b4 has uid new-uid-1, but pod ");
+    expect_error(t, OWNER_API_ERROR, "(recreated?)");
+}
+
+/* ---- API errors ---- */
+
+static void test_forbidden_replicaset(void **state)
+{
+    struct t *t = start(state, "deployment");
+
+    ctl_ok("POST", "/faults", "{\"method\":\"GET\",\"path_regex\":\"/replicasets/\",\"status\":403}");
+    resolve(t);
+    expect_error(t, OWNER_API_ERROR, "cannot get ReplicaSet web-5d8f7c9b4: ");
+    expect_error(t, OWNER_API_ERROR, "RBAC: the service account needs verb \"get\" on resource "
+                                     "\"replicasets\" in API group \"apps\"");
+    assert_true(t->o->have_pod);
+}
+
+static void test_pod_not_found(void **state)
+{
+    struct t *t = start(state, "deployment");
+
+    kube_destroy(t->k);
+    assert_int_equal(make_kube(t, "ghost"), 0);
+    resolve(t);
+    expect_error(t, OWNER_API_ERROR, "cannot get pod ghost: pods \"ghost\" not found");
+    assert_false(t->o->have_pod);
+}
+
+static void stop_loop(uv_timer_t *h)
+{
+    uv_stop(h->loop);
+}
+
+/* kube_destroy in the middle of the chain: the callback never runs and the
+ * state is freed (the sanitizer build checks for leaks). */
+static void test_cancel_mid_chain(void **state)
+{
+    struct t *t = start(state, "deployment");
+    char paths[1024];
+    int i;
+
+    ctl_ok("POST", "/faults", "{\"path_regex\":\"/replicasets/\",\"delay_ms\":3000}");
+    assert_int_equal(owner_resolve(t->k, on_owner, t), 0);
+    for (i = 0; i < 50; i++) { /* until the ReplicaSet was asked for (at most 5 s) */
+        uv_timer_start(&t->aux, stop_loop, 100, 0);
+        uv_run(&t->loop, UV_RUN_DEFAULT);
+        request_paths(paths, sizeof paths);
+        if (strstr(paths, "/replicasets/")) break;
+    }
+    assert_true(i < 50);
+    kube_destroy(t->k);
+    t->k = NULL;
+    uv_run(&t->loop, UV_RUN_NOWAIT);
+    assert_int_equal(t->calls, 0);
+    assert_null(t->o);
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    unsetenv("http_proxy");
+    unsetenv("HTTP_PROXY");
+    unsetenv("https_proxy");
+    unsetenv("HTTPS_PROXY");
+    unsetenv("all_proxy");
+    unsetenv("ALL_PROXY");
+    if (!mkdtemp(g_dir)) return -1;
+    snprintf(g_state, sizeof g_state, "%s/fake", g_dir);
+    log_configure(LOG_ERROR, LOG_FORMAT_TEXT);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    char cmd[512];
+
+    (void)state;
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_deployment, teardown),
+        cmocka_unit_test_teardown(test_statefulset, teardown),
+        cmocka_unit_test_teardown(test_daemonset, teardown),
+        cmocka_unit_test_teardown(test_rollout, teardown),
+        cmocka_unit_test_teardown(test_rollout_workload_ref, teardown),
+        cmocka_unit_test_teardown(test_paused_deployment, teardown),
+        cmocka_unit_test_teardown(test_ondelete_statefulset, teardown),
+        cmocka_unit_test_teardown(test_ondelete_daemonset, teardown),
+        cmocka_unit_test_teardown(test_job, teardown),
+        cmocka_unit_test_teardown(test_cronjob, teardown),
+        cmocka_unit_test_teardown(test_orphan_replicaset, teardown),
+        cmocka_unit_test_teardown(test_bare_pod, teardown),
+        cmocka_unit_test_teardown(test_unknown_kind, teardown),
+        cmocka_unit_test_teardown(test_pod_details, teardown),
+        cmocka_unit_test_teardown(test_uid_mismatch, teardown),
+        cmocka_unit_test_teardown(test_forbidden_replicaset, teardown),
+        cmocka_unit_test_teardown(test_pod_not_found, teardown),
+        cmocka_unit_test_teardown(test_cancel_mid_chain, teardown),
+    };
+
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
