@@ -1,5 +1,6 @@
 # Container image of reload-agent: a scratch image holding only the binary,
-# the shared libraries it links (as ldd lists them), the dynamic loader, the
+# the shared libraries it links (as ldd lists them), libcurl and its
+# libraries (loaded on first use by agent/curl_dl.c), the dynamic loader, the
 # CA bundle and a passwd/group naming the unprivileged user 65532. It writes
 # nothing, so it runs with a read-only root filesystem.
 #
@@ -28,10 +29,12 @@ RUN make -j"$(nproc)" build/reload-agent GIT_COMMIT="${GIT_COMMIT}"
 RUN set -eu; R=/rootfs; \
     install -D -m 0755 build/reload-agent "$R/usr/local/bin/reload-agent"; \
     strip --strip-unneeded "$R/usr/local/bin/reload-agent"; \
-    for lib in $(ldd build/reload-agent | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }'); do \
+    MA=$(gcc -print-multiarch); CURL=/usr/lib/$MA/libcurl.so.4; \
+    for lib in $CURL $(ldd build/reload-agent "$CURL" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// && $1 !~ /:$/ { print $1 }' | sort -u); do \
       mkdir -p "$R$(dirname "$lib")"; cp -L "$lib" "$R$lib"; \
     done; \
     test -e "$R/lib64/ld-linux-x86-64.so.2"; \
+    chroot "$R" /lib64/ld-linux-x86-64.so.2 --list "$CURL" > /dev/null; \
     install -D -m 0644 /etc/ssl/certs/ca-certificates.crt "$R/etc/ssl/certs/ca-certificates.crt"; \
     printf 'root:x:0:0:root:/:/sbin/nologin\nreload-agent:x:65532:65532:reload-agent:/nonexistent:/sbin/nologin\n' > "$R/etc/passwd"; \
     printf 'root:x:0:\nreload-agent:x:65532:\n' > "$R/etc/group"; \

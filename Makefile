@@ -12,15 +12,19 @@ BUILD      ?= build
 CC       ?= cc
 PKGS     := libuv libcjson libcurl openssl
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
-CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null)
+# libcurl is not linked: agent/curl_dl.c loads it on first use (README,
+# "Memory"). libcrypto is linked statically for SHA-256 only.
+PKG_LIBS   := $(shell pkg-config --libs libuv libcjson 2>/dev/null) \
+              -Wl,-Bstatic $(shell pkg-config --libs-only-l libcrypto 2>/dev/null) -Wl,-Bdynamic
+# Tests may drive the fake API server's control port with libcurl directly.
+CMOCKA_LIBS := $(shell pkg-config --libs cmocka libcurl 2>/dev/null)
 
 # CFLAGS/LDFLAGS are the user's (make asan sets them); the project's own
 # flags live in RA_CFLAGS so a command-line CFLAGS cannot drop them.
 CFLAGS   ?= -O2 -g
 RA_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I. $(PKG_CFLAGS) \
             -DRA_VERSION='"$(VERSION)"' -DRA_GIT_COMMIT='"$(GIT_COMMIT)"'
-LDLIBS   += $(PKG_LIBS) -lhttp_parser -lm
+LDLIBS   += $(PKG_LIBS) -lhttp_parser -lm -ldl -lpthread
 
 LIB_SRC  := $(filter-out agent/main.c,$(wildcard agent/*.c watch/*.c hash/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)

@@ -27,7 +27,7 @@
 struct engine {
     uv_loop_t *loop;
     const struct config *cfg;
-    struct httpc *hc;
+    struct httpc *hc; /* the http action's client, created on first use */
     uv_timer_t timer; /* retry backoff or min-interval wait */
     struct hash_manifest applied;
     struct hash_manifest observed;
@@ -237,7 +237,12 @@ static void do_http(struct engine *e)
         .timeout_ms = ms_of(c->http_timeout_ns),
         .max_body = 64 * 1024,
     };
-    int rc = httpc_request(e->hc, &req, http_done, e, NULL);
+    int rc = e->hc ? 0 : httpc_create(e->loop, &e->hc);
+    if (rc < 0) {
+        part_done(e, ACTION_HTTP, 0, "cannot create the HTTP client (libcurl could not be loaded)");
+        return;
+    }
+    rc = httpc_request(e->hc, &req, http_done, e, NULL);
     if (rc < 0) {
         char buf[256];
         snprintf(buf, sizeof buf, "cannot start the request: %s", strerror(-rc));
@@ -399,14 +404,12 @@ static void schedule(struct engine *e)
     start_attempt(e, mask);
 }
 
-int engine_create(uv_loop_t *loop, const struct config *cfg, struct httpc *hc,
-                  struct engine **out)
+int engine_create(uv_loop_t *loop, const struct config *cfg, struct engine **out)
 {
     struct engine *e = calloc(1, sizeof *e);
     if (!e) return -ENOMEM;
     e->loop = loop;
     e->cfg = cfg;
-    e->hc = hc;
     e->last_action = e->last_result = "";
     hash_empty(e->applied.total);
     hash_empty(e->observed.total);
@@ -493,6 +496,7 @@ static void on_timer_closed(uv_handle_t *h)
     hash_manifest_free(&e->applied);
     hash_manifest_free(&e->observed);
     hash_manifest_free(&e->inflight_target);
+    if (e->hc) httpc_close(e->hc, NULL, NULL);
     free(e);
     if (done) done(ud);
 }

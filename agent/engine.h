@@ -20,7 +20,6 @@
 #include <uv.h>
 
 #include "agent/config.h"
-#include "agent/httpc.h"
 #include "hash/hash.h"
 
 struct engine;
@@ -37,9 +36,9 @@ struct engine_status {
 };
 
 /* Creates the engine. cfg must stay valid (the caller updates it in place
- * and calls engine_config_changed). hc is used by the http action. */
-int engine_create(uv_loop_t *loop, const struct config *cfg, struct httpc *hc,
-                  struct engine **out);
+ * and calls engine_config_changed). The http action's client (libcurl) is
+ * created on first use, so agents without HTTP actions never load it. */
+int engine_create(uv_loop_t *loop, const struct config *cfg, struct engine **out);
 
 /* Tells the engine about the baseline at start: with --on-start skip it
  * becomes the applied state; with reload the engine acts on it once. */

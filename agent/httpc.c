@@ -26,6 +26,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "agent/curl_dl.h"
 #include "agent/log.h"
 
 #define HTTPC_DEFAULT_TIMEOUT_MS 30000
@@ -94,7 +95,7 @@ static void client_finish(struct httpc *c)
     void (*done)(void *) = c->close_done;
     void *ud = c->close_ud;
 
-    curl_multi_cleanup(c->multi); /* its callbacks are ignored: c->closing */
+    curl_dl.multi_cleanup(c->multi); /* its callbacks are ignored: c->closing */
     free(c);
     if (done) done(ud);
 }
@@ -131,15 +132,15 @@ static void xfer_detach(struct httpc_xfer *x)
 {
     struct httpc *c = x->c;
 
-    curl_multi_remove_handle(c->multi, x->easy);
+    curl_dl.multi_remove_handle(c->multi, x->easy);
     LIST_UNLINK(c->xfers, x);
     c->nxfers--;
 }
 
 static void xfer_free(struct httpc_xfer *x)
 {
-    curl_easy_cleanup(x->easy);
-    curl_slist_free_all(x->headers);
+    curl_dl.easy_cleanup(x->easy);
+    curl_dl.slist_free_all(x->headers);
     free(x->body);
     free(x);
 }
@@ -151,8 +152,8 @@ static void xfer_complete(struct httpc_xfer *x, CURLcode code)
     struct httpc_result res = { 0 };
     char msg[96];
 
-    curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &res.status);
-    curl_easy_getinfo(x->easy, CURLINFO_TOTAL_TIME, &res.seconds);
+    curl_dl.easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &res.status);
+    curl_dl.easy_getinfo(x->easy, CURLINFO_TOTAL_TIME, &res.seconds);
     res.curl_code = code;
     res.ok = code == CURLE_OK;
     res.body = x->body ? x->body : "";
@@ -164,7 +165,7 @@ static void xfer_complete(struct httpc_xfer *x, CURLcode code)
     } else if (x->no_memory) {
         res.error = "out of memory while buffering the response body";
     } else if (!res.ok) {
-        res.error = x->errbuf[0] ? x->errbuf : curl_easy_strerror(code);
+        res.error = x->errbuf[0] ? x->errbuf : curl_dl.easy_strerror(code);
     }
     res.ok = res.ok && !x->too_big && !x->no_memory;
 
@@ -182,11 +183,11 @@ static void drain_done(struct httpc *c)
     CURLMsg *m;
     int left;
 
-    while (!c->closing && (m = curl_multi_info_read(c->multi, &left)) != NULL) {
+    while (!c->closing && (m = curl_dl.multi_info_read(c->multi, &left)) != NULL) {
         struct httpc_xfer *x = NULL;
 
         if (m->msg != CURLMSG_DONE) continue;
-        curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&x);
+        curl_dl.easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&x);
         xfer_complete(x, m->data.result);
     }
 }
@@ -209,7 +210,7 @@ static void on_poll(uv_poll_t *h, int status, int events)
     }
     if (events & UV_READABLE) flags |= CURL_CSELECT_IN;
     if (events & UV_WRITABLE) flags |= CURL_CSELECT_OUT;
-    curl_multi_socket_action(c->multi, s->fd, flags, &running);
+    curl_dl.multi_socket_action(c->multi, s->fd, flags, &running);
     drain_done(c);
 }
 
@@ -218,7 +219,7 @@ static void on_timer(uv_timer_t *t)
     struct httpc *c = t->data;
     int running;
 
-    curl_multi_socket_action(c->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+    curl_dl.multi_socket_action(c->multi, CURL_SOCKET_TIMEOUT, 0, &running);
     drain_done(c);
 }
 
@@ -247,7 +248,7 @@ static int curl_socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, v
         s->c = c;
         s->poll.data = s;
         LIST_PUSH(c->socks, s);
-        curl_multi_assign(c->multi, fd, s);
+        curl_dl.multi_assign(c->multi, fd, s);
     }
     if (what == CURL_POLL_IN || what == CURL_POLL_INOUT) events |= UV_READABLE;
     if (what == CURL_POLL_OUT || what == CURL_POLL_INOUT) events |= UV_WRITABLE;
@@ -314,7 +315,7 @@ static int64_t parse_retry_after(const char *v, size_t n)
     buf[n] = '\0';
     for (i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; i++) {}
     if (i == n) return n <= 18 ? strtoll(buf, NULL, 10) : -1;
-    when = curl_getdate(buf, NULL);
+    when = curl_dl.getdate(buf, NULL);
     if (when == -1) return -1;
     when -= time(NULL);
     return when > 0 ? (int64_t)when : 0;
@@ -378,25 +379,25 @@ static const char *req_problem(const struct httpc_req *req, const char *method)
 
 int httpc_create(uv_loop_t *loop, struct httpc **out)
 {
-    static int curl_ready;
     struct httpc *c;
-
-    if (!curl_ready) {
-        if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) return -EIO;
-        curl_ready = 1;
+    char why[512];
+    int rc = curl_dl_load(why, sizeof why);
+    if (rc < 0) {
+        log_error("%s", why);
+        return rc;
     }
     c = calloc(1, sizeof *c);
     if (!c) return -ENOMEM;
     c->loop = loop;
-    c->multi = curl_multi_init();
+    c->multi = curl_dl.multi_init();
     if (!c->multi) {
         free(c);
         return -ENOMEM;
     }
-    curl_multi_setopt(c->multi, CURLMOPT_SOCKETFUNCTION, curl_socket_cb);
-    curl_multi_setopt(c->multi, CURLMOPT_SOCKETDATA, c);
-    curl_multi_setopt(c->multi, CURLMOPT_TIMERFUNCTION, curl_timer_cb);
-    curl_multi_setopt(c->multi, CURLMOPT_TIMERDATA, c);
+    curl_dl.multi_setopt(c->multi, CURLMOPT_SOCKETFUNCTION, curl_socket_cb);
+    curl_dl.multi_setopt(c->multi, CURLMOPT_SOCKETDATA, c);
+    curl_dl.multi_setopt(c->multi, CURLMOPT_TIMERFUNCTION, curl_timer_cb);
+    curl_dl.multi_setopt(c->multi, CURLMOPT_TIMERDATA, c);
     uv_timer_init(loop, &c->timer);
     c->timer.data = c;
     *out = c;
@@ -413,7 +414,7 @@ static int build_headers(const struct httpc_req *req, struct curl_slist **out)
     for (i = 0; i <= req->nheaders; i++) {
         const char *line = i < req->nheaders ? req->headers[i] : "Expect:";
 
-        next = curl_slist_append(list, line);
+        next = curl_dl.slist_append(list, line);
         if (!next) goto oom;
         list = next;
     }
@@ -424,7 +425,7 @@ static int build_headers(const struct httpc_req *req, struct curl_slist **out)
 
         if (!line) goto oom;
         snprintf(line, n, "%s%s", prefix, req->bearer_token);
-        next = curl_slist_append(list, line);
+        next = curl_dl.slist_append(list, line);
         memset(line, 0, n); /* do not leave the token in freed memory */
         free(line);
         if (!next) goto oom;
@@ -433,7 +434,7 @@ static int build_headers(const struct httpc_req *req, struct curl_slist **out)
     *out = list;
     return 0;
 oom:
-    curl_slist_free_all(list);
+    curl_dl.slist_free_all(list);
     return -ENOMEM;
 }
 
@@ -448,7 +449,7 @@ static int setup_easy(struct httpc_xfer *x, const struct httpc_req *req, const c
     CURLcode rc = CURLE_OK;
 
 #define SET(opt, val) \
-    if (rc == CURLE_OK) rc = curl_easy_setopt(e, opt, val)
+    if (rc == CURLE_OK) rc = curl_dl.easy_setopt(e, opt, val)
     SET(CURLOPT_URL, req->url);
     SET(CURLOPT_PROTOCOLS_STR, "http,https");
     SET(CURLOPT_FOLLOWLOCATION, 0L);
@@ -502,14 +503,14 @@ int httpc_request(struct httpc *c, const struct httpc_req *req, httpc_done cb, v
     x->ud = ud;
     x->retry_after_s = -1;
     x->max_body = req->max_body ? req->max_body : HTTPC_DEFAULT_MAX_BODY;
-    x->easy = curl_easy_init();
+    x->easy = curl_dl.easy_init();
     if (!x->easy) {
         free(x);
         return -ENOMEM;
     }
     r = build_headers(req, &x->headers);
     if (r == 0) r = setup_easy(x, req, method);
-    if (r == 0 && curl_multi_add_handle(c->multi, x->easy) != CURLM_OK) r = -EIO;
+    if (r == 0 && curl_dl.multi_add_handle(c->multi, x->easy) != CURLM_OK) r = -EIO;
     if (r != 0) {
         xfer_free(x);
         return r;

@@ -2,7 +2,11 @@
  * main.c - subcommand dispatch: run (default), hash, version.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "agent/cmd_hash.h"
 #include "agent/run.h"
@@ -15,8 +19,22 @@ static void usage(FILE *f)
                "       reload-agent SUBCOMMAND --help\n");
 }
 
+/* Jitter (rollout, retry backoff) must differ between replicas: seed
+ * rand() per process, never with a constant. */
+static void seed_random(void)
+{
+    unsigned seed;
+    if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) != (ssize_t)sizeof seed) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        seed = (unsigned)getpid() ^ (unsigned)ts.tv_nsec ^ (unsigned)ts.tv_sec;
+    }
+    srand(seed);
+}
+
 int main(int argc, char **argv)
 {
+    seed_random();
     if (argc >= 2 && strcmp(argv[1], "version") == 0) {
         printf("reload-agent %s (commit %s)\n", RA_VERSION, RA_GIT_COMMIT);
         return 0;

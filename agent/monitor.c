@@ -222,6 +222,13 @@ int monitor_start(uv_loop_t *loop, const struct monitor_opts *o, monitor_change_
             log_root("waiting", LOG_WARN, m->roots[i],
                      "does not exist yet; waiting for it (left out of the hash until then)");
     }
+    for (size_t i = 0; i < o->nextra; i++) {
+        size_t idx;
+        if ((rc = watch_add(m->w, o->extra[i].path, o->extra[i].cb, o->extra[i].ud, &idx)) < 0) {
+            log_error("cannot watch %s: %s", o->extra[i].path, strerror(-rc));
+            goto fail_watch;
+        }
+    }
     uv_timer_init(loop, &m->debounce);
     uv_timer_init(loop, &m->resync);
     m->debounce.data = m->resync.data = m;

@@ -21,8 +21,20 @@
 #include <uv.h>
 
 #include "hash/hash.h"
+#include "watch/watch.h"
 
 struct monitor;
+
+/* A file watched on the same inotify instance for someone else (the
+ * annotations file, the service-account token): its events go to cb and
+ * never cause an evaluation. One instance per agent keeps a node's
+ * per-user inotify instance limit (fs.inotify.max_user_instances, 128 by
+ * default) from running out when many pods run the agent as one UID. */
+struct monitor_extra {
+    const char *path;
+    watch_cb cb;
+    void *ud;
+};
 
 struct monitor_opts {
     const char *const *roots;
@@ -34,6 +46,8 @@ struct monitor_opts {
     /* Optional: marks files that also feed manifest.sub (e.g. rollout files). */
     int (*is_sub)(void *ud, const char *logical_path);
     void *sub_ud;
+    const struct monitor_extra *extra; /* may be NULL */
+    size_t nextra;
 };
 
 /* Called after each real change with the new manifest (owned by the

@@ -34,7 +34,6 @@ static struct {
     struct cfg_layer flags;
     struct config cfg;          /* the configuration in force */
     char *annot_path;           /* NULL = no annotations file */
-    struct watch *annot_watch;
     uv_timer_t annot_timer;
     struct monitor *mon;
     struct engine *eng;
@@ -167,10 +166,17 @@ static int start_kube(char *err, size_t errlen)
     int want_events = R.cfg.events && ((R.cfg.kube_api && *R.cfg.kube_api) ||
                                        getenv("KUBERNETES_SERVICE_HOST"));
     if (!need && !want_events) return 0;
+    int rc = httpc_create(&R.loop, &R.hc);
+    if (rc < 0) {
+        snprintf(err, errlen, "cannot create the HTTP client (libcurl could not be loaded)");
+        if (need) return rc;
+        log_info("Kubernetes Events off: %s", err);
+        return 0;
+    }
     struct kube_config kc = {.api = R.cfg.kube_api, .token_file = R.cfg.kube_token_file,
                              .ca_file = R.cfg.kube_ca_file, .pod_name = R.cfg.pod_name,
                              .namespace_ = R.cfg.namespace_};
-    int rc = kube_create(&R.loop, R.hc, &kc, &R.kube, err, errlen);
+    rc = kube_create(&R.loop, R.hc, &kc, &R.kube, err, errlen);
     if (rc < 0) {
         if (need) return rc;
         log_info("Kubernetes Events off: %s", err);
@@ -182,9 +188,17 @@ static int start_kube(char *err, size_t errlen)
     return 0;
 }
 
+static void on_annot_event(void *ud, size_t root, enum watch_why why);
+
 static int start_monitor(void)
 {
+    struct monitor_extra extra[2];
+    size_t nextra = 0;
+    if (R.annot_path) extra[nextra++] = (struct monitor_extra){R.annot_path, on_annot_event, NULL};
+    if (R.kube) extra[nextra++] = (struct monitor_extra){kube_token_path(R.kube), on_token_event, NULL};
     struct monitor_opts o = {
+        .extra = extra,
+        .nextra = nextra,
         .is_sub = is_rollout_file,
         .roots = (const char *const *)R.cfg.watch.v,
         .nroots = R.cfg.watch.n,
@@ -294,7 +308,6 @@ static void shutdown_all(void)
     R.stopping = 1;
     struct log_rec r;
     if (log_rec_begin(&r, LOG_INFO, "shutdown")) log_rec_end(&r, "stopping");
-    if (R.annot_watch) watch_close(R.annot_watch, NULL, NULL);
     uv_close((uv_handle_t *)&R.annot_timer, on_closed_noop);
     if (R.srv) httpd_close(R.srv, NULL, NULL);
     R.srv = NULL;
@@ -379,10 +392,10 @@ int run_main(int argc, char **argv)
 
     R.ep.mon = &R.mon;
     R.ep.eng = &R.eng;
+    R.ep.kube = &R.kube;
     R.ep.ready = &R.ready;
     R.ep.last_config_error = R.last_config_error;
-    if ((rc = httpc_create(&R.loop, &R.hc)) < 0 ||
-        (rc = engine_create(&R.loop, &R.cfg, R.hc, &R.eng)) < 0) {
+    if ((rc = engine_create(&R.loop, &R.cfg, &R.eng)) < 0) {
         log_error("cannot initialise: %s", uv_strerror(rc));
         shutdown_all();
         rc = 1;
@@ -399,20 +412,6 @@ int run_main(int argc, char **argv)
         shutdown_all();
         rc = 1;
     } else {
-        if (R.annot_path) {
-            size_t idx;
-            if (watch_create(&R.loop, &R.annot_watch) == 0)
-                watch_add(R.annot_watch, R.annot_path, on_annot_event, NULL, &idx);
-            else
-                log_warn("cannot watch %s for live updates", R.annot_path);
-        }
-        if (R.kube) {
-            size_t idx;
-            if (!R.annot_watch && watch_create(&R.loop, &R.annot_watch) < 0)
-                log_warn("cannot watch the token file for rotation");
-            else
-                watch_add(R.annot_watch, kube_token_path(R.kube), on_token_event, NULL, &idx);
-        }
         start_reconcile();
         struct log_rec r;
         R.ready = 1;

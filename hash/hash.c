@@ -21,7 +21,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
+/* OpenSSL's SHA-256 (assembly-accelerated) through its direct SHA256_*
+ * interface, linked statically: the EVP layer's provider initialisation
+ * alone costs about 2 MiB of resident memory, most of the agent's budget
+ * (README, "Memory"). The 1.1.1 API level keeps these declarations free of
+ * OpenSSL 3.0's deprecation attribute. */
+#define OPENSSL_API_COMPAT 0x10101000L
+#include <openssl/sha.h>
 
 #define CHUNK (64 * 1024)
 #define UNSTABLE 1 /* internal: the attempt saw the tree change; redo it */
@@ -58,7 +64,7 @@ struct datalink {
 
 /* The digest contexts and read buffer, reused across attempts. */
 struct hasher {
-    EVP_MD_CTX *total, *sub, *file;
+    SHA256_CTX total, sub, file;
     unsigned char *buf;
 };
 
@@ -266,10 +272,9 @@ static int cmp_file(const void *a, const void *b)
 }
 
 /* Feeds one framing header (path, 0x00, decimal length, 0x00) into c. */
-static int frame(EVP_MD_CTX *c, const char *path, const char *len, size_t lenlen)
+static int frame(SHA256_CTX *c, const char *path, const char *len, size_t lenlen)
 {
-    return EVP_DigestUpdate(c, path, strlen(path) + 1) == 1 &&
-           EVP_DigestUpdate(c, len, lenlen + 1) == 1;
+    return SHA256_Update(c, path, strlen(path) + 1) == 1 && SHA256_Update(c, len, lenlen + 1) == 1;
 }
 
 /* Reads one file into the digests; fills e->size and e->digest. */
@@ -291,9 +296,8 @@ static int hash_file(struct hasher *h, struct hash_entry *e, const char *fspath,
     }
     e->size = (uint64_t)st.st_size;
     int lenlen = snprintf(len, sizeof len, "%llu", (unsigned long long)e->size);
-    if (!frame(h->total, e->path, len, (size_t)lenlen) ||
-        (sub && !frame(h->sub, e->path, len, (size_t)lenlen)) ||
-        EVP_DigestInit_ex(h->file, EVP_sha256(), NULL) != 1) {
+    if (!frame(&h->total, e->path, len, (size_t)lenlen) ||
+        (sub && !frame(&h->sub, e->path, len, (size_t)lenlen)) || SHA256_Init(&h->file) != 1) {
         rc = fail(err, -EIO, "sha256", fspath);
         goto out;
     }
@@ -307,16 +311,16 @@ static int hash_file(struct hasher *h, struct hash_entry *e, const char *fspath,
         if (r == 0) break;
         got += (uint64_t)r;
         if (got > e->size) break; /* grew while read: stop early */
-        if (EVP_DigestUpdate(h->total, h->buf, (size_t)r) != 1 ||
-            (sub && EVP_DigestUpdate(h->sub, h->buf, (size_t)r) != 1) ||
-            EVP_DigestUpdate(h->file, h->buf, (size_t)r) != 1) {
+        if (SHA256_Update(&h->total, h->buf, (size_t)r) != 1 ||
+            (sub && SHA256_Update(&h->sub, h->buf, (size_t)r) != 1) ||
+            SHA256_Update(&h->file, h->buf, (size_t)r) != 1) {
             rc = fail(err, -EIO, "sha256", fspath);
             goto out;
         }
     }
     if (got != e->size)
         rc = unstable(err, fspath);
-    else if (EVP_DigestFinal_ex(h->file, e->digest, NULL) != 1)
+    else if (SHA256_Final(e->digest, &h->file) != 1)
         rc = fail(err, -EIO, "sha256", fspath);
 out:
     close(fd);
@@ -340,8 +344,7 @@ static int hash_files(struct hasher *h, struct walk *w, const struct hash_opts *
     w->nfiles = n;
     out->v = calloc(n ? n : 1, sizeof *out->v);
     if (!out->v) return fail(w->err, -ENOMEM, "malloc", "");
-    if (EVP_DigestInit_ex(h->total, EVP_sha256(), NULL) != 1 ||
-        EVP_DigestInit_ex(h->sub, EVP_sha256(), NULL) != 1)
+    if (SHA256_Init(&h->total) != 1 || SHA256_Init(&h->sub) != 1)
         return fail(w->err, -EIO, "sha256", "");
     for (size_t i = 0; i < n; i++) {
         struct file *f = &w->files[i];
@@ -356,8 +359,7 @@ static int hash_files(struct hasher *h, struct walk *w, const struct hash_opts *
         if (rc) return rc;
         if (e->classes & HASH_CLASS_SUB) out->nsub++;
     }
-    if (EVP_DigestFinal_ex(h->total, out->total, NULL) != 1 ||
-        EVP_DigestFinal_ex(h->sub, out->sub, NULL) != 1)
+    if (SHA256_Final(out->total, &h->total) != 1 || SHA256_Final(out->sub, &h->sub) != 1)
         return fail(w->err, -EIO, "sha256", "");
     return 0;
 }
@@ -406,11 +408,8 @@ int hash_compute(const char *const *roots, size_t nroots, const struct hash_opts
     if (!err) err = &dummy;
     memset(err, 0, sizeof *err);
     memset(out, 0, sizeof *out);
-    h.total = EVP_MD_CTX_new();
-    h.sub = EVP_MD_CTX_new();
-    h.file = EVP_MD_CTX_new();
     h.buf = malloc(CHUNK);
-    if (!h.total || !h.sub || !h.file || !h.buf) {
+    if (!h.buf) {
         rc = fail(err, -ENOMEM, "malloc", "");
         goto out;
     }
@@ -427,9 +426,6 @@ int hash_compute(const char *const *roots, size_t nroots, const struct hash_opts
         nanosleep(&ts, NULL);
     }
 out:
-    EVP_MD_CTX_free(h.total);
-    EVP_MD_CTX_free(h.sub);
-    EVP_MD_CTX_free(h.file);
     free(h.buf);
     return rc;
 }
@@ -453,7 +449,7 @@ void hash_hex(const unsigned char d[HASH_LEN], char out[HASH_HEX_LEN + 1])
 
 void hash_empty(unsigned char out[HASH_LEN])
 {
-    EVP_Digest("", 0, out, NULL, EVP_sha256(), NULL);
+    SHA256((const unsigned char *)"", 0, out);
 }
 
 int hash_manifest_copy(const struct hash_manifest *src, struct hash_manifest *dst)

@@ -11,7 +11,7 @@
  * path (exact duplicates from overlapping roots are kept once) and SHA-256 is
  * fed, per file: path bytes, 0x00, decimal content length, 0x00, content.
  *
- * Content is streamed through OpenSSL EVP in fixed-size chunks, so memory is
+ * Content is streamed through OpenSSL's SHA-256 in fixed-size chunks, so memory is
  * bounded whatever the file size. If a root's "..data" link changes during
  * the walk (a kubelet AtomicWriter swap), or a file vanishes or changes size
  * while it is read, the whole computation is redone, at most

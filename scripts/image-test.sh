@@ -44,6 +44,7 @@ D=$(mktemp -d /tmp/reload-agent-image.XXXXXX)
 cleanup() {
   rc=$?
   pm pod rm -f "$POD" >/dev/null 2>&1 || true
+  pm rm -f reload-agent-curlcheck >/dev/null 2>&1 || true
   rm -rf "$D"
   [ "$rc" = 0 ] || echo "image-test: FAILED (exit status $rc)" >&2
   exit "$rc"
@@ -136,6 +137,26 @@ got=$(pm run --rm --network none --read-only -v "$VOL:$VOL:ro" "$IMAGE" hash "$V
 want=$(python3 tests/refhash.py "$VOL") || fail "tests/refhash.py failed"
 [ "$got" = "$want" ] || fail "hash in the image is $got, tests/refhash.py says $want"
 step "hash of the volume matches tests/refhash.py"
+
+# libcurl is loaded on first use (agent/curl_dl.c), so check that the image
+# carries it and its libraries: an http action against a closed port must
+# fail with curl's connect error, not with "libcurl could not be loaded".
+pm run -d --name reload-agent-curlcheck --network host --read-only -v "$VOL:$VOL:ro" "$IMAGE" \
+  run --watch "$VOL" --action http --http-url http://127.0.0.1:9/ --on-start reload \
+  --retry-initial 200ms --retry-max 200ms --log-format json >/dev/null ||
+  fail "could not start the http check container"
+curl_ok=0
+for _ in $(seq 50); do
+  if pm logs reload-agent-curlcheck 2>&1 | grep -q '"action":"http".*"result":"failure"'; then curl_ok=1; break; fi
+  sleep 0.2
+done
+curl_log=$(pm logs reload-agent-curlcheck 2>&1 | tail -n 5)
+pm rm -f reload-agent-curlcheck >/dev/null 2>&1 || true
+[ "$curl_ok" = 1 ] || fail "no http action result in the image's log: $curl_log"
+case "$curl_log" in
+  *"could not be loaded"*) fail "libcurl does not load in the image: $curl_log" ;;
+esac
+step "libcurl loads in the image (http action reached the network stack)"
 
 # --- the pod ---
 if curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$PORT/"; then

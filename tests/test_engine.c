@@ -20,7 +20,6 @@
 
 #include "agent/config.h"
 #include "agent/engine.h"
-#include "agent/httpc.h"
 #include "agent/log.h"
 #include "hash/hash.h"
 
@@ -116,7 +115,6 @@ static void test_action_for_first_rule_wins(void **state)
 
 struct ctx {
     uv_loop_t loop;
-    struct httpc *hc;
     struct engine *e;
     struct config c;
 };
@@ -125,14 +123,12 @@ static void ctx_open(struct ctx *x, const char *const *args, int n)
 {
     config(&x->c, args, n);
     assert_int_equal(uv_loop_init(&x->loop), 0);
-    assert_int_equal(httpc_create(&x->loop, &x->hc), 0);
-    assert_int_equal(engine_create(&x->loop, &x->c, x->hc, &x->e), 0);
+    assert_int_equal(engine_create(&x->loop, &x->c, &x->e), 0);
 }
 
 static void ctx_close(struct ctx *x)
 {
     engine_close(x->e, NULL, NULL);
-    httpc_close(x->hc, NULL, NULL);
     uv_run(&x->loop, UV_RUN_DEFAULT);
     assert_int_equal(uv_loop_close(&x->loop), 0);
     cfg_free(&x->c);

@@ -69,5 +69,6 @@ int main(int argc, char **argv)
     if (!o) return 1;
     for (size_t i = 0; i < n; i++) fprintf(o, "%llu\n", (unsigned long long)ts[i]);
     fclose(o);
+    free(ts);
     return 0;
 }
