@@ -97,6 +97,7 @@ demo: deps
 bench: deps
 	$(MAKE) all
 	python3 tests/bench/bench.py --binary $(BUILD)/reload-agent --tools $(BUILD)/tools
+	python3 tests/bench/fleet.py --binary $(BUILD)/reload-agent --tools $(BUILD)/tools --agents 100
 
 image-test: deps
 	$(MAKE) all

@@ -44,7 +44,17 @@ struct warning {
     char *lpath;
 };
 
+/* A symlink already resolved during this attempt (e.g. ROOT/..data, which
+ * every kubelet key link goes through), so it costs one lookup. */
+#define LINK_MEMO 8
+struct link_memo {
+    char *link;   /* resolved path of the symlink itself */
+    char *target; /* what it resolves to (no symlinks left) */
+};
+
 struct walk {
+    struct link_memo memo[LINK_MEMO];
+    size_t nmemo;
     struct file *files;
     size_t nfiles, capfiles;
     struct warning *warns;
@@ -125,6 +135,10 @@ static void walk_free(struct walk *w)
         free(w->files[i].fspath);
     }
     for (size_t i = 0; i < w->nwarns; i++) free(w->warns[i].lpath);
+    for (size_t i = 0; i < w->nmemo; i++) {
+        free(w->memo[i].link);
+        free(w->memo[i].target);
+    }
     free(w->files);
     free(w->warns);
 }
@@ -134,10 +148,105 @@ static char *join(const char *dir, const char *name)
     size_t a = strlen(dir), b = strlen(name);
     char *p = malloc(a + b + 2);
     if (!p) return NULL;
+    while (a > 0 && dir[a - 1] == '/') a--; /* "/" + name is "/name" */
     memcpy(p, dir, a);
     p[a] = '/';
     memcpy(p + a + 1, name, b + 1);
     return p;
+}
+
+/* Appends "/comp" to the resolved path out (of length *n). */
+static int push_comp(char *out, size_t *n, const char *comp, size_t clen)
+{
+    if (*n == 1 && out[0] == '/') *n = 0;
+    if (*n + 1 + clen >= PATH_MAX) return -ENAMETOOLONG;
+    out[(*n)++] = '/';
+    memcpy(out + *n, comp, clen);
+    *n += clen;
+    out[*n] = '\0';
+    return 0;
+}
+
+/* Resolves path (relative to the resolved absolute directory base, or
+ * absolute) like realpath(3), into out, without looking up base again;
+ * symlinks resolved before in this attempt come from the memo. *st gets
+ * the stat of the result when *have_st is set (the last step was a
+ * lookup). *hops bounds the symlinks followed (ELOOP). Returns 0 or
+ * -errno. */
+static int resolve_from(struct walk *w, const char *base, const char *path, char *out,
+                        struct stat *st, int *have_st, int *hops)
+{
+    char tgt[PATH_MAX], link[PATH_MAX];
+    size_t n;
+    if (path[0] == '/') base = "/";
+    n = strlen(base);
+    if (n >= PATH_MAX) return -ENAMETOOLONG;
+    memcpy(out, base, n + 1);
+    *have_st = 0;
+    for (const char *p = path; *p;) {
+        while (*p == '/') p++;
+        if (!*p) break;
+        size_t clen = strcspn(p, "/");
+        const char *comp = p;
+        p += clen;
+        if (clen == 1 && comp[0] == '.') continue;
+        if (clen == 2 && comp[0] == '.' && comp[1] == '.') { /* out is resolved: lexical */
+            while (n > 1 && out[n - 1] != '/') n--;
+            n = n > 1 ? n - 1 : 1;
+            out[n] = '\0';
+            *have_st = 0;
+            continue;
+        }
+        size_t parent = n;
+        if (push_comp(out, &n, comp, clen) < 0) return -ENAMETOOLONG;
+        const char *hit = NULL;
+        for (size_t i = 0; i < w->nmemo && !hit; i++)
+            if (strcmp(w->memo[i].link, out) == 0) hit = w->memo[i].target;
+        if (hit) {
+            n = strlen(hit);
+            memcpy(out, hit, n + 1);
+            *have_st = 0;
+            continue;
+        }
+        if (lstat(out, st) != 0) return -errno;
+        *have_st = 1;
+        if (!S_ISLNK(st->st_mode)) {
+            if (*p && !S_ISDIR(st->st_mode)) return -ENOTDIR;
+            continue;
+        }
+        if (++*hops > 40) return -ELOOP;
+        ssize_t l = readlink(out, tgt, sizeof tgt - 1);
+        if (l < 0) return -errno;
+        tgt[l] = '\0';
+        memcpy(link, out, n + 1);
+        out[parent ? parent : 1] = '\0'; /* back to the link's directory */
+        if (parent == 0) out[0] = '/';
+        char dir[PATH_MAX];
+        memcpy(dir, out, strlen(out) + 1);
+        int rc = resolve_from(w, dir, tgt, out, st, have_st, hops);
+        if (rc < 0) return rc;
+        n = strlen(out);
+        if (w->nmemo < LINK_MEMO) {
+            char *a = strdup(link), *b = strdup(out);
+            if (a && b) w->memo[w->nmemo++] = (struct link_memo){a, b};
+            else {
+                free(a);
+                free(b);
+            }
+        }
+    }
+    return 0;
+}
+
+/* Resolves the symlink dirreal/name (dirreal resolved): 0 and out + *st
+ * (never a symlink), or -errno (ENOENT/ENOTDIR: dangling, ELOOP). */
+static int resolve_link(struct walk *w, const char *dirreal, const char *name, char *out,
+                        struct stat *st)
+{
+    int have_st = 0, hops = 0;
+    int rc = resolve_from(w, dirreal, name, out, st, &have_st, &hops);
+    if (rc == 0 && !have_st && stat(out, st) != 0) rc = -errno;
+    return rc;
 }
 
 static int inside_root(const struct walk *w, const char *real)
@@ -149,19 +258,18 @@ static int inside_root(const struct walk *w, const char *real)
 
 static int walk_dir(struct walk *w, const char *fsdir, size_t llen, size_t depth);
 
-/* A symlink found at w->lpath (file path fs): followed only inside the root. */
-static int walk_link(struct walk *w, const char *fs, size_t llen, size_t depth)
+/* The symlink `name` in the resolved directory fsdir (logical path
+ * w->lpath): followed only when it resolves inside the root. */
+static int walk_link(struct walk *w, const char *fsdir, const char *name, size_t llen,
+                     size_t depth)
 {
     char real[PATH_MAX];
     struct stat st;
-    if (!realpath(fs, real)) {
-        if (errno == ENOENT || errno == ENOTDIR) return add_warning(w, HASH_WARN_DANGLING);
-        if (errno == ELOOP) return add_warning(w, HASH_WARN_LOOP);
-        return fail(w->err, -errno, "realpath", fs);
-    }
+    int rc = resolve_link(w, fsdir, name, real, &st);
+    if (rc == -ENOENT || rc == -ENOTDIR) return add_warning(w, HASH_WARN_DANGLING);
+    if (rc == -ELOOP) return add_warning(w, HASH_WARN_LOOP);
+    if (rc < 0) return fail(w->err, rc, "realpath", fsdir);
     if (!inside_root(w, real)) return add_warning(w, HASH_WARN_ESCAPING_SYMLINK);
-    if (stat(real, &st) != 0)
-        return errno == ENOENT ? unstable(w->err, fs) : fail(w->err, -errno, "stat", real);
     if (S_ISDIR(st.st_mode)) return walk_dir(w, real, llen, depth + 1);
     if (S_ISREG(st.st_mode)) return add_file(w, real);
     return add_warning(w, HASH_WARN_SPECIAL);
@@ -178,7 +286,7 @@ static int walk_entry(struct walk *w, DIR *d, const char *fsdir, const char *nam
     if (fstatat(dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) != 0)
         rc = errno == ENOENT ? unstable(w->err, fs) : fail(w->err, -errno, "stat", fs);
     else if (S_ISLNK(st.st_mode))
-        rc = walk_link(w, fs, llen, depth);
+        rc = walk_link(w, fsdir, name, llen, depth);
     else if (S_ISDIR(st.st_mode))
         rc = walk_dir(w, fs, llen, depth + 1);
     else if (S_ISREG(st.st_mode))
@@ -251,7 +359,7 @@ static int walk_root(struct walk *w, const char *root)
     if (!realpath(root, w->rootreal))
         return errno == ENOENT ? unstable(w->err, root) : fail(w->err, -errno, "realpath", root);
     w->ndirs = 0;
-    return walk_dir(w, root, n, 0);
+    return walk_dir(w, w->rootreal, n, 0); /* walked by its resolved path */
 }
 
 static void read_datalink(const char *root, struct datalink *dl)
@@ -449,7 +557,9 @@ void hash_hex(const unsigned char d[HASH_LEN], char out[HASH_HEX_LEN + 1])
 
 void hash_empty(unsigned char out[HASH_LEN])
 {
-    SHA256((const unsigned char *)"", 0, out);
+    SHA256_CTX c; /* not SHA256(): in OpenSSL 3 it goes through EVP */
+    SHA256_Init(&c);
+    SHA256_Final(out, &c);
 }
 
 int hash_manifest_copy(const struct hash_manifest *src, struct hash_manifest *dst)

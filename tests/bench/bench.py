@@ -11,7 +11,7 @@ Figures printed:
   - actions for a burst of 100 updates with the default debounce.
 The receiving app is build/tools/hupcount, which timestamps each SIGHUP with
 CLOCK_MONOTONIC via sigwaitinfo; build/tools/awsim timestamps each ..data
-rename(2). Latency = first signal after an update - that update's rename.
+rename(2) just before the call (a stamp after it can come later than the reaction). Latency = first signal after an update - that update's rename.
 """
 import argparse
 import json

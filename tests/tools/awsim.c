@@ -22,7 +22,7 @@
  *       first update differs from whatever VOL held). --noop instead rewrites
  *       the content VOL/..data already holds, N times (the skip path).
  *       --stamps writes one CLOCK_MONOTONIC nanosecond time per update, taken
- *       right after the rename(2) of step 9 (for --noop, after the update).
+ *       right before the rename(2) of step 9 (for --noop, after the update).
  *   common: [--seed N] [--fsgroup GID] [--pause-ms MS] [--legacy] [--mode OCTAL]
  *       --seed makes the random orders (and ts-dir suffixes) reproducible;
  *       --mode is the file mode (default 0644); --pause-ms sleeps after
@@ -622,12 +622,14 @@ static int aw_write(const struct opts *o, const struct payload *p, uint64_t *swi
     }
     sleep_ms(o->pause_ms);
 
-    /* 9: the atomic switch */
+    /* 9: the atomic switch. The stamp is taken just before the syscall: a
+     * watcher on the other core can react before this process is scheduled
+     * again, so a stamp taken after could come later than the reaction. */
+    *switched_ns = mono_ns();
     if (rename(tmplink, datalink) != 0) {
         fail("rename", tmplink, errno);
         goto out;
     }
-    *switched_ns = mono_ns();
     sleep_ms(o->pause_ms);
 
     /* 10: missing top-level links */
