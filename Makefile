@@ -34,7 +34,7 @@ TOOL_SRC := $(wildcard tests/tools/*.c)
 TOOL_BIN := $(TOOL_SRC:tests/tools/%.c=$(BUILD)/tools/%)
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
-FUZZ_SECONDS ?= 120
+FUZZ_SECONDS ?= 240
 
 .PHONY: all test unit integration fuzz fuzz-replay asan install deps clean bench demo image-test
 

@@ -174,7 +174,7 @@ static int push_comp(char *out, size_t *n, const char *comp, size_t clen)
  * lookup). *hops bounds the symlinks followed (ELOOP). Returns 0 or
  * -errno. */
 static int resolve_from(struct walk *w, const char *base, const char *path, char *out,
-                        struct stat *st, int *have_st, int *hops)
+                        struct stat *st, int *have_st, int *hops, const struct stat *first)
 {
     char tgt[PATH_MAX], link[PATH_MAX];
     size_t n;
@@ -208,7 +208,12 @@ static int resolve_from(struct walk *w, const char *base, const char *path, char
             *have_st = 0;
             continue;
         }
-        if (lstat(out, st) != 0) return -errno;
+        if (first) { /* the caller already lstat'ed the first component */
+            *st = *first;
+            first = NULL;
+        } else if (lstat(out, st) != 0) {
+            return -errno;
+        }
         *have_st = 1;
         if (!S_ISLNK(st->st_mode)) {
             if (*p && !S_ISDIR(st->st_mode)) return -ENOTDIR;
@@ -223,7 +228,7 @@ static int resolve_from(struct walk *w, const char *base, const char *path, char
         if (parent == 0) out[0] = '/';
         char dir[PATH_MAX];
         memcpy(dir, out, strlen(out) + 1);
-        int rc = resolve_from(w, dir, tgt, out, st, have_st, hops);
+        int rc = resolve_from(w, dir, tgt, out, st, have_st, hops, NULL);
         if (rc < 0) return rc;
         n = strlen(out);
         if (w->nmemo < LINK_MEMO) {
@@ -238,13 +243,14 @@ static int resolve_from(struct walk *w, const char *base, const char *path, char
     return 0;
 }
 
-/* Resolves the symlink dirreal/name (dirreal resolved): 0 and out + *st
- * (never a symlink), or -errno (ENOENT/ENOTDIR: dangling, ELOOP). */
-static int resolve_link(struct walk *w, const char *dirreal, const char *name, char *out,
-                        struct stat *st)
+/* Resolves the symlink dirreal/name (dirreal resolved; lst is the link's
+ * own lstat): 0 and out + *st (never a symlink), or -errno (ENOENT/ENOTDIR:
+ * dangling, ELOOP). */
+static int resolve_link(struct walk *w, const char *dirreal, const char *name,
+                        const struct stat *lst, char *out, struct stat *st)
 {
     int have_st = 0, hops = 0;
-    int rc = resolve_from(w, dirreal, name, out, st, &have_st, &hops);
+    int rc = resolve_from(w, dirreal, name, out, st, &have_st, &hops, lst);
     if (rc == 0 && !have_st && stat(out, st) != 0) rc = -errno;
     return rc;
 }
@@ -260,12 +266,12 @@ static int walk_dir(struct walk *w, const char *fsdir, size_t llen, size_t depth
 
 /* The symlink `name` in the resolved directory fsdir (logical path
  * w->lpath): followed only when it resolves inside the root. */
-static int walk_link(struct walk *w, const char *fsdir, const char *name, size_t llen,
-                     size_t depth)
+static int walk_link(struct walk *w, const char *fsdir, const char *name,
+                     const struct stat *lst, size_t llen, size_t depth)
 {
     char real[PATH_MAX];
     struct stat st;
-    int rc = resolve_link(w, fsdir, name, real, &st);
+    int rc = resolve_link(w, fsdir, name, lst, real, &st);
     if (rc == -ENOENT || rc == -ENOTDIR) return add_warning(w, HASH_WARN_DANGLING);
     if (rc == -ELOOP) return add_warning(w, HASH_WARN_LOOP);
     if (rc < 0) return fail(w->err, rc, "realpath", fsdir);
@@ -286,7 +292,7 @@ static int walk_entry(struct walk *w, DIR *d, const char *fsdir, const char *nam
     if (fstatat(dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) != 0)
         rc = errno == ENOENT ? unstable(w->err, fs) : fail(w->err, -errno, "stat", fs);
     else if (S_ISLNK(st.st_mode))
-        rc = walk_link(w, fsdir, name, llen, depth);
+        rc = walk_link(w, fsdir, name, &st, llen, depth);
     else if (S_ISDIR(st.st_mode))
         rc = walk_dir(w, fs, llen, depth + 1);
     else if (S_ISREG(st.st_mode))

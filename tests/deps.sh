@@ -9,6 +9,9 @@ missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
 done
+# kubectl validates manifests/ offline (tests/integration/test_manifests.py);
+# Debian's kubernetes-client provides one where the machine has none.
+command -v kubectl >/dev/null 2>&1 || missing="$missing kubernetes-client"
 [ -z "$missing" ] && exit 0
 echo "deps: installing:$missing"
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; else SUDO=; fi
