@@ -151,19 +151,12 @@ static const struct opt_def *find_opt(const char *name, size_t len, size_t *idx)
     return NULL;
 }
 
-static char *xstrdup(const char *s)
-{
-    char *d = strdup(s);
-    if (!d) ra_oom();
-    return d;
-}
-
 static void strlist_push(struct strlist *l, const char *s)
 {
     char **nv = realloc(l->v, (l->n + 2) * sizeof *nv);
     if (!nv) ra_oom();
     l->v = nv;
-    l->v[l->n++] = xstrdup(s);
+    l->v[l->n++] = ra_strdup(s);
     l->v[l->n] = NULL;
 }
 
@@ -214,7 +207,7 @@ const char *cfg_layer_get(const struct cfg_layer *l, const char *name)
 static void layer_set(struct cfg_layer *l, size_t i, const char *v)
 {
     free(l->val[i]);
-    l->val[i] = xstrdup(v);
+    l->val[i] = ra_strdup(v);
     if (OPTIONS[i].flags & OPT_REPEAT) strlist_push(&l->list[i], v);
 }
 
@@ -284,7 +277,7 @@ int cfg_layer_from_annotations(const struct annot_set *a, struct cfg_layer *l, c
                 return -EINVAL;
             }
             free(l->val[idx]);
-            l->val[idx] = xstrdup(a->v[k].val);
+            l->val[idx] = ra_strdup(a->v[k].val);
             strlist_free(&l->list[idx]);
             for (size_t j = 0; j < n; j++) strlist_push(&l->list[idx], items[j]);
             val_list_free(items);
@@ -310,7 +303,7 @@ static int set_value(struct config *c, const struct opt_def *o, const char *v, e
     switch (o->type) {
     case OPT_STR:
         free(*(char **)field);
-        *(char **)field = xstrdup(v);
+        *(char **)field = ra_strdup(v);
         break;
     case OPT_DURATION:
         rc = val_duration(v, (int64_t *)field, why, sizeof why);

@@ -70,29 +70,7 @@ struct kube {
 
 /* ---- small helpers ---- */
 
-static char *xstrdup(const char *s)
-{
-    char *d;
 
-    if (!s) return NULL;
-    d = strdup(s);
-    if (!d) ra_oom();
-    return d;
-}
-
-static char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *xasprintf(const char *fmt, ...)
-{
-    va_list ap;
-    char *s;
-    int n;
-
-    va_start(ap, fmt);
-    n = vasprintf(&s, fmt, ap);
-    va_end(ap);
-    if (n < 0) ra_oom();
-    return s;
-}
 
 static int is_blank(char c)
 {
@@ -253,7 +231,7 @@ static int resolve_base(const struct kube_config *cfg, char **out, char *err, si
                      "is never sent unencrypted)", api);
             return -EINVAL;
         }
-        *out = xstrdup(api);
+        *out = ra_strdup(api);
         n = strlen(*out);
         while (n > 8 && (*out)[n - 1] == '/') (*out)[--n] = '\0';
         return 0;
@@ -267,9 +245,9 @@ static int resolve_base(const struct kube_config *cfg, char **out, char *err, si
         return -EINVAL;
     }
     if (strchr(host, ':') && host[0] != '[')
-        *out = xasprintf("https://[%s]:%s", host, port);
+        *out = ra_asprintf("https://[%s]:%s", host, port);
     else
-        *out = xasprintf("https://%s:%s", host, port);
+        *out = ra_asprintf("https://%s:%s", host, port);
     return 0;
 }
 
@@ -282,9 +260,9 @@ static int resolve_namespace(const struct kube_config *cfg, const char *sa_dir, 
 
     if (!ns) ns = nonempty(getenv("POD_NAMESPACE"));
     if (ns) {
-        *out = xstrdup(ns);
+        *out = ra_strdup(ns);
     } else {
-        path = xasprintf("%s/namespace", sa_dir);
+        path = ra_asprintf("%s/namespace", sa_dir);
         r = read_trimmed(path, 253, out, why, sizeof why);
         free(path);
         if (r < 0) {
@@ -305,7 +283,7 @@ static int resolve_namespace(const struct kube_config *cfg, const char *sa_dir, 
 static int resolve_file(const char *given, const char *sa_dir, const char *base, const char *what,
                         char **out, char *err, size_t errlen)
 {
-    char *path = nonempty(given) ? xstrdup(given) : xasprintf("%s/%s", sa_dir, base);
+    char *path = nonempty(given) ? ra_strdup(given) : ra_asprintf("%s/%s", sa_dir, base);
 
     if (access(path, R_OK) != 0) {
         snprintf(err, errlen, "the %s %s is not readable: %s", what, path, strerror(errno));
@@ -342,7 +320,7 @@ int kube_create(uv_loop_t *loop, struct httpc *hc, const struct kube_config *cfg
         snprintf(err, errlen, "pod name \"%.253s\" is not a valid Kubernetes object name", pod);
         r = -EINVAL;
     }
-    if (r == 0) k->pod_name = xstrdup(pod);
+    if (r == 0) k->pod_name = ra_strdup(pod);
     if (r == 0) r = resolve_file(cfg->token_file, sa_dir, "token", "token file", &k->token_path,
                                  err, errlen);
     if (r == 0)
@@ -607,8 +585,8 @@ static void on_attempt_done(void *ud, const struct httpc_result *res)
 static int attempt_start(struct kube_call *c)
 {
     struct kube *k = c->k;
-    char *url = xasprintf("%s%s", k->base_url, c->path);
-    char *ctype = c->content_type ? xasprintf("Content-Type: %s", c->content_type) : NULL;
+    char *url = ra_asprintf("%s%s", k->base_url, c->path);
+    char *ctype = c->content_type ? ra_asprintf("Content-Type: %s", c->content_type) : NULL;
     const char *headers[] = { "Accept: application/json", "User-Agent: reload-agent", ctype };
     struct httpc_req req = {
         .method = c->method,
@@ -646,19 +624,19 @@ int kube_request(struct kube *k, const struct kube_req *req, kube_cb cb, void *u
     c->cb = cb;
     c->on_cancel = req->on_cancel;
     c->ud = ud;
-    c->verb = xstrdup(nonempty(req->verb));
-    c->resource = xstrdup(nonempty(req->resource));
-    c->group = xstrdup(req->group);
-    c->method = xstrdup(req->method);
-    c->path = xstrdup(req->path);
-    c->content_type = xstrdup(nonempty(req->content_type));
+    c->verb = ra_strdup(nonempty(req->verb));
+    c->resource = ra_strdup(nonempty(req->resource));
+    c->group = ra_strdup(req->group);
+    c->method = ra_strdup(req->method);
+    c->path = ra_strdup(req->path);
+    c->content_type = ra_strdup(nonempty(req->content_type));
     if (req->body) {
         c->body = malloc(req->body_len + 1);
         if (!c->body) ra_oom();
         memcpy(c->body, req->body, req->body_len);
         c->body[req->body_len] = '\0';
         c->body_len = req->body_len;
-        if (!c->content_type) c->content_type = xstrdup("application/json");
+        if (!c->content_type) c->content_type = ra_strdup("application/json");
     }
     uv_timer_init(k->loop, &c->timer);
     c->timer.data = c;

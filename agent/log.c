@@ -295,3 +295,22 @@ void ra_oom(void)
     write_all(msg, sizeof msg - 1);
     exit(70);
 }
+
+char *ra_strdup(const char *s)
+{
+    char *d;
+    if (!s) return NULL;
+    if (!(d = strdup(s))) ra_oom();
+    return d;
+}
+
+char *ra_asprintf(const char *fmt, ...)
+{
+    va_list ap;
+    char *s;
+    va_start(ap, fmt);
+    int n = vasprintf(&s, fmt, ap);
+    va_end(ap);
+    if (n < 0) ra_oom();
+    return s;
+}

@@ -87,4 +87,9 @@ int log_json_escape(char **out, size_t *len, size_t *cap, const char *s, size_t 
  * parsers return -ENOMEM instead. */
 void ra_oom(void) __attribute__((noreturn));
 
+/* strdup and asprintf under that policy: they never return NULL, except
+ * ra_strdup(NULL), which returns NULL. The caller frees the result. */
+char *ra_strdup(const char *s);
+char *ra_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 #endif

@@ -57,27 +57,8 @@ struct owner_op {
 
 /* ---- helpers ---- */
 
-static char *xstrdup(const char *s)
-{
-    char *d = strdup(s ? s : "");
+static char *xstrdup(const char *s) { return ra_strdup(s ? s : ""); }
 
-    if (!d) ra_oom();
-    return d;
-}
-
-static char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *xasprintf(const char *fmt, ...)
-{
-    va_list ap;
-    char *s;
-    int n;
-
-    va_start(ap, fmt);
-    n = vasprintf(&s, fmt, ap);
-    va_end(ap);
-    if (n < 0) ra_oom();
-    return s;
-}
 
 static const char *str_at(const cJSON *obj, const char *key)
 {
@@ -111,7 +92,7 @@ static int group_is(const char *api_version, const char *group)
 
 static char *object_path(const struct kind_info *ki, const char *ns, const char *name)
 {
-    return xasprintf("/apis/%s/%s/namespaces/%s/%s/%s", ki->group, ki->version, ns, ki->resource,
+    return ra_asprintf("/apis/%s/%s/namespaces/%s/%s/%s", ki->group, ki->version, ns, ki->resource,
                      name);
 }
 
@@ -324,10 +305,10 @@ static void on_replicaset(struct owner_op *op, const cJSON *rs)
                 "ReplicaSet %s has no controller: patching it does not replace pods", op->name);
     } else if (!ref.ki || (strcmp(ref.kind, "Deployment") && strcmp(ref.kind, "Rollout"))) {
         free(op->child);
-        op->child = xasprintf("ReplicaSet %s", op->name);
+        op->child = ra_asprintf("ReplicaSet %s", op->name);
         unsupported(op, &ref);
     } else {
-        fetch(op, ref.ki, ref.name, ref.uid, xasprintf("ReplicaSet %s", op->name));
+        fetch(op, ref.ki, ref.name, ref.uid, ra_asprintf("ReplicaSet %s", op->name));
     }
 }
 
@@ -362,7 +343,7 @@ static void on_workload(struct owner_op *op, const cJSON *w)
     o->api_version = xstrdup(str_at(w, "apiVersion"));
     if (!o->api_version[0]) {
         free(o->api_version);
-        o->api_version = xasprintf("%s/%s", ki->group, ki->version);
+        o->api_version = ra_asprintf("%s/%s", ki->group, ki->version);
     }
     o->path = object_path(ki, o->namespace_, o->name);
     o->rollout_possible = 1;
@@ -438,8 +419,8 @@ int owner_resolve(struct kube *k, owner_cb cb, void *ud)
     op->o = calloc(1, sizeof *op->o);
     if (!op->o) ra_oom();
     op->name = xstrdup(kube_pod_name(k));
-    op->child = xasprintf("pod %s", op->name);
-    path = xasprintf("/api/v1/namespaces/%s/pods/%s", kube_namespace(k), op->name);
+    op->child = ra_asprintf("pod %s", op->name);
+    path = ra_asprintf("/api/v1/namespaces/%s/pods/%s", kube_namespace(k), op->name);
     req.path = path;
     r = kube_request(k, &req, on_reply, op);
     free(path);

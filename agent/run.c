@@ -7,6 +7,7 @@
 #include "agent/run.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -229,6 +230,17 @@ static void apply_config(struct config *next)
                   R.cfg.ignore.n != next->ignore.n; /* ignore set changes the hash */
     for (size_t i = 0; !rewatch && i < next->ignore.n; i++)
         rewatch = strcmp(R.cfg.ignore.v[i], next->ignore.v[i]) != 0;
+    static const size_t kube_fields[] = {
+        offsetof(struct config, kube_api), offsetof(struct config, kube_token_file),
+        offsetof(struct config, kube_ca_file), offsetof(struct config, pod_name),
+        offsetof(struct config, namespace_)};
+    for (size_t i = 0; i < sizeof kube_fields / sizeof kube_fields[0]; i++) {
+        const char *a = *(char *const *)((const char *)&R.cfg + kube_fields[i]);
+        const char *b = *(char *const *)((const char *)next + kube_fields[i]);
+        if (strcmp(a ? a : "", b ? b : "") != 0)
+            log_warn("a Kubernetes client option changed: it takes effect when the agent "
+                     "restarts (the client is set up once, at start)");
+    }
     cfg_free(&R.cfg);
     R.cfg = *next;
     apply_logging(&R.cfg);
