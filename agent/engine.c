@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agent/execact.h"
 #include "agent/log.h"
@@ -50,6 +51,8 @@ struct engine {
     struct rollout *ro;   /* NULL without a Kubernetes client */
     struct kevents *ev;   /* NULL when Events are off */
     int permanent;        /* the failing part said a retry cannot help */
+    pid_t sig_pid;        /* --pid-file target of the last signal ... */
+    int sig_pidfd;        /* ... and its pidfd, kept open: -1 if none */
     int closing;
     void (*done)(void *);
     void *done_ud;
@@ -180,14 +183,35 @@ closing:
 
 /* ---- the actions: each ends in exactly one part_done ---- */
 
+/* With --pid-file, the pidfd of the last target is kept: while the file
+ * names the same PID and that process is alive (one poll on the pidfd, which
+ * can never refer to a reused PID), the signal goes straight through it. */
+static int signal_cached(struct engine *e)
+{
+    const struct config *c = e->cfg;
+    pid_t pid;
+    if (e->sig_pidfd < 0) return -ENOENT;
+    if (proc_pid_file_read(c->pid_file, &pid) == 0 && pid == e->sig_pid &&
+        proc_pidfd_alive(e->sig_pidfd) == 1 && proc_pidfd_signal(e->sig_pidfd, c->signal) == 0)
+        return 0;
+    close(e->sig_pidfd);
+    e->sig_pidfd = -1;
+    return -ESRCH;
+}
+
 static void do_signal(struct engine *e)
 {
     const struct config *c = e->cfg;
+    int by_file = c->pid_file && *c->pid_file;
     struct proc_target t = {.pid_file = c->pid_file, .name = c->process, .all = c->signal_all};
     struct proc_match m[MAX_TARGETS];
     struct proc_scan_info info = {0};
+    const char *who = by_file ? c->pid_file : c->process;
+    if (by_file && signal_cached(e) == 0) {
+        part_done(e, ACTION_SIGNAL, 1, NULL);
+        return;
+    }
     int n = proc_find(&t, m, MAX_TARGETS, &info);
-    const char *who = c->pid_file && *c->pid_file ? c->pid_file : c->process;
     if (n <= 0) {
         char buf[512];
         snprintf(buf, sizeof buf, "no target process for %s: %s", who,
@@ -196,7 +220,18 @@ static void do_signal(struct engine *e)
         return;
     }
     for (int i = 0; i < n; i++) {
-        int rc = proc_signal(&m[i], c->signal);
+        int rc, fd = by_file ? proc_pidfd(&m[i]) : -1;
+        if (fd >= 0) {
+            rc = proc_pidfd_signal(fd, c->signal);
+            if (rc == 0) {
+                e->sig_pid = m[i].pid;
+                e->sig_pidfd = fd;
+            } else {
+                close(fd);
+            }
+        } else {
+            rc = proc_signal(&m[i], c->signal); /* also the no-pidfd (old kernel) path */
+        }
         if (rc < 0) {
             char buf[512];
             snprintf(buf, sizeof buf, "cannot signal PID %d (%s): %s", (int)m[i].pid, who,
@@ -411,6 +446,7 @@ int engine_create(uv_loop_t *loop, const struct config *cfg, struct engine **out
     e->loop = loop;
     e->cfg = cfg;
     e->last_action = e->last_result = "";
+    e->sig_pidfd = -1;
     hash_empty(e->applied.total);
     hash_empty(e->observed.total);
     uv_timer_init(loop, &e->timer);
@@ -497,6 +533,7 @@ static void on_timer_closed(uv_handle_t *h)
     hash_manifest_free(&e->observed);
     hash_manifest_free(&e->inflight_target);
     if (e->hc) httpc_close(e->hc, NULL, NULL);
+    if (e->sig_pidfd >= 0) close(e->sig_pidfd);
     free(e);
     if (done) done(ud);
 }

@@ -13,6 +13,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <poll.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
@@ -129,7 +130,7 @@ static pid_t parse_pid_text(char *s)
     return v > 0 ? (pid_t)v : -EINVAL;
 }
 
-static int find_by_pid_file(const char *path, struct proc_match *out, size_t max)
+int proc_pid_file_read(const char *path, pid_t *out)
 {
     char buf[256];
     ssize_t n = read_small(path, buf, sizeof buf);
@@ -138,6 +139,27 @@ static int find_by_pid_file(const char *path, struct proc_match *out, size_t max
     pid_t pid = parse_pid_text(buf);
     if (pid < 0) return pid;
     if (pid == 1 || pid == getpid()) return -EINVAL;
+    *out = pid;
+    return 0;
+}
+
+int proc_pidfd_alive(int pidfd)
+{
+    struct pollfd p = {.fd = pidfd, .events = POLLIN};
+    int r = poll(&p, 1, 0); /* a pidfd polls readable once its process exited */
+    return r < 0 ? -errno : r == 0;
+}
+
+int proc_pidfd_signal(int pidfd, int sig)
+{
+    return syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0) < 0 ? -errno : 0;
+}
+
+static int find_by_pid_file(const char *path, struct proc_match *out, size_t max)
+{
+    pid_t pid;
+    int rc = proc_pid_file_read(path, &pid);
+    if (rc < 0) return rc;
     struct pstat st;
     int r = stat_read(pid, &st);
     if (r < 0) return r;

@@ -54,6 +54,17 @@ int proc_signal(const struct proc_match *m, int sig);
  * before 5.3), or -errno. */
 int proc_pidfd(const struct proc_match *m);
 
+/* Reads a PID file (trimmed positive decimal; not PID 1, not ourselves).
+ * Returns 0 and *pid, -ENOENT (missing or empty) or -EINVAL. */
+int proc_pid_file_read(const char *path, pid_t *pid);
+
+/* 1 if the process a pidfd refers to is still running (not exited, not a
+ * zombie), 0 if it exited, <0 on error. One poll(2), no /proc access. */
+int proc_pidfd_alive(int pidfd);
+
+/* pidfd_send_signal(pidfd, sig). Returns 0, -ESRCH (gone), -EPERM, ... */
+int proc_pidfd_signal(int pidfd, int sig);
+
 /* A one-line explanation for a proc_signal/proc_find error, naming the fix
  * (e.g. EPERM -> run as the app's UID or add CAP_KILL). err 0 means "the
  * scan found nothing"; info (may be NULL) then tells whether that is because

@@ -237,9 +237,11 @@ static void apply_config(struct config *next)
     for (size_t i = 0; i < sizeof kube_fields / sizeof kube_fields[0]; i++) {
         const char *a = *(char *const *)((const char *)&R.cfg + kube_fields[i]);
         const char *b = *(char *const *)((const char *)next + kube_fields[i]);
-        if (strcmp(a ? a : "", b ? b : "") != 0)
+        if (strcmp(a ? a : "", b ? b : "") != 0) {
             log_warn("a Kubernetes client option changed: it takes effect when the agent "
                      "restarts (the client is set up once, at start)");
+            break;
+        }
     }
     cfg_free(&R.cfg);
     R.cfg = *next;

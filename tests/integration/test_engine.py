@@ -531,3 +531,33 @@ def test_status_and_metrics_on_failure(env):
     check(metric(m, "reload_agent_reloads_total", 'action="exec",result="failure"') == 1,
           "reloads_total failure sample:\n%s" % m.decode())
     check(metric(m, "reload_agent_last_reload_successful") == 0, "last_reload_successful is not 0")
+
+
+def test_signal_follows_a_restarted_app(env):
+    """With --pid-file the agent keeps the last target's pidfd; when the app
+    restarts (a new process writes the same pid file) the next change must
+    reach the new process, and a stale pid file naming a dead process must be
+    a failure, never a silent success."""
+    pid_file = env.path("app.pid")
+    vol = volume(env, {"app.conf": "v0\n"})
+    a = start(env, vol, "--action", "signal", "--pid-file", pid_file,
+              "--retry-initial", "100ms", "--retry-max", "300ms")
+    first = hupcount(env, pid_file, env.path("hups-1"))
+    update(env, vol, {"app.conf": "v1\n"})
+    wait_action(a, result="success")
+    check(hups_received(first, env.path("hups-1")) == 1, "the first app should get 1 SIGHUP")
+
+    # The pid file still names the first, now dead, process: a failure.
+    h2 = update(env, vol, {"app.conf": "v2\n"})
+    fail = wait_action(a, result="failure", hash=h2)
+    check(pid_file in fail.get("error", ""), "the failure should name the pid file: %r" % fail)
+
+    # The app restarts: the retry reaches the new process.
+    second = hupcount(env, pid_file, env.path("hups-2"))
+    ok = wait_action(a, result="success", hash=h2)
+    check(ok["hash"] == h2, "success on %s, want %s" % (ok["hash"], h2))
+    h3 = update(env, vol, {"app.conf": "v3\n"})
+    wait_action(a, result="success", hash=h3)
+    a.quiet(QUIET)
+    check(hups_received(second, env.path("hups-2")) == 2,
+          "the restarted app should get 2 SIGHUPs (the retried change and the next)")
