@@ -8,7 +8,6 @@
 #include "agent/config.h"
 
 #include <errno.h>
-#include <fnmatch.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
