@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,12 +60,24 @@ struct walk {
     size_t nfiles, capfiles;
     struct warning *warns;
     size_t nwarns, capwarns;
-    struct { dev_t dev; ino_t ino; } dirs[HASH_MAX_DEPTH + 1]; /* current walk path */
     size_t ndirs;
+    struct hash_error *err;
+    /* The large buffers come last: walk_new() zeroes only what is above. */
+    struct { dev_t dev; ino_t ino; } dirs[HASH_MAX_DEPTH + 1]; /* current walk path */
     char rootreal[PATH_MAX]; /* realpath of the current root */
     char lpath[PATH_MAX];    /* logical path being walked */
-    struct hash_error *err;
 };
+
+/* A walk with empty lists; the buffers are not cleared (they are written
+ * before they are read). NULL on ENOMEM. */
+static struct walk *walk_new(void)
+{
+    struct walk *w = malloc(sizeof *w);
+    if (!w) return NULL;
+    memset(w, 0, offsetof(struct walk, dirs));
+    w->rootreal[0] = w->lpath[0] = '\0';
+    return w;
+}
 
 /* readlink(root/..data) result, compared before and after an attempt. */
 struct datalink {
@@ -371,13 +384,14 @@ static int walk_root(struct walk *w, const char *root)
 static void read_datalink(const char *root, struct datalink *dl)
 {
     char p[PATH_MAX];
-    memset(dl, 0, sizeof *dl);
+    dl->target[0] = '\0';
     if ((size_t)snprintf(p, sizeof p, "%s/..data", root) >= sizeof p) {
         dl->rc = ENAMETOOLONG;
         return;
     }
     ssize_t n = readlink(p, dl->target, sizeof dl->target - 1);
     dl->rc = n < 0 ? errno : 0;
+    dl->target[n < 0 ? 0 : n] = '\0';
 }
 
 static int cmp_file(const void *a, const void *b)
@@ -483,8 +497,8 @@ static int attempt(struct hasher *h, const char *const *roots, size_t nroots,
                    const struct hash_opts *opts, unsigned n, struct hash_manifest *out,
                    struct hash_error *err)
 {
-    struct walk *w = calloc(1, sizeof *w);
-    struct datalink *before = calloc(nroots ? nroots : 1, sizeof *before);
+    struct walk *w = walk_new();
+    struct datalink *before = malloc((nroots ? nroots : 1) * sizeof *before);
     struct datalink after;
     int rc = 0;
     if (!w || !before) {
@@ -520,7 +534,9 @@ int hash_compute(const char *const *roots, size_t nroots, const struct hash_opts
     struct hasher h;
     int rc;
     if (!err) err = &dummy;
-    memset(err, 0, sizeof *err);
+    err->code = 0;
+    err->op = NULL;
+    err->path[0] = '\0';
     memset(out, 0, sizeof *out);
     h.buf = malloc(CHUNK);
     if (!h.buf) {
