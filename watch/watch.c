@@ -22,6 +22,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
@@ -466,6 +467,9 @@ static void on_readable(uv_poll_t *h, int status, int events)
             off += (ssize_t)(sizeof *ev + ev->len);
             on_event(w, ev);
         }
+        /* A read that left room for another whole event emptied the queue;
+         * the poll is level-triggered, so later events wake us again. */
+        if ((size_t)len + sizeof(struct inotify_event) + NAME_MAX + 1 <= sizeof w->buf) return;
     }
 }
 
