@@ -20,9 +20,10 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "tests/helper_proc.h"
+
 struct fake {
-    pid_t pid;
-    int stdin_fd; /* closing it makes the fake exit (--exit-on-stdin-eof) */
+    struct helper proc;
     int port, control;
     char ca[320], ca_bundle[320], other_ca[320], token_file[320], ns[64], pod[128];
 };
@@ -43,38 +44,15 @@ static int fake_start(struct fake *f, const char *state, const char *fixture)
 {
     const char *argv[] = { "python3", "tests/k8s/fakeapi.py", "--state", state, "--fixture",
                            fixture, "--ipv6", "--exit-on-stdin-eof", NULL };
-    int in[2], out[2], rc = -1;
-    char buf[4096] = { 0 };
-    size_t got = 0;
-    uint64_t deadline = uv_hrtime() + 30000000000ULL;
+    char buf[4096];
+    int rc = -1;
     cJSON *j, *pods;
 
     if (access(argv[1], R_OK) != 0) {
         fprintf(stderr, "fakeapi: cannot read %s (run from the repository root)\n", argv[1]);
         return -1;
     }
-    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) return -1;
-    f->pid = fork();
-    if (f->pid < 0) return -1;
-    if (f->pid == 0) {
-        dup2(in[0], 0);
-        dup2(out[1], 1);
-        execvp("python3", (char *const *)argv);
-        _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    f->stdin_fd = in[1];
-    while (got < sizeof buf - 1 && !memchr(buf, '\n', got) && uv_hrtime() < deadline) {
-        struct pollfd p = { .fd = out[0], .events = POLLIN };
-        ssize_t r;
-
-        if (poll(&p, 1, 200) <= 0) continue;
-        r = read(out[0], buf + got, sizeof buf - 1 - got);
-        if (r <= 0) break;
-        got += (size_t)r;
-    }
-    close(out[0]);
+    helper_start(&f->proc, argv, buf, sizeof buf, 30000);
     j = cJSON_Parse(buf);
     pods = cJSON_GetObjectItemCaseSensitive(j, "pods");
     f->port = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(j, "port"));
@@ -93,20 +71,7 @@ static int fake_start(struct fake *f, const char *state, const char *fixture)
     return rc;
 }
 
-static void fake_stop(struct fake *f)
-{
-    int i, status;
-
-    if (f->pid <= 0) return;
-    kill(f->pid, SIGTERM);
-    for (i = 0; i < 250 && waitpid(f->pid, &status, WNOHANG) == 0; i++) usleep(20000);
-    if (i == 250) {
-        kill(f->pid, SIGKILL);
-        waitpid(f->pid, &status, 0);
-    }
-    close(f->stdin_fd);
-    f->pid = 0;
-}
+static void fake_stop(struct fake *f) { helper_stop(&f->proc, 5000); }
 
 static size_t collect(char *p, size_t size, size_t n, void *ud)
 {

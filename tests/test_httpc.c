@@ -28,12 +28,12 @@
 
 #include "agent/httpc.h"
 #include "agent/log.h"
+#include "tests/helper_proc.h"
 
 #define GUARD_MS 10000 /* no test loop may run longer than this */
 
 struct server {
-    pid_t pid;
-    int stdin_fd; /* closing it makes the server exit */
+    struct helper proc; /* exits when its stdin closes */
     int port;
 };
 
@@ -60,10 +60,8 @@ static const char *server_script(void)
 static int server_start(struct server *s, const char *const *extra)
 {
     const char *argv[16] = { "python3", server_script() };
-    int in[2], out[2], n = 2;
-    char buf[32] = { 0 };
-    size_t got = 0;
-    uint64_t deadline = uv_hrtime() + 10000000000ULL;
+    char buf[32];
+    int n = 2;
 
     while (*extra && n < 15) argv[n++] = *extra++;
     argv[n] = NULL;
@@ -71,46 +69,12 @@ static int server_start(struct server *s, const char *const *extra)
         fprintf(stderr, "test_httpc: cannot read %s (run from the repository root)\n", argv[1]);
         return -1;
     }
-    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) return -1;
-    s->pid = fork();
-    if (s->pid < 0) return -1;
-    if (s->pid == 0) {
-        dup2(in[0], 0);
-        dup2(out[1], 1);
-        execvp("python3", (char *const *)argv);
-        _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    s->stdin_fd = in[1];
-    while (got < sizeof buf - 1 && !memchr(buf, '\n', got) && uv_hrtime() < deadline) {
-        struct pollfd p = { .fd = out[0], .events = POLLIN };
-        ssize_t r;
-
-        if (poll(&p, 1, 200) <= 0) continue;
-        r = read(out[0], buf + got, sizeof buf - 1 - got);
-        if (r <= 0) break;
-        got += (size_t)r;
-    }
-    close(out[0]);
+    helper_start(&s->proc, argv, buf, sizeof buf, 10000);
     s->port = atoi(buf);
     return s->port > 0 ? 0 : -1;
 }
 
-static void server_stop(struct server *s)
-{
-    int i, status;
-
-    if (s->pid <= 0) return;
-    kill(s->pid, SIGTERM);
-    for (i = 0; i < 100 && waitpid(s->pid, &status, WNOHANG) == 0; i++) usleep(20000);
-    if (i == 100) {
-        kill(s->pid, SIGKILL);
-        waitpid(s->pid, &status, 0);
-    }
-    close(s->stdin_fd);
-    s->pid = 0;
-}
+static void server_stop(struct server *s) { helper_stop(&s->proc, 2000); }
 
 static int make_certs(void)
 {
