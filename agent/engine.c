@@ -206,7 +206,9 @@ static void do_signal(struct engine *e)
     struct proc_target t = {.pid_file = c->pid_file, .name = c->process, .all = c->signal_all};
     struct proc_match m[MAX_TARGETS];
     struct proc_scan_info info = {0};
-    const char *who = by_file ? c->pid_file : c->process;
+    const char *who = by_file                        ? c->pid_file
+                      : c->process && *c->process ? c->process
+                                                  : "(no --process or --pid-file configured)";
     if (by_file && signal_cached(e) == 0) {
         part_done(e, ACTION_SIGNAL, 1, NULL);
         return;
@@ -264,6 +266,10 @@ static void http_done(void *ud, const struct httpc_result *res)
 static void do_http(struct engine *e)
 {
     const struct config *c = e->cfg;
+    if (!c->http_url || !*c->http_url) {
+        part_done(e, ACTION_HTTP, 0, "no --http-url is configured");
+        return;
+    }
     struct httpc_req req = {
         .method = c->http_method,
         .url = c->http_url,
@@ -310,6 +316,10 @@ static void exec_finished(void *ud, const struct exec_result *res)
 
 static void do_exec(struct engine *e)
 {
+    if (!e->cfg->exec_command || !*e->cfg->exec_command) { /* e.g. a retry after a live change */
+        part_done(e, ACTION_EXEC, 0, "no --exec-command is configured");
+        return;
+    }
     int rc = exec_start(e->loop, e->cfg->exec_command, ms_of(e->cfg->exec_timeout_ns), exec_finished,
                         e, &e->job);
     if (rc < 0) {
@@ -508,6 +518,12 @@ void engine_reconcile(struct engine *e, const char *pod_hash)
 
 void engine_config_changed(struct engine *e)
 {
+    /* A failed action that the new configuration no longer uses is not
+     * retried; the files it was for are still unapplied, so the diff maps
+     * them to whatever action the new rules give them. */
+    unsigned used = BIT(e->cfg->action);
+    for (size_t i = 0; i < e->cfg->nrules; i++) used |= BIT(e->cfg->rules[i].action);
+    e->failed_mask &= used;
     if (!e->inflight) schedule(e);
 }
 

@@ -158,6 +158,22 @@ class Env:
         check(r.returncode == 0, "hash failed: %s" % r.stderr.decode(errors="replace"))
         return r.stdout.decode().split()[0]
 
+    def crashed_agents(self):
+        """Agents that died on their own by a signal other than the ones tests
+        send (TERM, INT, KILL), or whose log holds a sanitizer report: a
+        crash is a failure in every test, whatever the test checked."""
+        bad = []
+        for a in self.agents:
+            rc = a.proc.poll()
+            if rc is not None and rc < 0 and -rc not in (signal.SIGTERM, signal.SIGINT,
+                                                        signal.SIGKILL):
+                bad.append("agent %d died by signal %d" % (a.pid, -rc))
+            with a.cond:
+                lines = list(a.lines)
+            if any("AddressSanitizer" in l or "runtime error:" in l for l in lines):
+                bad.append("agent %d: sanitizer report in its log" % a.pid)
+        return bad
+
     def dump_logs(self):
         for a in self.agents:
             print("---- agent %s log (last 60 lines):" % a.pid)

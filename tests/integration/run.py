@@ -45,6 +45,9 @@ def main():
         t0 = time.monotonic()
         try:
             fn(env)
+            crashes = env.crashed_agents()
+            if crashes:
+                raise lib.TestFailure("; ".join(crashes))
             ok = True
         except Exception:
             ok = False

@@ -561,3 +561,31 @@ def test_signal_follows_a_restarted_app(env):
     a.quiet(QUIET)
     check(hups_received(second, env.path("hups-2")) == 2,
           "the restarted app should get 2 SIGHUPs (the retried change and the next)")
+
+
+def test_live_switch_away_from_a_failing_action(env):
+    """A reload failing with exec; the annotations switch the action to
+    signal (and drop the command): the pending change is delivered by
+    signal, the failed exec is not retried any more, and the agent lives on
+    (a retry of an action the configuration no longer has once crashed it)."""
+    pid_file, hups = env.path("app.pid"), env.path("hups")
+    runs = env.path("runs")
+    p = hupcount(env, pid_file, hups)
+    vol = volume(env, {"app.conf": "v0\n"})
+    ann, ann_file = annotations_volume(env, {"action": "exec",
+                                             "exec-command": "sh -c 'echo run >> %s; exit 3'" % runs})
+    a = start(env, vol, "--annotations", ann_file, "--pid-file", pid_file,
+              "--retry-initial", "100ms", "--retry-max", "200ms")
+    want = update(env, vol, {"app.conf": "v1\n"})
+    a.wait_event("retry", count=2)
+    env.awsim(ann, {"annotations": annotations_text({"action": "signal"})})
+    a.wait_event("config")
+    ok = wait_action(a, action="signal", result="success")
+    check(ok["hash"] == want, "signal on %s, want %s" % (ok["hash"], want))
+    n = len(lines_of(runs))
+    a.quiet(QUIET)
+    check(len(lines_of(runs)) == n, "the exec action kept being retried after the switch")
+    check(not [e for e in actions(a, action="exec") if e.get("time", "") > ok.get("time", "")],
+          "exec ran again after the switch")
+    check(a.stop() == 0, "the agent did not exit cleanly after the switch")
+    check(hups_received(p, hups) == 1, "the app should get exactly 1 SIGHUP")
