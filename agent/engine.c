@@ -60,6 +60,10 @@ struct engine {
 
 static uint64_t ms_of(int64_t ns) { return ns <= 0 ? 0 : (uint64_t)((ns + 999999) / 1000000); }
 
+/* An option for a message: the configuration may have changed (live
+ * annotations) while the action ran, and the new one may not set it. */
+static const char *opt_str(const char *s) { return s && *s ? s : "(unset)"; }
+
 int engine_action_for(const struct config *cfg, const char *path)
 {
     for (size_t i = 0; i < cfg->nrules; i++)
@@ -251,12 +255,12 @@ static void http_done(void *ud, const struct httpc_result *res)
     struct engine *e = ud;
     char buf[512];
     if (!res->ok) {
-        snprintf(buf, sizeof buf, "%s %s: %s", e->cfg->http_method, e->cfg->http_url,
+        snprintf(buf, sizeof buf, "%s %s: %s", opt_str(e->cfg->http_method), opt_str(e->cfg->http_url),
                  res->error ? res->error : "request failed");
         part_done(e, ACTION_HTTP, 0, buf);
     } else if (!cfg_status_expected(e->cfg, res->status)) {
-        snprintf(buf, sizeof buf, "%s %s: unexpected status %ld", e->cfg->http_method,
-                 e->cfg->http_url, res->status);
+        snprintf(buf, sizeof buf, "%s %s: unexpected status %ld", opt_str(e->cfg->http_method),
+                 opt_str(e->cfg->http_url), res->status);
         part_done(e, ACTION_HTTP, 0, buf);
     } else {
         part_done(e, ACTION_HTTP, 1, NULL);
@@ -297,15 +301,15 @@ static void exec_finished(void *ud, const struct exec_result *res)
     char buf[512];
     e->job = NULL;
     if (res->spawn_error)
-        snprintf(buf, sizeof buf, "cannot run \"%s\": %s", e->cfg->exec_command,
+        snprintf(buf, sizeof buf, "cannot run \"%s\": %s", opt_str(e->cfg->exec_command),
                  uv_strerror(res->spawn_error));
     else if (res->timed_out)
-        snprintf(buf, sizeof buf, "\"%s\" timed out and was killed", e->cfg->exec_command);
+        snprintf(buf, sizeof buf, "\"%s\" timed out and was killed", opt_str(e->cfg->exec_command));
     else if (res->term_signal)
-        snprintf(buf, sizeof buf, "\"%s\" was killed by signal %d", e->cfg->exec_command,
+        snprintf(buf, sizeof buf, "\"%s\" was killed by signal %d", opt_str(e->cfg->exec_command),
                  res->term_signal);
     else if (res->exit_status != 0)
-        snprintf(buf, sizeof buf, "\"%s\" exited with status %lld", e->cfg->exec_command,
+        snprintf(buf, sizeof buf, "\"%s\" exited with status %lld", opt_str(e->cfg->exec_command),
                  (long long)res->exit_status);
     else {
         part_done(e, ACTION_EXEC, 1, NULL);
