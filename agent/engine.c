@@ -337,7 +337,7 @@ static void do_exec(struct engine *e)
 static void pod_event(struct engine *e, int action, int ok, const char *err)
 {
     const struct owner_info *o = e->ro ? rollout_owner(e->ro) : NULL;
-    if (!e->ev || !e->kube) return;
+    if (!e->ev || !e->kube || !e->cfg->events) return; /* --events=false applies live */
     struct kev_object obj = {"v1", "Pod", kube_pod_name(e->kube), kube_namespace(e->kube),
                              o && o->have_pod ? o->pod.uid : NULL};
     char msg[700];

@@ -70,7 +70,7 @@ const struct owner_info *rollout_owner(const struct rollout *r) { return r->owne
 
 static void owner_event(struct rollout *r, const char *type, const char *reason, const char *msg)
 {
-    if (!r->ev || !r->owner) return;
+    if (!r->ev || !r->owner || (r->cfg && !r->cfg->events)) return;
     struct kev_object o = {r->owner->api_version, r->owner->kind, r->owner->name,
                            r->owner->namespace_, r->owner->uid};
     kev_post(r->ev, &o, type, reason, msg);

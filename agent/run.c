@@ -233,16 +233,18 @@ static void apply_config(struct config *next)
     static const size_t kube_fields[] = {
         offsetof(struct config, kube_api), offsetof(struct config, kube_token_file),
         offsetof(struct config, kube_ca_file), offsetof(struct config, pod_name),
-        offsetof(struct config, namespace_)};
+        offsetof(struct config, namespace_), offsetof(struct config, listen)};
     for (size_t i = 0; i < sizeof kube_fields / sizeof kube_fields[0]; i++) {
         const char *a = *(char *const *)((const char *)&R.cfg + kube_fields[i]);
         const char *b = *(char *const *)((const char *)next + kube_fields[i]);
         if (strcmp(a ? a : "", b ? b : "") != 0) {
-            log_warn("a Kubernetes client option changed: it takes effect when the agent "
-                     "restarts (the client is set up once, at start)");
+            log_warn("--listen or a Kubernetes client option changed: it takes effect when "
+                     "the agent restarts (the server and the client are set up once, at start)");
             break;
         }
     }
+    if (next->events && !R.cfg.events && R.kube && !R.kev)
+        log_warn("--events=true takes effect when the agent restarts");
     cfg_free(&R.cfg);
     R.cfg = *next;
     apply_logging(&R.cfg);
