@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -65,6 +66,16 @@ static int helper_start(struct helper *h, const char *const *argv, char *line, s
     }
     close(out[0]);
     return memchr(line, '\n', got) ? 0 : -1;
+}
+
+/* The test servers are on loopback: no proxy from the environment may be
+ * involved (libcurl honours these variables). */
+static void no_proxy_env(void)
+{
+    static const char *const vars[] = { "http_proxy", "HTTP_PROXY", "https_proxy",
+                                        "HTTPS_PROXY", "all_proxy", "ALL_PROXY" };
+
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
 }
 
 /* SIGTERM, up to grace_ms for it to exit, then SIGKILL; reaps it. */

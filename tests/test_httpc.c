@@ -104,13 +104,7 @@ static int group_setup(void **state)
     const char *tls[] = { "--tls", "--cert", cert, "--key", key, NULL };
 
     (void)state;
-    /* The servers are on loopback: no proxy may be involved. */
-    unsetenv("http_proxy");
-    unsetenv("HTTP_PROXY");
-    unsetenv("https_proxy");
-    unsetenv("HTTPS_PROXY");
-    unsetenv("all_proxy");
-    unsetenv("ALL_PROXY");
+    no_proxy_env();
     if (!mkdtemp(g_dir)) return -1;
     snprintf(g_ca, sizeof g_ca, "%s/ca.crt", g_dir);
     snprintf(g_other_ca, sizeof g_other_ca, "%s/other.crt", g_dir);

@@ -797,12 +797,7 @@ static int group_setup(void **state)
     char st[300];
 
     (void)state;
-    unsetenv("http_proxy");
-    unsetenv("HTTP_PROXY");
-    unsetenv("https_proxy");
-    unsetenv("HTTPS_PROXY");
-    unsetenv("all_proxy");
-    unsetenv("ALL_PROXY");
+    no_proxy_env();
     if (!mkdtemp(g_dir)) return -1;
     snprintf(st, sizeof st, "%s/fake", g_dir);
     log_configure(LOG_ERROR, LOG_FORMAT_TEXT);

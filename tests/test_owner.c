@@ -514,12 +514,7 @@ static void test_cancel_mid_chain(void **state)
 static int group_setup(void **state)
 {
     (void)state;
-    unsetenv("http_proxy");
-    unsetenv("HTTP_PROXY");
-    unsetenv("https_proxy");
-    unsetenv("HTTPS_PROXY");
-    unsetenv("all_proxy");
-    unsetenv("ALL_PROXY");
+    no_proxy_env();
     if (!mkdtemp(g_dir)) return -1;
     snprintf(g_state, sizeof g_state, "%s/fake", g_dir);
     log_configure(LOG_ERROR, LOG_FORMAT_TEXT);

@@ -91,6 +91,22 @@ class Agent:
         return self.wait_for(lambda evs: (lambda l: l if len(l) >= count else None)(
             [e for e in evs if e.get("event") == event]), timeout, "%d x %s" % (count, event))
 
+    def matching(self, event, **fields):
+        """The events named `event` whose fields equal `fields`."""
+        with self.cond:
+            return [e for e in self.events if e.get("event") == event and
+                    all(e.get(k) == v for k, v in fields.items())]
+
+    def wait_match(self, event, timeout=10.0, **fields):
+        """Waits for an event named `event` whose fields equal `fields`;
+        returns the first one."""
+        def pred(evs):
+            for e in evs:
+                if e.get("event") == event and all(e.get(k) == v for k, v in fields.items()):
+                    return e
+            return None
+        return self.wait_for(pred, timeout, "a %s event with %r" % (event, fields))
+
     def quiet(self, seconds):
         """Sleeps, for asserting that nothing more happens."""
         time.sleep(seconds)

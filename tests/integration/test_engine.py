@@ -50,17 +50,12 @@ def start(env, vol, *args, debounce="50ms"):
 
 def actions(a, **match):
     """The action events whose fields equal `match`."""
-    return [e for e in a.of("action") if all(e.get(k) == v for k, v in match.items())]
+    return a.matching("action", **match)
 
 
 def wait_action(a, timeout=10.0, **match):
     """Waits for an action event with the given fields; returns it."""
-    def pred(evs):
-        for e in evs:
-            if e.get("event") == "action" and all(e.get(k) == v for k, v in match.items()):
-                return e
-        return None
-    return a.wait_for(pred, timeout, "an action event with %r" % match)
+    return a.wait_match("action", timeout, **match)
 
 
 def lines_of(path):

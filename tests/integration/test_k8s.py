@@ -158,25 +158,15 @@ def wait_kube_event(fake, reason, kind, name, timeout=10):
 
 
 def rollouts(a, **match):
-    return [e for e in a.of("rollout") if all(e.get(k) == v for k, v in match.items())]
+    return a.matching("rollout", **match)
 
 
 def wait_rollout(a, timeout=15, **match):
-    def pred(evs):
-        for e in evs:
-            if e.get("event") == "rollout" and all(e.get(k) == v for k, v in match.items()):
-                return e
-        return None
-    return a.wait_for(pred, timeout, "a rollout event with %r" % match)
+    return a.wait_match("rollout", timeout, **match)
 
 
 def wait_action(a, timeout=15, **match):
-    def pred(evs):
-        for e in evs:
-            if e.get("event") == "action" and all(e.get(k) == v for k, v in match.items()):
-                return e
-        return None
-    return a.wait_for(pred, timeout, "an action event with %r" % match)
+    return a.wait_match("action", timeout, **match)
 
 
 def digest16(content):
