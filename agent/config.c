@@ -118,6 +118,10 @@ static const struct opt_def OPTIONS[] = {
      "Cap of the retry delay."},
     {"min-interval", OPT_DURATION, "0s", F(min_interval_ns), NULL, 0, "DURATION",
      "At most one action per this interval; changes in between are coalesced."},
+    {"sched-slice", OPT_DURATION, "100us", F(sched_slice_ns), NULL, 0, "DURATION",
+     "Scheduler time slice the agent asks for (Linux 6.12+): a short one lets a change "
+     "preempt other work on the CPU at once instead of waiting behind it; the agent's "
+     "share of the CPU is unchanged. 0 keeps the kernel default."},
     {"listen", OPT_STR, NULL, F(listen), NULL, 0, "ADDR:PORT",
      "Serve /healthz, /readyz, /metrics and /status here, e.g. 127.0.0.1:9091 "
      "(default: no server)."},

@@ -73,6 +73,7 @@ struct config {
     int64_t retry_initial_ns;
     int64_t retry_max_ns;
     int64_t min_interval_ns;
+    int64_t sched_slice_ns;    /* --sched-slice, 0 = the kernel's default */
     int on_start;              /* enum on_start (AUTO resolved by cfg_build) */
     char *listen;
     char *kube_api;

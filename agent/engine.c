@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent/execact.h"
@@ -53,6 +55,7 @@ struct engine {
     int permanent;        /* the failing part said a retry cannot help */
     pid_t sig_pid;        /* --pid-file target of the last signal ... */
     int sig_pidfd;        /* ... and its pidfd, kept open: -1 if none */
+    struct stat sig_pf;   /* the pid file as stat'ed before sig_pid was read from it */
     int closing;
     void (*done)(void *);
     void *done_ud;
@@ -187,17 +190,45 @@ closing:
 
 /* ---- the actions: each ends in exactly one part_done ---- */
 
+/* 1 if a and b are the same version of one file (same inode, size,
+ * modification and change time). */
+static int same_file_version(const struct stat *a, const struct stat *b)
+{
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+           a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+/* Keeps st as the pid file version sig_pid was read from, unless the file
+ * changed less than a second ago: file times are coarse (a clock tick), so
+ * a rewrite within the same tick could look unchanged; such a file is
+ * read again next time (as git treats "racily clean" files). */
+static void remember_pid_file(struct engine *e, const struct stat *st)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    if (st->st_ino != 0 && st->st_ctim.tv_sec + 1 < now.tv_sec) e->sig_pf = *st;
+    else e->sig_pf = (struct stat){0};
+}
+
 /* With --pid-file, the pidfd of the last target is kept: while the file
  * names the same PID and that process is alive (one poll on the pidfd, which
- * can never refer to a reused PID), the signal goes straight through it. */
+ * can never refer to a reused PID), the signal goes straight through it.
+ * A pid file whose stat is unchanged since the PID was read from it is not
+ * read again; any change (even a touch) re-reads it. */
 static int signal_cached(struct engine *e)
 {
     const struct config *c = e->cfg;
+    struct stat st;
     pid_t pid;
     if (e->sig_pidfd < 0) return -ENOENT;
-    if (proc_pid_file_read(c->pid_file, &pid) == 0 && pid == e->sig_pid &&
-        proc_pidfd_alive(e->sig_pidfd) == 1 && proc_pidfd_signal(e->sig_pidfd, c->signal) == 0)
+    if (stat(c->pid_file, &st) == 0 &&
+        (same_file_version(&st, &e->sig_pf) ||
+         (proc_pid_file_read(c->pid_file, &pid) == 0 && pid == e->sig_pid)) &&
+        proc_pidfd_alive(e->sig_pidfd) == 1 && proc_pidfd_signal(e->sig_pidfd, c->signal) == 0) {
+        remember_pid_file(e, &st);
         return 0;
+    }
     close(e->sig_pidfd);
     e->sig_pidfd = -1;
     return -ESRCH;
@@ -213,10 +244,13 @@ static void do_signal(struct engine *e)
     const char *who = by_file                        ? c->pid_file
                       : c->process && *c->process ? c->process
                                                   : "(no --process or --pid-file configured)";
+    struct stat pf = {0};
     if (by_file && signal_cached(e) == 0) {
         part_done(e, ACTION_SIGNAL, 1, NULL);
         return;
     }
+    /* stat'ed before it is read: a change in between is seen next time */
+    if (by_file && stat(c->pid_file, &pf) != 0) pf = (struct stat){0};
     int n = proc_find(&t, m, MAX_TARGETS, &info);
     if (n <= 0) {
         char buf[512];
@@ -232,6 +266,7 @@ static void do_signal(struct engine *e)
             if (rc == 0) {
                 e->sig_pid = m[i].pid;
                 e->sig_pidfd = fd;
+                remember_pid_file(e, &pf);
             } else {
                 close(fd);
             }

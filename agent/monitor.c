@@ -34,6 +34,7 @@ struct monitor {
     int overflowed;       /* an overflow is pending evaluation */
     uint64_t retry_ms;    /* current hash-error backoff, 0 = none */
     struct hash_manifest cur;
+    struct hash_cache roots_real; /* resolved roots, kept between evaluations */
     uint64_t changes;
     monitor_change_cb cb;
     void *ud;
@@ -68,7 +69,8 @@ static int compute(struct monitor *m, struct hash_manifest *out)
     const char **present = calloc(m->nroots ? m->nroots : 1, sizeof *present);
     size_t np = 0;
     struct hash_error err = {0};
-    struct hash_opts o = {.select = select_file, .warn = hash_warned, .ud = m};
+    struct hash_opts o = {.select = select_file, .warn = hash_warned, .ud = m,
+                          .cache = &m->roots_real};
     if (!present) return -ENOMEM;
     for (size_t i = 0; i < m->nroots; i++)
         if (watch_root_present(m->w, i)) present[np++] = m->roots[i];
@@ -301,6 +303,7 @@ static void maybe_free(struct monitor *m)
     free(m->seen);
     free(m->ignore);
     hash_manifest_free(&m->cur);
+    hash_cache_free(&m->roots_real);
     free(m);
     if (done) done(dud);
 }

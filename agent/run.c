@@ -26,6 +26,7 @@
 #include "agent/metrics.h"
 #include "agent/monitor.h"
 #include "agent/rollout.h"
+#include "agent/sched.h"
 #include "watch/watch.h"
 
 #define ANNOT_DEBOUNCE_MS 50
@@ -62,6 +63,28 @@ void run_usage(void)
 static void apply_logging(const struct config *c)
 {
     log_configure((enum log_level)c->log_level, (enum log_format)c->log_format);
+}
+
+/* Asks for the configured scheduler slice when it differs from was (the
+ * value in force; -1 at start, where 0 leaves the inherited slice alone). */
+static void apply_sched(int64_t was, const struct config *c)
+{
+    if (c->sched_slice_ns == was || (was < 0 && c->sched_slice_ns == 0)) return;
+    int rc = sched_set_slice(c->sched_slice_ns);
+    struct log_rec r;
+    if (log_rec_begin(&r, rc == 0 ? LOG_DEBUG : LOG_WARN, "sched-slice")) {
+        log_rec_int(&r, "slice_ns", c->sched_slice_ns);
+        if (rc == 0) {
+            log_rec_end(&r, "scheduler slice set to %lld ns", (long long)c->sched_slice_ns);
+        } else {
+            const char *why = rc == -EPERM ? "not permitted (the agent is not under SCHED_OTHER, "
+                                             "or a seccomp filter refuses sched_setattr)"
+                                           : strerror(-rc);
+            log_rec_str(&r, "error", why);
+            log_rec_end(&r, "cannot set the scheduler slice (--sched-slice): %s; the agent works "
+                        "on with the slice it has", why);
+        }
+    }
 }
 
 /* Reads the annotations file into an annotation layer. A missing file is an
@@ -245,9 +268,11 @@ static void apply_config(struct config *next)
     }
     if (next->events && !R.cfg.events && R.kube && !R.kev)
         log_warn("--events=true takes effect when the agent restarts");
+    int64_t slice_was = R.cfg.sched_slice_ns;
     cfg_free(&R.cfg);
     R.cfg = *next;
     apply_logging(&R.cfg);
+    apply_sched(slice_was, &R.cfg);
     struct log_rec r;
     if (log_rec_begin(&r, LOG_INFO, "config")) {
         log_rec_str(&r, "action", cfg_action_name(R.cfg.action));
@@ -395,6 +420,7 @@ int run_main(int argc, char **argv)
         return fatal_config(err);
     }
     apply_logging(&R.cfg);
+    apply_sched(-1, &R.cfg);
     signal(SIGPIPE, SIG_IGN);
 
     uv_loop_init(&R.loop);

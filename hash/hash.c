@@ -31,13 +31,17 @@
 #include <openssl/sha.h>
 
 #define CHUNK (64 * 1024)
+#define DIRBUF 8192 /* getdents64 buffer per open directory */
 #define UNSTABLE 1 /* internal: the attempt saw the tree change; redo it */
 
 void (*hash__test_after_walk)(unsigned attempt);
+int hash__test_no_dtype;
 
 struct file {
     char *lpath;  /* logical path */
     char *fspath; /* path to open */
+    int dfd;      /* ... relative to this directory fd (AT_FDCWD: as it is) */
+    size_t rel;   /* offset in fspath of the part relative to dfd */
 };
 
 struct warning {
@@ -62,6 +66,10 @@ struct walk {
     size_t nwarns, capwarns;
     size_t ndirs;
     struct hash_error *err;
+    int *rootfds;      /* per root: its open directory, or -1 (closed by walk_free) */
+    size_t nrootfds;
+    int rootfd;        /* the current root's directory fd, or -1 */
+    size_t rootlen;    /* strlen(rootreal) */
     /* The large buffers come last: walk_new() zeroes only what is above. */
     struct { dev_t dev; ino_t ino; } dirs[HASH_MAX_DEPTH + 1]; /* current walk path */
     char rootreal[PATH_MAX]; /* realpath of the current root */
@@ -75,8 +83,70 @@ static struct walk *walk_new(void)
     struct walk *w = malloc(sizeof *w);
     if (!w) return NULL;
     memset(w, 0, offsetof(struct walk, dirs));
+    w->rootfd = -1;
     w->rootreal[0] = w->lpath[0] = '\0';
     return w;
+}
+
+struct hash_cache_root {
+    char *root;     /* the root as given */
+    dev_t dev;      /* identity of the directory it named */
+    ino_t ino;
+    char *real;     /* its resolved path */
+};
+
+void hash_cache_free(struct hash_cache *c)
+{
+    for (size_t i = 0; i < c->n; i++) {
+        free(c->v[i].root);
+        free(c->v[i].real);
+    }
+    free(c->v);
+    c->v = NULL;
+    c->n = 0;
+}
+
+/* The remembered resolved path of root if it still names the directory st
+ * describes (one stat), else NULL. */
+static const char *cache_lookup(struct hash_cache *c, const char *root, const struct stat *st)
+{
+    struct stat rs;
+    for (size_t i = 0; c && i < c->n; i++) {
+        struct hash_cache_root *r = &c->v[i];
+        if (strcmp(r->root, root) != 0) continue;
+        if (r->dev == st->st_dev && r->ino == st->st_ino && stat(r->real, &rs) == 0 &&
+            rs.st_dev == st->st_dev && rs.st_ino == st->st_ino)
+            return r->real;
+        return NULL;
+    }
+    return NULL;
+}
+
+/* Remembers root -> real for the directory st. Out of memory only means
+ * no caching. */
+static void cache_store(struct hash_cache *c, const char *root, const struct stat *st,
+                        const char *real)
+{
+    struct hash_cache_root *r = NULL;
+    char *rr, *rl;
+    if (!c) return;
+    for (size_t i = 0; i < c->n && !r; i++)
+        if (strcmp(c->v[i].root, root) == 0) r = &c->v[i];
+    if (!r) {
+        struct hash_cache_root *nv = realloc(c->v, (c->n + 1) * sizeof *nv);
+        if (!nv) return;
+        c->v = nv;
+        rr = strdup(root);
+        if (!rr) return;
+        r = &c->v[c->n++];
+        *r = (struct hash_cache_root){rr, 0, 0, NULL};
+    }
+    rl = strdup(real);
+    if (!rl) return;
+    free(r->real);
+    r->real = rl;
+    r->dev = st->st_dev;
+    r->ino = st->st_ino;
 }
 
 /* readlink(root/..data) result, compared before and after an attempt. */
@@ -127,6 +197,21 @@ static int add_warning(struct walk *w, enum hash_warning kind)
     return 0;
 }
 
+/* A resolved path inside the current root as a path relative to the root's
+ * open directory, stored in *dfd (a shorter lookup for the kernel);
+ * anything else as it is, with AT_FDCWD. */
+static const char *at_root(const struct walk *w, const char *path, int *dfd)
+{
+    size_t n = w->rootlen;
+    if (w->rootfd >= 0 && n > 1 && strncmp(path, w->rootreal, n) == 0 && path[n] == '/' &&
+        path[n + 1]) {
+        *dfd = w->rootfd;
+        return path + n + 1;
+    }
+    *dfd = AT_FDCWD;
+    return path;
+}
+
 static int add_file(struct walk *w, const char *fspath)
 {
     if (grow((void **)&w->files, &w->capfiles, w->nfiles, sizeof *w->files))
@@ -137,7 +222,9 @@ static int add_file(struct walk *w, const char *fspath)
         free(f);
         return fail(w->err, -ENOMEM, "malloc", fspath);
     }
-    w->files[w->nfiles++] = (struct file){l, f};
+    int dfd;
+    size_t rel = (size_t)(at_root(w, f, &dfd) - f);
+    w->files[w->nfiles++] = (struct file){l, f, dfd, rel};
     return 0;
 }
 
@@ -148,6 +235,9 @@ static void walk_free(struct walk *w)
         free(w->files[i].fspath);
     }
     for (size_t i = 0; i < w->nwarns; i++) free(w->warns[i].lpath);
+    for (size_t i = 0; i < w->nrootfds; i++)
+        if (w->rootfds[i] >= 0) close(w->rootfds[i]);
+    free(w->rootfds);
     for (size_t i = 0; i < w->nmemo; i++) {
         free(w->memo[i].link);
         free(w->memo[i].target);
@@ -187,7 +277,8 @@ static int push_comp(char *out, size_t *n, const char *comp, size_t clen)
  * lookup). *hops bounds the symlinks followed (ELOOP). Returns 0 or
  * -errno. */
 static int resolve_from(struct walk *w, const char *base, const char *path, char *out,
-                        struct stat *st, int *have_st, int *hops, const struct stat *first)
+                        struct stat *st, int *have_st, int *hops, const struct stat *first,
+                        int first_link)
 {
     char tgt[PATH_MAX], link[PATH_MAX];
     size_t n;
@@ -221,27 +312,35 @@ static int resolve_from(struct walk *w, const char *base, const char *path, char
             *have_st = 0;
             continue;
         }
-        if (first) { /* the caller already lstat'ed the first component */
+        if (first_link) { /* the directory entry said symlink: read it straight away */
+            first_link = 0;
+            *have_st = 0;
+        } else if (first) { /* the caller already lstat'ed the first component */
             *st = *first;
             first = NULL;
-        } else if (lstat(out, st) != 0) {
-            return -errno;
+            *have_st = 1;
+        } else {
+            int dfd;
+            const char *rel = at_root(w, out, &dfd);
+            if (fstatat(dfd, rel, st, AT_SYMLINK_NOFOLLOW) != 0) return -errno;
+            *have_st = 1;
         }
-        *have_st = 1;
-        if (!S_ISLNK(st->st_mode)) {
+        if (*have_st && !S_ISLNK(st->st_mode)) {
             if (*p && !S_ISDIR(st->st_mode)) return -ENOTDIR;
             continue;
         }
         if (++*hops > 40) return -ELOOP;
-        ssize_t l = readlink(out, tgt, sizeof tgt - 1);
-        if (l < 0) return -errno;
+        int ldfd;
+        const char *lrel = at_root(w, out, &ldfd);
+        ssize_t l = readlinkat(ldfd, lrel, tgt, sizeof tgt - 1);
+        if (l < 0) return errno == EINVAL ? -EAGAIN : -errno; /* EINVAL: not a link (now) */
         tgt[l] = '\0';
         memcpy(link, out, n + 1);
         out[parent ? parent : 1] = '\0'; /* back to the link's directory */
         if (parent == 0) out[0] = '/';
         char dir[PATH_MAX];
         memcpy(dir, out, strlen(out) + 1);
-        int rc = resolve_from(w, dir, tgt, out, st, have_st, hops, NULL);
+        int rc = resolve_from(w, dir, tgt, out, st, have_st, hops, NULL, 0);
         if (rc < 0) return rc;
         n = strlen(out);
         if (w->nmemo < LINK_MEMO) {
@@ -257,14 +356,19 @@ static int resolve_from(struct walk *w, const char *base, const char *path, char
 }
 
 /* Resolves the symlink dirreal/name (dirreal resolved; lst is the link's
- * own lstat): 0 and out + *st (never a symlink), or -errno (ENOENT/ENOTDIR:
- * dangling, ELOOP). */
+ * own lstat, or NULL when only its directory entry said "symlink"): 0 and
+ * out + *st (never a symlink), or -errno (ENOENT/ENOTDIR: dangling, ELOOP;
+ * EAGAIN: it is no longer a symlink). */
 static int resolve_link(struct walk *w, const char *dirreal, const char *name,
                         const struct stat *lst, char *out, struct stat *st)
 {
     int have_st = 0, hops = 0;
-    int rc = resolve_from(w, dirreal, name, out, st, &have_st, &hops, lst);
-    if (rc == 0 && !have_st && stat(out, st) != 0) rc = -errno;
+    int rc = resolve_from(w, dirreal, name, out, st, &have_st, &hops, lst, lst == NULL);
+    if (rc == 0 && !have_st) {
+        int dfd;
+        const char *rel = at_root(w, out, &dfd);
+        if (fstatat(dfd, rel, st, 0) != 0) rc = -errno;
+    }
     return rc;
 }
 
@@ -287,6 +391,7 @@ static int walk_link(struct walk *w, const char *fsdir, const char *name,
     int rc = resolve_link(w, fsdir, name, lst, real, &st);
     if (rc == -ENOENT || rc == -ENOTDIR) return add_warning(w, HASH_WARN_DANGLING);
     if (rc == -ELOOP) return add_warning(w, HASH_WARN_LOOP);
+    if (rc == -EAGAIN) return unstable(w->err, w->lpath);
     if (rc < 0) return fail(w->err, rc, "realpath", fsdir);
     if (!inside_root(w, real)) return add_warning(w, HASH_WARN_ESCAPING_SYMLINK);
     if (S_ISDIR(st.st_mode)) return walk_dir(w, real, llen, depth + 1);
@@ -294,15 +399,24 @@ static int walk_link(struct walk *w, const char *fsdir, const char *name,
     return add_warning(w, HASH_WARN_SPECIAL);
 }
 
-/* The entry `name` of the open directory d (file path fsdir). */
-static int walk_entry(struct walk *w, DIR *d, const char *fsdir, const char *name, size_t llen,
-                      size_t depth)
+/* The entry `name` (directory-entry type dtype) of the open directory dfd
+ * (file path fsdir). The entry type saves a stat per entry; where the file
+ * system does not report it (DT_UNKNOWN) the entry is stat'ed. */
+static int walk_entry(struct walk *w, int dfd, const char *fsdir, const char *name,
+                      unsigned char dtype, size_t llen, size_t depth)
 {
     struct stat st;
     int rc;
+    if (dtype == DT_LNK) return walk_link(w, fsdir, name, NULL, llen, depth);
+    if (dtype != DT_REG && dtype != DT_DIR && dtype != DT_UNKNOWN)
+        return add_warning(w, HASH_WARN_SPECIAL);
     char *fs = join(fsdir, name);
     if (!fs) return fail(w->err, -ENOMEM, "malloc", fsdir);
-    if (fstatat(dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+    if (dtype == DT_REG)
+        rc = add_file(w, fs); /* hash_file checks it is still a regular file */
+    else if (dtype == DT_DIR)
+        rc = walk_dir(w, fs, llen, depth + 1);
+    else if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
         rc = errno == ENOENT ? unstable(w->err, fs) : fail(w->err, -errno, "stat", fs);
     else if (S_ISLNK(st.st_mode))
         rc = walk_link(w, fsdir, name, &st, llen, depth);
@@ -316,82 +430,159 @@ static int walk_entry(struct walk *w, DIR *d, const char *fsdir, const char *nam
     return rc;
 }
 
-/* Walks directory fsdir, whose logical path is w->lpath[0..llen). */
-static int walk_dir(struct walk *w, const char *fsdir, size_t llen, size_t depth)
+/* Walks the open directory fd (resolved path fsdir, logical path
+ * w->lpath[0..llen)); known is its fstat if the caller has it. The caller
+ * closes fd. */
+static int walk_open_dir(struct walk *w, int fd, const struct stat *known, const char *fsdir,
+                         size_t llen, size_t depth)
 {
     struct stat st;
     int rc = 0;
-    if (depth > HASH_MAX_DEPTH) return add_warning(w, HASH_WARN_LOOP);
-    DIR *d = opendir(fsdir);
-    if (!d) return errno == ENOENT ? unstable(w->err, fsdir) : fail(w->err, -errno, "opendir", fsdir);
-    if (fstat(dirfd(d), &st) != 0) {
-        rc = fail(w->err, -errno, "stat", fsdir);
-        goto out;
-    }
-    for (size_t i = 0; i < w->ndirs; i++) {
-        if (w->dirs[i].dev == st.st_dev && w->dirs[i].ino == st.st_ino) {
-            rc = add_warning(w, HASH_WARN_LOOP);
-            goto out;
-        }
-    }
+    if (known) st = *known;
+    else if (fstat(fd, &st) != 0) return fail(w->err, -errno, "stat", fsdir);
+    for (size_t i = 0; i < w->ndirs; i++)
+        if (w->dirs[i].dev == st.st_dev && w->dirs[i].ino == st.st_ino)
+            return add_warning(w, HASH_WARN_LOOP);
+    char *buf = malloc(DIRBUF);
+    if (!buf) return fail(w->err, -ENOMEM, "malloc", fsdir);
     w->dirs[w->ndirs].dev = st.st_dev;
     w->dirs[w->ndirs].ino = st.st_ino;
     w->ndirs++;
-    for (;;) {
-        errno = 0;
-        struct dirent *de = readdir(d);
-        if (!de) {
-            if (errno) rc = fail(w->err, -errno, "readdir", fsdir);
-            break;
+    while (rc == 0) {
+        ssize_t got = getdents64(fd, buf, DIRBUF);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) rc = fail(w->err, -errno, "readdir", fsdir);
+        if (got <= 0) break;
+        for (ssize_t off = 0; off < got && rc == 0;) {
+            const struct dirent64 *de = (const void *)(buf + off);
+            const char *name = de->d_name;
+            off += de->d_reclen;
+            if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) continue;
+            if (depth == 0 && strncmp(name, "..", 2) == 0) continue; /* kubelet-private */
+            size_t nl = strlen(name);
+            if (llen + 1 + nl >= sizeof w->lpath) {
+                rc = fail(w->err, -ENAMETOOLONG, "walk", fsdir);
+                break;
+            }
+            w->lpath[llen] = '/';
+            memcpy(w->lpath + llen + 1, name, nl + 1);
+            rc = walk_entry(w, fd, fsdir, name, hash__test_no_dtype ? DT_UNKNOWN : de->d_type,
+                            llen + 1 + nl, depth);
+            w->lpath[llen] = '\0';
         }
-        const char *name = de->d_name;
-        if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) continue;
-        if (depth == 0 && strncmp(name, "..", 2) == 0) continue; /* kubelet-private */
-        size_t nl = strlen(name);
-        if (llen + 1 + nl >= sizeof w->lpath) {
-            rc = fail(w->err, -ENAMETOOLONG, "walk", fsdir);
-            break;
-        }
-        w->lpath[llen] = '/';
-        memcpy(w->lpath + llen + 1, name, nl + 1);
-        rc = walk_entry(w, d, fsdir, name, llen + 1 + nl, depth);
-        w->lpath[llen] = '\0';
-        if (rc) break;
     }
     w->ndirs--;
-out:
-    closedir(d);
+    free(buf);
     return rc;
 }
 
-static int walk_root(struct walk *w, const char *root)
+/* Walks directory fsdir (a resolved path), whose logical path is
+ * w->lpath[0..llen). A directory that turned into something else since its
+ * entry was read makes the attempt unstable. */
+static int walk_dir(struct walk *w, const char *fsdir, size_t llen, size_t depth)
+{
+    if (depth > HASH_MAX_DEPTH) return add_warning(w, HASH_WARN_LOOP);
+    int dfd;
+    const char *rel = at_root(w, fsdir, &dfd);
+    int fd = openat(dfd, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return errno == ENOENT || errno == ENOTDIR || errno == ELOOP ? unstable(w->err, fsdir)
+                                                                    : fail(w->err, -errno, "opendir", fsdir);
+    int rc = walk_open_dir(w, fd, NULL, fsdir, llen, depth);
+    close(fd);
+    return rc;
+}
+
+/* Reads root/..data into dl: through dfd (the root's open directory) when
+ * it is >= 0, else by path. */
+static void read_datalink(int dfd, const char *root, struct datalink *dl)
+{
+    char p[PATH_MAX];
+    ssize_t n;
+    dl->target[0] = '\0';
+    if (dfd >= 0) {
+        n = readlinkat(dfd, "..data", dl->target, sizeof dl->target - 1);
+    } else if ((size_t)snprintf(p, sizeof p, "%s/..data", root) >= sizeof p) {
+        dl->rc = ENAMETOOLONG;
+        return;
+    } else {
+        n = readlink(p, dl->target, sizeof dl->target - 1);
+    }
+    dl->rc = n < 0 ? errno : 0;
+    dl->target[n < 0 ? 0 : n] = '\0';
+}
+
+/* Enters rootreal/..data into the link memo from the readlink done at the
+ * start of the attempt (the end of the attempt checks it did not change),
+ * so the kubelet's key links do not read it again. */
+static void seed_datalink(struct walk *w, const struct datalink *dl)
+{
+    char link[PATH_MAX], out[PATH_MAX];
+    struct stat st;
+    int have_st = 0, hops = 1;
+    int slash = strcmp(w->rootreal, "/") != 0;
+    if (dl->rc != 0 || w->nmemo >= LINK_MEMO) return;
+    if ((size_t)snprintf(link, sizeof link, "%s%s..data", w->rootreal, slash ? "/" : "") >=
+        sizeof link)
+        return;
+    if (resolve_from(w, w->rootreal, dl->target, out, &st, &have_st, &hops, NULL, 0) != 0) return;
+    char *a = strdup(link), *b = strdup(out);
+    if (a && b && w->nmemo < LINK_MEMO) {
+        w->memo[w->nmemo++] = (struct link_memo){a, b};
+        return;
+    }
+    free(a);
+    free(b);
+}
+
+/* Walks root number i: a directory through its resolved path (remembered
+ * in cache) and its open directory (kept in w->rootfds[i] for the rest of
+ * the attempt), or a file root as itself. dl gets the root's ..data link,
+ * read first. */
+static int walk_root(struct walk *w, size_t i, const char *root, struct datalink *dl,
+                     struct hash_cache *cache)
 {
     struct stat st;
     size_t n = strlen(root);
     while (n > 0 && root[n - 1] == '/') n--;
     if (n >= sizeof w->lpath) return fail(w->err, -ENAMETOOLONG, "stat", root);
-    if (stat(root, &st) != 0) return fail(w->err, -errno, "stat", root);
     memcpy(w->lpath, root, n);
     w->lpath[n] = '\0';
-    if (S_ISREG(st.st_mode)) return add_file(w, root);
-    if (!S_ISDIR(st.st_mode)) return add_warning(w, HASH_WARN_SPECIAL);
-    if (!realpath(root, w->rootreal))
-        return errno == ENOENT ? unstable(w->err, root) : fail(w->err, -errno, "realpath", root);
-    w->ndirs = 0;
-    return walk_dir(w, w->rootreal, n, 0); /* walked by its resolved path */
-}
-
-static void read_datalink(const char *root, struct datalink *dl)
-{
-    char p[PATH_MAX];
-    dl->target[0] = '\0';
-    if ((size_t)snprintf(p, sizeof p, "%s/..data", root) >= sizeof p) {
-        dl->rc = ENAMETOOLONG;
-        return;
+    int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NONBLOCK);
+    w->rootfds[i] = fd;
+    w->rootfd = -1;
+    read_datalink(fd, root, dl);
+    if (fd < 0) {
+        int e = errno;
+        if (stat(root, &st) != 0) return fail(w->err, -errno, "stat", root);
+        if (S_ISREG(st.st_mode)) return add_file(w, root);
+        if (!S_ISDIR(st.st_mode)) return add_warning(w, HASH_WARN_SPECIAL);
+        return fail(w->err, -e, "opendir", root);
     }
-    ssize_t n = readlink(p, dl->target, sizeof dl->target - 1);
-    dl->rc = n < 0 ? errno : 0;
-    dl->target[n < 0 ? 0 : n] = '\0';
+    int rc = 0;
+    const char *real;
+    if (fstat(fd, &st) != 0) {
+        rc = fail(w->err, -errno, "stat", root);
+    } else if ((real = cache_lookup(cache, root, &st)) != NULL) {
+        memcpy(w->rootreal, real, strlen(real) + 1);
+    } else if (!realpath(root, w->rootreal)) {
+        rc = errno == ENOENT ? unstable(w->err, root) : fail(w->err, -errno, "realpath", root);
+    } else {
+        struct stat rs; /* the path resolved must still be the directory opened */
+        if (stat(w->rootreal, &rs) != 0 || rs.st_dev != st.st_dev || rs.st_ino != st.st_ino)
+            rc = unstable(w->err, root);
+        else
+            cache_store(cache, root, &st, w->rootreal);
+    }
+    if (rc == 0) {
+        w->rootfd = fd;
+        w->rootlen = strlen(w->rootreal);
+        seed_datalink(w, dl);
+        w->ndirs = 0;
+        rc = walk_open_dir(w, fd, &st, w->rootreal, n, 0); /* walked by its resolved path */
+    }
+    w->rootfd = -1;
+    return rc;
 }
 
 static int cmp_file(const void *a, const void *b)
@@ -406,13 +597,15 @@ static int frame(SHA256_CTX *c, const char *path, const char *len, size_t lenlen
 }
 
 /* Reads one file into the digests; fills e->size and e->digest. */
-static int hash_file(struct hasher *h, struct hash_entry *e, const char *fspath, struct hash_error *err)
+static int hash_file(struct hasher *h, struct hash_entry *e, const struct file *f,
+                     struct hash_error *err)
 {
+    const char *fspath = f->fspath;
     struct stat st;
     char len[24];
     uint64_t got = 0;
     int rc = 0, sub = (e->classes & HASH_CLASS_SUB) != 0;
-    int fd = open(fspath, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    int fd = openat(f->dfd, f->fspath + f->rel, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0) return errno == ENOENT ? unstable(err, fspath) : fail(err, -errno, "open", fspath);
     if (fstat(fd, &st) != 0) {
         rc = fail(err, -errno, "stat", fspath);
@@ -429,8 +622,14 @@ static int hash_file(struct hasher *h, struct hash_entry *e, const char *fspath,
         rc = fail(err, -EIO, "sha256", fspath);
         goto out;
     }
+    /* The last read asks for one byte more than the size fstat gave: a
+     * short read there is the end of the file, so no extra read for EOF;
+     * a file that grew shows as more bytes (and a later growth as an
+     * inotify event). */
     for (;;) {
-        ssize_t r = read(fd, h->buf, CHUNK);
+        uint64_t left = e->size - got;
+        size_t want = left < CHUNK ? (size_t)left + 1 : CHUNK;
+        ssize_t r = read(fd, h->buf, want);
         if (r < 0 && errno == EINTR) continue;
         if (r < 0) {
             rc = fail(err, -errno, "read", fspath);
@@ -445,6 +644,7 @@ static int hash_file(struct hasher *h, struct hash_entry *e, const char *fspath,
             rc = fail(err, -EIO, "sha256", fspath);
             goto out;
         }
+        if (got == e->size && (size_t)r < want) break;
     }
     if (got != e->size)
         rc = unstable(err, fspath);
@@ -483,7 +683,7 @@ static int hash_files(struct hasher *h, struct walk *w, const struct hash_opts *
         f->lpath = NULL;
         e->classes = cls | HASH_CLASS_MAIN;
         out->n++;
-        int rc = hash_file(h, e, f->fspath, w->err);
+        int rc = hash_file(h, e, f, w->err);
         if (rc) return rc;
         if (e->classes & HASH_CLASS_SUB) out->nsub++;
     }
@@ -506,13 +706,19 @@ static int attempt(struct hasher *h, const char *const *roots, size_t nroots,
         goto out;
     }
     w->err = err;
-    for (size_t i = 0; i < nroots; i++) read_datalink(roots[i], &before[i]);
-    for (size_t i = 0; i < nroots && rc == 0; i++) rc = walk_root(w, roots[i]);
+    w->rootfds = malloc((nroots ? nroots : 1) * sizeof *w->rootfds);
+    if (!w->rootfds) {
+        rc = fail(err, -ENOMEM, "malloc", "");
+        goto out;
+    }
+    for (; w->nrootfds < nroots; w->nrootfds++) w->rootfds[w->nrootfds] = -1;
+    for (size_t i = 0; i < nroots && rc == 0; i++)
+        rc = walk_root(w, i, roots[i], &before[i], opts ? opts->cache : NULL);
     if (rc) goto out;
     if (hash__test_after_walk) hash__test_after_walk(n);
     rc = hash_files(h, w, opts, out);
     for (size_t i = 0; i < nroots && rc == 0; i++) {
-        read_datalink(roots[i], &after);
+        read_datalink(w->rootfds[i], roots[i], &after);
         if (after.rc != before[i].rc || strcmp(after.target, before[i].target) != 0)
             rc = unstable(err, roots[i]);
     }

@@ -62,6 +62,21 @@ enum hash_warning {
     HASH_WARN_SPECIAL,          /* socket, fifo, device: skipped */
 };
 
+/* Remembers each root's resolved path between computations, so an unchanged
+ * root costs one stat(2) instead of a realpath(3) per component. Every use
+ * checks that the remembered path still names the directory the root names
+ * (same st_dev and st_ino); anything else resolves the root again. Owned by
+ * one caller and not shared between threads. Zero-initialise it; free it
+ * with hash_cache_free. */
+struct hash_cache_root;
+struct hash_cache {
+    struct hash_cache_root *v;
+    size_t n;
+};
+
+/* Frees the cache's memory and zeroes it. Safe on a zeroed cache. */
+void hash_cache_free(struct hash_cache *c);
+
 struct hash_opts {
     /* Optional: classify a logical path. Return 0 to leave the file out
      * entirely (e.g. --ignore), else a mask of HASH_CLASS_* bits, which
@@ -72,6 +87,8 @@ struct hash_opts {
     /* Optional: told about each skipped entry, by its logical path. */
     void (*warn)(void *ud, enum hash_warning w, const char *logical_path);
     void *ud;
+    /* Optional: resolved roots remembered from earlier computations. */
+    struct hash_cache *cache;
 };
 
 /* Error detail for a failed computation. */
@@ -124,5 +141,9 @@ int hash_manifest_copy(const struct hash_manifest *src, struct hash_manifest *ds
  * with the attempt number (0 for the first). Tests use it to swap a volume
  * mid-computation. Never set outside tests. */
 extern void (*hash__test_after_walk)(unsigned attempt);
+
+/* Test seam: when set, directory-entry types are ignored (as on a file
+ * system that reports DT_UNKNOWN), so every entry is stat'ed. */
+extern int hash__test_no_dtype;
 
 #endif

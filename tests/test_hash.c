@@ -219,11 +219,19 @@ static int setup(void **state)
     return 0;
 }
 
+/* As setup, with directory-entry types ignored: every entry is stat'ed. */
+static int setup_no_dtype(void **state)
+{
+    hash__test_no_dtype = 1;
+    return setup(state);
+}
+
 static int teardown(void **state)
 {
     char cmd[PATH_MAX + 64];
     (void)state;
     hash__test_after_walk = NULL;
+    hash__test_no_dtype = 0;
     if (chdir(g_cwd) != 0) return -1;
     snprintf(cmd, sizeof cmd, "chmod -R u+rwx '%s' && rm -rf '%s'", g_tmp, g_tmp);
     return system(cmd) == 0 ? 0 : -1;
@@ -793,6 +801,76 @@ static void test_dangling_link_is_skipped(void **state)
     hash_manifest_free(&m);
 }
 
+/* The remembered resolved root must follow the root: a symlinked root that
+ * is pointed elsewhere, and a resolved path that now names another
+ * directory, both give the content the root names now. */
+static void test_cached_root_follows_the_root(void **state)
+{
+    (void)state;
+    struct hash_cache cache = {0};
+    struct hash_opts o = {.cache = &cache};
+    const char *roots[] = {P("root")};
+    struct hash_manifest m;
+    const struct exp ea[] = {E("f", "content of a")}, ec[] = {E("f", "content of c!")};
+    put(P("a/f"), "content of a", 12);
+    link_("a", P("root"));
+    for (int round = 0; round < 2; round++) { /* the second round comes from the cache */
+        assert_int_equal(hash_compute(roots, 1, &o, &m, NULL), 0);
+        expect_manifest(&m, P("root/"), ea, 1);
+        hash_manifest_free(&m);
+    }
+    /* a -> b, a new a with other content, root -> b: same directory as before */
+    assert_int_equal(rename(P("a"), P("b")), 0);
+    put(P("a/f"), "content of c!", 13);
+    assert_int_equal(unlink(P("root")), 0);
+    link_("b", P("root"));
+    assert_int_equal(hash_compute(roots, 1, &o, &m, NULL), 0);
+    expect_manifest(&m, P("root/"), ea, 1);
+    hash_manifest_free(&m);
+    /* root -> a (the new one) */
+    assert_int_equal(unlink(P("root")), 0);
+    link_("a", P("root"));
+    assert_int_equal(hash_compute(roots, 1, &o, &m, NULL), 0);
+    expect_manifest(&m, P("root/"), ec, 1);
+    hash_manifest_free(&m);
+    /* the root turned into a file, then a directory again */
+    assert_int_equal(unlink(P("root")), 0);
+    put(P("root"), "file root", 9);
+    assert_int_equal(hash_compute(roots, 1, &o, &m, NULL), 0);
+    const struct exp ef[] = {E("", "file root")};
+    expect_manifest(&m, P("root"), ef, 1);
+    hash_manifest_free(&m);
+    assert_int_equal(unlink(P("root")), 0);
+    link_("a", P("root"));
+    assert_int_equal(hash_compute(roots, 1, &o, &m, NULL), 0);
+    expect_manifest(&m, P("root/"), ec, 1);
+    hash_manifest_free(&m);
+    hash_cache_free(&cache);
+    assert_null(cache.v);
+}
+
+/* Reads stop at the fstat size without a read for end-of-file; sizes
+ * around the 64 KiB read chunk must still hash exactly. */
+static void test_sizes_around_the_read_chunk(void **state)
+{
+    (void)state;
+    static const size_t sizes[] = {0, 1, 65535, 65536, 65537, 131072, 200000};
+    static char data[200000];
+    struct exp want[7];
+    char names[7][16];
+    for (size_t i = 0; i < sizeof data; i++) data[i] = (char)(i * 7 + i / 251);
+    for (size_t i = 0; i < 7; i++) {
+        snprintf(names[i], sizeof names[i], "s%zu", i);
+        want[i] = (struct exp){names[i], data, sizes[i]};
+        put(P("v/%s", names[i]), data, sizes[i]);
+    }
+    struct hash_manifest m;
+    struct warns ws = {0};
+    assert_int_equal(compute1(P("v"), &ws, &m), 0);
+    expect_manifest(&m, P("v/"), want, 7);
+    hash_manifest_free(&m);
+}
+
 int main(void)
 {
     alarm(300); /* a hang in the code under test fails the run */
@@ -819,6 +897,14 @@ int main(void)
         T(test_rewalk_on_vanished_file),
         T(test_size_mismatch_is_unstable),
         T(test_dangling_link_is_skipped),
+        T(test_cached_root_follows_the_root),
+        T(test_sizes_around_the_read_chunk),
+#define T_NO_DTYPE(f) {#f " (no d_type)", f, setup_no_dtype, teardown, NULL}
+        T_NO_DTYPE(test_kubelet_layout),
+        T_NO_DTYPE(test_plain_nested_empty_binary_fifo),
+        T_NO_DTYPE(test_escaping_symlinks),
+        T_NO_DTYPE(test_symlink_loop_and_dir_cycle),
+        T_NO_DTYPE(test_dangling_link_is_skipped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

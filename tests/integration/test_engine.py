@@ -558,6 +558,36 @@ def test_signal_follows_a_restarted_app(env):
           "the restarted app should get 2 SIGHUPs (the retried change and the next)")
 
 
+def test_signal_follows_a_pid_file_rewritten_in_place(env):
+    """The agent skips re-reading a pid file whose stat is unchanged. A pid
+    file rewritten in place (same inode, same size) to name another live
+    process must still move the signal to that process, while the first
+    one lives on."""
+    pid_file = env.path("app.pid")
+    first = hupcount(env, pid_file, env.path("hups-1"))
+    time.sleep(2.2)  # old enough for the agent to trust its stat
+    vol = volume(env, {"app.conf": "v0\n"})
+    a = start(env, vol, "--action", "signal", "--pid-file", pid_file)
+    wait_action(a, result="success", hash=update(env, vol, {"app.conf": "v1\n"}))
+    wait_action(a, result="success", hash=update(env, vol, {"app.conf": "v2\n"}))
+    second = hupcount(env, env.path("b.pid"), env.path("hups-2"))
+    with open(env.path("b.pid")) as f:
+        pid_b = f.read().strip()
+    with open(pid_file) as f:
+        old = f.read()
+    text = pid_b.rjust(len(old) - 1) + "\n"  # same size where it can be (spaces are allowed)
+    ino = os.stat(pid_file).st_ino
+    with open(pid_file, "r+") as f:  # in place: same inode
+        f.truncate(0)
+        f.write(text)
+    check(os.stat(pid_file).st_ino == ino, "the pid file was not rewritten in place")
+    wait_action(a, result="success", hash=update(env, vol, {"app.conf": "v3\n"}))
+    a.quiet(QUIET)
+    check(hups_received(second, env.path("hups-2")) == 1, "the second app should get 1 SIGHUP")
+    check(hups_received(first, env.path("hups-1")) == 2,
+          "the first app should keep its 2 SIGHUPs and get no more")
+
+
 def test_live_switch_away_from_a_failing_action(env):
     """A reload failing with exec; the annotations switch the action to
     signal (and drop the command): the pending change is delivered by
