@@ -373,6 +373,10 @@ def test_token_rotation_mid_run(env):
     a = start(env, fake, vol, token_file=os.path.join(tokdir, "token"))
     h1 = update(env, vol, {"app.conf": "v1\n"})
     wait_rollout(a, result="patched", hash=h1)
+    # The Event about that rollout is posted after it: let it land first, or
+    # it can meet the rotated server before the new token file is written
+    # (two 401s that say nothing about the agent).
+    wait_until(lambda: requests(fake, "POST", "/events"), 10, "the Event of the first rollout")
     new = secrets.token_urlsafe(32)
     st, _ = fake.ctl("POST", "/token", {"token": new})
     check(st == 200, "rotating the fake's token")
