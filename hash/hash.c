@@ -70,9 +70,14 @@ struct walk {
     size_t nrootfds;
     int rootfd;        /* the current root's directory fd, or -1 */
     size_t rootlen;    /* strlen(rootreal) */
+    struct top_list *tops;   /* per root: the top level as read in this attempt */
+    const struct top_list *use_top; /* the current root's top level from the cache ... */
+    struct top_list *rec_top;       /* ... or where to record it for the cache, or NULL */
+    ssize_t *centry;                 /* per root: its cache entry's index, or -1 */
     /* The large buffers come last: walk_new() zeroes only what is above. */
     struct { dev_t dev; ino_t ino; } dirs[HASH_MAX_DEPTH + 1]; /* current walk path */
     char rootreal[PATH_MAX]; /* realpath of the current root */
+    char ltarget[PATH_MAX];  /* a top-level link's target, read for the listing */
     char lpath[PATH_MAX];    /* logical path being walked */
 };
 
@@ -88,11 +93,36 @@ static struct walk *walk_new(void)
     return w;
 }
 
+/* One top-level entry of a root directory as getdents64 gave it. */
+struct top_entry {
+    char *name;
+    unsigned char type; /* DT_* */
+    char *target;       /* DT_LNK: what the link says */
+};
+
+struct top_list {
+    struct top_entry *v;
+    size_t n, cap;
+    int ok; /* recorded completely */
+};
+
+static void top_free(struct top_list *t)
+{
+    for (size_t i = 0; i < t->n; i++) {
+        free(t->v[i].name);
+        free(t->v[i].target);
+    }
+    free(t->v);
+    *t = (struct top_list){0};
+}
+
 struct hash_cache_root {
     char *root;     /* the root as given */
     dev_t dev;      /* identity of the directory it named */
     ino_t ino;
     char *real;     /* its resolved path */
+    struct top_list top; /* its top-level entries, while top_valid */
+    int top_valid;
 };
 
 void hash_cache_free(struct hash_cache *c)
@@ -100,15 +130,25 @@ void hash_cache_free(struct hash_cache *c)
     for (size_t i = 0; i < c->n; i++) {
         free(c->v[i].root);
         free(c->v[i].real);
+        top_free(&c->v[i].top);
     }
     free(c->v);
     c->v = NULL;
     c->n = 0;
 }
 
-/* The remembered resolved path of root if it still names the directory st
- * describes (one stat), else NULL. */
-static const char *cache_lookup(struct hash_cache *c, const char *root, const struct stat *st)
+void hash_cache_forget_listing(struct hash_cache *c, const char *root)
+{
+    for (size_t i = 0; c && i < c->n; i++) {
+        if (root && strcmp(c->v[i].root, root) != 0) continue;
+        top_free(&c->v[i].top);
+        c->v[i].top_valid = 0;
+    }
+}
+
+/* The index of root's cache entry if its remembered resolved path still
+ * names the directory st describes (one stat), else -1. */
+static ssize_t cache_lookup(struct hash_cache *c, const char *root, const struct stat *st)
 {
     struct stat rs;
     for (size_t i = 0; c && i < c->n; i++) {
@@ -116,37 +156,44 @@ static const char *cache_lookup(struct hash_cache *c, const char *root, const st
         if (strcmp(r->root, root) != 0) continue;
         if (r->dev == st->st_dev && r->ino == st->st_ino && stat(r->real, &rs) == 0 &&
             rs.st_dev == st->st_dev && rs.st_ino == st->st_ino)
-            return r->real;
-        return NULL;
+            return (ssize_t)i;
+        return -1;
     }
-    return NULL;
+    return -1;
 }
 
-/* Remembers root -> real for the directory st. Out of memory only means
- * no caching. */
-static void cache_store(struct hash_cache *c, const char *root, const struct stat *st,
-                        const char *real)
+/* Remembers root -> real for the directory st (with no listing yet);
+ * returns the entry's index, or -1 when out of memory (no caching). */
+static ssize_t cache_store(struct hash_cache *c, const char *root, const struct stat *st,
+                           const char *real)
 {
     struct hash_cache_root *r = NULL;
     char *rr, *rl;
-    if (!c) return;
+    if (!c) return -1;
     for (size_t i = 0; i < c->n && !r; i++)
         if (strcmp(c->v[i].root, root) == 0) r = &c->v[i];
     if (!r) {
         struct hash_cache_root *nv = realloc(c->v, (c->n + 1) * sizeof *nv);
-        if (!nv) return;
+        if (!nv) return -1;
         c->v = nv;
         rr = strdup(root);
-        if (!rr) return;
+        if (!rr) return -1;
         r = &c->v[c->n++];
-        *r = (struct hash_cache_root){rr, 0, 0, NULL};
+        *r = (struct hash_cache_root){rr, 0, 0, NULL, {0}, 0};
     }
+    top_free(&r->top); /* another directory: its listing is unknown */
+    r->top_valid = 0;
     rl = strdup(real);
-    if (!rl) return;
+    if (!rl) {
+        r->dev = 0; /* never matches: the entry is refreshed next time */
+        r->ino = 0;
+        return -1;
+    }
     free(r->real);
     r->real = rl;
     r->dev = st->st_dev;
     r->ino = st->st_ino;
+    return r - c->v;
 }
 
 /* readlink(root/..data) result, compared before and after an attempt. */
@@ -235,9 +282,13 @@ static void walk_free(struct walk *w)
         free(w->files[i].fspath);
     }
     for (size_t i = 0; i < w->nwarns; i++) free(w->warns[i].lpath);
-    for (size_t i = 0; i < w->nrootfds; i++)
+    for (size_t i = 0; i < w->nrootfds; i++) {
         if (w->rootfds[i] >= 0) close(w->rootfds[i]);
+        if (w->tops) top_free(&w->tops[i]);
+    }
     free(w->rootfds);
+    free(w->tops);
+    free(w->centry);
     for (size_t i = 0; i < w->nmemo; i++) {
         free(w->memo[i].link);
         free(w->memo[i].target);
@@ -278,7 +329,7 @@ static int push_comp(char *out, size_t *n, const char *comp, size_t clen)
  * -errno. */
 static int resolve_from(struct walk *w, const char *base, const char *path, char *out,
                         struct stat *st, int *have_st, int *hops, const struct stat *first,
-                        int first_link)
+                        int first_link, const char *first_target)
 {
     char tgt[PATH_MAX], link[PATH_MAX];
     size_t n;
@@ -292,6 +343,8 @@ static int resolve_from(struct walk *w, const char *base, const char *path, char
         if (!*p) break;
         size_t clen = strcspn(p, "/");
         const char *comp = p;
+        const char *known = first_target; /* only ever for the first component */
+        first_target = NULL;
         p += clen;
         if (clen == 1 && comp[0] == '.') continue;
         if (clen == 2 && comp[0] == '.' && comp[1] == '.') { /* out is resolved: lexical */
@@ -330,17 +383,23 @@ static int resolve_from(struct walk *w, const char *base, const char *path, char
             continue;
         }
         if (++*hops > 40) return -ELOOP;
-        int ldfd;
-        const char *lrel = at_root(w, out, &ldfd);
-        ssize_t l = readlinkat(ldfd, lrel, tgt, sizeof tgt - 1);
-        if (l < 0) return errno == EINVAL ? -EAGAIN : -errno; /* EINVAL: not a link (now) */
-        tgt[l] = '\0';
+        if (known) { /* the caller read this link already */
+            size_t tl = strlen(known);
+            if (tl >= sizeof tgt) return -ENAMETOOLONG;
+            memcpy(tgt, known, tl + 1);
+        } else {
+            int ldfd;
+            const char *lrel = at_root(w, out, &ldfd);
+            ssize_t l = readlinkat(ldfd, lrel, tgt, sizeof tgt - 1);
+            if (l < 0) return errno == EINVAL ? -EAGAIN : -errno; /* EINVAL: not a link (now) */
+            tgt[l] = '\0';
+        }
         memcpy(link, out, n + 1);
         out[parent ? parent : 1] = '\0'; /* back to the link's directory */
         if (parent == 0) out[0] = '/';
         char dir[PATH_MAX];
         memcpy(dir, out, strlen(out) + 1);
-        int rc = resolve_from(w, dir, tgt, out, st, have_st, hops, NULL, 0);
+        int rc = resolve_from(w, dir, tgt, out, st, have_st, hops, NULL, 0, NULL);
         if (rc < 0) return rc;
         n = strlen(out);
         if (w->nmemo < LINK_MEMO) {
@@ -356,14 +415,15 @@ static int resolve_from(struct walk *w, const char *base, const char *path, char
 }
 
 /* Resolves the symlink dirreal/name (dirreal resolved; lst is the link's
- * own lstat, or NULL when only its directory entry said "symlink"): 0 and
+ * own lstat, or NULL when only its directory entry said "symlink"; target
+ * what it says if already read, else NULL): 0 and
  * out + *st (never a symlink), or -errno (ENOENT/ENOTDIR: dangling, ELOOP;
  * EAGAIN: it is no longer a symlink). */
 static int resolve_link(struct walk *w, const char *dirreal, const char *name,
-                        const struct stat *lst, char *out, struct stat *st)
+                        const struct stat *lst, const char *target, char *out, struct stat *st)
 {
     int have_st = 0, hops = 0;
-    int rc = resolve_from(w, dirreal, name, out, st, &have_st, &hops, lst, lst == NULL);
+    int rc = resolve_from(w, dirreal, name, out, st, &have_st, &hops, lst, lst == NULL, target);
     if (rc == 0 && !have_st) {
         int dfd;
         const char *rel = at_root(w, out, &dfd);
@@ -384,11 +444,11 @@ static int walk_dir(struct walk *w, const char *fsdir, size_t llen, size_t depth
 /* The symlink `name` in the resolved directory fsdir (logical path
  * w->lpath): followed only when it resolves inside the root. */
 static int walk_link(struct walk *w, const char *fsdir, const char *name,
-                     const struct stat *lst, size_t llen, size_t depth)
+                     const struct stat *lst, const char *target, size_t llen, size_t depth)
 {
     char real[PATH_MAX];
     struct stat st;
-    int rc = resolve_link(w, fsdir, name, lst, real, &st);
+    int rc = resolve_link(w, fsdir, name, lst, target, real, &st);
     if (rc == -ENOENT || rc == -ENOTDIR) return add_warning(w, HASH_WARN_DANGLING);
     if (rc == -ELOOP) return add_warning(w, HASH_WARN_LOOP);
     if (rc == -EAGAIN) return unstable(w->err, w->lpath);
@@ -403,11 +463,11 @@ static int walk_link(struct walk *w, const char *fsdir, const char *name,
  * (file path fsdir). The entry type saves a stat per entry; where the file
  * system does not report it (DT_UNKNOWN) the entry is stat'ed. */
 static int walk_entry(struct walk *w, int dfd, const char *fsdir, const char *name,
-                      unsigned char dtype, size_t llen, size_t depth)
+                      unsigned char dtype, const char *target, size_t llen, size_t depth)
 {
     struct stat st;
     int rc;
-    if (dtype == DT_LNK) return walk_link(w, fsdir, name, NULL, llen, depth);
+    if (dtype == DT_LNK) return walk_link(w, fsdir, name, NULL, target, llen, depth);
     if (dtype != DT_REG && dtype != DT_DIR && dtype != DT_UNKNOWN)
         return add_warning(w, HASH_WARN_SPECIAL);
     char *fs = join(fsdir, name);
@@ -419,7 +479,7 @@ static int walk_entry(struct walk *w, int dfd, const char *fsdir, const char *na
     else if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
         rc = errno == ENOENT ? unstable(w->err, fs) : fail(w->err, -errno, "stat", fs);
     else if (S_ISLNK(st.st_mode))
-        rc = walk_link(w, fsdir, name, &st, llen, depth);
+        rc = walk_link(w, fsdir, name, &st, NULL, llen, depth);
     else if (S_ISDIR(st.st_mode))
         rc = walk_dir(w, fs, llen, depth + 1);
     else if (S_ISREG(st.st_mode))
@@ -430,9 +490,58 @@ static int walk_entry(struct walk *w, int dfd, const char *fsdir, const char *na
     return rc;
 }
 
+/* Walks the entry `name` of the open directory fd (type: DT_*; target:
+ * what a symlink says, if already read). */
+static int walk_named(struct walk *w, int fd, const char *fsdir, const char *name,
+                      unsigned char type, const char *target, size_t llen, size_t depth)
+{
+    size_t nl = strlen(name);
+    if (llen + 1 + nl >= sizeof w->lpath) return fail(w->err, -ENAMETOOLONG, "walk", fsdir);
+    w->lpath[llen] = '/';
+    memcpy(w->lpath + llen + 1, name, nl + 1);
+    int rc = walk_entry(w, fd, fsdir, name, type, target, llen + 1 + nl, depth);
+    w->lpath[llen] = '\0';
+    return rc;
+}
+
+/* Adds an entry to a top-level listing being recorded; out of memory only
+ * means the listing is not kept. */
+static void top_add(struct top_list *t, const char *name, unsigned char type, const char *target)
+{
+    char *n = NULL, *g = NULL;
+    if (grow((void **)&t->v, &t->cap, t->n, sizeof *t->v) == 0 && (n = strdup(name)) &&
+        (!target || (g = strdup(target)))) {
+        t->v[t->n++] = (struct top_entry){n, type, g};
+        return;
+    }
+    free(n);
+    t->ok = -1; /* incomplete for good */
+}
+
+/* The top-level entry `name` of the current root, read from the directory
+ * (fd): recorded for the cache when asked to (a symlink's target is read
+ * here then, instead of when it is resolved), then walked. */
+static int walk_top_entry(struct walk *w, int fd, const char *fsdir, const char *name,
+                          unsigned char type, size_t llen)
+{
+    const char *target = NULL;
+    if (w->rec_top && w->rec_top->ok >= 0) {
+        if (type == DT_LNK) {
+            ssize_t l = readlinkat(fd, name, w->ltarget, sizeof w->ltarget - 1);
+            if (l < 0 && (errno == ENOENT || errno == EINVAL)) /* gone, or not a link now */
+                return unstable(w->err, w->lpath);
+            if (l < 0) return fail(w->err, -errno, "readlink", fsdir);
+            w->ltarget[l] = '\0';
+            target = w->ltarget;
+        }
+        top_add(w->rec_top, name, type, target);
+    }
+    return walk_named(w, fd, fsdir, name, type, target, llen, 0);
+}
+
 /* Walks the open directory fd (resolved path fsdir, logical path
- * w->lpath[0..llen)); known is its fstat if the caller has it. The caller
- * closes fd. */
+ * w->lpath[0..llen)); known is its fstat if the caller has it. At depth 0
+ * the entries may come from the cache (w->use_top). The caller closes fd. */
 static int walk_open_dir(struct walk *w, int fd, const struct stat *known, const char *fsdir,
                          size_t llen, size_t depth)
 {
@@ -443,11 +552,21 @@ static int walk_open_dir(struct walk *w, int fd, const struct stat *known, const
     for (size_t i = 0; i < w->ndirs; i++)
         if (w->dirs[i].dev == st.st_dev && w->dirs[i].ino == st.st_ino)
             return add_warning(w, HASH_WARN_LOOP);
-    char *buf = malloc(DIRBUF);
-    if (!buf) return fail(w->err, -ENOMEM, "malloc", fsdir);
     w->dirs[w->ndirs].dev = st.st_dev;
     w->dirs[w->ndirs].ino = st.st_ino;
     w->ndirs++;
+    if (depth == 0 && w->use_top) {
+        const struct top_list *t = w->use_top;
+        for (size_t i = 0; i < t->n && rc == 0; i++)
+            rc = walk_named(w, fd, fsdir, t->v[i].name, t->v[i].type, t->v[i].target, llen, 0);
+        w->ndirs--;
+        return rc;
+    }
+    char *buf = malloc(DIRBUF);
+    if (!buf) {
+        w->ndirs--;
+        return fail(w->err, -ENOMEM, "malloc", fsdir);
+    }
     while (rc == 0) {
         ssize_t got = getdents64(fd, buf, DIRBUF);
         if (got < 0 && errno == EINTR) continue;
@@ -456,21 +575,18 @@ static int walk_open_dir(struct walk *w, int fd, const struct stat *known, const
         for (ssize_t off = 0; off < got && rc == 0;) {
             const struct dirent64 *de = (const void *)(buf + off);
             const char *name = de->d_name;
+            unsigned char type = hash__test_no_dtype ? DT_UNKNOWN : de->d_type;
             off += de->d_reclen;
             if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) continue;
-            if (depth == 0 && strncmp(name, "..", 2) == 0) continue; /* kubelet-private */
-            size_t nl = strlen(name);
-            if (llen + 1 + nl >= sizeof w->lpath) {
-                rc = fail(w->err, -ENAMETOOLONG, "walk", fsdir);
-                break;
+            if (depth > 0) {
+                rc = walk_named(w, fd, fsdir, name, type, NULL, llen, depth);
+                continue;
             }
-            w->lpath[llen] = '/';
-            memcpy(w->lpath + llen + 1, name, nl + 1);
-            rc = walk_entry(w, fd, fsdir, name, hash__test_no_dtype ? DT_UNKNOWN : de->d_type,
-                            llen + 1 + nl, depth);
-            w->lpath[llen] = '\0';
+            if (strncmp(name, "..", 2) == 0) continue; /* kubelet-private */
+            rc = walk_top_entry(w, fd, fsdir, name, type, llen);
         }
     }
+    if (rc == 0 && depth == 0 && w->rec_top && w->rec_top->ok == 0) w->rec_top->ok = 1;
     w->ndirs--;
     free(buf);
     return rc;
@@ -525,7 +641,8 @@ static void seed_datalink(struct walk *w, const struct datalink *dl)
     if ((size_t)snprintf(link, sizeof link, "%s%s..data", w->rootreal, slash ? "/" : "") >=
         sizeof link)
         return;
-    if (resolve_from(w, w->rootreal, dl->target, out, &st, &have_st, &hops, NULL, 0) != 0) return;
+    if (resolve_from(w, w->rootreal, dl->target, out, &st, &have_st, &hops, NULL, 0, NULL) != 0)
+        return;
     char *a = strdup(link), *b = strdup(out);
     if (a && b && w->nmemo < LINK_MEMO) {
         w->memo[w->nmemo++] = (struct link_memo){a, b};
@@ -560,10 +677,11 @@ static int walk_root(struct walk *w, size_t i, const char *root, struct datalink
         return fail(w->err, -e, "opendir", root);
     }
     int rc = 0;
-    const char *real;
+    ssize_t ce = -1;
     if (fstat(fd, &st) != 0) {
         rc = fail(w->err, -errno, "stat", root);
-    } else if ((real = cache_lookup(cache, root, &st)) != NULL) {
+    } else if ((ce = cache_lookup(cache, root, &st)) >= 0) {
+        const char *real = cache->v[ce].real;
         memcpy(w->rootreal, real, strlen(real) + 1);
     } else if (!realpath(root, w->rootreal)) {
         rc = errno == ENOENT ? unstable(w->err, root) : fail(w->err, -errno, "realpath", root);
@@ -572,9 +690,12 @@ static int walk_root(struct walk *w, size_t i, const char *root, struct datalink
         if (stat(w->rootreal, &rs) != 0 || rs.st_dev != st.st_dev || rs.st_ino != st.st_ino)
             rc = unstable(w->err, root);
         else
-            cache_store(cache, root, &st, w->rootreal);
+            ce = cache_store(cache, root, &st, w->rootreal);
     }
     if (rc == 0) {
+        w->centry[i] = ce;
+        w->use_top = ce >= 0 && cache->v[ce].top_valid ? &cache->v[ce].top : NULL;
+        w->rec_top = ce >= 0 && !w->use_top ? &w->tops[i] : NULL;
         w->rootfd = fd;
         w->rootlen = strlen(w->rootreal);
         seed_datalink(w, dl);
@@ -582,7 +703,23 @@ static int walk_root(struct walk *w, size_t i, const char *root, struct datalink
         rc = walk_open_dir(w, fd, &st, w->rootreal, n, 0); /* walked by its resolved path */
     }
     w->rootfd = -1;
+    w->use_top = NULL;
+    w->rec_top = NULL;
     return rc;
+}
+
+/* After a stable attempt: the top-level listings read in it go to the
+ * cache, valid until hash_cache_forget_listing. */
+static void keep_listings(struct walk *w, struct hash_cache *cache)
+{
+    for (size_t i = 0; cache && i < w->nrootfds; i++) {
+        ssize_t ce = w->centry[i];
+        if (ce < 0 || w->tops[i].ok != 1) continue;
+        top_free(&cache->v[ce].top);
+        cache->v[ce].top = w->tops[i];
+        cache->v[ce].top_valid = 1;
+        w->tops[i] = (struct top_list){0};
+    }
 }
 
 static int cmp_file(const void *a, const void *b)
@@ -707,11 +844,18 @@ static int attempt(struct hasher *h, const char *const *roots, size_t nroots,
     }
     w->err = err;
     w->rootfds = malloc((nroots ? nroots : 1) * sizeof *w->rootfds);
-    if (!w->rootfds) {
+    w->tops = calloc(nroots ? nroots : 1, sizeof *w->tops);
+    w->centry = malloc((nroots ? nroots : 1) * sizeof *w->centry);
+    if (!w->rootfds || !w->tops || !w->centry) {
+        free(w->rootfds); /* walk_free sees no roots */
+        w->rootfds = NULL;
         rc = fail(err, -ENOMEM, "malloc", "");
         goto out;
     }
-    for (; w->nrootfds < nroots; w->nrootfds++) w->rootfds[w->nrootfds] = -1;
+    for (; w->nrootfds < nroots; w->nrootfds++) {
+        w->rootfds[w->nrootfds] = -1;
+        w->centry[w->nrootfds] = -1;
+    }
     for (size_t i = 0; i < nroots && rc == 0; i++)
         rc = walk_root(w, i, roots[i], &before[i], opts ? opts->cache : NULL);
     if (rc) goto out;
@@ -725,6 +869,7 @@ static int attempt(struct hasher *h, const char *const *roots, size_t nroots,
     if (rc == 0 && opts && opts->warn) {
         for (size_t i = 0; i < w->nwarns; i++) opts->warn(opts->ud, w->warns[i].w, w->warns[i].lpath);
     }
+    if (rc == 0) keep_listings(w, opts ? opts->cache : NULL);
 out:
     if (w) walk_free(w);
     free(w);

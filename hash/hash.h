@@ -77,6 +77,18 @@ struct hash_cache {
 /* Frees the cache's memory and zeroes it. Safe on a zeroed cache. */
 void hash_cache_free(struct hash_cache *c);
 
+/* The cache also keeps each directory root's top-level listing (names,
+ * entry types, and what top-level symlinks say) from the last stable
+ * computation, and the next computations walk that listing instead of
+ * reading the directory again, for as long as the root names the same
+ * directory. Only "..data" and other ".."-prefixed names may change in
+ * between (the kubelet's atomic swap): whoever watches the root must call
+ * this as soon as anything else at its top level may have been created,
+ * removed, renamed or replaced (and on an inotify overflow, or when unsure),
+ * for root, or for every root with root NULL. Contents below the top level
+ * and file contents are always read again. */
+void hash_cache_forget_listing(struct hash_cache *c, const char *root);
+
 struct hash_opts {
     /* Optional: classify a logical path. Return 0 to leave the file out
      * entirely (e.g. --ignore), else a mask of HASH_CLASS_* bits, which

@@ -849,6 +849,47 @@ static void test_cached_root_follows_the_root(void **state)
     assert_null(cache.v);
 }
 
+/* The cache keeps a root's top-level listing until the caller says it may
+ * have changed: a ..data swap is read through the kept listing (new
+ * content), a new top-level key is not seen until the listing is
+ * forgotten, and then it is. */
+static void test_cached_listing_until_forgotten(void **state)
+{
+    (void)state;
+    struct hash_cache cache = {0};
+    struct hash_opts o = {.cache = &cache};
+    const char *roots[] = {P("v")};
+    struct hash_manifest m;
+    make_v1();
+    assert_int_equal(hash_compute(roots, 1, &o, &m, NULL), 0);
+    expect_manifest(&m, P("v/"), v1, 2);
+    hash_manifest_free(&m);
+
+    /* a swap to new content for the same keys, plus a key link the kubelet
+     * would announce with an event the caller has not passed on yet */
+    const struct exp same_keys[] = {E("a", "one, new"), E("conf/x", "x3"), E("late", "late key")};
+    aw_payload(P("v"), "..ts2", same_keys, 3);
+    aw_switch(P("v"), "..ts2");
+    aw_key_link(P("v"), "late");
+    assert_int_equal(hash_compute(roots, 1, &o, &m, NULL), 0);
+    expect_manifest(&m, P("v/"), same_keys, 2); /* the kept listing: a and conf */
+    hash_manifest_free(&m);
+
+    hash_cache_forget_listing(&cache, P("v"));
+    assert_int_equal(hash_compute(roots, 1, &o, &m, NULL), 0);
+    const struct exp want[] = {same_keys[0], same_keys[1], same_keys[2]};
+    expect_manifest(&m, P("v/"), want, 3);
+    hash_manifest_free(&m);
+
+    /* forgetting every root (NULL) works too: the late key goes away */
+    assert_int_equal(unlink(P("v/late")), 0);
+    hash_cache_forget_listing(&cache, NULL);
+    assert_int_equal(hash_compute(roots, 1, &o, &m, NULL), 0);
+    expect_manifest(&m, P("v/"), same_keys, 2);
+    hash_manifest_free(&m);
+    hash_cache_free(&cache);
+}
+
 /* Reads stop at the fstat size without a read for end-of-file; sizes
  * around the 64 KiB read chunk must still hash exactly. */
 static void test_sizes_around_the_read_chunk(void **state)
@@ -899,6 +940,7 @@ int main(void)
         T(test_dangling_link_is_skipped),
         T(test_cached_root_follows_the_root),
         T(test_sizes_around_the_read_chunk),
+        T(test_cached_listing_until_forgotten),
 #define T_NO_DTYPE(f) {#f " (no d_type)", f, setup_no_dtype, teardown, NULL}
         T_NO_DTYPE(test_kubelet_layout),
         T_NO_DTYPE(test_plain_nested_empty_binary_fifo),
