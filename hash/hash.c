@@ -7,6 +7,12 @@
  * the tree moved under us (an entry that vanished, a file whose read length
  * differs from its fstat size, a root's "..data" link that changed) marks
  * the attempt unstable, and the whole computation is redone from scratch.
+ *
+ * Cost matters (README, "Speed"): each root is opened once per attempt and
+ * everything below it is looked up relative to that descriptor; entry
+ * types come from getdents64, so entries are not stat'ed; with a
+ * hash_cache, the root's resolved path and top-level listing are reused
+ * between computations (hash.h says when the listing must be forgotten).
  */
 #include "hash/hash.h"
 
