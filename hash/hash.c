@@ -15,6 +15,7 @@
  * between computations (hash.h says when the listing must be forgotten).
  */
 #include "hash/hash.h"
+#include "hash/hash_cache.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -97,109 +98,6 @@ static struct walk *walk_new(void)
     w->rootfd = -1;
     w->rootreal[0] = w->lpath[0] = '\0';
     return w;
-}
-
-/* One top-level entry of a root directory as getdents64 gave it. */
-struct top_entry {
-    char *name;
-    unsigned char type; /* DT_* */
-    char *target;       /* DT_LNK: what the link says */
-};
-
-struct top_list {
-    struct top_entry *v;
-    size_t n, cap;
-    int ok; /* recorded completely */
-};
-
-static void top_free(struct top_list *t)
-{
-    for (size_t i = 0; i < t->n; i++) {
-        free(t->v[i].name);
-        free(t->v[i].target);
-    }
-    free(t->v);
-    *t = (struct top_list){0};
-}
-
-struct hash_cache_root {
-    char *root;     /* the root as given */
-    dev_t dev;      /* identity of the directory it named */
-    ino_t ino;
-    char *real;     /* its resolved path */
-    struct top_list top; /* its top-level entries, while top_valid */
-    int top_valid;
-};
-
-void hash_cache_free(struct hash_cache *c)
-{
-    for (size_t i = 0; i < c->n; i++) {
-        free(c->v[i].root);
-        free(c->v[i].real);
-        top_free(&c->v[i].top);
-    }
-    free(c->v);
-    c->v = NULL;
-    c->n = 0;
-}
-
-void hash_cache_forget_listing(struct hash_cache *c, const char *root)
-{
-    for (size_t i = 0; c && i < c->n; i++) {
-        if (root && strcmp(c->v[i].root, root) != 0) continue;
-        top_free(&c->v[i].top);
-        c->v[i].top_valid = 0;
-    }
-}
-
-/* The index of root's cache entry if its remembered resolved path still
- * names the directory st describes (one stat), else -1. */
-static ssize_t cache_lookup(struct hash_cache *c, const char *root, const struct stat *st)
-{
-    struct stat rs;
-    for (size_t i = 0; c && i < c->n; i++) {
-        struct hash_cache_root *r = &c->v[i];
-        if (strcmp(r->root, root) != 0) continue;
-        if (r->dev == st->st_dev && r->ino == st->st_ino && stat(r->real, &rs) == 0 &&
-            rs.st_dev == st->st_dev && rs.st_ino == st->st_ino)
-            return (ssize_t)i;
-        return -1;
-    }
-    return -1;
-}
-
-/* Remembers root -> real for the directory st (with no listing yet);
- * returns the entry's index, or -1 when out of memory (no caching). */
-static ssize_t cache_store(struct hash_cache *c, const char *root, const struct stat *st,
-                           const char *real)
-{
-    struct hash_cache_root *r = NULL;
-    char *rr, *rl;
-    if (!c) return -1;
-    for (size_t i = 0; i < c->n && !r; i++)
-        if (strcmp(c->v[i].root, root) == 0) r = &c->v[i];
-    if (!r) {
-        struct hash_cache_root *nv = realloc(c->v, (c->n + 1) * sizeof *nv);
-        if (!nv) return -1;
-        c->v = nv;
-        rr = strdup(root);
-        if (!rr) return -1;
-        r = &c->v[c->n++];
-        *r = (struct hash_cache_root){rr, 0, 0, NULL, {0}, 0};
-    }
-    top_free(&r->top); /* another directory: its listing is unknown */
-    r->top_valid = 0;
-    rl = strdup(real);
-    if (!rl) {
-        r->dev = 0; /* never matches: the entry is refreshed next time */
-        r->ino = 0;
-        return -1;
-    }
-    free(r->real);
-    r->real = rl;
-    r->dev = st->st_dev;
-    r->ino = st->st_ino;
-    return r - c->v;
 }
 
 /* readlink(root/..data) result, compared before and after an attempt. */
@@ -508,20 +406,6 @@ static int walk_named(struct walk *w, int fd, const char *fsdir, const char *nam
     int rc = walk_entry(w, fd, fsdir, name, type, target, llen + 1 + nl, depth);
     w->lpath[llen] = '\0';
     return rc;
-}
-
-/* Adds an entry to a top-level listing being recorded; out of memory only
- * means the listing is not kept. */
-static void top_add(struct top_list *t, const char *name, unsigned char type, const char *target)
-{
-    char *n = NULL, *g = NULL;
-    if (grow((void **)&t->v, &t->cap, t->n, sizeof *t->v) == 0 && (n = strdup(name)) &&
-        (!target || (g = strdup(target)))) {
-        t->v[t->n++] = (struct top_entry){n, type, g};
-        return;
-    }
-    free(n);
-    t->ok = -1; /* incomplete for good */
 }
 
 /* The top-level entry `name` of the current root, read from the directory

@@ -801,6 +801,24 @@ static void test_dangling_link_is_skipped(void **state)
     hash_manifest_free(&m);
 }
 
+/* Hashes root with opts and asserts the manifest is e[0..n) under prefix. */
+static void compute_expect(const struct hash_opts *o, const char *root, const char *prefix,
+                           const struct exp *e, size_t n)
+{
+    const char *roots[] = {root};
+    struct hash_manifest m;
+    assert_int_equal(hash_compute(roots, 1, o, &m, NULL), 0);
+    expect_manifest(&m, prefix, e, n);
+    hash_manifest_free(&m);
+}
+
+/* Points the symlink path at target instead. */
+static void relink(const char *target, const char *path)
+{
+    assert_int_equal(unlink(path), 0);
+    link_(target, path);
+}
+
 /* The remembered resolved root must follow the root: a symlinked root that
  * is pointed elsewhere, and a resolved path that now names another
  * directory, both give the content the root names now. */
@@ -809,42 +827,25 @@ static void test_cached_root_follows_the_root(void **state)
     (void)state;
     struct hash_cache cache = {0};
     struct hash_opts o = {.cache = &cache};
-    const char *roots[] = {P("root")};
-    struct hash_manifest m;
     const struct exp ea[] = {E("f", "content of a")}, ec[] = {E("f", "content of c!")};
+    const struct exp ef[] = {E("", "file root")};
     put(P("a/f"), "content of a", 12);
     link_("a", P("root"));
-    for (int round = 0; round < 2; round++) { /* the second round comes from the cache */
-        assert_int_equal(hash_compute(roots, 1, &o, &m, NULL), 0);
-        expect_manifest(&m, P("root/"), ea, 1);
-        hash_manifest_free(&m);
-    }
+    compute_expect(&o, P("root"), P("root/"), ea, 1);
+    compute_expect(&o, P("root"), P("root/"), ea, 1); /* from the cache */
     /* a -> b, a new a with other content, root -> b: same directory as before */
     assert_int_equal(rename(P("a"), P("b")), 0);
     put(P("a/f"), "content of c!", 13);
-    assert_int_equal(unlink(P("root")), 0);
-    link_("b", P("root"));
-    assert_int_equal(hash_compute(roots, 1, &o, &m, NULL), 0);
-    expect_manifest(&m, P("root/"), ea, 1);
-    hash_manifest_free(&m);
-    /* root -> a (the new one) */
-    assert_int_equal(unlink(P("root")), 0);
-    link_("a", P("root"));
-    assert_int_equal(hash_compute(roots, 1, &o, &m, NULL), 0);
-    expect_manifest(&m, P("root/"), ec, 1);
-    hash_manifest_free(&m);
+    relink("b", P("root"));
+    compute_expect(&o, P("root"), P("root/"), ea, 1);
+    relink("a", P("root")); /* the new a */
+    compute_expect(&o, P("root"), P("root/"), ec, 1);
     /* the root turned into a file, then a directory again */
     assert_int_equal(unlink(P("root")), 0);
     put(P("root"), "file root", 9);
-    assert_int_equal(hash_compute(roots, 1, &o, &m, NULL), 0);
-    const struct exp ef[] = {E("", "file root")};
-    expect_manifest(&m, P("root"), ef, 1);
-    hash_manifest_free(&m);
-    assert_int_equal(unlink(P("root")), 0);
-    link_("a", P("root"));
-    assert_int_equal(hash_compute(roots, 1, &o, &m, NULL), 0);
-    expect_manifest(&m, P("root/"), ec, 1);
-    hash_manifest_free(&m);
+    compute_expect(&o, P("root"), P("root"), ef, 1);
+    relink("a", P("root"));
+    compute_expect(&o, P("root"), P("root/"), ec, 1);
     hash_cache_free(&cache);
     assert_null(cache.v);
 }
@@ -858,12 +859,8 @@ static void test_cached_listing_until_forgotten(void **state)
     (void)state;
     struct hash_cache cache = {0};
     struct hash_opts o = {.cache = &cache};
-    const char *roots[] = {P("v")};
-    struct hash_manifest m;
     make_v1();
-    assert_int_equal(hash_compute(roots, 1, &o, &m, NULL), 0);
-    expect_manifest(&m, P("v/"), v1, 2);
-    hash_manifest_free(&m);
+    compute_expect(&o, P("v"), P("v/"), v1, 2);
 
     /* a swap to new content for the same keys, plus a key link the kubelet
      * would announce with an event the caller has not passed on yet */
@@ -871,22 +868,15 @@ static void test_cached_listing_until_forgotten(void **state)
     aw_payload(P("v"), "..ts2", same_keys, 3);
     aw_switch(P("v"), "..ts2");
     aw_key_link(P("v"), "late");
-    assert_int_equal(hash_compute(roots, 1, &o, &m, NULL), 0);
-    expect_manifest(&m, P("v/"), same_keys, 2); /* the kept listing: a and conf */
-    hash_manifest_free(&m);
+    compute_expect(&o, P("v"), P("v/"), same_keys, 2); /* the kept listing: a and conf */
 
     hash_cache_forget_listing(&cache, P("v"));
-    assert_int_equal(hash_compute(roots, 1, &o, &m, NULL), 0);
-    const struct exp want[] = {same_keys[0], same_keys[1], same_keys[2]};
-    expect_manifest(&m, P("v/"), want, 3);
-    hash_manifest_free(&m);
+    compute_expect(&o, P("v"), P("v/"), same_keys, 3);
 
     /* forgetting every root (NULL) works too: the late key goes away */
     assert_int_equal(unlink(P("v/late")), 0);
     hash_cache_forget_listing(&cache, NULL);
-    assert_int_equal(hash_compute(roots, 1, &o, &m, NULL), 0);
-    expect_manifest(&m, P("v/"), same_keys, 2);
-    hash_manifest_free(&m);
+    compute_expect(&o, P("v"), P("v/"), same_keys, 2);
     hash_cache_free(&cache);
 }
 
