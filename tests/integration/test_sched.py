@@ -4,21 +4,30 @@ force is read back from /proc/PID/sched (se.slice, Linux 6.12 and later)."""
 import os
 import re
 
-from lib import TestFailure, check, wait_until
+from lib import check, wait_until
 
 from test_engine import annotations_text, annotations_volume, start, update, volume
 
 
 def se_slice(pid):
+    """The slice in force, or None on a kernel that has no custom slices."""
     with open("/proc/%d/sched" % pid) as f:
         m = re.search(r"^se\.slice\s*:\s*(\d+)", f.read(), re.M)
-    if not m:
-        raise TestFailure("this kernel shows no se.slice in /proc/PID/sched (needs Linux 6.12+)")
-    return int(m.group(1))
+    return int(m.group(1)) if m else None
 
 
 def test_sched_slice_at_start_and_live(env):
     default = se_slice(os.getpid())  # this test process never asked for a slice
+    if default is None:
+        # Before Linux 6.12 the kernel accepts and ignores the request: the
+        # agent must start without a warning and work (README, Speed).
+        vol = volume(env, {"app.conf": "v0\n"})
+        a = start(env, vol)
+        h = update(env, vol, {"app.conf": "v1\n"})
+        a.wait_match("change", hash=h)
+        check(not a.matching("sched-slice"), "a warning on a kernel without custom slices")
+        print("  (no se.slice in /proc/PID/sched on this kernel: checked the no-op path)")
+        return
     check(default != 100000, "the kernel default slice is already 100us; the test cannot tell")
     vol = volume(env, {"app.conf": "v0\n"})
     ann, ann_file = annotations_volume(env, {"action": "none"})
