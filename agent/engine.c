@@ -215,18 +215,18 @@ static void remember_pid_file(struct engine *e, const struct stat *st)
  * names the same PID and that process is alive (one poll on the pidfd, which
  * can never refer to a reused PID), the signal goes straight through it.
  * A pid file whose stat is unchanged since the PID was read from it is not
- * read again; any change (even a touch) re-reads it. */
-static int signal_cached(struct engine *e)
+ * read again; any change (even a touch) re-reads it. pf is the pid file's
+ * stat, taken before anything reads it (zeroed if the stat failed). */
+static int signal_cached(struct engine *e, const struct stat *pf)
 {
     const struct config *c = e->cfg;
-    struct stat st;
     pid_t pid;
     if (e->sig_pidfd < 0) return -ENOENT;
-    if (stat(c->pid_file, &st) == 0 &&
-        (same_file_version(&st, &e->sig_pf) ||
+    if (pf->st_ino != 0 &&
+        (same_file_version(pf, &e->sig_pf) ||
          (proc_pid_file_read(c->pid_file, &pid) == 0 && pid == e->sig_pid)) &&
         proc_pidfd_alive(e->sig_pidfd) == 1 && proc_pidfd_signal(e->sig_pidfd, c->signal) == 0) {
-        remember_pid_file(e, &st);
+        remember_pid_file(e, pf);
         return 0;
     }
     close(e->sig_pidfd);
@@ -244,13 +244,13 @@ static void do_signal(struct engine *e)
     const char *who = by_file                        ? c->pid_file
                       : c->process && *c->process ? c->process
                                                   : "(no --process or --pid-file configured)";
+    /* stat'ed before it is read: a change in between is seen next time */
     struct stat pf = {0};
-    if (by_file && signal_cached(e) == 0) {
+    if (by_file && stat(c->pid_file, &pf) != 0) pf = (struct stat){0};
+    if (by_file && signal_cached(e, &pf) == 0) {
         part_done(e, ACTION_SIGNAL, 1, NULL);
         return;
     }
-    /* stat'ed before it is read: a change in between is seen next time */
-    if (by_file && stat(c->pid_file, &pf) != 0) pf = (struct stat){0};
     int n = proc_find(&t, m, MAX_TARGETS, &info);
     if (n <= 0) {
         char buf[512];

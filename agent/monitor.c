@@ -24,7 +24,6 @@ struct monitor {
     char **roots;
     size_t nroots;
     unsigned char *seen; /* root existed at some point */
-    unsigned char *top_changed; /* root's top level may differ from the cached listing */
     char **ignore;
     size_t nignore;
     int (*is_sub)(void *, const char *);
@@ -96,11 +95,6 @@ static void on_debounce(uv_timer_t *t);
 static void evaluate(struct monitor *m)
 {
     struct hash_manifest next = {0};
-    for (size_t i = 0; i < m->nroots; i++)
-        if (m->top_changed[i]) {
-            hash_cache_forget_listing(&m->roots_real, m->roots[i]);
-            m->top_changed[i] = 0;
-        }
     struct hash_diff d = {0};
     char hex[HASH_HEX_LEN + 1];
     m->pending = 0;
@@ -177,7 +171,8 @@ static void log_root(const char *event, enum log_level lvl, const char *root, co
 static void on_watch(void *ud, size_t root, enum watch_why why)
 {
     struct monitor *m = ud;
-    if (why != WATCH_DATA_LINK) m->top_changed[root] = 1;
+    /* anything but a ..data swap may have changed the root's top level */
+    if (why != WATCH_DATA_LINK) hash_cache_forget_listing(&m->roots_real, m->roots[root]);
     switch (why) {
     case WATCH_EVENT:
     case WATCH_DATA_LINK:
@@ -217,9 +212,8 @@ int monitor_start(uv_loop_t *loop, const struct monitor_opts *o, monitor_change_
     m->resync_ms = ns_to_ms(o->resync_ns);
     m->roots = calloc(o->nroots + 1, sizeof *m->roots);
     m->seen = calloc(o->nroots + 1, 1);
-    m->top_changed = calloc(o->nroots + 1, 1);
     m->ignore = calloc(o->nignore + 1, sizeof *m->ignore);
-    if (!m->roots || !m->seen || !m->top_changed || !m->ignore) goto fail;
+    if (!m->roots || !m->seen || !m->ignore) goto fail;
     for (size_t i = 0; i < o->nroots; i++, m->nroots++)
         if (!(m->roots[i] = strdup(o->roots[i]))) goto fail;
     for (size_t i = 0; i < o->nignore; i++, m->nignore++)
@@ -272,7 +266,6 @@ fail:
     for (size_t i = 0; i < m->nignore; i++) free(m->ignore[i]);
     free(m->roots);
     free(m->seen);
-    free(m->top_changed);
     free(m->ignore);
     free(m);
     return rc;
@@ -312,7 +305,6 @@ static void maybe_free(struct monitor *m)
     for (size_t i = 0; i < m->nignore; i++) free(m->ignore[i]);
     free(m->roots);
     free(m->seen);
-    free(m->top_changed);
     free(m->ignore);
     hash_manifest_free(&m->cur);
     hash_cache_free(&m->roots_real);

@@ -523,23 +523,19 @@ static void read_datalink(int dfd, const char *root, struct datalink *dl)
  * so the kubelet's key links do not read it again. */
 static void seed_datalink(struct walk *w, const struct datalink *dl)
 {
-    char link[PATH_MAX], out[PATH_MAX];
+    char out[PATH_MAX];
     struct stat st;
     int have_st = 0, hops = 1;
-    int slash = strcmp(w->rootreal, "/") != 0;
     if (dl->rc != 0 || w->nmemo >= LINK_MEMO) return;
-    if ((size_t)snprintf(link, sizeof link, "%s%s..data", w->rootreal, slash ? "/" : "") >=
-        sizeof link)
-        return;
     if (resolve_from(w, w->rootreal, dl->target, out, &st, &have_st, &hops, NULL, 0, NULL) != 0)
         return;
-    char *a = strdup(link), *b = strdup(out);
-    if (a && b && w->nmemo < LINK_MEMO) {
-        w->memo[w->nmemo++] = (struct link_memo){a, b};
+    char *link = join(w->rootreal, "..data"), *target = strdup(out);
+    if (link && target && w->nmemo < LINK_MEMO) {
+        w->memo[w->nmemo++] = (struct link_memo){link, target};
         return;
     }
-    free(a);
-    free(b);
+    free(link);
+    free(target);
 }
 
 /* Walks root number i: a directory through its resolved path (remembered

@@ -406,17 +406,13 @@ static void on_entry_event(struct watch *w, const struct ent *e, const struct in
         if (!(m & CONTENT_MASK) || !*name || (!e->rel[0] && is_private(name) &&
                                               strcmp(name, "..data")))
             return;
-        if (!e->rel[0] && !strcmp(name, "..data")) {
-            notify(w, e->root, WATCH_DATA_LINK);
-            return;
-        }
         if (m & IN_ISDIR) {
             char *child = join(e->rel, name);
             if (m & (IN_CREATE | IN_MOVED_TO)) tree_add(w, e->root, child);
             else if (m & (IN_MOVED_FROM | IN_DELETE)) tree_drop(w, e->root, child);
             free(child);
         }
-        notify(w, e->root, WATCH_EVENT);
+        notify(w, e->root, !e->rel[0] && !strcmp(name, "..data") ? WATCH_DATA_LINK : WATCH_EVENT);
         return;
     }
 }
