@@ -456,13 +456,18 @@ def reconcile_case(env, pod_hash, from_file):
     return a, fake, h
 
 
-@clean_exit
-def test_reconcile_rolls_when_pod_hash_differs_in_file(env):
-    a, fake, h = reconcile_case(env, "ab" * 32, True)
+def reconcile_rolled_once(a, fake, h):
+    """The startup reconcile rolled: one patch, to hash h."""
     check(a.of("reconcile")[0]["rollout"] is True, "reconcile did not roll")
     wait_rollout(a, result="patched", hash=h)
     a.quiet(QUIET)
     check(len(requests(fake, "PATCH")) == 1, "PATCHes %r" % requests(fake, "PATCH"))
+
+
+@clean_exit
+def test_reconcile_rolls_when_pod_hash_differs_in_file(env):
+    a, fake, h = reconcile_case(env, "ab" * 32, True)
+    reconcile_rolled_once(a, fake, h)
     changes = template_changes(history(fake, "deployments", "web"))
     check(len(changes) == 1 and changes[0][HASH_KEY] == h, "template changes %r" % changes)
 
@@ -482,10 +487,7 @@ def test_reconcile_no_rollout_when_pod_hash_absent(env):
 @clean_exit
 def test_reconcile_from_pod_when_no_annotations_file(env):
     a, fake, h = reconcile_case(env, "cd" * 32, False)
-    check(a.of("reconcile")[0]["rollout"] is True, "reconcile did not roll")
-    wait_rollout(a, result="patched", hash=h)
-    a.quiet(QUIET)
-    check(len(requests(fake, "PATCH")) == 1, "PATCHes %r" % requests(fake, "PATCH"))
+    reconcile_rolled_once(a, fake, h)
     check(stored(fake, "deployments", "web")["spec"]["template"]["metadata"]["annotations"]
           [HASH_KEY] == h, "stored template hash")
 

@@ -657,27 +657,29 @@ def validate_core_event(ev):
             errs.append(mismatch)
         errs += _required_limited(ev, [("reportingComponent", 316), ("reportingInstance", 128),
                                        ("action", 128), ("reason", 128)])
-        rc = _str_field(ev, "reportingComponent")
-        if rc and not QUALIFIED_NAME.match(rc):
-            errs.append(("reportingComponent", "FieldValueInvalid",
-                         "Invalid value: %s: must be a qualified name" % json.dumps(rc)))
-        if len(_str_field(ev, "message")) > 1024:
-            errs.append(("message", "FieldValueInvalid", 'Invalid value: "": can have at most '
-                         '1024 characters'))
+        errs += _reporter_and_text_errors(ev, "reportingComponent", "message")
     return errs + _event_type_errors(ev) + _namespace_errors(ns)
+
+
+def _reporter_and_text_errors(ev, reporter, text):
+    """The reporter field must be a qualified name, the text at most 1024
+    characters (both Event APIs, under their own field names)."""
+    errs = []
+    rc = _str_field(ev, reporter)
+    if rc and not QUALIFIED_NAME.match(rc):
+        errs.append((reporter, "FieldValueInvalid",
+                     "Invalid value: %s: must be a qualified name" % json.dumps(rc)))
+    if len(_str_field(ev, text)) > 1024:
+        errs.append((text, "FieldValueInvalid",
+                     'Invalid value: "": can have at most 1024 characters'))
+    return errs
 
 
 def validate_events_v1(ev):
     """spec §7 events.k8s.io/v1 (strict) rules."""
     errs = _required_limited(ev, [("eventTime", 64), ("reportingController", 316),
                                   ("reportingInstance", 128), ("action", 128), ("reason", 128)])
-    rc = _str_field(ev, "reportingController")
-    if rc and not QUALIFIED_NAME.match(rc):
-        errs.append(("reportingController", "FieldValueInvalid",
-                     "Invalid value: %s: must be a qualified name" % json.dumps(rc)))
-    if len(_str_field(ev, "note")) > 1024:
-        errs.append(("note", "FieldValueInvalid", 'Invalid value: "": can have at most 1024 '
-                     'characters'))
+    errs += _reporter_and_text_errors(ev, "reportingController", "note")
     for f in ("deprecatedSource", "deprecatedFirstTimestamp", "deprecatedLastTimestamp",
               "deprecatedCount"):
         if ev.get(f):
