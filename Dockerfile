@@ -20,6 +20,7 @@ COPY Makefile ./
 COPY agent/ agent/
 COPY watch/ watch/
 COPY hash/ hash/
+COPY base/ base/
 ARG GIT_COMMIT=unknown
 RUN make -j"$(nproc)" build/reload-agent GIT_COMMIT="${GIT_COMMIT}"
 

@@ -1,7 +1,8 @@
 # reload-agent: one GNU Makefile. `make` builds build/reload-agent.
-# Sources are discovered: every .c under agent/, watch/ and hash/ goes into
-# build/libreload.a except agent/main.c; each tests/test_*.c is one cmocka
-# binary linked against that archive.
+# Sources are discovered: every .c in a top-level source folder (agent/,
+# actions/, kube/, net/, config/, watch/, hash/, base/; see
+# docs/architecture.md) goes into build/libreload.a except agent/main.c;
+# each tests/test_*.c is one cmocka binary linked against that archive.
 
 VERSION    ?= 0.1.0
 GIT_COMMIT ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
@@ -26,7 +27,9 @@ RA_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I. $(PKG_CFLAGS) \
             -DRA_VERSION='"$(VERSION)"' -DRA_GIT_COMMIT='"$(GIT_COMMIT)"'
 LDLIBS   += $(PKG_LIBS) -lhttp_parser -lm -ldl -lpthread
 
-LIB_SRC  := $(filter-out agent/main.c,$(wildcard agent/*.c watch/*.c hash/*.c))
+SRC_DIRS := agent actions kube net config watch hash base
+LIB_SRC  := $(filter-out agent/main.c,$(wildcard $(SRC_DIRS:%=%/*.c)))
+LIB_HDR  := $(wildcard $(SRC_DIRS:%=%/*.h))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -40,7 +43,7 @@ FUZZ_SECONDS ?= 240
 
 all: $(BUILD)/reload-agent $(TOOL_BIN)
 
-$(BUILD)/obj/%.o: %.c $(wildcard agent/*.h watch/*.h hash/*.h)
+$(BUILD)/obj/%.o: %.c $(LIB_HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(RA_CFLAGS) $(CFLAGS) -c -o $@ $<
 
@@ -63,7 +66,7 @@ $(BUILD)/tools/%: tests/tools/%.c $(BUILD)/libreload.a
 # library sources (instrumented), not with the archive.
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -I. $(PKG_CFLAGS) -fsanitize=fuzzer,address,undefined \
                -fno-sanitize-recover=all -DRA_VERSION='"$(VERSION)"' -DRA_GIT_COMMIT='"$(GIT_COMMIT)"'
-$(BUILD)/fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(wildcard agent/*.h watch/*.h hash/*.h)
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(LIB_HDR)
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -o $@ $< $(LIB_SRC) $(LDLIBS)
 

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/log.h"
+#include "base/log.h"
 #include "hash/hash.h"
 
 static const char usage[] =
@@ -34,7 +34,7 @@ static void on_warn(void *ud, enum hash_warning w, const char *lpath)
     };
     struct log_rec r;
     (void)ud;
-    if (log_rec_begin(&r, LOG_WARN, "hash_skip")) {
+    if (log_rec_begin(&r, RA_LOG_WARN, "hash_skip")) {
         log_rec_str(&r, "path", lpath);
         log_rec_end(&r, "%s", what[w]);
     }
@@ -103,7 +103,7 @@ int cmd_hash(int argc, char **argv)
     free(paths);
     if (rc < 0) {
         struct log_rec r;
-        if (log_rec_begin(&r, LOG_ERROR, "hash_error")) {
+        if (log_rec_begin(&r, RA_LOG_ERROR, "hash_error")) {
             log_rec_str(&r, "path", err.path); /* a field: escaped, unlike the message */
             if (rc == -EAGAIN && strcmp(err.op, "rewalk") == 0)
                 log_rec_end(&r, "content kept changing while being hashed (%d attempts)",

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "agent/httpd.h"
-#include "agent/log.h"
+#include "base/log.h"
 #include "agent/value.h"
 
 enum opt_type { OPT_STR, OPT_LIST, OPT_DURATION, OPT_SIGNAL, OPT_BOOL, OPT_ENUM };

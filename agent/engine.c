@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "agent/execact.h"
-#include "agent/log.h"
+#include "base/log.h"
 #include "agent/metrics.h"
 #include "agent/proc.h"
 #include "agent/restart.h"
@@ -119,7 +119,7 @@ static void log_action(struct engine *e, int action, int ok, double secs, const 
     char hex[HASH_HEX_LEN + 1];
     struct log_rec r;
     hash_hex(e->inflight_target.total, hex);
-    if (log_rec_begin(&r, ok ? LOG_INFO : LOG_WARN, "action")) {
+    if (log_rec_begin(&r, ok ? RA_LOG_INFO : RA_LOG_WARN, "action")) {
         log_rec_str(&r, "action", cfg_action_name(action));
         log_rec_str(&r, "result", ok ? "success" : "failure");
         log_rec_int(&r, "attempt", e->attempt);
@@ -177,7 +177,7 @@ static void part_done(struct engine *e, int action, int ok, const char *err)
     delay = delay / 2 + (uint64_t)rand() % (delay / 2 + 1); /* equal jitter */
     metrics_retry();
     struct log_rec r;
-    if (log_rec_begin(&r, LOG_INFO, "retry")) {
+    if (log_rec_begin(&r, RA_LOG_INFO, "retry")) {
         log_rec_int(&r, "delay_ms", (long long)delay);
         log_rec_int(&r, "attempt", e->attempt + 1);
         log_rec_end(&r, "retrying in %llums", (unsigned long long)delay);
@@ -541,7 +541,7 @@ void engine_reconcile(struct engine *e, const char *pod_hash)
     hash_hex(e->observed.sub, hex);
     struct log_rec r;
     int differ = pod_hash && *pod_hash && strcmp(pod_hash, hex) != 0;
-    if (log_rec_begin(&r, LOG_INFO, "reconcile")) {
+    if (log_rec_begin(&r, RA_LOG_INFO, "reconcile")) {
         log_rec_str(&r, "pod_hash", pod_hash ? pod_hash : "");
         log_rec_str(&r, "hash", hex);
         log_rec_bool(&r, "rollout", differ);

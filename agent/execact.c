@@ -12,7 +12,7 @@
  */
 #include "agent/execact.h"
 
-#include "agent/log.h"
+#include "base/log.h"
 
 #include <errno.h>
 #include <signal.h>

@@ -27,7 +27,7 @@
 #include <time.h>
 
 #include "agent/curl_dl.h"
-#include "agent/log.h"
+#include "base/log.h"
 
 #define HTTPC_DEFAULT_TIMEOUT_MS 30000
 #define HTTPC_DEFAULT_MAX_BODY (1024 * 1024)

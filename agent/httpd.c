@@ -19,7 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent/log.h"
+#include "base/log.h"
 
 #define HTTPD_MAX_CONNS 64
 #define HTTPD_HEAD_MAX 8192

@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/log.h"
+#include "base/log.h"
 
 #define KEV_MEMORY 16 /* remembered (object, reason) pairs */
 

@@ -25,7 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent/log.h"
+#include "base/log.h"
 
 #define TOKEN_MAX 16384        /* bytes; a bound service-account JWT is ~1 KiB */
 #define BACKOFF_BASE_MS 200

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/log.h"
+#include "base/log.h"
 #include "watch/watch.h"
 
 #define RETRY_MIN_MS 500
@@ -78,7 +78,7 @@ static int compute(struct monitor *m, struct hash_manifest *out)
     free(present);
     if (rc < 0) {
         struct log_rec r;
-        if (log_rec_begin(&r, LOG_ERROR, "hash-error")) {
+        if (log_rec_begin(&r, RA_LOG_ERROR, "hash-error")) {
             log_rec_str(&r, "path", err.path);
             log_rec_str(&r, "op", err.op ? err.op : "");
             log_rec_str(&r, "error", strerror(-rc));
@@ -119,7 +119,7 @@ static void evaluate(struct monitor *m)
     if (hash_diff(&m->cur, &next, &d) < 0) ra_oom();
     hash_hex(next.total, hex);
     struct log_rec r;
-    if (log_rec_begin(&r, LOG_INFO, "change")) {
+    if (log_rec_begin(&r, RA_LOG_INFO, "change")) {
         log_rec_str(&r, "hash", hex);
         log_rec_strv(&r, "added", d.added, d.nadded);
         log_rec_strv(&r, "removed", d.removed, d.nremoved);
@@ -181,17 +181,17 @@ static void on_watch(void *ud, size_t root, enum watch_why why)
         if (!m->overflowed) {
             struct log_rec r;
             m->overflowed = 1;
-            if (log_rec_begin(&r, LOG_WARN, "overflow"))
+            if (log_rec_begin(&r, RA_LOG_WARN, "overflow"))
                 log_rec_end(&r, "inotify queue overflowed: rescanning everything");
         }
         break;
     case WATCH_ROOT_GONE:
-        log_root("root-gone", LOG_WARN, m->roots[root],
+        log_root("root-gone", RA_LOG_WARN, m->roots[root],
                  "disappeared; waiting for it (no action while it is missing)");
         return;
     case WATCH_ROOT_BACK:
         m->seen[root] = 1;
-        log_root("root-back", LOG_INFO, m->roots[root], "is present again");
+        log_root("root-back", RA_LOG_INFO, m->roots[root], "is present again");
         break;
     }
     hint(m);
@@ -225,7 +225,7 @@ int monitor_start(uv_loop_t *loop, const struct monitor_opts *o, monitor_change_
         if ((rc = watch_add(m->w, m->roots[i], on_watch, m, &idx)) < 0) goto fail_watch;
         m->seen[i] = (unsigned char)watch_root_present(m->w, i);
         if (!m->seen[i])
-            log_root("waiting", LOG_WARN, m->roots[i],
+            log_root("waiting", RA_LOG_WARN, m->roots[i],
                      "does not exist yet; waiting for it (left out of the hash until then)");
     }
     for (size_t i = 0; i < o->nextra; i++) {
@@ -251,7 +251,7 @@ int monitor_start(uv_loop_t *loop, const struct monitor_opts *o, monitor_change_
     }
     hash_hex(m->cur.total, hex);
     struct log_rec r;
-    if (log_rec_begin(&r, LOG_INFO, "baseline")) {
+    if (log_rec_begin(&r, RA_LOG_INFO, "baseline")) {
         log_rec_str(&r, "hash", hex);
         log_rec_int(&r, "files", (long long)m->cur.n);
         log_rec_end(&r, "baseline content hash over %zu files", m->cur.n);

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/log.h"
+#include "base/log.h"
 
 #define STRATEGIC "application/strategic-merge-patch+json"
 #define MERGE "application/merge-patch+json"

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent/log.h"
+#include "base/log.h"
 
 struct restart_job {
     uv_poll_t poll;

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "agent/log.h"
+#include "base/log.h"
 
 struct rollout {
     uv_loop_t *loop;
@@ -82,7 +82,7 @@ static void log_rollout(struct rollout *r, enum rollout_result res, const char *
     struct log_rec rec;
     snprintf(owner, sizeof owner, "%s/%s", r->owner ? r->owner->kind : "?",
              r->owner ? r->owner->name : "?");
-    if (log_rec_begin(&rec, res >= ROLLOUT_FAILED ? LOG_WARN : LOG_INFO, "rollout")) {
+    if (log_rec_begin(&rec, res >= ROLLOUT_FAILED ? RA_LOG_WARN : RA_LOG_INFO, "rollout")) {
         log_rec_str(&rec, "owner", owner);
         log_rec_str(&rec, "hash", r->hash);
         log_rec_str(&rec, "result", res == ROLLOUT_BLOCKED ? "failed" : rollout_result_name(res));

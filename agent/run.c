@@ -22,7 +22,7 @@
 #include "agent/httpd.h"
 #include "agent/kevents.h"
 #include "agent/kube.h"
-#include "agent/log.h"
+#include "base/log.h"
 #include "agent/metrics.h"
 #include "agent/monitor.h"
 #include "agent/rollout.h"
@@ -72,7 +72,7 @@ static void apply_sched(int64_t was, const struct config *c)
     if (c->sched_slice_ns == was || (was < 0 && c->sched_slice_ns == 0)) return;
     int rc = sched_set_slice(c->sched_slice_ns);
     struct log_rec r;
-    if (log_rec_begin(&r, rc == 0 ? LOG_DEBUG : LOG_WARN, "sched-slice")) {
+    if (log_rec_begin(&r, rc == 0 ? RA_LOG_DEBUG : RA_LOG_WARN, "sched-slice")) {
         log_rec_int(&r, "slice_ns", c->sched_slice_ns);
         if (rc == 0) {
             log_rec_end(&r, "scheduler slice set to %lld ns", (long long)c->sched_slice_ns);
@@ -146,7 +146,7 @@ static void on_pod_read(void *ud, const struct owner_info *o)
         for (size_t i = 0; i < o->pod.nsubpath_mounts; i++) {
             const struct owner_mount *m = &o->pod.subpath_mounts[i];
             struct log_rec r;
-            if (log_rec_begin(&r, LOG_WARN, "subpath")) {
+            if (log_rec_begin(&r, RA_LOG_WARN, "subpath")) {
                 log_rec_str(&r, "container", m->container);
                 log_rec_str(&r, "volume", m->volume);
                 log_rec_str(&r, "mount_path", m->mount_path);
@@ -274,7 +274,7 @@ static void apply_config(struct config *next)
     apply_logging(&R.cfg);
     apply_sched(slice_was, &R.cfg);
     struct log_rec r;
-    if (log_rec_begin(&r, LOG_INFO, "config")) {
+    if (log_rec_begin(&r, RA_LOG_INFO, "config")) {
         log_rec_str(&r, "action", cfg_action_name(R.cfg.action));
         log_rec_bool(&r, "rewatch", rewatch);
         log_rec_end(&r, "configuration updated from %s", R.annot_path);
@@ -307,7 +307,7 @@ static void reload_annotations(uv_timer_t *t)
         struct log_rec r;
         metrics_config_error();
         snprintf(R.last_config_error, sizeof R.last_config_error, "%s", err);
-        if (log_rec_begin(&r, LOG_ERROR, "config-error")) {
+        if (log_rec_begin(&r, RA_LOG_ERROR, "config-error")) {
             log_rec_str(&r, "error", err);
             log_rec_end(&r, "rejected the annotations update, keeping the last good "
                             "configuration: %s",
@@ -348,7 +348,7 @@ static void shutdown_all(void)
     if (R.stopping) return;
     R.stopping = 1;
     struct log_rec r;
-    if (log_rec_begin(&r, LOG_INFO, "shutdown")) log_rec_end(&r, "stopping");
+    if (log_rec_begin(&r, RA_LOG_INFO, "shutdown")) log_rec_end(&r, "stopping");
     uv_close((uv_handle_t *)&R.annot_timer, on_closed_noop);
     if (R.srv) httpd_close(R.srv, NULL, NULL);
     R.srv = NULL;
@@ -457,7 +457,7 @@ int run_main(int argc, char **argv)
         start_reconcile();
         struct log_rec r;
         R.ready = 1;
-        if (log_rec_begin(&r, LOG_INFO, "ready")) {
+        if (log_rec_begin(&r, RA_LOG_INFO, "ready")) {
             log_rec_str(&r, "action", cfg_action_name(R.cfg.action));
             if (R.srv) log_rec_int(&r, "port", httpd_port(R.srv));
             log_rec_end(&r, "watching %zu roots", R.cfg.watch.n);

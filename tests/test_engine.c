@@ -20,7 +20,7 @@
 
 #include "agent/config.h"
 #include "agent/engine.h"
-#include "agent/log.h"
+#include "base/log.h"
 #include "hash/hash.h"
 
 static char g_dir[256];
@@ -86,7 +86,7 @@ static int setup(void **state)
     snprintf(g_dir, sizeof g_dir, "/tmp/ra-test-engine-%d", (int)getpid());
     snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s/vol", g_dir, g_dir);
     assert_int_equal(system(cmd), 0);
-    log_configure(LOG_ERROR, LOG_FORMAT_TEXT);
+    log_configure(RA_LOG_ERROR, RA_LOG_FORMAT_TEXT);
     return 0;
 }
 

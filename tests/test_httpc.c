@@ -27,7 +27,7 @@
 #include <curl/curl.h>
 
 #include "agent/httpc.h"
-#include "agent/log.h"
+#include "base/log.h"
 #include "tests/helper_proc.h"
 
 #define GUARD_MS 10000 /* no test loop may run longer than this */

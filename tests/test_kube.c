@@ -28,7 +28,7 @@
 
 #include "agent/httpc.h"
 #include "agent/kube.h"
-#include "agent/log.h"
+#include "base/log.h"
 
 #define RUN_LIMIT_MS 30000 /* no test loop may run longer than this */
 
@@ -800,7 +800,7 @@ static int group_setup(void **state)
     no_proxy_env();
     if (!mkdtemp(g_dir)) return -1;
     snprintf(st, sizeof st, "%s/fake", g_dir);
-    log_configure(LOG_ERROR, LOG_FORMAT_TEXT);
+    log_configure(RA_LOG_ERROR, RA_LOG_FORMAT_TEXT);
     curl_global_init(CURL_GLOBAL_DEFAULT);
     return fake_start(&g_fake, st, "deployment");
 }

@@ -27,7 +27,7 @@
 
 #include "agent/httpc.h"
 #include "agent/kube.h"
-#include "agent/log.h"
+#include "base/log.h"
 #include "agent/owner.h"
 
 #define RUN_LIMIT_MS 30000 /* no test loop may run longer than this */
@@ -517,7 +517,7 @@ static int group_setup(void **state)
     no_proxy_env();
     if (!mkdtemp(g_dir)) return -1;
     snprintf(g_state, sizeof g_state, "%s/fake", g_dir);
-    log_configure(LOG_ERROR, LOG_FORMAT_TEXT);
+    log_configure(RA_LOG_ERROR, RA_LOG_FORMAT_TEXT);
     curl_global_init(CURL_GLOBAL_DEFAULT);
     return 0;
 }

@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "agent/log.h"
+#include "base/log.h"
 #include "agent/restart.h"
 
 struct result {
@@ -118,7 +118,7 @@ static void test_missing_target_fails_async(void **state)
 
 int main(void)
 {
-    log_configure(LOG_ERROR, LOG_FORMAT_TEXT);
+    log_configure(RA_LOG_ERROR, RA_LOG_FORMAT_TEXT);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_target_exits),
         cmocka_unit_test(test_target_ignores_signal_times_out),

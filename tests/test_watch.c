@@ -13,7 +13,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "agent/log.h"
+#include "base/log.h"
 #include "watch/watch.h"
 
 #include <errno.h>
@@ -502,7 +502,7 @@ static void test_missing_root(void **state)
     int logfd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     assert_true(logfd >= 0);
     log_set_fd(logfd);
-    log_configure(LOG_DEBUG, LOG_FORMAT_TEXT); /* the watcher logs details at debug level;
+    log_configure(RA_LOG_DEBUG, RA_LOG_FORMAT_TEXT); /* the watcher logs details at debug level;
                                                   the monitor logs the "waiting" event */
 
     size_t i = add(f, 0, at(f, "a/b/c"));
@@ -536,7 +536,7 @@ static void test_missing_root(void **state)
     assert_int_equal(watch_wd_count(f->w), 3); /* sentinel, a/b/c, x/y */
 
     log_set_fd(2);
-    log_configure(LOG_WARN, LOG_FORMAT_TEXT);
+    log_configure(RA_LOG_WARN, RA_LOG_FORMAT_TEXT);
     close(logfd);
     read_log(logpath, logbuf, sizeof logbuf);
     snprintf(want, sizeof want, "watch root %s does not exist yet; waiting for it", at(f, "a/b/c"));
@@ -798,7 +798,7 @@ static void test_bad_input(void **state)
 
 int main(void)
 {
-    log_configure(LOG_WARN, LOG_FORMAT_TEXT);
+    log_configure(RA_LOG_WARN, RA_LOG_FORMAT_TEXT);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_kubelet_swap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_plain_write, setup, teardown),

@@ -18,7 +18,7 @@
  */
 #include "watch/watch.h"
 
-#include "agent/log.h"
+#include "base/log.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -5,7 +5,7 @@
  * macros. A structured event with fields uses a log_rec:
  *
  *     struct log_rec r;
- *     if (log_rec_begin(&r, LOG_INFO, "change")) {
+ *     if (log_rec_begin(&r, RA_LOG_INFO, "change")) {
  *         log_rec_str(&r, "hash", hex);
  *         log_rec_strv(&r, "modified", paths, n);
  *         log_rec_end(&r, "content changed (%zu paths)", n);
@@ -27,8 +27,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 
-enum log_level { LOG_DEBUG = 0, LOG_INFO = 1, LOG_WARN = 2, LOG_ERROR = 3 };
-enum log_format { LOG_FORMAT_TEXT = 0, LOG_FORMAT_JSON = 1 };
+enum log_level { RA_LOG_DEBUG = 0, RA_LOG_INFO = 1, RA_LOG_WARN = 2, RA_LOG_ERROR = 3 };
+enum log_format { RA_LOG_FORMAT_TEXT = 0, RA_LOG_FORMAT_JSON = 1 };
 
 /* Sets the minimum level and the output format (default: info, text). */
 void log_configure(enum log_level min, enum log_format fmt);
@@ -67,15 +67,15 @@ void log_rec_end(struct log_rec *r, const char *fmt, ...) __attribute__((format(
 /* Plain message at a level, no event name. */
 void log_msg(enum log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-#define LOG_AT_(lvl, ...)                  \
+#define RA_LOG_AT_(lvl, ...)                  \
     do {                                   \
         if (!log_is_enabled(lvl)) break;   \
         log_msg(lvl, __VA_ARGS__);         \
     } while (0)
-#define log_error(...) LOG_AT_(LOG_ERROR, __VA_ARGS__)
-#define log_warn(...) LOG_AT_(LOG_WARN, __VA_ARGS__)
-#define log_info(...) LOG_AT_(LOG_INFO, __VA_ARGS__)
-#define log_debug(...) LOG_AT_(LOG_DEBUG, __VA_ARGS__)
+#define log_error(...) RA_LOG_AT_(RA_LOG_ERROR, __VA_ARGS__)
+#define log_warn(...) RA_LOG_AT_(RA_LOG_WARN, __VA_ARGS__)
+#define log_info(...) RA_LOG_AT_(RA_LOG_INFO, __VA_ARGS__)
+#define log_debug(...) RA_LOG_AT_(RA_LOG_DEBUG, __VA_ARGS__)
 
 /* Appends to `out` (growing it) the JSON string literal for bytes s[0..len),
  * quotes included; invalid UTF-8 bytes become the text \\xHH. Exposed so

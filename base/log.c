@@ -5,7 +5,7 @@
  * the whole line and writes it with one write(2), so lines never interleave.
  * Allocation failure while logging drops fields, never the process.
  */
-#include "agent/log.h"
+#include "base/log.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -18,7 +18,7 @@ static struct {
     enum log_level min;
     enum log_format fmt;
     int fd;
-} g_log = {LOG_INFO, LOG_FORMAT_TEXT, 2};
+} g_log = {RA_LOG_INFO, RA_LOG_FORMAT_TEXT, 2};
 
 void log_configure(enum log_level min, enum log_format fmt)
 {
@@ -142,7 +142,7 @@ int log_rec_begin(struct log_rec *r, enum log_level lvl, const char *event)
 
 static int field_key(struct log_rec *r, const char *key)
 {
-    if (g_log.fmt == LOG_FORMAT_JSON) {
+    if (g_log.fmt == RA_LOG_FORMAT_JSON) {
         if (buf_addc(&r->fields, &r->len, &r->cap, ',')) return -1;
         if (log_json_escape(&r->fields, &r->len, &r->cap, key, strlen(key))) return -1;
         return buf_addc(&r->fields, &r->len, &r->cap, ':');
@@ -155,7 +155,7 @@ static int field_key(struct log_rec *r, const char *key)
 void log_rec_strn(struct log_rec *r, const char *key, const char *val, size_t n)
 {
     if (!r->active || field_key(r, key)) return;
-    if (g_log.fmt == LOG_FORMAT_JSON) log_json_escape(&r->fields, &r->len, &r->cap, val, n);
+    if (g_log.fmt == RA_LOG_FORMAT_JSON) log_json_escape(&r->fields, &r->len, &r->cap, val, n);
     else text_value(&r->fields, &r->len, &r->cap, val, n);
     r->nfields++;
 }
@@ -195,7 +195,7 @@ void log_rec_bool(struct log_rec *r, const char *key, int v)
 void log_rec_strv(struct log_rec *r, const char *key, const char *const *v, size_t n)
 {
     if (!r->active || field_key(r, key)) return;
-    int json = g_log.fmt == LOG_FORMAT_JSON;
+    int json = g_log.fmt == RA_LOG_FORMAT_JSON;
     buf_addc(&r->fields, &r->len, &r->cap, '[');
     for (size_t i = 0; i < n; i++) {
         if (i) buf_addc(&r->fields, &r->len, &r->cap, ',');
@@ -237,7 +237,7 @@ static void rec_vend(struct log_rec *r, const char *fmt, va_list ap)
     if (!r->active) return;
     vsnprintf(msg, sizeof msg, fmt, ap);
     format_time(ts, sizeof ts);
-    if (g_log.fmt == LOG_FORMAT_JSON) {
+    if (g_log.fmt == RA_LOG_FORMAT_JSON) {
         buf_add(&line, &len, &cap, "{\"time\":\"", 9);
         buf_add(&line, &len, &cap, ts, strlen(ts));
         buf_add(&line, &len, &cap, "\",\"level\":\"", 11);
