@@ -21,6 +21,7 @@ COPY agent/ agent/
 COPY watch/ watch/
 COPY hash/ hash/
 COPY base/ base/
+COPY config/ config/
 ARG GIT_COMMIT=unknown
 RUN make -j"$(nproc)" build/reload-agent GIT_COMMIT="${GIT_COMMIT}"
 

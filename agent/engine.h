@@ -19,7 +19,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "agent/config.h"
+#include "config/config.h"
 #include "hash/hash.h"
 
 struct engine;

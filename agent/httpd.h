@@ -45,13 +45,7 @@ struct httpd_resp {
 /* Fills resp for req. Unknown paths should set status 404. */
 typedef void (*httpd_handler)(void *ud, const struct httpd_req *req, struct httpd_resp *resp);
 
-/* Parses a listen address: "HOST:PORT" (numeric IPv4), "[V6]:PORT" or
- * ":PORT" (= 0.0.0.0), PORT 0..65535. Returns 0 and *out, or -EINVAL with
- * a reason naming the bad value in err (errlen bytes, NUL-terminated).
- * For validating --listen before starting. */
-int httpd_parse_listen(const char *listen, struct sockaddr_storage *out, char *err, size_t errlen);
-
-/* Parses listen (as httpd_parse_listen) and starts listening. Port 0 picks
+/* Parses listen (as val_listen) and starts listening. Port 0 picks
  * a free port (see httpd_port). Returns 0 and *out, or <0 (UV_EINVAL for a
  * bad address, the bind/listen error such as UV_EADDRINUSE otherwise) and
  * nothing is left open or allocated. */

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "agent/config.h"
+#include "config/config.h"
 
 /* Records one finished action attempt. */
 void metrics_action(int action, int success, double seconds);

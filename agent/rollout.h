@@ -27,7 +27,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "agent/config.h"
+#include "config/config.h"
 #include "agent/kevents.h"
 #include "agent/kube.h"
 #include "agent/owner.h"

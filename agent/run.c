@@ -14,8 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent/annotations.h"
-#include "agent/config.h"
+#include "config/annotations.h"
+#include "config/config.h"
 #include "agent/endpoints.h"
 #include "agent/engine.h"
 #include "agent/httpc.h"

@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "agent/annotations.h"
+#include "config/annotations.h"
 
 #include <errno.h>
 #include <fcntl.h>

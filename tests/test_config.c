@@ -13,8 +13,8 @@
 
 #include <cmocka.h>
 
-#include "agent/annotations.h"
-#include "agent/config.h"
+#include "config/annotations.h"
+#include "config/config.h"
 
 struct fixture {
     struct cfg_layer flags, annots;

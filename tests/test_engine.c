@@ -18,7 +18,7 @@
 
 #include <cmocka.h>
 
-#include "agent/config.h"
+#include "config/config.h"
 #include "agent/engine.h"
 #include "base/log.h"
 #include "hash/hash.h"

@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "agent/goquote.h"
+#include "config/goquote.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "agent/value.h"
+#include "config/value.h"
 
 #include <errno.h>
 #include <signal.h>

@@ -5,8 +5,8 @@
  * '\n'-joined) parses to the same set; adding one final '\n' to a file that
  * has none does not change the outcome; errors name a line.
  */
-#include "agent/annotations.h"
-#include "agent/goquote.h"
+#include "config/annotations.h"
+#include "config/goquote.h"
 
 #include <stdint.h>
 #include <stdlib.h>

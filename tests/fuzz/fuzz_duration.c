@@ -4,7 +4,7 @@
  * back to the same value; any int64 formats to a string that parses back
  * (with its sign removed); rejected input always gets a reason.
  */
-#include "agent/value.h"
+#include "config/value.h"
 
 #include <stdint.h>
 #include <stdlib.h>

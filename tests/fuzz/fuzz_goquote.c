@@ -4,7 +4,7 @@
  * unquotes re-quotes to a literal that unquotes to the same bytes; the
  * bounded gq_quote_to output is a prefix of gq_quote's (or all of it).
  */
-#include "agent/goquote.h"
+#include "config/goquote.h"
 
 #include <stdint.h>
 #include <stdlib.h>

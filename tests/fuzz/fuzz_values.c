@@ -5,7 +5,7 @@
  * non-empty, comma-free items and re-joining them parses to the same list;
  * accepted integers are in range and print back to the input digits.
  */
-#include "agent/value.h"
+#include "config/value.h"
 
 #include <inttypes.h>
 #include <stdint.h>

@@ -11,7 +11,7 @@
  * outside those ranges are emitted raw, where Go would escape them; the
  * result still decodes to the same bytes.
  */
-#include "agent/goquote.h"
+#include "config/goquote.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -18,7 +18,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "agent/annotations.h"
+#include "config/annotations.h"
 
 #define CFG_ANNOTATION_PREFIX "reload-agent.io/"
 #define CFG_DEFAULT_ANNOTATIONS_FILE "/etc/podinfo/annotations"

@@ -5,16 +5,15 @@
  * To add an option: add a field to struct config, one row to OPTIONS below,
  * and (if it needs one) a cross-field check in validate(). Nothing else.
  */
-#include "agent/config.h"
+#include "config/config.h"
 
 #include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/httpd.h"
 #include "base/log.h"
-#include "agent/value.h"
+#include "config/value.h"
 
 enum opt_type { OPT_STR, OPT_LIST, OPT_DURATION, OPT_SIGNAL, OPT_BOOL, OPT_ENUM };
 
@@ -493,7 +492,7 @@ static int validate(struct config *c, char *err, size_t errlen)
     if (c->listen && *c->listen) {
         struct sockaddr_storage ss;
         char why[256];
-        if (httpd_parse_listen(c->listen, &ss, why, sizeof why) < 0) {
+        if (val_listen(c->listen, &ss, why, sizeof why) < 0) {
             snprintf(err, errlen, "invalid value for --listen: %s", why);
             return -EINVAL;
         }

@@ -9,9 +9,9 @@
  * is kept sorted by key so lookups are binary searches and duplicates are
  * found in O(n log n) even for a file of the maximum size.
  */
-#include "agent/annotations.h"
+#include "config/annotations.h"
 
-#include "agent/goquote.h"
+#include "config/goquote.h"
 
 #include <errno.h>
 #include <fcntl.h>
