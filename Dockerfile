@@ -1,6 +1,6 @@
 # Container image of reload-agent: a scratch image holding only the binary,
 # the shared libraries it links (as ldd lists them), libcurl and its
-# libraries (loaded on first use by agent/curl_dl.c), the dynamic loader, the
+# libraries (loaded on first use by net/curl_dl.c), the dynamic loader, the
 # CA bundle and a passwd/group naming the unprivileged user 65532. It writes
 # nothing, so it runs with a read-only root filesystem.
 #
@@ -22,6 +22,7 @@ COPY watch/ watch/
 COPY hash/ hash/
 COPY base/ base/
 COPY config/ config/
+COPY net/ net/
 ARG GIT_COMMIT=unknown
 RUN make -j"$(nproc)" build/reload-agent GIT_COMMIT="${GIT_COMMIT}"
 

@@ -7,7 +7,7 @@
 #define RA_ENDPOINTS_H
 
 #include "agent/engine.h"
-#include "agent/httpd.h"
+#include "net/httpd.h"
 #include "agent/monitor.h"
 
 /* What the routes read. The pointers are re-read on every request, so the

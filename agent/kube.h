@@ -29,7 +29,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "agent/httpc.h"
+#include "net/httpc.h"
 
 #define KUBE_MAX_TRIES 6
 #define KUBE_SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"

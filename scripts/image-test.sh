@@ -138,7 +138,7 @@ want=$(python3 tests/refhash.py "$VOL") || fail "tests/refhash.py failed"
 [ "$got" = "$want" ] || fail "hash in the image is $got, tests/refhash.py says $want"
 step "hash of the volume matches tests/refhash.py"
 
-# libcurl is loaded on first use (agent/curl_dl.c), so check that the image
+# libcurl is loaded on first use (net/curl_dl.c), so check that the image
 # carries it and its libraries: an http action against a closed port must
 # fail with curl's connect error, not with "libcurl could not be loaded".
 pm run -d --name reload-agent-curlcheck --network host --read-only -v "$VOL:$VOL:ro" "$IMAGE" \

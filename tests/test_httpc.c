@@ -26,7 +26,7 @@
 #include <cmocka.h>
 #include <curl/curl.h>
 
-#include "agent/httpc.h"
+#include "net/httpc.h"
 #include "base/log.h"
 #include "tests/helper_proc.h"
 

@@ -27,7 +27,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "agent/httpd.h"
+#include "net/httpd.h"
 #include "config/value.h"
 
 #define MAX_EX 12

@@ -25,7 +25,7 @@
 #include <cmocka.h>
 #include <curl/curl.h>
 
-#include "agent/httpc.h"
+#include "net/httpc.h"
 #include "agent/kube.h"
 #include "base/log.h"
 #include "agent/owner.h"

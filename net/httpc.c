@@ -15,7 +15,7 @@
  * poll handle and never sees the closing one. The client itself is freed
  * after the close callbacks of all its handles have run.
  */
-#include "agent/httpc.h"
+#include "net/httpc.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -26,7 +26,7 @@
 #include <strings.h>
 #include <time.h>
 
-#include "agent/curl_dl.h"
+#include "net/curl_dl.h"
 #include "base/log.h"
 
 #define HTTPC_DEFAULT_TIMEOUT_MS 30000

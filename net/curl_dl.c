@@ -1,7 +1,7 @@
 /*
  * curl_dl.c - dlopen of libcurl on first use (see curl_dl.h).
  */
-#include "agent/curl_dl.h"
+#include "net/curl_dl.h"
 
 #include <dlfcn.h>
 #include <errno.h>

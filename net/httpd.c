@@ -9,7 +9,7 @@
  * and a "lingering" read that discards input until EOF or the timeout, so
  * the client reads our error reply instead of a reset.
  */
-#include "agent/httpd.h"
+#include "net/httpd.h"
 
 #include <errno.h>
 #include <http_parser.h>
