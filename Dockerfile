@@ -23,6 +23,7 @@ COPY hash/ hash/
 COPY base/ base/
 COPY config/ config/
 COPY net/ net/
+COPY kube/ kube/
 ARG GIT_COMMIT=unknown
 RUN make -j"$(nproc)" build/reload-agent GIT_COMMIT="${GIT_COMMIT}"
 

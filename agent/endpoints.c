@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/kube.h"
+#include "kube/kube.h"
 #include "agent/metrics.h"
 
 static void text(struct httpd_resp *resp, int status, const char *body)

@@ -28,9 +28,9 @@
 #include <uv.h>
 
 #include "config/config.h"
-#include "agent/kevents.h"
-#include "agent/kube.h"
-#include "agent/owner.h"
+#include "kube/kevents.h"
+#include "kube/kube.h"
+#include "kube/owner.h"
 
 #define ROLLOUT_FLIP_LIMIT 3
 #define ROLLOUT_FLIP_WINDOW_S 600

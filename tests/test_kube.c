@@ -27,7 +27,7 @@
 #include <curl/curl.h>
 
 #include "net/httpc.h"
-#include "agent/kube.h"
+#include "kube/kube.h"
 #include "base/log.h"
 
 #define RUN_LIMIT_MS 30000 /* no test loop may run longer than this */

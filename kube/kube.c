@@ -13,7 +13,7 @@
  * The bearer token is cached with the loop time it was read; it is handed
  * to httpc only as the Authorization header and never logged.
  */
-#include "agent/kube.h"
+#include "kube/kube.h"
 
 #include <cjson/cJSON.h>
 #include <curl/curl.h>

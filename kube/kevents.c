@@ -3,7 +3,7 @@
  * are built with cJSON in the legacy form of spec §7 (no eventTime, so the
  * event namespace must equal the involved object's).
  */
-#include "agent/kevents.h"
+#include "kube/kevents.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

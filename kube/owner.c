@@ -9,7 +9,7 @@
  * struct owner_op that is freed when the callback has run, or by kube's
  * on_cancel when the client is destroyed first.
  */
-#include "agent/owner.h"
+#include "kube/owner.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

@@ -11,7 +11,7 @@
 #ifndef RA_KEVENTS_H
 #define RA_KEVENTS_H
 
-#include "agent/kube.h"
+#include "kube/kube.h"
 
 #define KEV_SAME_REASON_S 30
 #define KEV_BURST 12

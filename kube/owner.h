@@ -15,7 +15,7 @@
 
 #include <stddef.h>
 
-#include "agent/kube.h"
+#include "kube/kube.h"
 
 enum owner_status {
     OWNER_OK = 0,     /* a workload was found: kind, name, ... are set */
