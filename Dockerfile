@@ -24,6 +24,7 @@ COPY base/ base/
 COPY config/ config/
 COPY net/ net/
 COPY kube/ kube/
+COPY actions/ actions/
 ARG GIT_COMMIT=unknown
 RUN make -j"$(nproc)" build/reload-agent GIT_COMMIT="${GIT_COMMIT}"
 

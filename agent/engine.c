@@ -15,12 +15,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/execact.h"
+#include "actions/exec.h"
 #include "base/log.h"
 #include "agent/metrics.h"
-#include "agent/proc.h"
-#include "agent/restart.h"
-#include "agent/rollout.h"
+#include "actions/proc.h"
+#include "actions/restart.h"
+#include "actions/rollout.h"
 
 #define MAX_TARGETS 64
 #define BIT(a) (1u << (a))

@@ -25,7 +25,7 @@
 #include "base/log.h"
 #include "agent/metrics.h"
 #include "agent/monitor.h"
-#include "agent/rollout.h"
+#include "actions/rollout.h"
 #include "agent/sched.h"
 #include "watch/watch.h"
 
@@ -70,7 +70,7 @@ static void apply_logging(const struct config *c)
 static void apply_sched(int64_t was, const struct config *c)
 {
     if (c->sched_slice_ns == was || (was < 0 && c->sched_slice_ns == 0)) return;
-    int rc = sched_set_slice(c->sched_slice_ns);
+    int rc = ra_sched_set_slice(c->sched_slice_ns);
     struct log_rec r;
     if (log_rec_begin(&r, rc == 0 ? RA_LOG_DEBUG : RA_LOG_WARN, "sched-slice")) {
         log_rec_int(&r, "slice_ns", c->sched_slice_ns);

@@ -22,7 +22,7 @@ struct ra_sched_attr {
     uint64_t sched_period;
 };
 
-int sched_set_slice(int64_t ns)
+int ra_sched_set_slice(int64_t ns)
 {
     if (ns < 0) return -EINVAL;
     int policy = sched_getscheduler(0);

@@ -15,6 +15,6 @@
  * thread's nice value is kept; a thread not under SCHED_OTHER (batch, idle,
  * real-time) is left alone and -EPERM is returned. Older kernels accept and
  * ignore the value. Returns 0 or -errno. */
-int sched_set_slice(int64_t ns);
+int ra_sched_set_slice(int64_t ns);
 
 #endif

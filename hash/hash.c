@@ -188,7 +188,7 @@ static void walk_free(struct walk *w)
     for (size_t i = 0; i < w->nwarns; i++) free(w->warns[i].lpath);
     for (size_t i = 0; i < w->nrootfds; i++) {
         if (w->rootfds[i] >= 0) close(w->rootfds[i]);
-        if (w->tops) top_free(&w->tops[i]);
+        if (w->tops) hash__top_free(&w->tops[i]);
     }
     free(w->rootfds);
     free(w->tops);
@@ -424,7 +424,7 @@ static int walk_top_entry(struct walk *w, int fd, const char *fsdir, const char 
             w->ltarget[l] = '\0';
             target = w->ltarget;
         }
-        top_add(w->rec_top, name, type, target);
+        hash__top_add(w->rec_top, name, type, target);
     }
     return walk_named(w, fd, fsdir, name, type, target, llen, 0);
 }
@@ -566,7 +566,7 @@ static int walk_root(struct walk *w, size_t i, const char *root, struct datalink
     ssize_t ce = -1;
     if (fstat(fd, &st) != 0) {
         rc = fail(w->err, -errno, "stat", root);
-    } else if ((ce = cache_lookup(cache, root, &st)) >= 0) {
+    } else if ((ce = hash__cache_lookup(cache, root, &st)) >= 0) {
         const char *real = cache->v[ce].real;
         memcpy(w->rootreal, real, strlen(real) + 1);
     } else if (!realpath(root, w->rootreal)) {
@@ -576,7 +576,7 @@ static int walk_root(struct walk *w, size_t i, const char *root, struct datalink
         if (stat(w->rootreal, &rs) != 0 || rs.st_dev != st.st_dev || rs.st_ino != st.st_ino)
             rc = unstable(w->err, root);
         else
-            ce = cache_store(cache, root, &st, w->rootreal);
+            ce = hash__cache_store(cache, root, &st, w->rootreal);
     }
     if (rc == 0) {
         w->centry[i] = ce;
@@ -601,7 +601,7 @@ static void keep_listings(struct walk *w, struct hash_cache *cache)
     for (size_t i = 0; cache && i < w->nrootfds; i++) {
         ssize_t ce = w->centry[i];
         if (ce < 0 || w->tops[i].ok != 1) continue;
-        top_free(&cache->v[ce].top);
+        hash__top_free(&cache->v[ce].top);
         cache->v[ce].top = w->tops[i];
         cache->v[ce].top_valid = 1;
         w->tops[i] = (struct top_list){0};

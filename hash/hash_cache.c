@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void top_free(struct top_list *t)
+void hash__top_free(struct top_list *t)
 {
     for (size_t i = 0; i < t->n; i++) {
         free(t->v[i].name);
@@ -24,7 +24,7 @@ void hash_cache_free(struct hash_cache *c)
     for (size_t i = 0; i < c->n; i++) {
         free(c->v[i].root);
         free(c->v[i].real);
-        top_free(&c->v[i].top);
+        hash__top_free(&c->v[i].top);
     }
     free(c->v);
     c->v = NULL;
@@ -35,12 +35,12 @@ void hash_cache_forget_listing(struct hash_cache *c, const char *root)
 {
     for (size_t i = 0; c && i < c->n; i++) {
         if (root && strcmp(c->v[i].root, root) != 0) continue;
-        top_free(&c->v[i].top);
+        hash__top_free(&c->v[i].top);
         c->v[i].top_valid = 0;
     }
 }
 
-ssize_t cache_lookup(struct hash_cache *c, const char *root, const struct stat *st)
+ssize_t hash__cache_lookup(struct hash_cache *c, const char *root, const struct stat *st)
 {
     struct stat rs;
     for (size_t i = 0; c && i < c->n; i++) {
@@ -54,7 +54,7 @@ ssize_t cache_lookup(struct hash_cache *c, const char *root, const struct stat *
     return -1;
 }
 
-ssize_t cache_store(struct hash_cache *c, const char *root, const struct stat *st,
+ssize_t hash__cache_store(struct hash_cache *c, const char *root, const struct stat *st,
                     const char *real)
 {
     struct hash_cache_root *r = NULL;
@@ -71,7 +71,7 @@ ssize_t cache_store(struct hash_cache *c, const char *root, const struct stat *s
         r = &c->v[c->n++];
         *r = (struct hash_cache_root){rr, 0, 0, NULL, {0}, 0};
     }
-    top_free(&r->top); /* another directory: its listing is unknown */
+    hash__top_free(&r->top); /* another directory: its listing is unknown */
     r->top_valid = 0;
     rl = strdup(real);
     if (!rl) {
@@ -86,7 +86,7 @@ ssize_t cache_store(struct hash_cache *c, const char *root, const struct stat *s
     return r - c->v;
 }
 
-void top_add(struct top_list *t, const char *name, unsigned char type, const char *target)
+void hash__top_add(struct top_list *t, const char *name, unsigned char type, const char *target)
 {
     char *n = NULL, *g = NULL;
     if (t->n == t->cap) {

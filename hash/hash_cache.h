@@ -34,19 +34,19 @@ struct hash_cache_root {
 };
 
 /* Frees the list's memory and zeroes it. */
-void top_free(struct top_list *t);
+void hash__top_free(struct top_list *t);
 
 /* Appends an entry (copied); out of memory only marks the list incomplete
  * (ok = -1), so it is never kept. */
-void top_add(struct top_list *t, const char *name, unsigned char type, const char *target);
+void hash__top_add(struct top_list *t, const char *name, unsigned char type, const char *target);
 
 /* The index of root's entry in c if its remembered resolved path still
  * names the directory st describes (one stat(2)), else -1. c may be NULL. */
-ssize_t cache_lookup(struct hash_cache *c, const char *root, const struct stat *st);
+ssize_t hash__cache_lookup(struct hash_cache *c, const char *root, const struct stat *st);
 
 /* Remembers root -> real for the directory st, with no listing yet; returns
  * the entry's index, or -1 (c NULL, or out of memory: no caching). */
-ssize_t cache_store(struct hash_cache *c, const char *root, const struct stat *st,
+ssize_t hash__cache_store(struct hash_cache *c, const char *root, const struct stat *st,
                     const char *real);
 
 #endif

@@ -35,7 +35,7 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 
-#include "agent/proc.h"
+#include "actions/proc.h"
 
 static char g_exe[PATH_MAX]; /* this binary, for helper processes */
 static char g_dir[64];       /* scratch directory for symlinks and pid files */

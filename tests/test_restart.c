@@ -18,7 +18,7 @@
 #include <cmocka.h>
 
 #include "base/log.h"
-#include "agent/restart.h"
+#include "actions/restart.h"
 
 struct result {
     int calls;

@@ -35,7 +35,7 @@ AGENT = "reload-agent"
 PREFIX = "reload-agent.io/"
 
 # The requests the agent makes: owner chain GETs (kube/owner.c), template
-# PATCHes (agent/rollout.c), core/v1 Event POSTs (kube/kevents.c). The
+# PATCHes (actions/rollout.c), core/v1 Event POSTs (kube/kevents.c). The
 # usual reloader Role also grants cronjobs get and events patch; the agent
 # never fetches a CronJob nor updates an Event. See rbac.yaml.
 LEAST_PRIVILEGE = {

@@ -2,7 +2,7 @@
  * restart.c - signal the app's main process and wait for it to exit, via a
  * pidfd polled by the loop (see restart.h).
  */
-#include "agent/restart.h"
+#include "actions/restart.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "agent/proc.h"
+#include "actions/proc.h"
 
 struct restart_job;
 

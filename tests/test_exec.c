@@ -1,5 +1,5 @@
 /*
- * test_execact.c - exec_split word splitting and exec_start running real
+ * test_exec.c - exec_split word splitting and exec_start running real
  * commands on a real libuv loop: exit codes, spawn failure, timeout with
  * SIGTERM then SIGKILL, exec_kill, stdio wiring.
  *
@@ -23,7 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agent/execact.h"
+#include "actions/exec.h"
 
 #define WATCHDOG_MS 15000
 

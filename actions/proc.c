@@ -8,7 +8,7 @@
  * records both, and proc_signal opens a pidfd first and then re-checks the
  * start time, so the pidfd provably refers to the process that was found.
  */
-#include "agent/proc.h"
+#include "actions/proc.h"
 
 #include <ctype.h>
 #include <dirent.h>

@@ -1,6 +1,6 @@
 /*
- * execact.c - the exec action: split a command line into argv and run it
- * with uv_spawn, with a timeout (see execact.h).
+ * exec.c - the exec action: split a command line into argv and run it
+ * with uv_spawn, with a timeout (see exec.h).
  *
  * The child runs in its own session (UV_PROCESS_DETACHED only means setsid
  * on Unix; the handle is still watched), so a timeout or exec_kill signals
@@ -10,7 +10,7 @@
  * last close callback, right after the user's callback, so the callback may
  * free whatever ud points to.
  */
-#include "agent/execact.h"
+#include "actions/exec.h"
 
 #include "base/log.h"
 

@@ -5,7 +5,7 @@
  * Every kube request carries a small context with the apply generation, so
  * a reply that arrives after rollout_abort() is ignored.
  */
-#include "agent/rollout.h"
+#include "actions/rollout.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

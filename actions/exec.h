@@ -1,5 +1,5 @@
 /*
- * execact.h - running the exec action's command with uv_spawn.
+ * exec.h - running the exec action's command with uv_spawn.
  *
  * The command line is split into argv like a POSIX shell would split words
  * (whitespace separates; single quotes, double quotes and backslash escape),
@@ -9,8 +9,8 @@
  * in a session of its own and these signals go to its whole process group,
  * so children of `sh -c` are ended too.
  */
-#ifndef RA_EXECACT_H
-#define RA_EXECACT_H
+#ifndef RA_EXEC_H
+#define RA_EXEC_H
 
 #include <stdint.h>
 #include <uv.h>
