@@ -25,7 +25,8 @@ struct rollout {
     unsigned gen; /* bumped by every apply start and abort */
     /* the current apply */
     int busy;
-    const struct config *cfg;
+    struct rollout_params p; /* copied at apply; p.hash_annotation is owned */
+    int have_params;
     char hash[65];
     char *files;
     rollout_cb cb;
@@ -70,7 +71,7 @@ const struct owner_info *rollout_owner(const struct rollout *r) { return r->owne
 
 static void owner_event(struct rollout *r, const char *type, const char *reason, const char *msg)
 {
-    if (!r->ev || !r->owner || (r->cfg && !r->cfg->events)) return;
+    if (!r->ev || !r->owner || (r->have_params && !r->p.events)) return;
     struct kev_object o = {r->owner->api_version, r->owner->kind, r->owner->name,
                            r->owner->namespace_, r->owner->uid};
     kev_post(r->ev, &o, type, reason, msg);
@@ -216,7 +217,7 @@ static void do_patch(struct rollout *r)
     char when[32], q[700];
     time_t now = time(NULL);
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-    char *fk = files_key(r->cfg->hash_annotation), *lk = last_key(r->cfg->hash_annotation);
+    char *fk = files_key(r->p.hash_annotation), *lk = last_key(r->p.hash_annotation);
     cJSON *p = cJSON_CreateObject();
     cJSON *mda = cJSON_AddObjectToObject(cJSON_AddObjectToObject(p, "metadata"), "annotations");
     cJSON_AddStringToObject(mda, lk, when);
@@ -224,7 +225,7 @@ static void do_patch(struct rollout *r)
         cJSON_AddObjectToObject(
             cJSON_AddObjectToObject(cJSON_AddObjectToObject(p, "spec"), "template"), "metadata"),
         "annotations");
-    cJSON_AddStringToObject(ta, r->cfg->hash_annotation, r->hash);
+    cJSON_AddStringToObject(ta, r->p.hash_annotation, r->hash);
     if (r->files) cJSON_AddStringToObject(ta, fk, r->files);
     char *body = cJSON_PrintUnformatted(p);
     cJSON_Delete(p);
@@ -268,8 +269,8 @@ static void on_got(void *ud, const struct kube_resp *resp)
         finish(r, ROLLOUT_FAILED, "the owner's GET reply is not JSON");
         return;
     }
-    char *fk = files_key(r->cfg->hash_annotation), *lk = last_key(r->cfg->hash_annotation);
-    const char *hp[] = {"spec", "template", "metadata", "annotations", r->cfg->hash_annotation};
+    char *fk = files_key(r->p.hash_annotation), *lk = last_key(r->p.hash_annotation);
+    const char *hp[] = {"spec", "template", "metadata", "annotations", r->p.hash_annotation};
     const char *fp[] = {"spec", "template", "metadata", "annotations", fk};
     const char *lp[] = {"metadata", "annotations", lk};
     const char *cur = json_str(obj, hp, 5), *their_files = json_str(obj, fp, 5);
@@ -313,7 +314,7 @@ static void on_got(void *ud, const struct kube_resp *resp)
         return;
     }
     /* --min-interval per owner, shared by all replicas through the owner. */
-    uint64_t gap_ms = r->cfg->min_interval_ns > 0 ? (uint64_t)(r->cfg->min_interval_ns / 1000000) : 0;
+    uint64_t gap_ms = r->p.min_interval_ms;
     if (last && gap_ms) {
         struct tm tm = {0};
         if (strptime(last, "%Y-%m-%dT%H:%M:%SZ", &tm)) {
@@ -346,7 +347,7 @@ static void do_get(struct rollout *r)
 
 static void start_jitter(struct rollout *r)
 {
-    uint64_t j = r->cfg->rollout_jitter_ns > 0 ? (uint64_t)(r->cfg->rollout_jitter_ns / 1000000) : 0;
+    uint64_t j = r->p.jitter_ms;
     uint64_t wait = j ? (uint64_t)rand() % j : 0;
     uv_timer_start(&r->timer, on_timer, wait, 0);
 }
@@ -394,13 +395,18 @@ int rollout_resolve(struct rollout *r, void (*cb)(void *, const struct owner_inf
     return resolve(r);
 }
 
-int rollout_apply(struct rollout *r, const struct config *cfg, const char *hash,
+int rollout_apply(struct rollout *r, const struct rollout_params *p, const char *hash,
                   const char *files_json, rollout_cb cb, void *ud)
 {
     if (r->busy) return -EBUSY;
+    char *ann = strdup(p->hash_annotation);
+    if (!ann) return -ENOMEM;
     r->busy = 1;
     r->gen++;
-    r->cfg = cfg;
+    free((char *)r->p.hash_annotation);
+    r->p = *p;
+    r->p.hash_annotation = ann;
+    r->have_params = 1;
     r->cb = cb;
     r->ud = ud;
     snprintf(r->hash, sizeof r->hash, "%s", hash);
@@ -431,6 +437,7 @@ static void on_closed(uv_handle_t *h)
     struct rollout *r = h->data;
     if (r->owner) owner_info_free(r->owner);
     free(r->files);
+    free((char *)r->p.hash_annotation);
     free(r);
 }
 

@@ -27,7 +27,6 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "config/config.h"
 #include "kube/kevents.h"
 #include "kube/kube.h"
 #include "kube/owner.h"
@@ -50,11 +49,19 @@ typedef void (*rollout_cb)(void *ud, enum rollout_result r, const char *err);
 /* ev may be NULL (--events=false). k and ev must outlive the rollout. */
 int rollout_create(uv_loop_t *loop, struct kube *k, struct kevents *ev, struct rollout **out);
 
+/* What one apply reads, fixed when it starts (a live configuration change
+ * never reaches an apply in flight). */
+struct rollout_params {
+    const char *hash_annotation; /* --hash-annotation */
+    uint64_t jitter_ms;          /* --rollout-jitter */
+    uint64_t min_interval_ms;    /* --min-interval, per owner */
+    int events;                  /* --events: post Events on the owner */
+};
+
 /* Starts one apply of hash (64 hex) with files_json (a JSON object, or
- * NULL). cfg supplies --hash-annotation, --rollout-jitter, --min-interval
- * and is read during the apply. cb runs exactly once, later. Returns 0, or
- * -EBUSY if an apply is already running (cb never runs). */
-int rollout_apply(struct rollout *r, const struct config *cfg, const char *hash,
+ * NULL). p is copied. cb runs exactly once, later. Returns 0, or -EBUSY if
+ * an apply is already running, or -ENOMEM (cb never runs). */
+int rollout_apply(struct rollout *r, const struct rollout_params *p, const char *hash,
                   const char *files_json, rollout_cb cb, void *ud);
 
 /* The resolved owner, or NULL before the first successful resolution. */

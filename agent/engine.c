@@ -420,7 +420,13 @@ static void do_rollout(struct engine *e)
     }
     hash_hex(e->inflight_target.sub, hex);
     char *files = files_json(&e->inflight_target);
-    int rc = rollout_apply(e->ro, e->cfg, hex, files, rollout_finished, e);
+    struct rollout_params p = {
+        .hash_annotation = e->cfg->hash_annotation,
+        .jitter_ms = ms_of(e->cfg->rollout_jitter_ns),
+        .min_interval_ms = ms_of(e->cfg->min_interval_ns),
+        .events = e->cfg->events,
+    };
+    int rc = rollout_apply(e->ro, &p, hex, files, rollout_finished, e);
     free(files);
     if (rc < 0) part_done(e, ACTION_ROLLOUT, 0, "cannot start the rollout");
 }

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/addr.h"
 #include "base/log.h"
 #include "config/value.h"
 
@@ -492,7 +493,7 @@ static int validate(struct config *c, char *err, size_t errlen)
     if (c->listen && *c->listen) {
         struct sockaddr_storage ss;
         char why[256];
-        if (val_listen(c->listen, &ss, why, sizeof why) < 0) {
+        if (addr_parse_listen(c->listen, &ss, why, sizeof why) < 0) {
             snprintf(err, errlen, "invalid value for --listen: %s", why);
             return -EINVAL;
         }

@@ -9,7 +9,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/socket.h>
 
 /* Go time.ParseDuration syntax: a sequence of decimal numbers, each with an
  * optional fraction and a unit: "ns", "us", "µs" (U+00B5 or U+03BC), "ms",
@@ -49,11 +48,5 @@ void val_list_free(char **items);
 /* Unsigned decimal integer (digits only: no sign, spaces or 0x) within
  * [min, max]. */
 int val_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out, char *err, size_t errlen);
-
-/* Parses a listen address: "HOST:PORT" (numeric IPv4), "[V6]:PORT" or
- * ":PORT" (= 0.0.0.0), PORT 0..65535. Returns 0 and *out, or -EINVAL with
- * a reason naming the bad value in err (errlen bytes, NUL-terminated).
- * For validating --listen before starting, and for the server. */
-int val_listen(const char *listen, struct sockaddr_storage *out, char *err, size_t errlen);
 
 #endif

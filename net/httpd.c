@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
-#include "config/value.h"
+#include "base/addr.h"
 
 #define HTTPD_MAX_CONNS 64
 #define HTTPD_HEAD_MAX 8192
@@ -502,7 +502,7 @@ int httpd_start(uv_loop_t *loop, const char *listen, httpd_handler h, void *ud, 
 {
     struct sockaddr_storage sa;
     char err[160];
-    if (val_listen(listen, &sa, err, sizeof err) != 0) {
+    if (addr_parse_listen(listen, &sa, err, sizeof err) != 0) {
         log_error("httpd: %s", err);
         return UV_EINVAL;
     }

@@ -45,7 +45,7 @@ struct httpd_resp {
 /* Fills resp for req. Unknown paths should set status 404. */
 typedef void (*httpd_handler)(void *ud, const struct httpd_req *req, struct httpd_resp *resp);
 
-/* Parses listen (as val_listen) and starts listening. Port 0 picks
+/* Parses listen (as addr_parse_listen) and starts listening. Port 0 picks
  * a free port (see httpd_port). Returns 0 and *out, or <0 (UV_EINVAL for a
  * bad address, the bind/listen error such as UV_EADDRINUSE otherwise) and
  * nothing is left open or allocated. */

@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #include "net/httpd.h"
-#include "config/value.h"
+#include "base/addr.h"
 
 #define MAX_EX 12
 #define BIG_LEN (4u << 20)
@@ -726,14 +726,14 @@ static void test_listen_strings(void **state)
         assert_null(s);
         char err[200];
         struct sockaddr_storage ss;
-        assert_int_equal(val_listen(bad[i], &ss, err, sizeof err), -EINVAL);
+        assert_int_equal(addr_parse_listen(bad[i], &ss, err, sizeof err), -EINVAL);
         assert_non_null(strstr(err, "listen address"));
     }
     char why[200];
     struct sockaddr_storage ws;
-    assert_int_equal(val_listen("127.0.0.1:80x", &ws, why, sizeof why), -EINVAL);
+    assert_int_equal(addr_parse_listen("127.0.0.1:80x", &ws, why, sizeof why), -EINVAL);
     assert_non_null(strstr(why, "\"80x\""));
-    assert_int_equal(val_listen("localhost:80", &ws, why, sizeof why), -EINVAL);
+    assert_int_equal(addr_parse_listen("localhost:80", &ws, why, sizeof why), -EINVAL);
     assert_non_null(strstr(why, "\"localhost\""));
     struct httpd *s = NULL;
     assert_int_equal(httpd_start(&loop, NULL, handler, NULL, &s), UV_EINVAL);
@@ -741,17 +741,17 @@ static void test_listen_strings(void **state)
 
     struct sockaddr_storage ss;
     char err[200];
-    assert_int_equal(val_listen(":9090", &ss, err, sizeof err), 0);
+    assert_int_equal(addr_parse_listen(":9090", &ss, err, sizeof err), 0);
     struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
     assert_int_equal(a4->sin_family, AF_INET);
     assert_int_equal(ntohs(a4->sin_port), 9090);
     assert_int_equal(a4->sin_addr.s_addr, htonl(INADDR_ANY));
-    assert_int_equal(val_listen("[::1]:65535", &ss, err, sizeof err), 0);
+    assert_int_equal(addr_parse_listen("[::1]:65535", &ss, err, sizeof err), 0);
     struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
     assert_int_equal(a6->sin6_family, AF_INET6);
     assert_int_equal(ntohs(a6->sin6_port), 65535);
     assert_memory_equal(&a6->sin6_addr, &in6addr_loopback, sizeof in6addr_loopback);
-    assert_int_equal(val_listen("10.1.2.3:0", &ss, err, sizeof err), 0);
+    assert_int_equal(addr_parse_listen("10.1.2.3:0", &ss, err, sizeof err), 0);
     assert_int_equal(ntohl(a4->sin_addr.s_addr), 0x0a010203u);
 }
 
