@@ -39,7 +39,7 @@ FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 FUZZ_SECONDS ?= 240
 
-.PHONY: all test unit integration fuzz fuzz-replay asan install deps clean bench demo image-test
+.PHONY: all test unit integration fuzz fuzz-replay asan install deps clean bench demo image-test fmt fmt-check
 
 all: $(BUILD)/reload-agent $(TOOL_BIN)
 
@@ -105,6 +105,17 @@ bench: deps
 image-test: deps
 	$(MAKE) all
 	sh scripts/image-test.sh
+
+# The house format (.clang-format). fmt rewrites; fmt-check (CI) lists the
+# files that differ and fails.
+FMT_SRC := $(LIB_SRC) agent/main.c $(LIB_HDR) $(TEST_SRC) $(wildcard tests/*.h) $(TOOL_SRC) $(FUZZ_SRC)
+fmt:
+	clang-format -i $(FMT_SRC)
+
+fmt-check:
+	@bad=$$(for f in $(FMT_SRC); do clang-format "$$f" | cmp -s - "$$f" || echo "$$f"; done); \
+	if [ -n "$$bad" ]; then echo "not formatted (run make fmt):"; echo "$$bad"; exit 1; fi; \
+	echo "fmt-check: $(words $(FMT_SRC)) files formatted"
 
 install: $(BUILD)/reload-agent
 	install -D -m 0755 $(BUILD)/reload-agent $(DESTDIR)$(PREFIX)/bin/reload-agent
