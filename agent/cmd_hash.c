@@ -109,7 +109,7 @@ int cmd_hash(int argc, char **argv)
                 log_rec_end(&r, "content kept changing while being hashed (%d attempts)",
                             HASH_MAX_REWALKS + 1);
             else
-                log_rec_end(&r, "cannot hash: %s failed: %s", err.op, strerror(-rc));
+                log_rec_end(&r, "cannot hash: %s failed: %s", err.op, hash_strerror(rc));
         }
         return 1;
     }

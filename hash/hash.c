@@ -552,11 +552,11 @@ static int walk_root(struct walk *w, size_t i, const char *root, struct datalink
     memcpy(w->lpath, root, n);
     w->lpath[n] = '\0';
     int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NONBLOCK);
+    int e = fd < 0 ? errno : 0; /* before read_datalink's own calls overwrite errno */
     w->rootfds[i] = fd;
     w->rootfd = -1;
     read_datalink(fd, root, dl);
     if (fd < 0) {
-        int e = errno;
         if (stat(root, &st) != 0) return fail(w->err, -errno, "stat", root);
         if (S_ISREG(st.st_mode)) return add_file(w, root);
         if (!S_ISDIR(st.st_mode)) return add_warning(w, HASH_WARN_SPECIAL);
@@ -573,7 +573,10 @@ static int walk_root(struct walk *w, size_t i, const char *root, struct datalink
         rc = errno == ENOENT ? unstable(w->err, root) : fail(w->err, -errno, "realpath", root);
     } else {
         struct stat rs; /* the path resolved must still be the directory opened */
-        if (stat(w->rootreal, &rs) != 0 || rs.st_dev != st.st_dev || rs.st_ino != st.st_ino)
+        int se = stat(w->rootreal, &rs) == 0 ? 0 : errno;
+        if (se != 0 && se != ENOENT && se != ENOTDIR)
+            rc = fail(w->err, -se, "stat", w->rootreal);
+        else if (se != 0 || rs.st_dev != st.st_dev || rs.st_ino != st.st_ino)
             rc = unstable(w->err, root);
         else
             ce = hash__cache_store(cache, root, &st, w->rootreal);
@@ -802,6 +805,15 @@ void hash_manifest_free(struct hash_manifest *m)
     for (size_t i = 0; i < m->n; i++) free(m->v[i].path);
     free(m->v);
     memset(m, 0, sizeof *m);
+}
+
+const char *hash_strerror(int code)
+{
+    int e = code < 0 ? -code : code;
+    if (e == EMFILE) return "too many open files in this process (RLIMIT_NOFILE)";
+    if (e == ENFILE) return "too many open files in the system (fs.file-max)";
+    const char *s = strerrordesc_np(e); /* unlike strerror(3), no shared buffer */
+    return s ? s : "unknown error";
 }
 
 void hash_hex(const unsigned char d[HASH_LEN], char out[HASH_HEX_LEN + 1])

@@ -105,7 +105,8 @@ struct hash_opts {
 
 /* Error detail for a failed computation. */
 struct hash_error {
-    int code;            /* the negative errno of the failure */
+    int code;            /* the negative errno of the system call that failed (never
+                          * one left behind by a later call); hash_strerror says it */
     const char *op;      /* "stat", "opendir", "readdir", "realpath", "open", "read",
                           * "walk" (path too long), "malloc", "sha256", or "rewalk"
                           * (still changing after HASH_MAX_REWALKS; path = last change) */
@@ -120,6 +121,13 @@ struct hash_error {
  * Blocking (it reads every file): run it off the event loop for big trees. */
 int hash_compute(const char *const *roots, size_t nroots, const struct hash_opts *opts,
                  struct hash_manifest *out, struct hash_error *err);
+
+/* The message for a hash_compute error code (a negative errno): EMFILE and
+ * ENFILE name the limit that was reached, "too many open files in this
+ * process (RLIMIT_NOFILE)" and "too many open files in the system
+ * (fs.file-max)"; any other code gives the C library's description. Returns
+ * a static string; safe on any thread. */
+const char *hash_strerror(int code);
 
 /* Frees the manifest's memory and zeroes it. Safe on a zeroed manifest. */
 void hash_manifest_free(struct hash_manifest *m);

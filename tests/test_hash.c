@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -547,6 +548,66 @@ static void test_unreadable_file_and_dir(void **state)
     expect_unreadable(P("v"), "opendir", P("v/closed"));
 }
 
+/* Child side of the fd-limit tests: lowers RLIMIT_NOFILE so that exactly
+ * `spare` more descriptors can be opened, then exits 0 when hash_compute
+ * fails with EMFILE (the real errno, not what a later call left behind),
+ * op and path as expected. */
+static int emfile_child(const char *root, int spare, const char *op, const char *path)
+{
+    int lowest = open("/dev/null", O_RDONLY | O_CLOEXEC), fds[8], n = 0;
+    if (lowest < 0) return 10;
+    close(lowest);
+    struct rlimit rl = {(rlim_t)(lowest + spare), (rlim_t)(lowest + spare)};
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) return 11;
+    while (n < 8 && (fds[n] = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0) n++;
+    int e = errno, got = n;
+    while (n > 0) close(fds[--n]);
+    if (got != spare) return 17; /* a gap below the limit would let more through */
+    if (e != EMFILE) return 12;
+    struct hash_manifest m;
+    struct hash_error err;
+    const char *roots[] = {root};
+    int rc = hash_compute(roots, 1, NULL, &m, &err);
+    if (rc != err.code) return 13;
+    if (rc != -EMFILE) {
+        fprintf(stderr, "emfile_child: %s %s: %s, want EMFILE\n", err.op, err.path, strerror(-rc));
+        return 14;
+    }
+    if (strcmp(err.op, op) != 0 || strcmp(err.path, path) != 0) {
+        fprintf(stderr, "emfile_child: %s %s, want %s %s\n", err.op, err.path, op, path);
+        return 15;
+    }
+    return m.n == 0 && m.v == NULL ? 0 : 16;
+}
+
+static void expect_emfile(const char *root, int spare, const char *op, const char *path)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) _exit(emfile_child(root, spare, op, path));
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+/* Issue 9 F13: at the fd limit the error is EMFILE at every step that
+ * opens something (the root, a directory below it, a file root), never the
+ * errno of a call made after the failure. */
+static void test_fd_limit_reports_emfile(void **state)
+{
+    (void)state;
+    put(P("v/d/f"), "f", 1);
+    expect_emfile(P("v"), 0, "opendir", P("v"));
+    expect_emfile(P("v"), 1, "opendir", P("v/d"));
+    expect_emfile(P("v/d/f"), 0, "open", P("v/d/f"));
+    /* the message names the limit */
+    assert_string_equal(hash_strerror(-EMFILE), "too many open files in this process (RLIMIT_NOFILE)");
+    assert_string_equal(hash_strerror(-ENFILE), "too many open files in the system (fs.file-max)");
+    assert_string_equal(hash_strerror(-ENOENT), strerror(ENOENT));
+}
+
 static void test_diff_and_copy(void **state)
 {
     (void)state;
@@ -919,6 +980,7 @@ int main(void)
         T(test_two_roots_sorted_together),
         T(test_relative_trailing_slash_and_overlap),
         T(test_unreadable_file_and_dir),
+        T(test_fd_limit_reports_emfile),
         T(test_diff_and_copy),
         T(test_select_ignore_and_sub),
         T(test_ten_thousand_files),

@@ -125,6 +125,22 @@ def test_hash_cli_errors(env):
     check(env.path("v", "locked") in err and "Permission denied" in err, "unreadable text: %s" % err)
 
 
+def test_hash_cli_fd_limit_names_the_limit(env):
+    """Issue 9 F13: at the fd limit the error carries EMFILE (not the errno of
+    a later call) and says which limit was reached."""
+    import resource
+    write(env.path("v", "a", "b", "f"), "x")
+
+    def low_limit():  # 0-2 and one spare: the walk runs out below the root
+        resource.setrlimit(resource.RLIMIT_NOFILE, (4, 4))
+
+    r = env.run([env.binary, "hash", env.path("v")], preexec_fn=low_limit)
+    err = r.stderr.decode(errors="replace")
+    check(r.returncode == 1 and r.stdout == b"", "fd limit: exit %d, out %r" % (r.returncode, r.stdout))
+    check("too many open files in this process (RLIMIT_NOFILE)" in err, "fd limit text: %s" % err)
+    check("opendir" in err and "No such file" not in err, "fd limit op: %s" % err)
+
+
 def run_measured(env, args, timeout=300):
     """Runs args under GNU time; returns (exit code, stdout, stderr without
     time's line, peak RSS in KiB). The child's own ru_maxrss would include
