@@ -27,7 +27,11 @@
  * Threads: hash_compute keeps no state between calls other than the
  * caller's hash_cache, so it may run on any thread (e.g. a libuv worker),
  * several at once as long as each uses its own cache; its callbacks run on
- * the calling thread. The hash__test_* seams are for tests only.
+ * the calling thread. A cache is not locked: while a computation that uses
+ * it runs, no other thread may touch it (hash_cache_forget_listing
+ * included: note what to forget and forget it once the computation has
+ * returned, before the next one starts). The hash__test_* seams are for
+ * tests only.
  *
  * Skipped entries (see enum hash_warning) are reported once, after the
  * computation that produced the result, never for discarded attempts.
@@ -121,8 +125,8 @@ struct hash_opts {
 struct hash_error {
     int code;            /* the negative errno of the system call that failed (never
                           * one left behind by a later call); hash_strerror says it */
-    const char *op;      /* "stat", "opendir", "readdir", "realpath", "open", "read",
-                          * "walk" (path too long), "malloc", "sha256", or "rewalk"
+    const char *op;      /* "stat", "opendir", "readdir", "realpath", "readlink", "open",
+                          * "read", "walk" (path too long), "malloc", "sha256", or "rewalk"
                           * (still changing after HASH_MAX_REWALKS; path = last change) */
     char path[4096];     /* the path that failed (as walked), NUL-terminated */
 };
