@@ -42,7 +42,8 @@
 /* Reads go into a small buffer, malloc'd per computation: a ConfigMap or
  * Secret key is one read. A file larger than that gets a big buffer,
  * mapped for the rest of the computation and unmapped at its end, so an
- * idle agent keeps none of it (README, "The content hash"). */
+ * idle agent keeps none of it (README, "The content hash"). The sizes can
+ * be overridden with -D to measure others (tests/bench/hashbench.py). */
 #ifndef SMALL_BUF
 #define SMALL_BUF (64 * 1024)
 #endif
