@@ -1,8 +1,8 @@
 /*
  * cmd_hash.c - `reload-agent hash [--list] PATH...`: computes the canonical
- * content hash with hash_compute() and prints it (and with --list the
- * per-file digests in sha256sum format), so the hash the agent acts on can
- * be reproduced outside it.
+ * content hash with hash_compute() and prints it (and with --list first
+ * the manifest it is the SHA-256 of, in sha256sum format), so the hash the
+ * agent acts on can be reproduced outside it, with coreutils alone.
  */
 #include "agent/cmd_hash.h"
 
@@ -18,10 +18,13 @@ static const char usage[] =
     "usage: reload-agent hash [--list] PATH...\n"
     "\n"
     "Prints the canonical SHA-256 of the user-visible content under the PATHs\n"
-    "(directories or files), as the agent computes it: files sorted bytewise by\n"
-    "logical path, each fed as path, 0x00, decimal length, 0x00, content.\n"
+    "(directories or files), as the agent computes it: the SHA-256 of the\n"
+    "manifest, one line per file sorted bytewise by logical path, exactly as GNU\n"
+    "sha256sum prints it: <sha256 of content>  <logical path>.\n"
     "\n"
-    "  --list   first print one line per file: <sha256 of content>  <logical path>\n"
+    "  --list   first print the manifest, so that\n"
+    "           reload-agent hash --list PATH... | head -n -1 | sha256sum\n"
+    "           reproduces the hash\n"
     "  --help   show this help\n";
 
 static void on_warn(void *ud, enum hash_warning w, const char *lpath)
@@ -40,23 +43,10 @@ static void on_warn(void *ud, enum hash_warning w, const char *lpath)
     }
 }
 
-/* One --list line; escapes like GNU sha256sum. */
-static void print_entry(const struct hash_entry *e)
+static void put_stdout(void *ud, const void *p, size_t n)
 {
-    char hex[HASH_HEX_LEN + 1];
-    hash_hex(e->digest, hex);
-    if (strpbrk(e->path, "\\\n")) putchar('\\');
-    fputs(hex, stdout);
-    fputs("  ", stdout);
-    for (const char *p = e->path; *p; p++) {
-        if (*p == '\\')
-            fputs("\\\\", stdout);
-        else if (*p == '\n')
-            fputs("\\n", stdout);
-        else
-            putchar(*p);
-    }
-    putchar('\n');
+    (void)ud;
+    fwrite(p, 1, n, stdout); /* errors: checked once, after the last line */
 }
 
 static int usage_error(const char *msg, const char *arg)
@@ -109,12 +99,12 @@ int cmd_hash(int argc, char **argv)
                 log_rec_end(&r, "content kept changing while being hashed (%d attempts)",
                             HASH_MAX_REWALKS + 1);
             else
-                log_rec_end(&r, "cannot hash: %s failed: %s", err.op, strerror(-rc));
+                log_rec_end(&r, "cannot hash: %s failed: %s", err.op, hash_strerror(rc));
         }
         return 1;
     }
     char hex[HASH_HEX_LEN + 1];
-    for (size_t i = 0; list && i < m.n; i++) print_entry(&m.v[i]);
+    for (size_t i = 0; list && i < m.n; i++) hash_manifest_line(&m.v[i], put_stdout, NULL);
     hash_hex(m.total, hex);
     printf("%s\n", hex);
     hash_manifest_free(&m);

@@ -2,8 +2,9 @@
  * hash.c - the canonical content hash of PRODUCT.md (contract in hash.h).
  *
  * One attempt has two phases: walk every root, collecting (logical path,
- * file path) pairs; then sort them bytewise, drop duplicates and stream each
- * file through SHA-256 with the documented framing. Anything showing that
+ * file path) pairs; then sort them bytewise, drop duplicates, stream each
+ * file through SHA-256 once for its digest, and hash the manifest lines
+ * made of the digests for the total and the sub hash. Anything showing that
  * the tree moved under us (an entry that vanished, a file whose read length
  * differs from its fstat size, a root's "..data" link that changed) marks
  * the attempt unstable, and the whole computation is redone from scratch.
@@ -25,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -37,7 +39,17 @@
 #define OPENSSL_API_COMPAT 0x10101000L
 #include <openssl/sha.h>
 
-#define CHUNK (64 * 1024)
+/* Reads go into a small buffer, malloc'd per computation: a ConfigMap or
+ * Secret key is one read. A file larger than that gets a big buffer,
+ * mapped for the rest of the computation and unmapped at its end, so an
+ * idle agent keeps none of it (README, "The content hash"). The sizes can
+ * be overridden with -D to measure others (tests/bench/hashbench.py). */
+#ifndef SMALL_BUF
+#define SMALL_BUF (64 * 1024)
+#endif
+#ifndef BIG_BUF
+#define BIG_BUF (1024 * 1024)
+#endif
 #define DIRBUF 8192 /* getdents64 buffer per open directory */
 #define UNSTABLE 1 /* internal: the attempt saw the tree change; redo it */
 
@@ -106,10 +118,11 @@ struct datalink {
     char target[PATH_MAX];
 };
 
-/* The digest contexts and read buffer, reused across attempts. */
+/* The read buffers, reused across attempts (big: MAP_FAILED until a
+ * large file needs it). */
 struct hasher {
-    SHA256_CTX total, sub, file;
-    unsigned char *buf;
+    unsigned char *small;
+    unsigned char *big;
 };
 
 static int fail(struct hash_error *err, int code, const char *op, const char *path)
@@ -552,11 +565,11 @@ static int walk_root(struct walk *w, size_t i, const char *root, struct datalink
     memcpy(w->lpath, root, n);
     w->lpath[n] = '\0';
     int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NONBLOCK);
+    int e = fd < 0 ? errno : 0; /* before read_datalink's own calls overwrite errno */
     w->rootfds[i] = fd;
     w->rootfd = -1;
     read_datalink(fd, root, dl);
     if (fd < 0) {
-        int e = errno;
         if (stat(root, &st) != 0) return fail(w->err, -errno, "stat", root);
         if (S_ISREG(st.st_mode)) return add_file(w, root);
         if (!S_ISDIR(st.st_mode)) return add_warning(w, HASH_WARN_SPECIAL);
@@ -573,7 +586,10 @@ static int walk_root(struct walk *w, size_t i, const char *root, struct datalink
         rc = errno == ENOENT ? unstable(w->err, root) : fail(w->err, -errno, "realpath", root);
     } else {
         struct stat rs; /* the path resolved must still be the directory opened */
-        if (stat(w->rootreal, &rs) != 0 || rs.st_dev != st.st_dev || rs.st_ino != st.st_ino)
+        int se = stat(w->rootreal, &rs) == 0 ? 0 : errno;
+        if (se != 0 && se != ENOENT && se != ENOTDIR)
+            rc = fail(w->err, -se, "stat", w->rootreal);
+        else if (se != 0 || rs.st_dev != st.st_dev || rs.st_ino != st.st_ino)
             rc = unstable(w->err, root);
         else
             ce = hash__cache_store(cache, root, &st, w->rootreal);
@@ -613,21 +629,17 @@ static int cmp_file(const void *a, const void *b)
     return strcmp(((const struct file *)a)->lpath, ((const struct file *)b)->lpath);
 }
 
-/* Feeds one framing header (path, 0x00, decimal length, 0x00) into c. */
-static int frame(SHA256_CTX *c, const char *path, const char *len, size_t lenlen)
-{
-    return SHA256_Update(c, path, strlen(path) + 1) == 1 && SHA256_Update(c, len, lenlen + 1) == 1;
-}
-
-/* Reads one file into the digests; fills e->size and e->digest. */
+/* Reads one file into e->size and e->digest: its content goes through
+ * SHA-256 once, here; the total and the sub hash are computed from the
+ * digests (hash_files). */
 static int hash_file(struct hasher *h, struct hash_entry *e, const struct file *f,
                      struct hash_error *err)
 {
     const char *fspath = f->fspath;
     struct stat st;
-    char len[24];
+    SHA256_CTX c;
     uint64_t got = 0;
-    int rc = 0, sub = (e->classes & HASH_CLASS_SUB) != 0;
+    int rc = 0;
     int fd = openat(f->dfd, f->fspath + f->rel, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0) return errno == ENOENT ? unstable(err, fspath) : fail(err, -errno, "open", fspath);
     if (fstat(fd, &st) != 0) {
@@ -639,9 +651,17 @@ static int hash_file(struct hasher *h, struct hash_entry *e, const struct file *
         goto out;
     }
     e->size = (uint64_t)st.st_size;
-    int lenlen = snprintf(len, sizeof len, "%llu", (unsigned long long)e->size);
-    if (!frame(&h->total, e->path, len, (size_t)lenlen) ||
-        (sub && !frame(&h->sub, e->path, len, (size_t)lenlen)) || SHA256_Init(&h->file) != 1) {
+    unsigned char *buf = h->small;
+    size_t cap = SMALL_BUF;
+    if (e->size >= SMALL_BUF) {
+        if (h->big == MAP_FAILED)
+            h->big = mmap(NULL, BIG_BUF, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (h->big != MAP_FAILED) { /* else the small one does, more slowly */
+            buf = h->big;
+            cap = BIG_BUF;
+        }
+    }
+    if (SHA256_Init(&c) != 1) {
         rc = fail(err, -EIO, "sha256", fspath);
         goto out;
     }
@@ -651,8 +671,8 @@ static int hash_file(struct hasher *h, struct hash_entry *e, const struct file *
      * inotify event). */
     for (;;) {
         uint64_t left = e->size - got;
-        size_t want = left < CHUNK ? (size_t)left + 1 : CHUNK;
-        ssize_t r = read(fd, h->buf, want);
+        size_t want = left < cap ? (size_t)left + 1 : cap;
+        ssize_t r = read(fd, buf, want);
         if (r < 0 && errno == EINTR) continue;
         if (r < 0) {
             rc = fail(err, -errno, "read", fspath);
@@ -661,9 +681,7 @@ static int hash_file(struct hasher *h, struct hash_entry *e, const struct file *
         if (r == 0) break;
         got += (uint64_t)r;
         if (got > e->size) break; /* grew while read: stop early */
-        if (SHA256_Update(&h->total, h->buf, (size_t)r) != 1 ||
-            (sub && SHA256_Update(&h->sub, h->buf, (size_t)r) != 1) ||
-            SHA256_Update(&h->file, h->buf, (size_t)r) != 1) {
+        if (SHA256_Update(&c, buf, (size_t)r) != 1) {
             rc = fail(err, -EIO, "sha256", fspath);
             goto out;
         }
@@ -671,11 +689,39 @@ static int hash_file(struct hasher *h, struct hash_entry *e, const struct file *
     }
     if (got != e->size)
         rc = unstable(err, fspath);
-    else if (SHA256_Final(e->digest, &h->file) != 1)
+    else if (SHA256_Final(e->digest, &c) != 1)
         rc = fail(err, -EIO, "sha256", fspath);
 out:
     close(fd);
     return rc;
+}
+
+/* A hash_manifest_line sink into a SHA-256 context. */
+struct line_sha {
+    SHA256_CTX c;
+    int bad;
+};
+
+static void put_sha(void *ud, const void *p, size_t n)
+{
+    struct line_sha *l = ud;
+    if (SHA256_Update(&l->c, p, n) != 1) l->bad = 1;
+}
+
+/* The total (every entry) and the sub hash (HASH_CLASS_SUB entries): the
+ * SHA-256 of their manifest lines. */
+static int fold_manifest(struct hash_manifest *m, struct hash_error *err)
+{
+    struct line_sha total = {.bad = 0}, sub = {.bad = 0};
+    if (SHA256_Init(&total.c) != 1 || SHA256_Init(&sub.c) != 1) return fail(err, -EIO, "sha256", "");
+    for (size_t i = 0; i < m->n; i++) {
+        hash_manifest_line(&m->v[i], put_sha, &total);
+        if (m->v[i].classes & HASH_CLASS_SUB) hash_manifest_line(&m->v[i], put_sha, &sub);
+    }
+    if (total.bad || sub.bad || SHA256_Final(m->total, &total.c) != 1 ||
+        SHA256_Final(m->sub, &sub.c) != 1)
+        return fail(err, -EIO, "sha256", "");
+    return 0;
 }
 
 /* Sorts and dedups w->files, then hashes them into out. */
@@ -695,8 +741,6 @@ static int hash_files(struct hasher *h, struct walk *w, const struct hash_opts *
     w->nfiles = n;
     out->v = calloc(n ? n : 1, sizeof *out->v);
     if (!out->v) return fail(w->err, -ENOMEM, "malloc", "");
-    if (SHA256_Init(&h->total) != 1 || SHA256_Init(&h->sub) != 1)
-        return fail(w->err, -EIO, "sha256", "");
     for (size_t i = 0; i < n; i++) {
         struct file *f = &w->files[i];
         unsigned cls = opts && opts->select ? opts->select(opts->ud, f->lpath) : HASH_CLASS_MAIN;
@@ -710,9 +754,7 @@ static int hash_files(struct hasher *h, struct walk *w, const struct hash_opts *
         if (rc) return rc;
         if (e->classes & HASH_CLASS_SUB) out->nsub++;
     }
-    if (SHA256_Final(out->total, &h->total) != 1 || SHA256_Final(out->sub, &h->sub) != 1)
-        return fail(w->err, -EIO, "sha256", "");
-    return 0;
+    return fold_manifest(out, w->err);
 }
 
 /* One attempt: 0 (out filled, warnings reported), UNSTABLE, or -errno. */
@@ -775,8 +817,9 @@ int hash_compute(const char *const *roots, size_t nroots, const struct hash_opts
     err->op = NULL;
     err->path[0] = '\0';
     memset(out, 0, sizeof *out);
-    h.buf = malloc(CHUNK);
-    if (!h.buf) {
+    h.big = MAP_FAILED;
+    h.small = malloc(SMALL_BUF);
+    if (!h.small) {
         rc = fail(err, -ENOMEM, "malloc", "");
         goto out;
     }
@@ -793,7 +836,8 @@ int hash_compute(const char *const *roots, size_t nroots, const struct hash_opts
         nanosleep(&ts, NULL);
     }
 out:
-    free(h.buf);
+    free(h.small);
+    if (h.big != MAP_FAILED) munmap(h.big, BIG_BUF);
     return rc;
 }
 
@@ -802,6 +846,34 @@ void hash_manifest_free(struct hash_manifest *m)
     for (size_t i = 0; i < m->n; i++) free(m->v[i].path);
     free(m->v);
     memset(m, 0, sizeof *m);
+}
+
+const char *hash_strerror(int code)
+{
+    int e = code < 0 ? -code : code;
+    if (e == EMFILE) return "too many open files in this process (RLIMIT_NOFILE)";
+    if (e == ENFILE) return "too many open files in the system (fs.file-max)";
+    const char *s = strerrordesc_np(e); /* unlike strerror(3), no shared buffer */
+    return s ? s : "unknown error";
+}
+
+void hash_manifest_line(const struct hash_entry *e, void (*put)(void *ud, const void *p, size_t n),
+                        void *ud)
+{
+    char hex[HASH_HEX_LEN + 1];
+    const char *p = e->path, *run = p;
+    hash_hex(e->digest, hex);
+    if (strpbrk(p, "\\\n")) put(ud, "\\", 1);
+    put(ud, hex, HASH_HEX_LEN);
+    put(ud, "  ", 2);
+    for (; *p; p++) {
+        if (*p != '\\' && *p != '\n') continue;
+        if (p > run) put(ud, run, (size_t)(p - run));
+        put(ud, *p == '\\' ? "\\\\" : "\\n", 2);
+        run = p + 1;
+    }
+    if (p > run) put(ud, run, (size_t)(p - run));
+    put(ud, "\n", 1);
 }
 
 void hash_hex(const unsigned char d[HASH_LEN], char out[HASH_HEX_LEN + 1])

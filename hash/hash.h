@@ -1,5 +1,6 @@
 /*
- * hash.h - the canonical content hash of PRODUCT.md, plus a per-file manifest.
+ * hash.h - the canonical content hash of PRODUCT.md (contract v2), plus a
+ * per-file manifest.
  *
  * For each root: walk the user-visible tree (top-level names starting with
  * ".." are skipped; a symlink is followed only when its resolved target stays
@@ -8,14 +9,29 @@
  * regular file is its own logical path. Logical path = root as given with
  * trailing '/' removed, + '/' + path relative to the root through the
  * user-visible names. All files of all roots are sorted bytewise by logical
- * path (exact duplicates from overlapping roots are kept once) and SHA-256 is
- * fed, per file: path bytes, 0x00, decimal content length, 0x00, content.
+ * path (exact duplicates from overlapping roots are kept once). The manifest
+ * is one line per file exactly as GNU sha256sum prints it (see
+ * hash_manifest_line), and the hash is the SHA-256 of the manifest text
+ * (of nothing for no files), so `reload-agent hash --list DIR | head -n -1 |
+ * sha256sum` reproduces it.
  *
- * Content is streamed through OpenSSL's SHA-256 in fixed-size chunks, so memory is
- * bounded whatever the file size. If a root's "..data" link changes during
- * the walk (a kubelet AtomicWriter swap), or a file vanishes or changes size
- * while it is read, the whole computation is redone, at most
- * HASH_MAX_REWALKS times (with a short, growing pause in between).
+ * Each content byte goes through SHA-256 once: the per-file digests make the
+ * total, the sub hash (the same construction over the HASH_CLASS_SUB
+ * entries) and the diff. Content is read in chunks (64 KiB, 1 MiB for larger
+ * files, freed when the computation ends), so memory is bounded whatever
+ * the file size. If a root's "..data" link changes during the walk (a
+ * kubelet AtomicWriter swap), or a file vanishes or changes size while it is
+ * read, the whole computation is redone, at most HASH_MAX_REWALKS times
+ * (with a short, growing pause in between).
+ *
+ * Threads: hash_compute keeps no state between calls other than the
+ * caller's hash_cache, so it may run on any thread (e.g. a libuv worker),
+ * several at once as long as each uses its own cache; its callbacks run on
+ * the calling thread. A cache is not locked: while a computation that uses
+ * it runs, no other thread may touch it (hash_cache_forget_listing
+ * included: note what to forget and forget it once the computation has
+ * returned, before the next one starts). The hash__test_* seams are for
+ * tests only.
  *
  * Skipped entries (see enum hash_warning) are reported once, after the
  * computation that produced the result, never for discarded attempts.
@@ -46,8 +62,8 @@ struct hash_entry {
 struct hash_manifest {
     struct hash_entry *v; /* sorted bytewise by path, no duplicates */
     size_t n;
-    unsigned char total[HASH_LEN]; /* canonical hash over all entries */
-    unsigned char sub[HASH_LEN];   /* same framing, only entries with bit HASH_CLASS_SUB */
+    unsigned char total[HASH_LEN]; /* SHA-256 of the manifest lines of all entries */
+    unsigned char sub[HASH_LEN];   /* the same over only the entries with HASH_CLASS_SUB */
     size_t nsub;
 };
 
@@ -90,6 +106,8 @@ void hash_cache_free(struct hash_cache *c);
 void hash_cache_forget_listing(struct hash_cache *c, const char *root);
 
 struct hash_opts {
+    /* The callbacks run on the thread that calls hash_compute, before it
+     * returns. */
     /* Optional: classify a logical path. Return 0 to leave the file out
      * entirely (e.g. --ignore), else a mask of HASH_CLASS_* bits, which
      * must include HASH_CLASS_MAIN (it is added if missing). NULL means
@@ -105,9 +123,10 @@ struct hash_opts {
 
 /* Error detail for a failed computation. */
 struct hash_error {
-    int code;            /* the negative errno of the failure */
-    const char *op;      /* "stat", "opendir", "readdir", "realpath", "open", "read",
-                          * "walk" (path too long), "malloc", "sha256", or "rewalk"
+    int code;            /* the negative errno of the system call that failed (never
+                          * one left behind by a later call); hash_strerror says it */
+    const char *op;      /* "stat", "opendir", "readdir", "realpath", "readlink", "open",
+                          * "read", "walk" (path too long), "malloc", "sha256", or "rewalk"
                           * (still changing after HASH_MAX_REWALKS; path = last change) */
     char path[4096];     /* the path that failed (as walked), NUL-terminated */
 };
@@ -121,13 +140,29 @@ struct hash_error {
 int hash_compute(const char *const *roots, size_t nroots, const struct hash_opts *opts,
                  struct hash_manifest *out, struct hash_error *err);
 
+/* The message for a hash_compute error code (a negative errno): EMFILE and
+ * ENFILE name the limit that was reached, "too many open files in this
+ * process (RLIMIT_NOFILE)" and "too many open files in the system
+ * (fs.file-max)"; any other code gives the C library's description. Returns
+ * a static string; safe on any thread. */
+const char *hash_strerror(int code);
+
 /* Frees the manifest's memory and zeroes it. Safe on a zeroed manifest. */
 void hash_manifest_free(struct hash_manifest *m);
+
+/* Writes e's manifest line exactly as GNU sha256sum prints it: the content
+ * digest in lowercase hex, two spaces, the logical path, a newline; when
+ * the path holds a backslash or a newline, the line starts with a
+ * backslash, and each backslash in the path is written as \\ and each
+ * newline as \n (two characters each). The line is passed to put(ud,
+ * bytes, n) in pieces, in order, before this returns. */
+void hash_manifest_line(const struct hash_entry *e, void (*put)(void *ud, const void *p, size_t n),
+                        void *ud);
 
 /* Writes 64 lowercase hex digits and a NUL into out. */
 void hash_hex(const unsigned char d[HASH_LEN], char out[HASH_HEX_LEN + 1]);
 
-/* Hash of zero files (the SHA-256 of the empty stream). */
+/* Hash of zero files (the SHA-256 of the empty manifest). */
 void hash_empty(unsigned char out[HASH_LEN]);
 
 /* Difference between two manifests. The path pointers point into the

@@ -9,8 +9,11 @@ that start with ".."; follow a symlink only if its resolved target stays
 inside R's resolved path; recurse into directories, hash regular files, skip
 the rest. Logical path = R (trailing "/" removed) + "/" + relative path; a
 root that is a file is its own logical path. Sort all files bytewise, drop
-exact duplicates, and feed SHA-256 per file: path, 0x00, decimal length,
-0x00, content. The agent's documented limits are mirrored: a directory
+exact duplicates, and write one manifest line per file as GNU sha256sum
+prints it ("<content sha256 hex>  <path>\n"; a path holding a backslash or
+a newline has them written as "\\" and "\n", and its line starts with
+"\"). The hash (contract v2) is the SHA-256 of the manifest text. The
+agent's documented limits are mirrored: a directory
 already on the current walk path is not re-entered, and directories more
 than 256 levels below a root are not entered.
 """
@@ -86,35 +89,21 @@ def walk_root(root, out):
     walk(root, logical, 0, frozenset())
 
 
-def compute(roots):
-    """Returns (total hex, [(content hex, logical path bytes)])."""
-    files = []
-    for r in roots:
-        walk_root(r, files)
-    files.sort(key=lambda f: f[0])
-    total = hashlib.sha256()
-    listing = []
-    last = None
-    for lpath, fpath in files:
-        if lpath == last:
-            continue
-        last = lpath
-        with open(fpath, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            total.update(lpath + b"\0" + str(size).encode() + b"\0")
-            data_hash = hashlib.sha256()
-            got = 0
-            while True:
-                b = f.read(CHUNK)
-                if not b:
-                    break
-                got += len(b)
-                data_hash.update(b)
-                total.update(b)
-            if got != size:
-                raise OSError(0, "changed while being read", fpath)
-        listing.append((data_hash.hexdigest(), lpath))
-    return total.hexdigest(), listing
+def content_digest(fpath):
+    """SHA-256 hex of a file's content; the file must not change size."""
+    with open(fpath, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        h = hashlib.sha256()
+        got = 0
+        while True:
+            b = f.read(CHUNK)
+            if not b:
+                break
+            got += len(b)
+            h.update(b)
+        if got != size:
+            raise OSError(0, "changed while being read", fpath)
+    return h.hexdigest()
 
 
 def escape_line(hexd, lpath):
@@ -123,6 +112,23 @@ def escape_line(hexd, lpath):
         p = lpath.replace(b"\\", b"\\\\").replace(b"\n", b"\\n")
         return b"\\" + hexd.encode() + b"  " + p + b"\n"
     return hexd.encode() + b"  " + lpath + b"\n"
+
+
+def compute(roots):
+    """Returns (total hex, [(content hex, logical path bytes)])."""
+    files = []
+    for r in roots:
+        walk_root(r, files)
+    files.sort(key=lambda f: f[0])
+    listing = []
+    last = None
+    for lpath, fpath in files:
+        if lpath == last:
+            continue
+        last = lpath
+        listing.append((content_digest(fpath), lpath))
+    manifest = b"".join(escape_line(hexd, lpath) for hexd, lpath in listing)
+    return hashlib.sha256(manifest).hexdigest(), listing
 
 
 def main(argv):

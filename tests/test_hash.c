@@ -3,9 +3,10 @@
  *
  * Expected values never come from the code under test: each test lists the
  * files it expects (logical path and content, in the bytewise order the
- * contract demands), writes the framed byte stream of PRODUCT.md to a file
- * and hashes it with the sha256sum tool; per-file digests are checked with
- * sha256sum too.
+ * contract demands), digests each content with the sha256sum tool, writes
+ * the manifest of PRODUCT.md (contract v2: sha256sum's own line format) to
+ * a file and hashes that with sha256sum. Where the test can, the manifest
+ * itself comes from sha256sum run over the files.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -121,19 +123,31 @@ struct exp {
 };
 #define E(rel, str) {rel, str, sizeof(str) - 1}
 
-/* sha256sum of the framed stream of e[0..n) with logical paths prefix+rel. */
-static void framed_hex(const char *prefix, const struct exp *e, size_t n, char hex[HASH_HEX_LEN + 1])
+/* One manifest line as GNU sha256sum prints it, written here from the
+ * contract's text (the tests below also compare it with sha256sum's own). */
+static void put_line(FILE *f, const char *hex, const char *path)
 {
-    char tmp[PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s.stream", g_tmp);
+    if (strpbrk(path, "\\\n")) fputc('\\', f);
+    fprintf(f, "%s  ", hex);
+    for (const char *p = path; *p; p++) {
+        if (*p == '\\') fputs("\\\\", f);
+        else if (*p == '\n') fputs("\\n", f);
+        else fputc(*p, f);
+    }
+    fputc('\n', f);
+}
+
+/* sha256sum of the manifest of e[0..n) with logical paths prefix+rel. */
+static void manifest_hex(const char *prefix, const struct exp *e, size_t n, char hex[HASH_HEX_LEN + 1])
+{
+    char tmp[PATH_MAX], path[PATH_MAX], d[HASH_HEX_LEN + 1];
+    snprintf(tmp, sizeof tmp, "%s.manifest", g_tmp);
     FILE *f = fopen(tmp, "wb");
     assert_non_null(f);
     for (size_t i = 0; i < n; i++) {
-        fprintf(f, "%s%s", prefix, e[i].rel);
-        fputc(0, f);
-        fprintf(f, "%zu", e[i].len);
-        fputc(0, f);
-        fwrite(e[i].data, 1, e[i].len, f);
+        sha256sum_bytes(e[i].data, e[i].len, d);
+        snprintf(path, sizeof path, "%s%s", prefix, e[i].rel);
+        put_line(f, d, path);
     }
     assert_int_equal(fclose(f), 0);
     sha256sum_file(tmp, hex);
@@ -154,9 +168,43 @@ static void expect_manifest(const struct hash_manifest *m, const char *prefix, c
         hash_hex(m->v[i].digest, got);
         assert_string_equal(got, want);
     }
-    framed_hex(prefix, e, n, want);
+    manifest_hex(prefix, e, n, want);
     hash_hex(m->total, got);
     assert_string_equal(got, want);
+}
+
+/* Runs the shell command cmd, which prints a manifest, into a file; the
+ * manifest's text goes to text (NUL-terminated, at most cap bytes) and its
+ * sha256sum to hex. */
+static void manifest_of(const char *cmd, char *text, size_t cap, char hex[HASH_HEX_LEN + 1])
+{
+    char tmp[PATH_MAX], full[4 * PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s.manifest", g_tmp);
+    snprintf(full, sizeof full, "(%s) > '%s'", cmd, tmp);
+    sh("%s", full);
+    FILE *f = fopen(tmp, "rb");
+    assert_non_null(f);
+    size_t got = fread(text, 1, cap - 1, f);
+    assert_true(got < cap - 1); /* all of it */
+    text[got] = '\0';
+    fclose(f);
+    sha256sum_file(tmp, hex);
+    unlink(tmp);
+}
+
+/* A hash_manifest_line sink that appends to a NUL-terminated buffer. */
+struct strbuf {
+    char *p;
+    size_t n, cap;
+};
+
+static void put_str(void *ud, const void *p, size_t n)
+{
+    struct strbuf *b = ud;
+    assert_true(b->n + n < b->cap);
+    memcpy(b->p + b->n, p, n);
+    b->n += n;
+    b->p[b->n] = '\0';
 }
 
 /* ---- warnings collector ---------------------------------------------- */
@@ -448,6 +496,20 @@ static void test_names_are_bytes_sorted_bytewise(void **state)
         E("\xe6\x97\xa5\xe6\x9c\xac.txt", "\xe6\x97\xa5\xe6\x9c\xac.txt"), E("\xff\xfe", "\xff\xfe"),
     };
     expect_manifest(&m, P("v/"), want, 9);
+    /* the manifest lines are sha256sum's own, escapes included: sha256sum
+     * over the same files in the same order prints the same text */
+    static char want_text[16384], got_text[16384];
+    char want_hex[HASH_HEX_LEN + 1], got_hex[HASH_HEX_LEN + 1];
+    char cmd[PATH_MAX + 64];
+    snprintf(cmd, sizeof cmd, "export LC_ALL=C; sha256sum '%s'/*", P("v"));
+    manifest_of(cmd, want_text, sizeof want_text, want_hex);
+    struct strbuf b = {got_text, 0, sizeof got_text};
+    got_text[0] = '\0';
+    for (size_t i = 0; i < m.n; i++) hash_manifest_line(&m.v[i], put_str, &b);
+    assert_string_equal(got_text, want_text);
+    assert_non_null(strstr(got_text, "\\")); /* the escaped lines were there */
+    hash_hex(m.total, got_hex);
+    assert_string_equal(got_hex, want_hex);
     hash_manifest_free(&m);
 }
 
@@ -547,6 +609,66 @@ static void test_unreadable_file_and_dir(void **state)
     expect_unreadable(P("v"), "opendir", P("v/closed"));
 }
 
+/* Child side of the fd-limit tests: lowers RLIMIT_NOFILE so that exactly
+ * `spare` more descriptors can be opened, then exits 0 when hash_compute
+ * fails with EMFILE (the real errno, not what a later call left behind),
+ * op and path as expected. */
+static int emfile_child(const char *root, int spare, const char *op, const char *path)
+{
+    int lowest = open("/dev/null", O_RDONLY | O_CLOEXEC), fds[8], n = 0;
+    if (lowest < 0) return 10;
+    close(lowest);
+    struct rlimit rl = {(rlim_t)(lowest + spare), (rlim_t)(lowest + spare)};
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) return 11;
+    while (n < 8 && (fds[n] = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0) n++;
+    int e = errno, got = n;
+    while (n > 0) close(fds[--n]);
+    if (got != spare) return 17; /* a gap below the limit would let more through */
+    if (e != EMFILE) return 12;
+    struct hash_manifest m;
+    struct hash_error err;
+    const char *roots[] = {root};
+    int rc = hash_compute(roots, 1, NULL, &m, &err);
+    if (rc != err.code) return 13;
+    if (rc != -EMFILE) {
+        fprintf(stderr, "emfile_child: %s %s: %s, want EMFILE\n", err.op, err.path, strerror(-rc));
+        return 14;
+    }
+    if (strcmp(err.op, op) != 0 || strcmp(err.path, path) != 0) {
+        fprintf(stderr, "emfile_child: %s %s, want %s %s\n", err.op, err.path, op, path);
+        return 15;
+    }
+    return m.n == 0 && m.v == NULL ? 0 : 16;
+}
+
+static void expect_emfile(const char *root, int spare, const char *op, const char *path)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) _exit(emfile_child(root, spare, op, path));
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+/* Issue 9 F13: at the fd limit the error is EMFILE at every step that
+ * opens something (the root, a directory below it, a file root), never the
+ * errno of a call made after the failure. */
+static void test_fd_limit_reports_emfile(void **state)
+{
+    (void)state;
+    put(P("v/d/f"), "f", 1);
+    expect_emfile(P("v"), 0, "opendir", P("v"));
+    expect_emfile(P("v"), 1, "opendir", P("v/d"));
+    expect_emfile(P("v/d/f"), 0, "open", P("v/d/f"));
+    /* the message names the limit */
+    assert_string_equal(hash_strerror(-EMFILE), "too many open files in this process (RLIMIT_NOFILE)");
+    assert_string_equal(hash_strerror(-ENFILE), "too many open files in the system (fs.file-max)");
+    assert_string_equal(hash_strerror(-ENOENT), strerror(ENOENT));
+}
+
 static void test_diff_and_copy(void **state)
 {
     (void)state;
@@ -621,7 +743,7 @@ static void test_select_ignore_and_sub(void **state)
     assert_int_equal(m.v[1].classes, HASH_CLASS_MAIN | HASH_CLASS_SUB);
     assert_int_equal(m.nsub, 1);
     char want_sub[HASH_HEX_LEN + 1], got[HASH_HEX_LEN + 1];
-    framed_hex(P("v/"), &want[1], 1, want_sub);
+    manifest_hex(P("v/"), &want[1], 1, want_sub);
     hash_hex(m.sub, got);
     assert_string_equal(got, want_sub);
     hash_manifest_free(&m);
@@ -645,25 +767,17 @@ static void test_ten_thousand_files(void **state)
     struct warns ws = {0};
     assert_int_equal(compute1(P("v"), &ws, &m), 0);
     assert_int_equal(m.n, 10000);
-    char want_hex[HASH_HEX_LEN + 1], got[HASH_HEX_LEN + 1];
-    framed_hex(P("v/"), want, 10000, want_hex);
+    /* the whole manifest and its hash from coreutils alone */
+    static char want_text[10000 * 128], got_text[10000 * 128];
+    char want_hex[HASH_HEX_LEN + 1], got[HASH_HEX_LEN + 1], cmd[PATH_MAX + 128];
+    snprintf(cmd, sizeof cmd, "find '%s' -type f | LC_ALL=C sort | xargs sha256sum", P("v"));
+    manifest_of(cmd, want_text, sizeof want_text, want_hex);
+    struct strbuf b = {got_text, 0, sizeof got_text};
+    got_text[0] = '\0';
+    for (size_t i = 0; i < m.n; i++) hash_manifest_line(&m.v[i], put_str, &b);
+    assert_string_equal(got_text, want_text);
     hash_hex(m.total, got);
     assert_string_equal(got, want_hex);
-    /* every per-file digest against one sha256sum run over the sorted tree */
-    char cmd[PATH_MAX + 128], line[256], wline[256];
-    snprintf(cmd, sizeof cmd, "cd '%s' && find . -type f | LC_ALL=C sort | xargs sha256sum", P("v"));
-    FILE *f = popen(cmd, "r");
-    assert_non_null(f);
-    size_t i = 0;
-    while (i < 10001 && fgets(line, sizeof line, f)) {
-        assert_true(i < m.n);
-        hash_hex(m.v[i].digest, got);
-        snprintf(wline, sizeof wline, "%s  ./%s\n", got, m.v[i].path + strlen(P("v/")));
-        assert_string_equal(line, wline);
-        i++;
-    }
-    assert_int_equal(pclose(f), 0);
-    assert_int_equal(i, 10000);
     hash_manifest_free(&m);
 }
 
@@ -881,24 +995,28 @@ static void test_cached_listing_until_forgotten(void **state)
 }
 
 /* Reads stop at the fstat size without a read for end-of-file; sizes
- * around the 64 KiB read chunk must still hash exactly. */
+ * around the 64 KiB small buffer and the 1 MiB big one (small files before
+ * and after a big one, which switches buffers) must still hash exactly. */
 static void test_sizes_around_the_read_chunk(void **state)
 {
     (void)state;
-    static const size_t sizes[] = {0, 1, 65535, 65536, 65537, 131072, 200000};
-    static char data[200000];
-    struct exp want[7];
-    char names[7][16];
+    static const size_t sizes[] = {0,           1,           65535,       65536,      65537,
+                                   131072,      200000,      1048575,     1048576,    1048577,
+                                   2 * 1048576 + 1, 3};
+    enum { N = sizeof sizes / sizeof *sizes };
+    static char data[2 * 1048576 + 1];
+    struct exp want[N];
+    char names[N][16];
     for (size_t i = 0; i < sizeof data; i++) data[i] = (char)(i * 7 + i / 251);
-    for (size_t i = 0; i < 7; i++) {
-        snprintf(names[i], sizeof names[i], "s%zu", i);
+    for (size_t i = 0; i < N; i++) {
+        snprintf(names[i], sizeof names[i], "s%02zu", i);
         want[i] = (struct exp){names[i], data, sizes[i]};
         put(P("v/%s", names[i]), data, sizes[i]);
     }
     struct hash_manifest m;
     struct warns ws = {0};
     assert_int_equal(compute1(P("v"), &ws, &m), 0);
-    expect_manifest(&m, P("v/"), want, 7);
+    expect_manifest(&m, P("v/"), want, N);
     hash_manifest_free(&m);
 }
 
@@ -919,6 +1037,7 @@ int main(void)
         T(test_two_roots_sorted_together),
         T(test_relative_trailing_slash_and_overlap),
         T(test_unreadable_file_and_dir),
+        T(test_fd_limit_reports_emfile),
         T(test_diff_and_copy),
         T(test_select_ignore_and_sub),
         T(test_ten_thousand_files),

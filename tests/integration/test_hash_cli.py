@@ -1,7 +1,8 @@
 """Integration tests of `reload-agent hash`: the binary's output must equal
 the independent Python implementation (tests/refhash.py) byte for byte, on
-kubelet-layout volumes and awkward trees, and memory must stay bounded on a
-1 GiB file.
+kubelet-layout volumes and awkward trees; coreutils alone must reproduce
+the hash from the --list manifest (contract v2); memory must stay bounded
+on a 1 GiB file.
 """
 import hashlib
 import os
@@ -102,6 +103,37 @@ def test_hash_awkward_trees_match_refhash(env):
     same_as_refhash(env, [os.path.join(v, "sub", "deeper", "file"), v, v + "/sub"])
 
 
+def test_hash_list_reproduced_by_sha256sum(env):
+    """`hash --list DIR | head -n -1 | sha256sum` equals `hash DIR`, and the
+    manifest lines are what sha256sum itself prints for those files (odd
+    names: backslash, newline, non-UTF-8 bytes, spaces)."""
+    v = env.path("odd")
+    vb = os.fsencode(v)
+    names = [b"back\\slash", b"new\nline", b"latin1-\xe9\xff", b"with  two spaces",
+             b" leading space", b"trailing space ", b"both\\and\nboth", b"tab\there",
+             b"sub dir/inner \\ file", b"plain"]
+    for i, n in enumerate(names):
+        write(os.fsdecode(vb + b"/" + n), b"content %d\n" % i)
+    kubelet_volume(env.path("kv"), {"key with space": "k\n", "back\\slash.conf": "b\n"})
+    for roots in ([v], [env.path("kv")], [v, env.path("kv")]):
+        a = env.run([env.binary, "hash"] + roots)
+        check(a.returncode == 0, "hash: %s" % a.stderr.decode(errors="replace"))
+        pipe = "%s hash --list %s | head -n -1 | sha256sum" % (env.binary, " ".join("'%s'" % r for r in roots))
+        r = env.run(["sh", "-c", pipe])
+        check(r.returncode == 0, "pipeline failed: %r" % r.stderr)
+        check(r.stdout == a.stdout.rstrip(b"\n") + b"  -\n",
+              "%s: sha256sum gives %r, hash %r" % (pipe, r.stdout, a.stdout))
+    # the manifest is sha256sum's own output over the same files, in bytewise order
+    al = env.run([env.binary, "hash", "--list", v])
+    paths = sorted(os.path.join(dp, f) for dp, _, fs in os.walk(vb) for f in fs)
+    s = env.run(["sha256sum", "--"] + paths)
+    check(s.returncode == 0, "sha256sum: %r" % s.stderr)
+    check(al.stdout.rsplit(b"\n", 2)[0] + b"\n" == s.stdout,
+          "--list:\n%r\nsha256sum:\n%r" % (al.stdout, s.stdout))
+    check(s.stdout.count(b"\n\\") + s.stdout.startswith(b"\\") == 4, "escaped lines: %r" % s.stdout)
+    same_as_refhash(env, [v, env.path("kv")])
+
+
 def test_hash_cli_errors(env):
     r = env.run([env.binary, "hash", env.path("missing")])
     check(r.returncode == 1, "missing path: exit %d" % r.returncode)
@@ -123,6 +155,22 @@ def test_hash_cli_errors(env):
     err = r.stderr.decode(errors="replace")
     check(r.returncode == 1, "unreadable: exit %d (%s)" % (r.returncode, err))
     check(env.path("v", "locked") in err and "Permission denied" in err, "unreadable text: %s" % err)
+
+
+def test_hash_cli_fd_limit_names_the_limit(env):
+    """Issue 9 F13: at the fd limit the error carries EMFILE (not the errno of
+    a later call) and says which limit was reached."""
+    import resource
+    write(env.path("v", "a", "b", "f"), "x")
+
+    def low_limit():  # 0-2 and one spare: the walk runs out below the root
+        resource.setrlimit(resource.RLIMIT_NOFILE, (4, 4))
+
+    r = env.run([env.binary, "hash", env.path("v")], preexec_fn=low_limit)
+    err = r.stderr.decode(errors="replace")
+    check(r.returncode == 1 and r.stdout == b"", "fd limit: exit %d, out %r" % (r.returncode, r.stdout))
+    check("too many open files in this process (RLIMIT_NOFILE)" in err, "fd limit text: %s" % err)
+    check("opendir" in err and "No such file" not in err, "fd limit op: %s" % err)
 
 
 def run_measured(env, args, timeout=300):

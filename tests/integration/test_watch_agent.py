@@ -27,12 +27,13 @@ QUIET = 1.0  # seconds of silence after which "nothing more happens" is asserted
 
 
 def canonical_hash(files):
-    """PRODUCT.md "The content hash" over {logical path: bytes}."""
-    h = hashlib.sha256()
+    """PRODUCT.md "The content hash" (v2) over {logical path: bytes}: the
+    SHA-256 of the sha256sum-format manifest (no test path needs escaping)."""
+    manifest = b""
     for path in sorted(files, key=lambda p: p.encode()):
-        data = files[path]
-        h.update(path.encode() + b"\0" + str(len(data)).encode() + b"\0" + data)
-    return h.hexdigest()
+        check("\\" not in path and "\n" not in path, "canonical_hash: unescaped path %r" % path)
+        manifest += hashlib.sha256(files[path]).hexdigest().encode() + b"  " + path.encode() + b"\n"
+    return hashlib.sha256(manifest).hexdigest()
 
 
 def b(v):
