@@ -287,6 +287,92 @@ def test_orphan_replicaset_is_not_rolled(env):
     not_rollable(env, "orphan-rs", ["no controller", "cache-6b5f4d7c8"])
 
 
+# ---- 2b. Argo Rollout with spec.workloadRef ----
+
+REF_PATH = "/apis/apps/v1/namespaces/default/deployments/web-template"
+
+
+@clean_exit
+def test_workloadref_rollout_patches_the_referenced_deployment(env):
+    """A Rollout whose spec.workloadRef names a Deployment takes its pod
+    template from that Deployment: the Deployment's template is patched
+    (strategic merge, the apps/v1 rule), the Rollout never; the Event goes
+    to the Rollout, the pod's workload. A second change finds the template
+    current after another replica set it."""
+    fake = fake_for(env, "workloadref-rollout")
+    vol = volume(env, {"app.conf": "v0\n"})
+    a = start(env, fake, vol)
+    h = update(env, vol, {"app.conf": "v1\n"})
+    ev = wait_rollout(a, result="patched")
+    check(ev["hash"] == h and ev["owner"] == "Deployment/web-template" and
+          ev.get("via") == "Rollout/web", "rollout event %r" % ev)
+    wait_action(a, action="rollout", result="success")
+    wait_kube_event(fake, "RolloutTriggered", "Rollout", "web")
+    a.quiet(QUIET)
+    patches = requests(fake, "PATCH")
+    check([p["path"] for p in patches] == [REF_PATH], "PATCHes %r" % patches)
+    check(not requests(fake, "PATCH", "/rollouts/web"), "the Rollout was patched")
+    check(patches[0]["content_type"].split(";")[0] == STRATEGIC and patches[0]["status"] == 200,
+          "PATCH %r" % patches[0])
+    check_patch_body(patches[0], h, {vol + "/app.conf": digest16("v1\n")})
+    check(history(fake, "rollouts", "web") == [], "the Rollout was changed: %r" %
+          history(fake, "rollouts", "web"))
+    check("template" not in stored(fake, "rollouts", "web")["spec"], "the Rollout got a template")
+    changes = template_changes(history(fake, "deployments", "web-template"))
+    check(len(changes) == 1 and changes[0].get(HASH_KEY) == h, "template changes %r" % changes)
+    ev = kube_events(fake, "RolloutTriggered", "Rollout", "web")[0]
+    check(ev["involvedObject"].get("uid") == stored(fake, "rollouts", "web")["metadata"]["uid"]
+          and "web-template" in ev["message"], "RolloutTriggered event %r" % ev)
+    # the already-current check reads the Deployment's template: a second
+    # agent acting on the same content at start finds it there
+    a2 = start(env, fake, vol, "--on-start", "reload", wait_reconcile=False)
+    ev = wait_rollout(a2, result="already-current")
+    check(ev["hash"] == h and ev["owner"] == "Deployment/web-template", "rollout event %r" % ev)
+    a2.quiet(QUIET)
+    check(len(requests(fake, "PATCH")) == 1, "PATCHes %r" % requests(fake, "PATCH"))
+
+
+@clean_exit
+def test_workloadref_to_other_kind_is_skipped(env):
+    """A workloadRef that does not name an apps/v1 Deployment: no PATCH at
+    all, the result is blocked with the reason, a warning, and a
+    RolloutSkipped Event on the Rollout."""
+    fake = fake_for(env, "workloadref-other")
+    vol = volume(env, {"app.conf": "v0\n"})
+    a = start(env, fake, vol)
+    update(env, vol, {"app.conf": "v1\n"})
+    ev = wait_rollout(a, result="failed")
+    check(ev.get("blocked") is True and ev.get("via") == "Rollout/web", "rollout event %r" % ev)
+    for w in ("spec.workloadRef", "PodTemplate web-template", "not an apps/v1 Deployment"):
+        check(w in ev.get("error", ""), "error %r does not say %r" % (ev.get("error"), w))
+    check(ev.get("level") == "warn", "not a warning: %r" % ev)
+    skipped = wait_kube_event(fake, "RolloutSkipped", "Rollout", "web")
+    check(skipped[0]["type"] == "Warning" and "PodTemplate" in skipped[0]["message"],
+          "RolloutSkipped %r" % skipped)
+    wait_action(a, action="rollout", result="failure")
+    a.quiet(QUIET)
+    check(not requests(fake, "PATCH"), "something was patched: %r" % requests(fake, "PATCH"))
+    check(not a.of("retry"), "a permanent failure was retried: %r" % a.of("retry"))
+
+
+@clean_exit
+def test_workloadref_unreadable_deployment_is_skipped(env):
+    """The referenced Deployment cannot be read (404): blocked with the
+    reason, a RolloutSkipped Event on the Rollout, no PATCH."""
+    fake = fake_for(env, "workloadref-rollout")
+    vol = volume(env, {"app.conf": "v0\n"})
+    faults(fake, {"method": "GET", "path_regex": "/deployments/web-template$", "status": 404})
+    a = start(env, fake, vol)
+    update(env, vol, {"app.conf": "v1\n"})
+    ev = wait_rollout(a, result="failed")
+    check(ev.get("blocked") is True, "not blocked: %r" % ev)
+    err = ev.get("error", "")
+    check("web-template" in err and "workloadRef" in err, "error %r" % err)
+    wait_kube_event(fake, "RolloutSkipped", "Rollout", "web")
+    a.quiet(QUIET)
+    check(not requests(fake, "PATCH"), "something was patched: %r" % requests(fake, "PATCH"))
+
+
 # ---- 3. two replicas, one rollout ----
 
 @clean_exit
