@@ -159,6 +159,8 @@ void rollout__decide(const struct rollout_state *st, const struct rollout_input 
                      "the pod template hash keeps flipping between replicas (%.12s vs %.12s): "
                      "pods see different content; differing paths: %s. Not rolling again.",
                      in->hash, st->current, paths);
+            for (char *c = d->reason; *c; c++) /* paths come from the API: one line */
+                if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
             d->verdict = ROLLOUT_V_BLOCKED;
             return;
         }

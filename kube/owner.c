@@ -50,6 +50,14 @@ static const cJSON *arr_at(const cJSON *obj, const char *key)
     return cJSON_IsArray(v) ? v : NULL;
 }
 
+/* Makes s one line of printable text: API data (kinds, names, uids) goes
+ * into messages, logs and Events, and must not carry control characters. */
+static void printable(char *s)
+{
+    for (; s && *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f) *s = '?';
+}
+
 /* "apps/v1" has group "apps"; "v1" is the core group "". */
 static int group_is(const char *api_version, const char *group)
 {
@@ -111,6 +119,7 @@ static const char *rollout_not_rolling(const cJSON *obj, char *buf, size_t len, 
              str_at(ref, "kind") ? str_at(ref, "kind") : "(no kind)",
              str_at(ref, "name") ? str_at(ref, "name") : "(no name)",
              str_at(ref, "apiVersion") ? str_at(ref, "apiVersion") : "no apiVersion");
+    printable(buf);
     return buf;
 }
 
@@ -218,6 +227,7 @@ static int fail(struct owner__chain *c, enum owner_status st, const char *fmt, .
     va_start(ap, fmt);
     if (vasprintf(&c->o->error, fmt, ap) < 0) ra_oom();
     va_end(ap);
+    printable(c->o->error);
     c->o->status = st;
     return 0;
 }

@@ -90,6 +90,14 @@ static const struct decide_case DECIDE[] = {
       "{\"spec\":{\"workloadRef\":{\"apiVersion\":\"extensions/v1beta1\","
       "\"kind\":\"Deployment\",\"name\":\"web\"}}}", 0, NULL, 0, 0, ROLLOUT_V_BLOCKED, 0, 0, 1,
       "not an apps/v1 Deployment" },
+    { "API text in the reason stays one line", "Rollout",
+      "{\"spec\":{\"workloadRef\":{\"apiVersion\":\"apps/v1\",\"kind\":\"Stateful\\nSet\","
+      "\"name\":\"db\\r\"}}}", 0, NULL, 0, 0, ROLLOUT_V_BLOCKED, 0, 0, 1,
+      "names Stateful?Set db? (apps/v1)" },
+    { "guard: API paths in the reason stay one line", "Deployment",
+      "{" TPL("\"@\":\"" THEIRS "\",\"reload-agent.io/config-files\":"
+              "\"{\\\"/v/a\\\\nforged\\\":\\\"aaaa\\\"}\"") "}}",
+      0, OLD, 2, 0, ROLLOUT_V_BLOCKED, 0, 1, 0, "/v/a?forged" },
     { "workloadRef not an object: blocked", "Rollout", "{\"spec\":{\"workloadRef\":\"web\"}}",
       0, NULL, 0, 0, ROLLOUT_V_BLOCKED, 0, 0, 1, "spec.workloadRef is not an object" },
     { "workloadRef null: a plain Rollout", "Rollout",
@@ -341,6 +349,10 @@ static const struct chain_case CHAIN[] = {
       OWNER_NO_ROLLOUT, NULL, NULL, NULL, NULL,
       "pod p is controlled by Deployment web (apps/v1), which cannot be rolled: only "
       "Deployment, StatefulSet, DaemonSet and Argo Rollout can", 0 },
+    { "API text in the error stays one line",
+      { POD_OF("Node\\nlevel=error msg=forged", "v1", "n", "nu") },
+      OWNER_NO_ROLLOUT, NULL, NULL, NULL, NULL,
+      "pod p is controlled by Node?level=error msg=forged n (v1)", 0 },
     { "a ReplicaSet may not be controlled by a StatefulSet",
       { POD_OF("ReplicaSet", "apps/v1", "rs", "ru"), RS_OF("StatefulSet", "apps/v1", "db", "su") },
       OWNER_NO_ROLLOUT, NULL, NULL, NULL, NULL,
