@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 
-from lib import check, wait_until
+from lib import check, http_get, wait_until
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "k8s"))
@@ -714,6 +714,49 @@ def test_inplace_action_events(env):
     check(len(kube_events(fake)) == n, "--events=false posted an Event")
     check(not [r for r in requests(fake) if r["path"].endswith("/events")],
           "--events=false sent an Event request")
+
+
+def metric_value(body, name):
+    """The value of one sample line `name value` in Prometheus text, or None."""
+    for line in body.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
+@clean_exit
+def test_api_and_suppressed_event_metrics(env):
+    """Push metrics: every API answer is counted by status code, and an
+    Event the rate limit drops shows in reload_agent_events_suppressed_total."""
+    fake = fake_for(env)
+    vol = volume(env, {"app.conf": "v0\n"})
+    pod = fake.info["pods"][0]
+    a = start(env, fake, vol, "--action", "exec", "--exec-command", "true", "--listen",
+              "127.0.0.1:0", wait_reconcile=False)
+    base = "http://127.0.0.1:%d" % a.of("ready")[0]["port"]
+    st, m0 = http_get(base + "/metrics")
+    check(st == 200 and b"# TYPE reload_agent_events_suppressed_total counter\n" in m0 and
+          b"# TYPE reload_agent_api_requests_total counter\n" in m0, "API families missing")
+    check(metric_value(m0, "reload_agent_events_suppressed_total") == 0, "suppressed at start")
+    update(env, vol, {"app.conf": "v1\n"})
+    wait_action(a, action="exec", result="success")
+    wait_kube_event(fake, "Reloaded", "Pod", pod)
+    # a second change within 30 s: the same reason on the same pod is dropped
+    h2 = update(env, vol, {"app.conf": "v2\n"})
+    wait_action(a, action="exec", result="success", hash=h2)
+    a.quiet(QUIET)
+    check(len(kube_events(fake, "Reloaded", "Pod", pod)) == 1, "the second Event was sent")
+    _, m1 = http_get(base + "/metrics")
+    check(metric_value(m1, "reload_agent_events_suppressed_total") == 1,
+          "events_suppressed_total %r" % metric_value(m1, "reload_agent_events_suppressed_total"))
+    posts = [r for r in requests(fake, "POST") if r["path"].endswith("/events")]
+    gets = requests(fake, "GET")
+    check(metric_value(m1, 'reload_agent_api_requests_total{code="201"}') == len(posts) == 1,
+          "201 count %r, %d POSTs" % (metric_value(m1, 'reload_agent_api_requests_total{code="201"}'),
+                                     len(posts)))
+    check(metric_value(m1, 'reload_agent_api_requests_total{code="200"}') == len(gets),
+          "200 count %r, %d GETs" % (metric_value(m1, 'reload_agent_api_requests_total{code="200"}'),
+                                    len(gets)))
 
 
 # ---- 13. restart action ----
