@@ -222,7 +222,14 @@ static void on_got(void *ud, const struct kube_resp *resp)
     struct rollout *r = reply_owner(ud);
     if (!r) return;
     if (!resp->ok || resp->status >= 300) {
-        finish(r, ROLLOUT_FAILED, resp->error ? resp->error : "GET of the owner failed");
+        struct owner_info *gone = NULL;
+        if (resp->ok && resp->status == 404) { /* deleted: resolve the owner again next time */
+            gone = r->owner;
+            r->owner = NULL;
+        }
+        finish_about(r, gone ? gone : r->owner, ROLLOUT_FAILED,
+                     resp->error ? resp->error : "GET of the owner failed");
+        owner_info_free(gone);
         return;
     }
     struct rollout_state st;

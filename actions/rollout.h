@@ -25,7 +25,7 @@
  *
  * An owner that cannot roll (owner_not_rolling blocks) gives ROLLOUT_BLOCKED,
  * a warning and a RolloutSkipped Event; it is resolved again at the next
- * apply. One that rolls only once the user acts (paused, OnDelete) is
+ * apply, and so is an owner whose GET answers 404 (ROLLOUT_FAILED, retried). One that rolls only once the user acts (paused, OnDelete) is
  * patched, with a warning and a RolloutSkipped Event. Events go to the
  * pod's workload (the Rollout, when it named the Deployment).
  */

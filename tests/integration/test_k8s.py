@@ -373,6 +373,24 @@ def test_workloadref_unreadable_deployment_is_skipped(env):
     check(not requests(fake, "PATCH"), "something was patched: %r" % requests(fake, "PATCH"))
 
 
+@clean_exit
+def test_workloadref_deployment_deleted_later_is_skipped(env):
+    """The referenced Deployment disappears after the agent resolved it:
+    the GET gets 404, the owner is resolved again on the retry, and the
+    rollout is blocked with a RolloutSkipped Event on the Rollout."""
+    fake = fake_for(env, "workloadref-rollout")
+    vol = volume(env, {"app.conf": "v0\n"})
+    a = start(env, fake, vol)
+    faults(fake, {"method": "GET", "path_regex": "/deployments/web-template$", "status": 404})
+    update(env, vol, {"app.conf": "v1\n"})
+    ev = wait_rollout(a, result="failed", blocked=True)
+    check("web-template" in ev.get("error", "") and ev.get("via") == "Rollout/web",
+          "rollout event %r" % ev)
+    wait_kube_event(fake, "RolloutSkipped", "Rollout", "web")
+    a.quiet(QUIET)
+    check(not requests(fake, "PATCH"), "something was patched: %r" % requests(fake, "PATCH"))
+
+
 # ---- 3. two replicas, one rollout ----
 
 @clean_exit
