@@ -110,6 +110,7 @@ static const char *rollout_not_rolling(const cJSON *obj, char *buf, size_t len, 
         snprintf(buf, len, "spec.workloadRef names Deployment %.253s: the pod template lives "
                            "there, and the Rollout itself is never patched",
                  name ? name : "(no name)");
+        printable(buf);
         return buf;
     }
     if (!ref) return "spec.workloadRef is not an object: the pod template cannot be found";

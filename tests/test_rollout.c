@@ -94,6 +94,10 @@ static const struct decide_case DECIDE[] = {
       "{\"spec\":{\"workloadRef\":{\"apiVersion\":\"apps/v1\",\"kind\":\"Stateful\\nSet\","
       "\"name\":\"db\\r\"}}}", 0, NULL, 0, 0, ROLLOUT_V_BLOCKED, 0, 0, 1,
       "names Stateful?Set db? (apps/v1)" },
+    { "a Deployment workloadRef's name stays one line", "Rollout",
+      "{\"spec\":{\"workloadRef\":{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\","
+      "\"name\":\"web\\nforged\"}}}", 0, NULL, 0, 0, ROLLOUT_V_BLOCKED, 0, 0, 1,
+      "names Deployment web?forged: the pod template lives there" },
     { "guard: API paths in the reason stay one line", "Deployment",
       "{" TPL("\"@\":\"" THEIRS "\",\"reload-agent.io/config-files\":"
               "\"{\\\"/v/a\\\\nforged\\\":\\\"aaaa\\\"}\"") "}}",
