@@ -37,6 +37,7 @@ struct rollout {
     void *rud;
     int resolving;
     struct rollout_guard guard; /* oscillation guard */
+    int flip_counted;           /* this apply recorded a flip (then waited) */
 };
 
 struct req_ctx {
@@ -239,12 +240,15 @@ static void on_got(void *ud, const struct kube_resp *resp)
     }
     struct rollout_input in = {.kind = r->owner->ki, .hash = r->hash, .files = r->files,
                                .min_interval_ms = r->p.min_interval_ms, .now = time(NULL),
-                               .guard = &r->guard};
+                               .guard = &r->guard, .flip_counted = r->flip_counted};
     struct rollout_decision *d = malloc(sizeof *d);
     if (!d) ra_oom();
     rollout__decide(&st, &in, d);
     rollout__state_free(&st);
-    if (d->flipped) rollout__guard_flip(&r->guard, in.now);
+    if (d->flipped) {
+        rollout__guard_flip(&r->guard, in.now);
+        r->flip_counted = 1; /* a GET after a --min-interval wait sees it again */
+    }
     switch (d->verdict) {
     case ROLLOUT_V_CURRENT:
         finish(r, ROLLOUT_ALREADY_CURRENT, NULL);
@@ -343,6 +347,7 @@ int rollout_apply(struct rollout *r, const struct rollout_params *p, const char 
     r->p = *p;
     r->p.hash_annotation = ann;
     r->have_params = 1;
+    r->flip_counted = 0;
     r->cb = cb;
     r->ud = ud;
     snprintf(r->hash, sizeof r->hash, "%s", hash);

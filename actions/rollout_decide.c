@@ -151,8 +151,8 @@ void rollout__decide(const struct rollout_state *st, const struct rollout_input 
     /* Someone replaced the hash we set with another one: pods disagree. */
     const struct rollout_guard *g = in->guard;
     if (st->current && g && g->last_set[0] && strcmp(st->current, g->last_set) != 0) {
-        d->flipped = 1;
-        if (recent_flips(g, in->now) + 1 >= ROLLOUT_FLIP_LIMIT) {
+        d->flipped = !in->flip_counted;
+        if (recent_flips(g, in->now) + (size_t)d->flipped >= ROLLOUT_FLIP_LIMIT) {
             char paths[1024];
             differing_paths(in->files, st->their_files, paths, sizeof paths);
             snprintf(d->reason, sizeof d->reason,

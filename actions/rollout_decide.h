@@ -42,6 +42,8 @@ struct rollout_input {
     uint64_t min_interval_ms;         /* --min-interval, 0 = none */
     time_t now;                       /* wall-clock seconds */
     const struct rollout_guard *guard;
+    int flip_counted;                 /* this apply already recorded the replaced hash
+                                         it saw (it then waited for --min-interval) */
 };
 
 enum rollout_verdict {
@@ -54,7 +56,8 @@ enum rollout_verdict {
 struct rollout_decision {
     enum rollout_verdict verdict;
     uint64_t wait_ms;         /* ROLLOUT_V_WAIT */
-    int flipped;              /* our hash was replaced by another: record it (guard) */
+    int flipped;              /* our hash was replaced by another, and this apply has
+                                 not recorded that yet: record it (guard) */
     int owner_blocks;         /* BLOCKED by the owner itself (owner_not_rolling), not
                                  by the oscillation guard: resolve the owner again next time */
     const char *warning;      /* the patch lands but rolls nothing until the user acts

@@ -73,7 +73,7 @@ static void decide_as(const struct owner_kind *k, const char *body, size_t len, 
     for (size_t i = 0; i < g.nflips; i++) g.flips[i] = 1767225600 - (time_t)(i * 300);
     struct rollout_input in = {.kind = k, .hash = HASH, .files = (salt & 2) ? "{\"/a\":\"x\"}" : NULL,
                                .min_interval_ms = (salt & 4) ? 60000 : 0, .now = 1767225600,
-                               .guard = &g};
+                               .guard = &g, .flip_counted = (salt & 8) != 0};
     rollout__decide(&st, &in, &d);
     const char *why = owner_not_rolling(k, st.root, buf, sizeof buf, &blocks);
     CHECK(blocks == 0 || blocks == 1);

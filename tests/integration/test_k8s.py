@@ -694,6 +694,37 @@ def test_oscillation_guard_stops_patching(env):
           [HASH_KEY] == "ee" * 32, "the agent overwrote the other replica's hash")
 
 
+@clean_exit
+def test_oscillation_guard_counts_a_flip_once_across_min_interval(env):
+    """With --min-interval the agent waits and GETs the owner again; the
+    replaced hash it saw before the wait is one flip, not two: the guard
+    still allows three patches (as without --min-interval), then blocks."""
+    fake = fake_for(env)
+    vol = volume(env, {"app.conf": "v0\n"})
+    a = start(env, fake, vol, "--min-interval", "3s")
+    path = "/apis/apps/v1/namespaces/default/deployments/web"
+    other = {HASH_KEY: "ee" * 32, FILES_KEY: json.dumps({vol + "/app.conf": "0123456789abcdef"})}
+    for i in range(1, 4):  # three patches, each overwritten by "another replica"
+        h = update(env, vol, {"app.conf": "v%d\n" % i})
+        ev = a.wait_for(lambda evs: [e for e in evs if e.get("event") == "rollout" and
+                                     e.get("hash") == h], 20, "a rollout of v%d" % i)[-1]
+        check(ev["result"] == "patched", "rollout %d: %r" % (i, ev))
+        # the other replica patches 1.5 s later and records its time, as the
+        # agent's patch does: the agent's next apply (which its engine starts
+        # 3 s after its own) must wait for --min-interval and GET again
+        time.sleep(1.5)
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        st, _, body = fake.api("PATCH", path, {"metadata": {"annotations": {LAST_KEY: now}},
+                                               "spec": {"template": {"metadata": {
+                                                   "annotations": other}}}}, MERGE)
+        check(st == 200, "flipping the annotation: %s %s" % (st, body))
+    waits = [e for e in a.events if "--min-interval" in e.get("msg", "")]
+    check(waits, "no --min-interval wait happened: the test proves nothing")
+    h = update(env, vol, {"app.conf": "v4\n"})
+    ev = wait_rollout(a, result="failed", hash=h, timeout=20)
+    check(ev.get("blocked") is True, "not blocked: %r" % ev)
+
+
 # ---- 12. Events for in-place actions ----
 
 @clean_exit
