@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "actions/rollout_decide.h"
 #include "base/log.h"
 
 struct rollout {
@@ -35,12 +36,8 @@ struct rollout {
     void (*rcb)(void *, const struct owner_info *);
     void *rud;
     int resolving;
-    /* oscillation guard */
-    char last_set[65];
-    time_t flips[ROLLOUT_FLIP_LIMIT];
-    size_t nflips;
-    int blocked;
-    int warned_not_possible;
+    struct rollout_guard guard; /* oscillation guard */
+    int flip_counted;           /* this apply recorded a flip (then waited) */
 };
 
 struct req_ctx {
@@ -69,22 +66,32 @@ int rollout_create(uv_loop_t *loop, struct kube *k, struct kevents *ev, struct r
 
 const struct owner_info *rollout_owner(const struct rollout *r) { return r->owner; }
 
-static void owner_event(struct rollout *r, const char *type, const char *reason, const char *msg)
+/* Events go to the pod's workload: the owner, or the Rollout whose
+ * spec.workloadRef named it (o may be a failed resolution that found it). */
+static void owner_event(struct rollout *r, const struct owner_info *o, const char *type,
+                        const char *reason, const char *msg)
 {
-    if (!r->ev || !r->owner || (r->have_params && !r->p.events)) return;
-    struct kev_object o = {r->owner->api_version, r->owner->kind, r->owner->name,
-                           r->owner->namespace_, r->owner->uid};
-    kev_post(r->ev, &o, type, reason, msg);
+    if (!r->ev || !o || (r->have_params && !r->p.events)) return;
+    struct kev_object obj = {o->api_version, o->kind, o->name, o->namespace_, o->uid};
+    if (o->via_kind)
+        obj = (struct kev_object){o->via_api_version, o->via_kind, o->via_name,
+                                  kube_namespace(r->k), o->via_uid};
+    else if (o->status != OWNER_OK)
+        return;
+    kev_post(r->ev, &obj, type, reason, msg);
 }
 
-static void log_rollout(struct rollout *r, enum rollout_result res, const char *err)
+static void log_rollout(struct rollout *r, const struct owner_info *o, enum rollout_result res,
+                        const char *err)
 {
-    char owner[300];
+    char owner[300], via[300] = "";
     struct log_rec rec;
-    snprintf(owner, sizeof owner, "%s/%s", r->owner ? r->owner->kind : "?",
-             r->owner ? r->owner->name : "?");
+    snprintf(owner, sizeof owner, "%s/%s", o && o->kind ? o->kind : "?",
+             o && o->name ? o->name : "?");
+    if (o && o->via_kind) snprintf(via, sizeof via, "%s/%s", o->via_kind, o->via_name);
     if (log_rec_begin(&rec, res >= ROLLOUT_FAILED ? RA_LOG_WARN : RA_LOG_INFO, "rollout")) {
         log_rec_str(&rec, "owner", owner);
+        if (via[0]) log_rec_str(&rec, "via", via);
         log_rec_str(&rec, "hash", r->hash);
         log_rec_str(&rec, "result", res == ROLLOUT_BLOCKED ? "failed" : rollout_result_name(res));
         if (res == ROLLOUT_BLOCKED) log_rec_bool(&rec, "blocked", 1);
@@ -98,24 +105,37 @@ static void log_rollout(struct rollout *r, enum rollout_result res, const char *
     }
 }
 
-static void finish(struct rollout *r, enum rollout_result res, const char *err)
+/* Ends the apply; o is what the result is about (r->owner, or a failed
+ * resolution). */
+static void finish_about(struct rollout *r, const struct owner_info *o, enum rollout_result res,
+                         const char *err)
 {
     rollout_cb cb = r->cb;
     void *ud = r->ud;
-    log_rollout(r, res, err);
+    log_rollout(r, o, res, err);
     if (res == ROLLOUT_PATCHED) {
-        char msg[256];
-        snprintf(msg, sizeof msg, "reload-agent patched the pod template: content hash %.12s",
-                 r->hash);
-        owner_event(r, "Normal", "RolloutTriggered", msg);
+        char msg[600];
+        if (o && o->via_kind)
+            snprintf(msg, sizeof msg, "reload-agent patched the pod template of %s %s (this "
+                     "%s's spec.workloadRef): content hash %.12s", o->kind, o->name, o->via_kind,
+                     r->hash);
+        else
+            snprintf(msg, sizeof msg, "reload-agent patched the pod template: content hash %.12s",
+                     r->hash);
+        owner_event(r, o, "Normal", "RolloutTriggered", msg);
     } else if (res == ROLLOUT_BLOCKED) {
-        owner_event(r, "Warning", "RolloutSkipped", err ? err : "rollout not possible");
+        owner_event(r, o, "Warning", "RolloutSkipped", err ? err : "rollout not possible");
     }
     r->busy = 0;
     r->gen++;
     free(r->files);
     r->files = NULL;
     cb(ud, res, err);
+}
+
+static void finish(struct rollout *r, enum rollout_result res, const char *err)
+{
+    finish_about(r, r->owner, res, err);
 }
 
 static int request(struct rollout *r, const struct kube_req *req, kube_cb cb)
@@ -141,63 +161,6 @@ static struct rollout *reply_owner(void *ud)
     return r->gen == gen && r->busy ? r : NULL;
 }
 
-/* ---- annotations helpers ---- */
-
-static char *files_key(const char *hash_key)
-{
-    size_t n = strlen(hash_key);
-    char *k = malloc(n + 8);
-    if (!k) ra_oom();
-    if (n > 5 && strcmp(hash_key + n - 5, "-hash") == 0)
-        snprintf(k, n + 8, "%.*s-files", (int)(n - 5), hash_key);
-    else
-        snprintf(k, n + 8, "%s-files", hash_key);
-    return k;
-}
-
-static char *last_key(const char *hash_key)
-{
-    const char *slash = strchr(hash_key, '/');
-    size_t plen = slash ? (size_t)(slash - hash_key) + 1 : 0;
-    char *k = malloc(plen + 16);
-    if (!k) ra_oom();
-    snprintf(k, plen + 16, "%.*slast-rollout", (int)plen, hash_key);
-    return k;
-}
-
-static const char *json_str(const cJSON *obj, const char *const *path, size_t n)
-{
-    for (size_t i = 0; i < n && obj; i++) obj = cJSON_GetObjectItemCaseSensitive(obj, path[i]);
-    return cJSON_IsString(obj) ? obj->valuestring : NULL;
-}
-
-/* Names the paths whose digests differ between our files map and the
- * owner's. */
-static void differing_paths(const char *ours, const char *theirs, char *out, size_t outlen)
-{
-    cJSON *a = ours ? cJSON_Parse(ours) : NULL, *b = theirs ? cJSON_Parse(theirs) : NULL;
-    size_t len = 0;
-    out[0] = '\0';
-    const cJSON *e;
-    cJSON_ArrayForEach(e, a)
-    {
-        const cJSON *o = cJSON_GetObjectItemCaseSensitive(b, e->string);
-        if (!o || !cJSON_IsString(o) || !cJSON_IsString(e) ||
-            strcmp(o->valuestring, e->valuestring) != 0)
-            len += (size_t)snprintf(out + len, len < outlen ? outlen - len : 0, "%s%s",
-                                    len ? ", " : "", e->string);
-    }
-    cJSON_ArrayForEach(e, b)
-    {
-        if (!cJSON_GetObjectItemCaseSensitive(a, e->string))
-            len += (size_t)snprintf(out + len, len < outlen ? outlen - len : 0, "%s%s",
-                                    len ? ", " : "", e->string);
-    }
-    if (!out[0]) snprintf(out, outlen, "unknown (no file list on the owner)");
-    cJSON_Delete(a);
-    cJSON_Delete(b);
-}
-
 /* ---- the apply steps ---- */
 
 static void on_patched(void *ud, const struct kube_resp *resp)
@@ -208,7 +171,7 @@ static void on_patched(void *ud, const struct kube_resp *resp)
         finish(r, ROLLOUT_FAILED, resp->error ? resp->error : "PATCH failed");
         return;
     }
-    snprintf(r->last_set, sizeof r->last_set, "%s", r->hash);
+    snprintf(r->guard.last_set, sizeof r->guard.last_set, "%s", r->hash);
     finish(r, ROLLOUT_PATCHED, NULL);
 }
 
@@ -217,7 +180,8 @@ static void do_patch(struct rollout *r)
     char when[32], q[700];
     time_t now = time(NULL);
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-    char *fk = files_key(r->p.hash_annotation), *lk = last_key(r->p.hash_annotation);
+    char *fk = rollout__files_key(r->p.hash_annotation);
+    char *lk = rollout__last_key(r->p.hash_annotation);
     cJSON *p = cJSON_CreateObject();
     cJSON *mda = cJSON_AddObjectToObject(cJSON_AddObjectToObject(p, "metadata"), "annotations");
     cJSON_AddStringToObject(mda, lk, when);
@@ -244,98 +208,74 @@ static void do_patch(struct rollout *r)
 static void do_get(struct rollout *r);
 static void on_timer(uv_timer_t *t) { do_get(t->data); }
 
-/* Records that someone changed the annotation away from what we set. */
-static int flipped_too_often(struct rollout *r)
+/* Warns that the patch lands but rolls nothing until the user acts. */
+static void warn_not_rolling(struct rollout *r, const char *why)
 {
-    time_t now = time(NULL);
-    size_t keep = 0;
-    for (size_t i = 0; i < r->nflips; i++)
-        if (now - r->flips[i] < ROLLOUT_FLIP_WINDOW_S) r->flips[keep++] = r->flips[i];
-    r->nflips = keep;
-    if (r->nflips < ROLLOUT_FLIP_LIMIT) r->flips[r->nflips++] = now;
-    return r->nflips >= ROLLOUT_FLIP_LIMIT;
+    char msg[800];
+    snprintf(msg, sizeof msg, "%s/%s: %s", r->owner->kind, r->owner->name, why);
+    log_warn("%s", msg);
+    owner_event(r, r->owner, "Warning", "RolloutSkipped", msg);
 }
 
+/* The owner's GET reply: parse it, decide, act on the decision. */
 static void on_got(void *ud, const struct kube_resp *resp)
 {
     struct rollout *r = reply_owner(ud);
     if (!r) return;
     if (!resp->ok || resp->status >= 300) {
-        finish(r, ROLLOUT_FAILED, resp->error ? resp->error : "GET of the owner failed");
-        return;
-    }
-    cJSON *obj = cJSON_ParseWithLength(resp->body, resp->body_len);
-    if (!obj) {
-        finish(r, ROLLOUT_FAILED, "the owner's GET reply is not JSON");
-        return;
-    }
-    char *fk = files_key(r->p.hash_annotation), *lk = last_key(r->p.hash_annotation);
-    const char *hp[] = {"spec", "template", "metadata", "annotations", r->p.hash_annotation};
-    const char *fp[] = {"spec", "template", "metadata", "annotations", fk};
-    const char *lp[] = {"metadata", "annotations", lk};
-    const char *cur = json_str(obj, hp, 5), *their_files = json_str(obj, fp, 5);
-    const char *last = json_str(obj, lp, 3);
-    cJSON *spec = cJSON_GetObjectItemCaseSensitive(obj, "spec");
-    const char *strat[] = {"updateStrategy", "type"};
-    const char *st = json_str(spec, strat, 2);
-    int is_paused = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(spec, "paused"));
-    if ((is_paused || (st && strcmp(st, "OnDelete") == 0)) && !r->warned_not_possible) {
-        char msg[300];
-        snprintf(msg, sizeof msg, "%s/%s: %s", r->owner->kind, r->owner->name,
-                 is_paused ? "spec.paused is true: a template patch will not roll pods until "
-                             "`kubectl rollout resume`"
-                           : "updateStrategy OnDelete: a template patch will not replace running "
-                             "pods; delete them to pick up the change");
-        log_warn("%s", msg);
-        owner_event(r, "Warning", "RolloutSkipped", msg);
-        r->warned_not_possible = 1;
-    }
-
-    if (cur && strcmp(cur, r->hash) == 0) {
-        cJSON_Delete(obj);
-        free(fk);
-        free(lk);
-        finish(r, ROLLOUT_ALREADY_CURRENT, NULL);
-        return;
-    }
-    /* Someone replaced the hash we set with another one: pods disagree. */
-    if (cur && r->last_set[0] && strcmp(cur, r->last_set) != 0 && flipped_too_often(r)) {
-        char paths[1024], msg[1400];
-        differing_paths(r->files, their_files, paths, sizeof paths);
-        snprintf(msg, sizeof msg,
-                 "the pod template hash keeps flipping between replicas (%.12s vs %.12s): pods "
-                 "see different content; differing paths: %s. Not rolling again.",
-                 r->hash, cur, paths);
-        r->blocked = 1;
-        cJSON_Delete(obj);
-        free(fk);
-        free(lk);
-        finish(r, ROLLOUT_BLOCKED, msg);
-        return;
-    }
-    /* --min-interval per owner, shared by all replicas through the owner. */
-    uint64_t gap_ms = r->p.min_interval_ms;
-    if (last && gap_ms) {
-        struct tm tm = {0};
-        if (strptime(last, "%Y-%m-%dT%H:%M:%SZ", &tm)) {
-            time_t at = timegm(&tm), now = time(NULL);
-            if ((uint64_t)(now - at) * 1000 < gap_ms) {
-                uint64_t wait = gap_ms - (uint64_t)(now - at) * 1000;
-                log_info("%s/%s was rolled %lds ago; waiting %llums (--min-interval)",
-                         r->owner->kind, r->owner->name, (long)(now - at),
-                         (unsigned long long)wait);
-                cJSON_Delete(obj);
-                free(fk);
-                free(lk);
-                uv_timer_start(&r->timer, on_timer, wait, 0);
-                return;
-            }
+        struct owner_info *gone = NULL;
+        if (resp->ok && resp->status == 404) { /* deleted: resolve the owner again next time */
+            gone = r->owner;
+            r->owner = NULL;
         }
+        finish_about(r, gone ? gone : r->owner, ROLLOUT_FAILED,
+                     resp->error ? resp->error : "GET of the owner failed");
+        owner_info_free(gone);
+        return;
     }
-    cJSON_Delete(obj);
-    free(fk);
-    free(lk);
-    do_patch(r);
+    struct rollout_state st;
+    if (rollout__parse_state(resp->body, resp->body_len, r->p.hash_annotation, &st) < 0) {
+        finish(r, ROLLOUT_FAILED, "the owner's GET reply is not a JSON object");
+        return;
+    }
+    struct rollout_input in = {.kind = r->owner->ki, .hash = r->hash, .files = r->files,
+                               .min_interval_ms = r->p.min_interval_ms, .now = time(NULL),
+                               .guard = &r->guard, .flip_counted = r->flip_counted};
+    struct rollout_decision *d = malloc(sizeof *d);
+    if (!d) ra_oom();
+    rollout__decide(&st, &in, d);
+    rollout__state_free(&st);
+    if (d->flipped) {
+        rollout__guard_flip(&r->guard, in.now);
+        r->flip_counted = 1; /* a GET after a --min-interval wait sees it again */
+    }
+    switch (d->verdict) {
+    case ROLLOUT_V_CURRENT:
+        finish(r, ROLLOUT_ALREADY_CURRENT, NULL);
+        break;
+    case ROLLOUT_V_BLOCKED:
+        if (d->owner_blocks) { /* resolve the owner again at the next apply */
+            struct owner_info *o = r->owner;
+            char err[sizeof d->reason + 600];
+            snprintf(err, sizeof err, "%s/%s: %s", o->kind, o->name, d->reason);
+            r->owner = NULL;
+            finish_about(r, o, ROLLOUT_BLOCKED, err);
+            owner_info_free(o);
+        } else {
+            finish(r, ROLLOUT_BLOCKED, d->reason);
+        }
+        break;
+    case ROLLOUT_V_WAIT:
+        log_info("%s/%s was rolled recently; waiting %llums (--min-interval)", r->owner->kind,
+                 r->owner->name, (unsigned long long)d->wait_ms);
+        uv_timer_start(&r->timer, on_timer, d->wait_ms, 0);
+        break;
+    case ROLLOUT_V_PATCH:
+        if (d->warning) warn_not_rolling(r, d->warning);
+        do_patch(r);
+        break;
+    }
+    free(d);
 }
 
 static void do_get(struct rollout *r)
@@ -371,8 +311,8 @@ static void resolved(void *ud, struct owner_info *o)
         char err[1024];
         enum rollout_result res = o->status == OWNER_NO_ROLLOUT ? ROLLOUT_BLOCKED : ROLLOUT_FAILED;
         snprintf(err, sizeof err, "%s", o->error ? o->error : "owner resolution failed");
+        finish_about(r, o, res, err);
         owner_info_free(o);
-        finish(r, res, err);
         return;
     }
     if (o != r->owner) owner_info_free(o);
@@ -407,11 +347,11 @@ int rollout_apply(struct rollout *r, const struct rollout_params *p, const char 
     r->p = *p;
     r->p.hash_annotation = ann;
     r->have_params = 1;
+    r->flip_counted = 0;
     r->cb = cb;
     r->ud = ud;
     snprintf(r->hash, sizeof r->hash, "%s", hash);
     r->files = files_json ? strdup(files_json) : NULL;
-    if (r->blocked && strcmp(r->last_set, hash) != 0) r->blocked = 0; /* new content: try again */
     if (r->owner) {
         start_jitter(r);
         return 0;

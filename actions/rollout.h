@@ -3,8 +3,10 @@
  * rollout hash, so Kubernetes rolls the workload exactly once per change,
  * however many replicas run the agent.
  *
- * One apply: resolve the owner once (owner.h), wait a random delay in
- * [0, --rollout-jitter), GET the owner; if its
+ * One apply: resolve the owner once (owner.h; for an Argo Rollout with
+ * spec.workloadRef the owner is the referenced Deployment, whose template
+ * Argo follows: the Rollout is never patched), wait a random delay in
+ * [0, --rollout-jitter), GET the owner and decide (rollout_decide.h); if its
  * spec.template.metadata.annotations[--hash-annotation] already equals the
  * hash, another replica did it (already-current). Otherwise honour
  * --min-interval per owner (the owner's metadata annotation
@@ -20,6 +22,12 @@
  * within ROLLOUT_FLIP_WINDOW_S, the pods disagree about the content; the
  * agent stops patching (blocked), logs a warning naming the differing
  * paths, and posts a RolloutSkipped Event. It never rolls forever.
+ *
+ * An owner that cannot roll (owner_not_rolling blocks) gives ROLLOUT_BLOCKED,
+ * a warning and a RolloutSkipped Event; it is resolved again at the next
+ * apply, and so is an owner whose GET answers 404 (ROLLOUT_FAILED, retried). One that rolls only once the user acts (paused, OnDelete) is
+ * patched, with a warning and a RolloutSkipped Event. Events go to the
+ * pod's workload (the Rollout, when it named the Deployment).
  */
 #ifndef RA_ROLLOUT_H
 #define RA_ROLLOUT_H
@@ -27,12 +35,10 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "actions/rollout_decide.h" /* ROLLOUT_FLIP_LIMIT, ROLLOUT_FLIP_WINDOW_S */
 #include "kube/kevents.h"
 #include "kube/kube.h"
 #include "kube/owner.h"
-
-#define ROLLOUT_FLIP_LIMIT 3
-#define ROLLOUT_FLIP_WINDOW_S 600
 
 enum rollout_result {
     ROLLOUT_PATCHED = 0,

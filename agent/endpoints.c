@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kube/kube.h"
 #include "agent/metrics.h"
 
 static void text(struct httpd_resp *resp, int status, const char *body)
@@ -58,50 +57,6 @@ static char *status_json(const struct endpoints_ctx *c)
     return s;
 }
 
-struct codes {
-    char *buf;
-    size_t len;
-    int failed;
-};
-
-static void add_code(void *ud, long code, uint64_t n)
-{
-    struct codes *c = ud;
-    char line[128];
-    int l = snprintf(line, sizeof line, "reload_agent_api_requests_total{code=\"%ld\"} %llu\n",
-                     code, (unsigned long long)n);
-    char *nb = realloc(c->buf, c->len + (size_t)l + 1);
-    if (!nb) {
-        c->failed = 1;
-        return;
-    }
-    memcpy(nb + c->len, line, (size_t)l + 1);
-    c->buf = nb;
-    c->len += (size_t)l;
-}
-
-/* Appends the Kubernetes API request counters (by HTTP status; 0 = no
- * response) to a rendered metrics body. */
-static void append_api_codes(const struct endpoints_ctx *c, struct httpd_resp *resp)
-{
-    static const char head[] =
-        "# HELP reload_agent_api_requests_total Kubernetes API requests by HTTP status code "
-        "(0: no response).\n# TYPE reload_agent_api_requests_total counter\n";
-    struct codes codes = {0};
-    if (!c->kube || !*c->kube) return;
-    kube_foreach_code(*c->kube, add_code, &codes);
-    char *nb = codes.failed ? NULL
-                            : realloc(resp->body, resp->body_len + sizeof head + codes.len + 1);
-    if (nb) {
-        memcpy(nb + resp->body_len, head, sizeof head - 1);
-        memcpy(nb + resp->body_len + sizeof head - 1, codes.buf ? codes.buf : "", codes.len);
-        resp->body = nb;
-        resp->body_len += sizeof head - 1 + codes.len;
-        resp->body[resp->body_len] = '\0';
-    }
-    free(codes.buf);
-}
-
 void endpoints_handle(void *ud, const struct httpd_req *req, struct httpd_resp *resp)
 {
     const struct endpoints_ctx *c = ud;
@@ -111,13 +66,10 @@ void endpoints_handle(void *ud, const struct httpd_req *req, struct httpd_resp *
         int ready = *c->ready && *c->mon;
         text(resp, ready ? 200 : 503, ready ? "ready\n" : "not ready\n");
     } else if (strcmp(req->path, "/metrics") == 0) {
-        struct monitor *m = *c->mon;
         resp->status = 200;
         resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
-        resp->body = metrics_render(m ? monitor_changes(m) : 0, m ? monitor_watch_events(m) : 0,
-                                    &resp->body_len);
+        resp->body = metrics_render(&resp->body_len);
         if (!resp->body) text(resp, 500, "out of memory\n");
-        else append_api_codes(c, resp);
     } else if (strcmp(req->path, "/status") == 0) {
         resp->status = 200;
         resp->content_type = "application/json";

@@ -15,7 +15,6 @@
 struct endpoints_ctx {
     struct monitor **mon;
     struct engine **eng;
-    struct kube **kube;         /* NULL pointee outside a cluster */
     const int *ready;           /* 1 once watches are set up and the baseline is done */
     const char *last_config_error; /* "" if none */
 };

@@ -1,7 +1,8 @@
 /*
  * metrics.c - counters, gauges and the action-duration histogram, and their
  * Prometheus text rendering (see metrics.h). Single-threaded: only the loop
- * thread touches them.
+ * thread touches them. Every value is pushed by a metrics_*() call at the
+ * event; rendering reads only M.
  */
 #include "agent/metrics.h"
 
@@ -13,6 +14,12 @@
 
 static const double BUCKETS[] = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30};
 #define NBUCKETS (sizeof BUCKETS / sizeof BUCKETS[0])
+#define MAX_CODES 32 /* distinct API status codes kept; more go to the last row */
+
+struct code_count {
+    long code;
+    uint64_t n;
+};
 
 static struct {
     uint64_t reloads[ACTION__COUNT][2]; /* [action][success] */
@@ -24,6 +31,12 @@ static struct {
     double hist_sum;
     uint64_t config_errors;
     uint64_t retries;
+    uint64_t changes;
+    uint64_t watch_events;
+    int api; /* the agent has an API client: show the API families */
+    struct code_count codes[MAX_CODES];
+    size_t ncodes;
+    uint64_t events_suppressed;
 } M;
 
 void metrics_reset(void) { memset(&M, 0, sizeof M); }
@@ -47,6 +60,35 @@ void metrics_action(int action, int success, double seconds)
 
 void metrics_config_error(void) { M.config_errors++; }
 void metrics_retry(void) { M.retries++; }
+void metrics_change(void) { M.changes++; }
+void metrics_api_enabled(void) { M.api = 1; }
+
+void metrics_watch_events(void *ud, uint64_t n)
+{
+    (void)ud;
+    M.watch_events += n;
+}
+
+void metrics_api_response(void *ud, long code)
+{
+    size_t i;
+    (void)ud;
+    M.api = 1;
+    for (i = 0; i < M.ncodes; i++)
+        if (M.codes[i].code == code) break;
+    if (i == M.ncodes) {
+        if (M.ncodes == MAX_CODES) return; /* a server with 32 distinct codes: keep the first */
+        M.codes[M.ncodes++].code = code;
+    }
+    M.codes[i].n++;
+}
+
+void metrics_event_suppressed(void *ud)
+{
+    (void)ud;
+    M.api = 1;
+    M.events_suppressed++;
+}
 
 struct out {
     char *buf;
@@ -87,7 +129,7 @@ static void family(struct out *o, const char *name, const char *type, const char
     emit(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-char *metrics_render(uint64_t changes, uint64_t watch_events, size_t *len)
+char *metrics_render(size_t *len)
 {
     struct out o = {0};
     family(&o, "reload_agent_reloads_total", "counter",
@@ -105,9 +147,9 @@ char *metrics_render(uint64_t changes, uint64_t watch_events, size_t *len)
     emit(&o, "reload_agent_last_reload_success_timestamp_seconds %.3f\n", M.last_success_ts);
     family(&o, "reload_agent_changes_total", "counter",
            "Real content changes detected (the canonical hash changed).");
-    emit(&o, "reload_agent_changes_total %llu\n", (unsigned long long)changes);
+    emit(&o, "reload_agent_changes_total %llu\n", (unsigned long long)M.changes);
     family(&o, "reload_agent_watch_events_total", "counter", "Raw inotify events read.");
-    emit(&o, "reload_agent_watch_events_total %llu\n", (unsigned long long)watch_events);
+    emit(&o, "reload_agent_watch_events_total %llu\n", (unsigned long long)M.watch_events);
     family(&o, "reload_agent_retries_total", "counter", "Retries scheduled after failed actions.");
     emit(&o, "reload_agent_retries_total %llu\n", (unsigned long long)M.retries);
     family(&o, "reload_agent_config_errors_total", "counter",
@@ -123,6 +165,17 @@ char *metrics_render(uint64_t changes, uint64_t watch_events, size_t *len)
     emit(&o, "reload_agent_action_duration_seconds_sum %.6f\n", M.hist_sum);
     emit(&o, "reload_agent_action_duration_seconds_count %llu\n",
          (unsigned long long)M.hist_count);
+    if (M.api) {
+        family(&o, "reload_agent_api_requests_total", "counter",
+               "Kubernetes API requests by HTTP status code (0: no response).");
+        for (size_t i = 0; i < M.ncodes; i++)
+            emit(&o, "reload_agent_api_requests_total{code=\"%ld\"} %llu\n", M.codes[i].code,
+                 (unsigned long long)M.codes[i].n);
+        family(&o, "reload_agent_events_suppressed_total", "counter",
+               "Kubernetes Events not sent because of the rate limit.");
+        emit(&o, "reload_agent_events_suppressed_total %llu\n",
+             (unsigned long long)M.events_suppressed);
+    }
     if (o.failed) {
         free(o.buf);
         return NULL;

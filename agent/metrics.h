@@ -1,6 +1,12 @@
 /*
  * metrics.h - the agent's counters and gauges, rendered in the Prometheus
  * text exposition format 0.0.4 (HELP and TYPE for every family).
+ *
+ * One rule, push: every counter lives here and is incremented at the event
+ * through a metrics_*() call (lower layers get a hook the agent registers:
+ * kube_set_counters, watch_set_counter); metrics_render reads nothing but
+ * this module's own state. Adding a metric: a field, a metrics_*() setter
+ * called where it happens, a render line, and the README list.
  */
 #ifndef RA_METRICS_H
 #define RA_METRICS_H
@@ -19,10 +25,29 @@ void metrics_config_error(void);
 /* Counts one retry scheduled. */
 void metrics_retry(void);
 
-/* Renders all families into a malloc'd buffer (*len bytes). changes and
- * watch_events are read from the monitor by the caller. Returns NULL on
- * ENOMEM. */
-char *metrics_render(uint64_t changes, uint64_t watch_events, size_t *len);
+/* Counts one real content change (the canonical hash changed). */
+void metrics_change(void);
+
+/* Counts n raw inotify events read. The shape of a watch_set_counter hook:
+ * ud is unused. */
+void metrics_watch_events(void *ud, uint64_t n);
+
+/* Counts one finished Kubernetes API attempt by HTTP status (0: no
+ * response). The shape of struct kube_counters.response: ud is unused. The
+ * first call (or metrics_api_enabled) makes the family appear. */
+void metrics_api_response(void *ud, long code);
+
+/* Counts one Event dropped by the rate limit (struct
+ * kube_counters.event_suppressed; ud is unused). */
+void metrics_event_suppressed(void *ud);
+
+/* Shows the API families (at zero) although no request was made yet: the
+ * agent has an API client. */
+void metrics_api_enabled(void);
+
+/* Renders all families into a malloc'd buffer (*len bytes). Returns NULL
+ * on ENOMEM. */
+char *metrics_render(size_t *len);
 
 /* Resets everything (tests). */
 void metrics_reset(void);

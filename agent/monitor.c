@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/metrics.h"
 #include "base/log.h"
 #include "watch/watch.h"
 
@@ -220,6 +221,7 @@ int monitor_start(uv_loop_t *loop, const struct monitor_opts *o, monitor_change_
         if (!(m->ignore[i] = strdup(o->ignore[i]))) goto fail;
     hash_empty(m->cur.total);
     if ((rc = watch_create(loop, &m->w)) < 0) goto fail;
+    watch_set_counter(m->w, metrics_watch_events, NULL);
     for (size_t i = 0; i < m->nroots; i++) {
         size_t idx;
         if ((rc = watch_add(m->w, m->roots[i], on_watch, m, &idx)) < 0) goto fail_watch;

@@ -118,6 +118,7 @@ static void on_change(void *ud, const struct hash_manifest *cur, const struct ha
 {
     (void)ud;
     (void)d;
+    metrics_change();
     if (R.eng) engine_observe(R.eng, cur);
 }
 
@@ -206,6 +207,10 @@ static int start_kube(char *err, size_t errlen)
         log_info("Kubernetes Events off: %s", err);
         return 0;
     }
+    struct kube_counters counters = {.response = metrics_api_response,
+                                     .event_suppressed = metrics_event_suppressed};
+    kube_set_counters(R.kube, &counters);
+    metrics_api_enabled();
     if (R.cfg.events && kev_create(R.kube, &R.kev) < 0) ra_oom();
     if (rollout_create(&R.loop, R.kube, R.kev, &R.ro) < 0) ra_oom();
     engine_set_kube(R.eng, R.kube, R.ro, R.kev);
@@ -434,7 +439,6 @@ int run_main(int argc, char **argv)
 
     R.ep.mon = &R.mon;
     R.ep.eng = &R.eng;
-    R.ep.kube = &R.kube;
     R.ep.ready = &R.ready;
     R.ep.last_config_error = R.last_config_error;
     if ((rc = engine_create(&R.loop, &R.cfg, &R.eng)) < 0) {

@@ -28,7 +28,6 @@ struct kevents {
     size_t next_seen;
     time_t window_start;
     unsigned in_window;
-    unsigned long suppressed;
     char host[256];
 };
 
@@ -41,8 +40,6 @@ int kev_create(struct kube *k, struct kevents **out)
     *out = ev;
     return 0;
 }
-
-unsigned long kev_suppressed(const struct kevents *ev) { return ev->suppressed; }
 
 void kev_destroy(struct kevents *ev) { free(ev); }
 
@@ -80,7 +77,7 @@ void kev_post(struct kevents *ev, const struct kev_object *o, const char *type,
               const char *reason, const char *message)
 {
     if (!admit(ev, o, reason)) {
-        ev->suppressed++;
+        kube__count_suppressed(ev->k);
         return;
     }
     struct timespec ts;

@@ -6,7 +6,8 @@
  * Fire and forget: a failed POST is logged at debug level and dropped (an
  * Event is never worth a retry storm). Rate-limited: the same reason for
  * the same object at most once per KEV_SAME_REASON_S, and at most
- * KEV_BURST events per minute overall; suppressed events are counted.
+ * KEV_BURST events per minute overall; each suppressed Event is pushed to
+ * the kube client's counters (kube_set_counters: event_suppressed).
  */
 #ifndef RA_KEVENTS_H
 #define RA_KEVENTS_H
@@ -34,9 +35,6 @@ int kev_create(struct kube *k, struct kevents **out);
  * bytes. Never blocks, never fails loudly. */
 void kev_post(struct kevents *ev, const struct kev_object *obj, const char *type,
               const char *reason, const char *message);
-
-/* Events dropped by the rate limit. */
-unsigned long kev_suppressed(const struct kevents *ev);
 
 void kev_destroy(struct kevents *ev);
 

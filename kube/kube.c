@@ -48,11 +48,6 @@ struct kube_call {
     struct kube_call *prev, *next;
 };
 
-struct code_count {
-    long code;
-    uint64_t n;
-};
-
 struct kube {
     uv_loop_t *loop;
     struct httpc *hc;
@@ -64,8 +59,7 @@ struct kube {
     uint64_t timeout_ms;
     uint64_t rng;
     struct kube_call *calls;
-    struct code_count *codes;
-    size_t ncodes;
+    struct kube_counters counters;
 };
 
 /* ---- small helpers ---- */
@@ -201,21 +195,18 @@ static int is_k8s_name(const char *s, size_t max, int dots)
 
 static void count_code(struct kube *k, long code)
 {
-    size_t i;
-    struct code_count *grown;
+    if (k->counters.response) k->counters.response(k->counters.ud, code);
+}
 
-    for (i = 0; i < k->ncodes; i++) {
-        if (k->codes[i].code == code) {
-            k->codes[i].n++;
-            return;
-        }
-    }
-    grown = realloc(k->codes, (k->ncodes + 1) * sizeof *k->codes);
-    if (!grown) ra_oom();
-    k->codes = grown;
-    k->codes[k->ncodes].code = code;
-    k->codes[k->ncodes].n = 1;
-    k->ncodes++;
+void kube_set_counters(struct kube *k, const struct kube_counters *c)
+{
+    if (c) k->counters = *c;
+    else memset(&k->counters, 0, sizeof k->counters);
+}
+
+void kube__count_suppressed(struct kube *k)
+{
+    if (k->counters.event_suppressed) k->counters.event_suppressed(k->counters.ud);
 }
 
 /* ---- configuration ---- */
@@ -347,14 +338,6 @@ const char *kube_base_url(const struct kube *k) { return k->base_url; }
 void kube_token_stale(struct kube *k)
 {
     k->token_stale = 1;
-}
-
-void kube_foreach_code(const struct kube *k, void (*fn)(void *ud, long code, uint64_t n),
-                       void *ud)
-{
-    size_t i;
-
-    for (i = 0; i < k->ncodes; i++) fn(ud, k->codes[i].code, k->codes[i].n);
 }
 
 /* ---- calls ---- */
@@ -670,6 +653,5 @@ void kube_destroy(struct kube *k)
     free(k->ca_path);
     if (k->token) explicit_bzero(k->token, strlen(k->token));
     free(k->token);
-    free(k->codes);
     free(k);
 }

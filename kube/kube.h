@@ -93,11 +93,23 @@ void kube_token_stale(struct kube *k);
  * Returns 0, or <0 (cb never runs). */
 int kube_request(struct kube *k, const struct kube_req *req, kube_cb cb, void *ud);
 
-/* Counters by status code for /metrics: calls fn for each code seen. Every
- * attempt counts (a retried 429 counts each time); code 0 = no response
- * (connection, TLS or timeout failure). */
-void kube_foreach_code(const struct kube *k, void (*fn)(void *ud, long code, uint64_t n),
-                       void *ud);
+/* Push counters: kube/ calls them at the event, on the loop thread; the
+ * agent registers its metrics (kube/ keeps no counts of its own). A NULL
+ * member is skipped. */
+struct kube_counters {
+    /* One finished attempt: its HTTP status, 0 = no response (connection,
+     * TLS or timeout failure). Every attempt counts (a retried 429 each time). */
+    void (*response)(void *ud, long code);
+    /* One Event dropped by kevents' rate limit. */
+    void (*event_suppressed)(void *ud);
+    void *ud;
+};
+
+/* Registers the counters (copied); NULL unregisters. */
+void kube_set_counters(struct kube *k, const struct kube_counters *c);
+
+/* For kube/ modules (kevents.c): counts one suppressed Event on k's hook. */
+void kube__count_suppressed(struct kube *k);
 
 /* 1 if s is a valid Kubernetes object name (RFC 1123 subdomain: lowercase
  * alphanumerics, '-' and '.', at most 253 bytes), so it is safe in a path. */

@@ -1,13 +1,18 @@
 /*
- * owner.c - owner resolution for the rollout action (contract in owner.h).
+ * owner.c - owner kinds and owner resolution for the rollout action
+ * (contract in owner.h).
  *
- * A small chain of GETs on the kube client: the own pod, then the object
- * its controller ownerReference names, and so on until a workload that can
- * be rolled (or a reason why there is none). Each step checks that the
- * fetched object has the uid the reference promised, so a recreated object
- * of the same name is never mistaken for the owner. All state lives in one
- * struct owner_op that is freed when the callback has run, or by kube's
- * on_cancel when the client is destroyed first.
+ * KINDS[] is the one place that says what an owner kind does: who it may
+ * own, whether a template patch rolls it, with which patch type, and why
+ * not. The resolution is a small chain of GETs on the kube client: the own
+ * pod, then the object its controller ownerReference names, and so on until
+ * a workload that can be rolled (or a reason why there is none). The steps
+ * themselves (owner__step) do no I/O: they read a reply and name the next
+ * object, so tests and the fuzzer drive them directly. Each step checks
+ * that the fetched object has the uid the reference promised, so a
+ * recreated object of the same name is never mistaken for the owner. All
+ * state lives in one struct owner_op that is freed when the callback has
+ * run, or by kube's on_cancel when the client is destroyed first.
  */
 #include "kube/owner.h"
 
@@ -20,45 +25,9 @@
 
 #include "base/log.h"
 
-#define STRATEGIC "application/strategic-merge-patch+json"
-#define MERGE "application/merge-patch+json"
-
-/* The kinds the chain may visit. */
-struct kind_info {
-    const char *kind, *group, *version, *resource, *patch_type;
-};
-
-static const struct kind_info KINDS[] = {
-    { "ReplicaSet", "apps", "v1", "replicasets", NULL },
-    { "Deployment", "apps", "v1", "deployments", STRATEGIC },
-    { "StatefulSet", "apps", "v1", "statefulsets", STRATEGIC },
-    { "DaemonSet", "apps", "v1", "daemonsets", STRATEGIC },
-    { "Rollout", "argoproj.io", "v1alpha1", "rollouts", MERGE },
-    { "Job", "batch", "v1", "jobs", NULL },
-    { "CronJob", "batch", "v1", "cronjobs", NULL },
-};
-
-/* A controller ownerReference. */
-struct ref {
-    const struct kind_info *ki; /* NULL for a kind not in KINDS */
-    const char *kind, *api_version, *name, *uid; /* point into the parsed JSON */
-};
-
-struct owner_op {
-    struct kube *k;
-    owner_cb cb;
-    void *ud;
-    struct owner_info *o;
-    const struct kind_info *fetching; /* NULL while the pod is fetched */
-    char *name;                       /* of the object being fetched */
-    char *expect_uid;                 /* its uid per the reference, or NULL */
-    char *child;                      /* "pod P" / "ReplicaSet R": who referenced it */
-};
-
 /* ---- helpers ---- */
 
 static char *xstrdup(const char *s) { return ra_strdup(s ? s : ""); }
-
 
 static const char *str_at(const cJSON *obj, const char *key)
 {
@@ -81,6 +50,14 @@ static const cJSON *arr_at(const cJSON *obj, const char *key)
     return cJSON_IsArray(v) ? v : NULL;
 }
 
+/* Makes s one line of printable text: API data (kinds, names, uids) goes
+ * into messages, logs and Events, and must not carry control characters. */
+static void printable(char *s)
+{
+    for (; s && *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f) *s = '?';
+}
+
 /* "apps/v1" has group "apps"; "v1" is the core group "". */
 static int group_is(const char *api_version, const char *group)
 {
@@ -90,88 +67,195 @@ static int group_is(const char *api_version, const char *group)
     return strlen(group) == n && strncmp(api_version, group, n) == 0;
 }
 
-static char *object_path(const struct kind_info *ki, const char *ns, const char *name)
+/* ---- the kinds ---- */
+
+static const char *paused(const cJSON *obj, char *buf, size_t len, int *blocks)
 {
-    return ra_asprintf("/apis/%s/%s/namespaces/%s/%s/%s", ki->group, ki->version, ns, ki->resource,
-                     name);
+    (void)buf;
+    (void)len;
+    *blocks = 0;
+    if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(obj_at(obj, "spec"), "paused")))
+        return NULL;
+    return "spec.paused is true: a template patch will not roll pods until "
+           "`kubectl rollout resume`";
 }
 
-/* ---- ending ---- */
-
-static void op_free(struct owner_op *op)
+static const char *on_delete(const cJSON *obj, char *buf, size_t len, int *blocks)
 {
-    free(op->name);
-    free(op->expect_uid);
-    free(op->child);
-    free(op);
+    const char *type = str_at(obj_at(obj_at(obj, "spec"), "updateStrategy"), "type");
+
+    (void)buf;
+    (void)len;
+    *blocks = 0;
+    if (!type || strcmp(type, "OnDelete") != 0) return NULL;
+    return "updateStrategy OnDelete: a template patch will not replace running pods; delete "
+           "them to pick up the change";
 }
 
-static void op_cancel(void *ud)
+static const char *rollout_not_rolling(const cJSON *obj, char *buf, size_t len, int *blocks)
 {
-    struct owner_op *op = ud;
+    const cJSON *ref = obj_at(obj_at(obj, "spec"), "workloadRef");
+    const char *name = NULL;
+    int r = owner_workload_ref(obj, &name);
 
-    owner_info_free(op->o);
-    op_free(op);
+    if (r == 0) {
+        if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(obj_at(obj, "spec"), "paused")))
+            return NULL;
+        *blocks = 0;
+        return "spec.paused is true: the Rollout will not progress until it is resumed "
+               "(`kubectl argo rollouts resume`)";
+    }
+    *blocks = 1;
+    if (r > 0) {
+        snprintf(buf, len, "spec.workloadRef names Deployment %.253s: the pod template lives "
+                           "there, and the Rollout itself is never patched",
+                 name ? name : "(no name)");
+        printable(buf);
+        return buf;
+    }
+    if (!ref) return "spec.workloadRef is not an object: the pod template cannot be found";
+    snprintf(buf, len, "spec.workloadRef names %.63s %.253s (%.100s), not an apps/v1 Deployment: "
+                       "reload-agent patches only a referenced Deployment's pod template; use "
+                       "--action restart or signal",
+             str_at(ref, "kind") ? str_at(ref, "kind") : "(no kind)",
+             str_at(ref, "name") ? str_at(ref, "name") : "(no name)",
+             str_at(ref, "apiVersion") ? str_at(ref, "apiVersion") : "no apiVersion");
+    printable(buf);
+    return buf;
 }
 
-static void op_done(struct owner_op *op)
+#define JOB_WHY "pod template of a Job is immutable; use --action restart or signal, or change " \
+                "the CronJob's jobTemplate"
+
+/* The kinds the chain may visit, with their behaviour. */
+static const struct owner_kind KINDS[] = {
+    { .kind = "ReplicaSet", .group = "apps", .version = "v1", .resource = "replicasets",
+      .title = "ReplicaSet", .may_own_pod = 1, .follows_controller = 1,
+      .why_not = "patching a ReplicaSet does not replace its pods" },
+    { .kind = "Deployment", .group = "apps", .version = "v1", .resource = "deployments",
+      .title = "Deployment", .may_own_replicaset = 1, .can_roll = 1,
+      .patch_type = OWNER_STRATEGIC, .not_rolling = paused },
+    { .kind = "StatefulSet", .group = "apps", .version = "v1", .resource = "statefulsets",
+      .title = "StatefulSet", .may_own_pod = 1, .can_roll = 1, .patch_type = OWNER_STRATEGIC,
+      .not_rolling = on_delete },
+    { .kind = "DaemonSet", .group = "apps", .version = "v1", .resource = "daemonsets",
+      .title = "DaemonSet", .may_own_pod = 1, .can_roll = 1, .patch_type = OWNER_STRATEGIC,
+      .not_rolling = on_delete },
+    /* custom resources take no strategic merge patch (415) */
+    { .kind = "Rollout", .group = "argoproj.io", .version = "v1alpha1", .resource = "rollouts",
+      .title = "Argo Rollout", .may_own_replicaset = 1, .can_roll = 1,
+      .patch_type = OWNER_MERGE, .not_rolling = rollout_not_rolling },
+    { .kind = "Job", .group = "batch", .version = "v1", .resource = "jobs", .title = "Job",
+      .may_own_pod = 1, .why_not = JOB_WHY },
+    /* named from a Job's ownerReference, never fetched */
+    { .kind = "CronJob", .group = "batch", .version = "v1", .resource = "cronjobs",
+      .title = "CronJob", .why_not = JOB_WHY },
+};
+#define NKINDS (sizeof KINDS / sizeof KINDS[0])
+
+const struct owner_kind *owner_kind_named(const char *kind)
 {
-    op->cb(op->ud, op->o);
-    op_free(op);
+    for (size_t i = 0; kind && i < NKINDS; i++)
+        if (strcmp(KINDS[i].kind, kind) == 0) return &KINDS[i];
+    return NULL;
 }
 
-static void op_fail(struct owner_op *op, enum owner_status st, const char *fmt, ...)
+const struct owner_kind *owner_kind_find(const char *kind, const char *api_version)
+{
+    const struct owner_kind *k = owner_kind_named(kind);
+
+    return k && api_version && group_is(api_version, k->group) ? k : NULL;
+}
+
+const char *owner_not_rolling(const struct owner_kind *k, const cJSON *obj, char *buf, size_t len,
+                              int *blocks)
+{
+    *blocks = 0;
+    if (!k->can_roll) {
+        *blocks = 1;
+        return k->why_not;
+    }
+    return k->not_rolling ? k->not_rolling(obj, buf, len, blocks) : NULL;
+}
+
+int owner_workload_ref(const cJSON *obj, const char **name)
+{
+    const cJSON *spec = obj_at(obj, "spec");
+    const cJSON *ref = cJSON_GetObjectItemCaseSensitive(spec, "workloadRef");
+    const char *kind, *av;
+
+    *name = NULL;
+    if (!ref || cJSON_IsNull(ref)) return 0;
+    kind = str_at(ref, "kind");
+    av = str_at(ref, "apiVersion");
+    if (!cJSON_IsObject(ref) || !kind || !av || strcmp(kind, "Deployment") != 0 ||
+        strcmp(av, "apps/v1") != 0)
+        return -1;
+    *name = str_at(ref, "name");
+    return 1;
+}
+
+/* "Deployment, StatefulSet, DaemonSet and Argo Rollout": the kinds that roll. */
+static void rollable_list(char *out, size_t n)
+{
+    size_t len = 0, total = 0, seen = 0;
+
+    for (size_t i = 0; i < NKINDS; i++) total += KINDS[i].can_roll;
+    out[0] = '\0';
+    for (size_t i = 0; i < NKINDS; i++) {
+        if (!KINDS[i].can_roll) continue;
+        seen++;
+        len += (size_t)snprintf(out + len, len < n ? n - len : 0, "%s%s",
+                                seen == 1 ? "" : seen == total ? " and " : ", ", KINDS[i].title);
+    }
+}
+
+/* ---- the chain's steps (no I/O) ---- */
+
+/* A controller ownerReference. */
+struct ref {
+    const struct owner_kind *ki; /* NULL for a kind not in KINDS */
+    const char *kind, *api_version, *name, *uid; /* point into the parsed JSON */
+};
+
+static int fail(struct owner__chain *c, enum owner_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-static void op_fail(struct owner_op *op, enum owner_status st, const char *fmt, ...)
+static int fail(struct owner__chain *c, enum owner_status st, const char *fmt, ...)
 {
     va_list ap;
 
+    free(c->o->error);
     va_start(ap, fmt);
-    if (vasprintf(&op->o->error, fmt, ap) < 0) ra_oom();
+    if (vasprintf(&c->o->error, fmt, ap) < 0) ra_oom();
     va_end(ap);
-    op->o->status = st;
-    op_done(op);
+    printable(c->o->error);
+    c->o->status = st;
+    return 0;
 }
 
-/* ---- steps ---- */
-
-static void on_reply(void *ud, const struct kube_resp *r);
-
-/* GETs the object named by ref (ki known); child describes who refers to it. */
-static void fetch(struct owner_op *op, const struct kind_info *ki, const char *name,
-                  const char *uid, char *child)
+/* Names the next object to GET; child describes who refers to it (taken). */
+static int next(struct owner__chain *c, const struct owner_kind *ki, const char *name,
+                const char *uid, char *child)
 {
-    char *path;
-    struct kube_req req = { .verb = "get", .method = "GET", .on_cancel = op_cancel };
-    int r;
-
-    free(op->child);
-    op->child = child;
-    if (!kube_is_object_name(name)) {
-        op_fail(op, OWNER_API_ERROR, "%s names %s \"%.253s\", which is not a valid object name",
-                child, ki->kind, name);
-        return;
-    }
-    free(op->name);
-    free(op->expect_uid);
-    op->fetching = ki;
-    op->name = xstrdup(name);
-    op->expect_uid = uid && uid[0] ? xstrdup(uid) : NULL;
-    path = object_path(ki, kube_namespace(op->k), name);
-    req.resource = ki->resource;
-    req.group = ki->group;
-    req.path = path;
-    r = kube_request(op->k, &req, on_reply, op);
-    free(path);
-    if (r < 0) op_fail(op, OWNER_API_ERROR, "cannot get %s %s: %s", ki->kind, name, strerror(-r));
+    free(c->child);
+    c->child = child;
+    if (!name || !kube_is_object_name(name))
+        return fail(c, c->via_ref ? OWNER_NO_ROLLOUT : OWNER_API_ERROR,
+                    "%s names %s \"%.253s\", which is not a valid object name", child, ki->kind,
+                    name ? name : "");
+    free(c->name);
+    free(c->expect_uid);
+    c->fetching = ki;
+    c->name = xstrdup(name);
+    c->expect_uid = uid && uid[0] ? xstrdup(uid) : NULL;
+    return 1;
 }
 
 /* Finds the controller ownerReference of obj. Returns 1 and *ref, 0 if
- * there is none, -1 if it is malformed (error set on op). */
+ * there is none, -1 if it is malformed. */
 static int controller_ref(const cJSON *obj, struct ref *ref)
 {
     const cJSON *refs = arr_at(obj_at(obj, "metadata"), "ownerReferences"), *it;
-    size_t i;
 
     cJSON_ArrayForEach(it, refs) {
         if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(it, "controller"))) continue;
@@ -180,10 +264,7 @@ static int controller_ref(const cJSON *obj, struct ref *ref)
         ref->name = str_at(it, "name");
         ref->uid = str_at(it, "uid");
         if (!ref->kind || !ref->api_version || !ref->name) return -1;
-        ref->ki = NULL;
-        for (i = 0; i < sizeof KINDS / sizeof KINDS[0]; i++)
-            if (strcmp(KINDS[i].kind, ref->kind) == 0 && group_is(ref->api_version, KINDS[i].group))
-                ref->ki = &KINDS[i];
+        ref->ki = owner_kind_find(ref->kind, ref->api_version);
         return 1;
     }
     return 0;
@@ -257,18 +338,21 @@ static void collect_subpaths(struct owner_pod *p, const cJSON *spec)
     }
 }
 
-static void unsupported(struct owner_op *op, const struct ref *ref)
+static int unsupported(struct owner__chain *c, const struct ref *ref)
 {
-    op_fail(op, OWNER_NO_ROLLOUT,
-            "%s is controlled by %s %s (%s), which cannot be rolled: only Deployment, "
-            "StatefulSet, DaemonSet and Argo Rollout can; use --action restart or signal",
-            op->child, ref->kind, ref->name, ref->api_version);
+    char kinds[160];
+
+    rollable_list(kinds, sizeof kinds);
+    return fail(c, OWNER_NO_ROLLOUT,
+                "%s is controlled by %s %s (%s), which cannot be rolled: only %s can; use "
+                "--action restart or signal",
+                c->child, ref->kind, ref->name, ref->api_version, kinds);
 }
 
-static void on_pod(struct owner_op *op, const cJSON *pod)
+static int on_pod(struct owner__chain *c, const cJSON *pod)
 {
     const cJSON *meta = obj_at(pod, "metadata");
-    struct owner_pod *p = &op->o->pod;
+    struct owner_pod *p = &c->o->pod;
     struct ref ref;
     int has;
 
@@ -277,129 +361,219 @@ static void on_pod(struct owner_op *op, const cJSON *pod)
     p->uid = xstrdup(str_at(meta, "uid"));
     collect_annotations(p, meta);
     collect_subpaths(p, obj_at(pod, "spec"));
-    op->o->have_pod = 1;
+    c->o->have_pod = 1;
     has = controller_ref(pod, &ref);
-    if (has < 0) {
-        op_fail(op, OWNER_API_ERROR, "%s has a malformed controller ownerReference", op->child);
-    } else if (has == 0) {
-        op_fail(op, OWNER_NO_ROLLOUT, "%s: the pod has no controller: nothing to roll; use "
-                "restart or signal", op->child);
-    } else if (!ref.ki || !strcmp(ref.kind, "Deployment") || !strcmp(ref.kind, "Rollout") ||
-               !strcmp(ref.kind, "CronJob")) {
-        unsupported(op, &ref);
-    } else {
-        fetch(op, ref.ki, ref.name, ref.uid, xstrdup(op->child));
-    }
+    if (has < 0)
+        return fail(c, OWNER_API_ERROR, "%s has a malformed controller ownerReference", c->child);
+    if (has == 0)
+        return fail(c, OWNER_NO_ROLLOUT, "%s: the pod has no controller: nothing to roll; use "
+                    "restart or signal", c->child);
+    if (!ref.ki || !ref.ki->may_own_pod) return unsupported(c, &ref);
+    return next(c, ref.ki, ref.name, ref.uid, xstrdup(c->child));
 }
 
-static void on_replicaset(struct owner_op *op, const cJSON *rs)
+/* A kind that is not a workload: the chain goes on to its controller. */
+static int on_intermediate(struct owner__chain *c, const cJSON *obj)
 {
+    const char *kind = c->fetching->kind;
     struct ref ref;
-    int has = controller_ref(rs, &ref);
+    int has = controller_ref(obj, &ref);
 
-    if (has < 0) {
-        op_fail(op, OWNER_API_ERROR, "ReplicaSet %s has a malformed controller ownerReference",
-                op->name);
-    } else if (has == 0) {
-        op_fail(op, OWNER_NO_ROLLOUT,
-                "ReplicaSet %s has no controller: patching it does not replace pods", op->name);
-    } else if (!ref.ki || (strcmp(ref.kind, "Deployment") && strcmp(ref.kind, "Rollout"))) {
-        free(op->child);
-        op->child = ra_asprintf("ReplicaSet %s", op->name);
-        unsupported(op, &ref);
-    } else {
-        fetch(op, ref.ki, ref.name, ref.uid, ra_asprintf("ReplicaSet %s", op->name));
-    }
+    if (has < 0)
+        return fail(c, OWNER_API_ERROR, "%s %s has a malformed controller ownerReference", kind,
+                    c->name);
+    if (has == 0)
+        return fail(c, OWNER_NO_ROLLOUT, "%s %s has no controller: %s", kind, c->name,
+                    "patching it does not replace pods");
+    free(c->child);
+    c->child = ra_asprintf("%s %s", kind, c->name);
+    if (!ref.ki || !ref.ki->may_own_replicaset) return unsupported(c, &ref);
+    return next(c, ref.ki, ref.name, ref.uid, xstrdup(c->child));
 }
 
-static void on_job(struct owner_op *op, const cJSON *job)
+/* A kind that cannot roll (a Job): say why, naming its controller. */
+static int on_not_rollable(struct owner__chain *c, const cJSON *obj)
 {
+    const struct owner_kind *ki = c->fetching;
     struct ref ref;
-    int has = controller_ref(job, &ref);
-    const char *why = "pod template of a Job is immutable; use --action restart or signal, or "
-                      "change the CronJob's jobTemplate";
+    int has = controller_ref(obj, &ref);
 
-    if (has > 0 && ref.ki && !strcmp(ref.kind, "CronJob"))
-        op_fail(op, OWNER_NO_ROLLOUT, "%s belongs to Job %s of CronJob %s: %s", op->child,
-                op->name, ref.name, why);
-    else
-        op_fail(op, OWNER_NO_ROLLOUT, "%s belongs to Job %s: %s", op->child, op->name, why);
+    if (has > 0 && ref.ki)
+        return fail(c, OWNER_NO_ROLLOUT, "%s belongs to %s %s of %s %s: %s", c->child, ki->kind,
+                    c->name, ref.ki->kind, ref.name, ki->why_not);
+    return fail(c, OWNER_NO_ROLLOUT, "%s belongs to %s %s: %s", c->child, ki->kind, c->name,
+                ki->why_not);
 }
 
-static void on_workload(struct owner_op *op, const cJSON *w)
+static void set_via(struct owner_info *o, const struct owner_kind *ki, const char *name,
+                    const cJSON *w)
 {
-    const struct kind_info *ki = op->fetching;
-    const cJSON *meta = obj_at(w, "metadata"), *spec = obj_at(w, "spec");
-    const char *strategy = str_at(obj_at(spec, "updateStrategy"), "type");
-    struct owner_info *o = op->o;
+    const char *av = str_at(w, "apiVersion");
 
+    o->via_kind = ki->kind;
+    o->via_name = xstrdup(name);
+    o->via_uid = xstrdup(str_at(obj_at(w, "metadata"), "uid"));
+    o->via_api_version = av && av[0] ? xstrdup(av) : ra_asprintf("%s/%s", ki->group, ki->version);
+}
+
+static int on_workload(struct owner__chain *c, const char *ns, const cJSON *w)
+{
+    const struct owner_kind *ki = c->fetching;
+    struct owner_info *o = c->o;
+    const char *av = str_at(w, "apiVersion"), *ref_name;
+    int ref = ki->not_rolling == rollout_not_rolling && !c->via_ref
+                  ? owner_workload_ref(w, &ref_name) : 0;
+
+    if (ref != 0) { /* a Rollout whose template lives in spec.workloadRef */
+        char buf[600], *child = ra_asprintf("%s %s's spec.workloadRef", ki->kind, c->name);
+        int blocks;
+
+        set_via(o, ki, c->name, w);
+        c->via_ref = 1;
+        if (ref > 0) return next(c, owner_kind_named("Deployment"), ref_name, NULL, child);
+        free(c->child);
+        c->child = child;
+        return fail(c, OWNER_NO_ROLLOUT, "%s %s: %s", ki->kind, c->name,
+                    owner_not_rolling(ki, w, buf, sizeof buf, &blocks));
+    }
+    o->ki = ki;
     o->kind = ki->kind;
     o->resource = ki->resource;
     o->group = ki->group;
     o->patch_type = ki->patch_type;
-    o->name = xstrdup(op->name);
-    o->namespace_ = xstrdup(kube_namespace(op->k));
-    o->uid = xstrdup(str_at(meta, "uid"));
-    o->api_version = xstrdup(str_at(w, "apiVersion"));
-    if (!o->api_version[0]) {
-        free(o->api_version);
-        o->api_version = ra_asprintf("%s/%s", ki->group, ki->version);
-    }
-    o->path = object_path(ki, o->namespace_, o->name);
-    o->rollout_possible = 1;
-    if (!strcmp(ki->kind, "Deployment") &&
-        cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(spec, "paused")))
-        o->warning = "spec.paused is true: a template patch will not roll pods until "
-                     "`kubectl rollout resume`";
-    else if ((!strcmp(ki->kind, "StatefulSet") || !strcmp(ki->kind, "DaemonSet")) && strategy &&
-             !strcmp(strategy, "OnDelete"))
-        o->warning = "OnDelete: a template patch will not replace running pods; delete them to "
-                     "pick up the change";
-    else if (!strcmp(ki->kind, "Rollout") && obj_at(spec, "workloadRef"))
-        o->warning = "spec.workloadRef is set: the pod template lives in the referenced "
-                     "workload, so a template patch of the Rollout changes nothing";
-    if (o->warning) o->rollout_possible = 0;
+    o->name = xstrdup(c->name);
+    o->namespace_ = xstrdup(ns);
+    o->uid = xstrdup(str_at(obj_at(w, "metadata"), "uid"));
+    o->api_version = av && av[0] ? xstrdup(av) : ra_asprintf("%s/%s", ki->group, ki->version);
+    o->path = owner__chain_path(c, ns);
     o->status = OWNER_OK;
-    op_done(op);
+    return 0;
+}
+
+void owner__chain_init(struct owner__chain *c, const char *pod_name)
+{
+    memset(c, 0, sizeof *c);
+    c->o = calloc(1, sizeof *c->o);
+    if (!c->o) ra_oom();
+    c->name = xstrdup(pod_name);
+    c->child = ra_asprintf("pod %s", c->name);
+}
+
+char *owner__chain_path(const struct owner__chain *c, const char *ns)
+{
+    const struct owner_kind *ki = c->fetching;
+
+    if (!ki) return ra_asprintf("/api/v1/namespaces/%s/pods/%s", ns, c->name);
+    return ra_asprintf("/apis/%s/%s/namespaces/%s/%s/%s", ki->group, ki->version, ns,
+                       ki->resource, c->name);
+}
+
+int owner__step(struct owner__chain *c, const char *ns, long status, const char *error,
+                const char *body, size_t body_len)
+{
+    const char *what = c->fetching ? c->fetching->kind : "pod";
+    /* the referenced Deployment that cannot be read blocks the rollout */
+    enum owner_status unreadable = c->via_ref ? OWNER_NO_ROLLOUT : OWNER_API_ERROR;
+    const char *uid;
+    cJSON *j;
+    int r;
+
+    if (error || status != 200) {
+        if (error)
+            return fail(c, unreadable, "cannot get %s %s%s%s: %s", what, c->name,
+                        c->via_ref ? " named by " : "", c->via_ref ? c->child : "", error);
+        return fail(c, unreadable, "cannot get %s %s%s%s: unexpected HTTP status %ld", what,
+                    c->name, c->via_ref ? " named by " : "", c->via_ref ? c->child : "", status);
+    }
+    j = cJSON_ParseWithLength(body ? body : "", body_len);
+    if (!cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        return fail(c, unreadable, "cannot get %s %s: the reply is not a JSON object", what,
+                    c->name);
+    }
+    uid = str_at(obj_at(j, "metadata"), "uid");
+    if (c->expect_uid && (!uid || strcmp(uid, c->expect_uid) != 0))
+        r = fail(c, OWNER_API_ERROR, "%s %s has uid %s, but %s references uid %s (recreated?)",
+                 what, c->name, uid ? uid : "(none)", c->child, c->expect_uid);
+    else if (!c->fetching)
+        r = on_pod(c, j);
+    else if (c->fetching->follows_controller)
+        r = on_intermediate(c, j);
+    else if (!c->fetching->can_roll)
+        r = on_not_rollable(c, j);
+    else
+        r = on_workload(c, ns, j);
+    cJSON_Delete(j);
+    return r;
+}
+
+void owner__chain_free(struct owner__chain *c)
+{
+    free(c->name);
+    free(c->expect_uid);
+    free(c->child);
+    owner_info_free(c->o);
+    memset(c, 0, sizeof *c);
+}
+
+/* ---- the requests ---- */
+
+struct owner_op {
+    struct kube *k;
+    owner_cb cb;
+    void *ud;
+    struct owner__chain c;
+};
+
+static void op_cancel(void *ud)
+{
+    struct owner_op *op = ud;
+
+    owner__chain_free(&op->c);
+    free(op);
+}
+
+static void op_done(struct owner_op *op)
+{
+    struct owner_info *o = op->c.o;
+
+    op->c.o = NULL;
+    owner__chain_free(&op->c);
+    op->cb(op->ud, o);
+    free(op);
+}
+
+static void on_reply(void *ud, const struct kube_resp *r);
+
+/* GETs what the chain names next; returns kube_request's result. */
+static int fetch(struct owner_op *op)
+{
+    char *path = owner__chain_path(&op->c, kube_namespace(op->k));
+    const struct owner_kind *ki = op->c.fetching;
+    struct kube_req req = { .verb = "get", .method = "GET", .path = path,
+                            .resource = ki ? ki->resource : "pods", .group = ki ? ki->group : "",
+                            .on_cancel = op_cancel };
+    int r = kube_request(op->k, &req, on_reply, op);
+
+    free(path);
+    return r;
 }
 
 static void on_reply(void *ud, const struct kube_resp *r)
 {
     struct owner_op *op = ud;
-    const char *what = op->fetching ? op->fetching->kind : "pod";
-    const char *uid;
-    cJSON *j;
+    int rc;
 
-    if (r->error) {
-        op_fail(op, OWNER_API_ERROR, "cannot get %s %s: %s", what, op->name, r->error);
+    if (!owner__step(&op->c, kube_namespace(op->k), r->ok ? r->status : 0,
+                     r->error ? r->error : r->ok ? NULL : "no response", r->body, r->body_len)) {
+        op_done(op);
         return;
     }
-    if (r->status != 200) {
-        op_fail(op, OWNER_API_ERROR, "cannot get %s %s: unexpected HTTP status %ld", what,
-                op->name, r->status);
-        return;
+    if ((rc = fetch(op)) < 0) {
+        fail(&op->c, OWNER_API_ERROR, "cannot get %s %s: %s", op->c.fetching->kind, op->c.name,
+             strerror(-rc));
+        op_done(op);
     }
-    j = cJSON_ParseWithLength(r->body, r->body_len);
-    if (!cJSON_IsObject(j)) {
-        cJSON_Delete(j);
-        op_fail(op, OWNER_API_ERROR, "cannot get %s %s: the reply is not a JSON object", what,
-                op->name);
-        return;
-    }
-    uid = str_at(obj_at(j, "metadata"), "uid");
-    if (op->expect_uid && (!uid || strcmp(uid, op->expect_uid) != 0)) {
-        op_fail(op, OWNER_API_ERROR, "%s %s has uid %s, but %s references uid %s (recreated?)",
-                what, op->name, uid ? uid : "(none)", op->child, op->expect_uid);
-    } else if (!op->fetching) {
-        on_pod(op, j);
-    } else if (!strcmp(op->fetching->kind, "ReplicaSet")) {
-        on_replicaset(op, j);
-    } else if (!strcmp(op->fetching->kind, "Job")) {
-        on_job(op, j);
-    } else {
-        on_workload(op, j);
-    }
-    cJSON_Delete(j);
 }
 
 /* ---- public ---- */
@@ -407,23 +581,14 @@ static void on_reply(void *ud, const struct kube_resp *r)
 int owner_resolve(struct kube *k, owner_cb cb, void *ud)
 {
     struct owner_op *op = calloc(1, sizeof *op);
-    struct kube_req req = { .verb = "get", .resource = "pods", .group = "", .method = "GET",
-                            .on_cancel = op_cancel };
-    char *path;
     int r;
 
     if (!op) ra_oom();
     op->k = k;
     op->cb = cb;
     op->ud = ud;
-    op->o = calloc(1, sizeof *op->o);
-    if (!op->o) ra_oom();
-    op->name = xstrdup(kube_pod_name(k));
-    op->child = ra_asprintf("pod %s", op->name);
-    path = ra_asprintf("/api/v1/namespaces/%s/pods/%s", kube_namespace(k), op->name);
-    req.path = path;
-    r = kube_request(k, &req, on_reply, op);
-    free(path);
+    owner__chain_init(&op->c, kube_pod_name(k));
+    r = fetch(op);
     if (r < 0) op_cancel(op);
     return r;
 }
@@ -463,5 +628,8 @@ void owner_info_free(struct owner_info *o)
     free(o->uid);
     free(o->api_version);
     free(o->path);
+    free(o->via_name);
+    free(o->via_uid);
+    free(o->via_api_version);
     free(o);
 }

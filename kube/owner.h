@@ -1,14 +1,21 @@
 /*
  * owner.h - finds the workload that owns the agent's own pod (spec §6.2),
- * so the rollout action knows what to patch.
+ * so the rollout action knows what to patch, and says for every owner kind
+ * what it does: one table (struct owner_kind) holds the kinds and their
+ * behaviour, and owner_not_rolling() is the one judgement of "this patch
+ * will not roll pods, and why" (the rollout decision uses it too).
  *
  * The chain is followed only through controller ownerReferences (the one
  * with controller: true; others are ignored), fetching every object:
  *   Pod -> ReplicaSet (apps/v1) -> Deployment (apps/v1) | Rollout (argoproj.io/v1alpha1)
  *   Pod -> StatefulSet | DaemonSet (apps/v1)
+ *   Rollout with spec.workloadRef -> the referenced Deployment (apps/v1),
+ *     whose template Argo Rollouts follows: that Deployment is patched,
+ *     never the Rollout.
  * Owners are never guessed from names. Anything else (bare pod, orphan
- * ReplicaSet, Job/CronJob, other kinds) is OWNER_NO_ROLLOUT with an error
- * saying what to do instead.
+ * ReplicaSet, Job/CronJob, other kinds, a workloadRef that is not an apps/v1
+ * Deployment or cannot be read) is OWNER_NO_ROLLOUT with an error saying
+ * what to do instead.
  */
 #ifndef RA_OWNER_H
 #define RA_OWNER_H
@@ -16,6 +23,51 @@
 #include <stddef.h>
 
 #include "kube/kube.h"
+
+struct cJSON;
+
+#define OWNER_STRATEGIC "application/strategic-merge-patch+json"
+#define OWNER_MERGE "application/merge-patch+json"
+
+/* One owner kind and its behaviour (a row of the table in owner.c). */
+struct owner_kind {
+    const char *kind, *group, *version, *resource; /* resource: the URL/RBAC plural */
+    const char *title;            /* for messages: "Deployment", "Argo Rollout" */
+    int may_own_pod;              /* a Pod's controller may be of this kind */
+    int may_own_replicaset;       /* a ReplicaSet's controller may be of this kind */
+    int follows_controller;       /* not a workload: the chain goes on to its controller */
+    int can_roll;                 /* a pod-template patch makes its controller replace pods */
+    const char *patch_type;       /* content type of that patch; NULL if it cannot roll */
+    const char *why_not;          /* can_roll == 0: why, and what to do instead */
+    /* Why a template patch of obj (an object of this kind, as read from the
+     * API) does not replace pods now, or NULL when it does (see
+     * owner_not_rolling). NULL pointer: the kind has no such case. */
+    const char *(*not_rolling)(const struct cJSON *obj, char *buf, size_t len, int *blocks);
+};
+
+/* The row for kind in API group of api_version ("apps/v1": "apps"; "v1":
+ * the core group), or NULL for a kind the chain does not know. */
+const struct owner_kind *owner_kind_find(const char *kind, const char *api_version);
+
+/* The row for kind alone (kinds are unique in the table), or NULL. */
+const struct owner_kind *owner_kind_named(const char *kind);
+
+/* The one judgement of whether patching the template of obj (an object of
+ * kind k) rolls pods now. Returns NULL when it does; else the reason, one
+ * line (a static string, or buf holding up to len bytes when it names
+ * objects), and *blocks says what follows:
+ *   *blocks == 0: the patch lands and pods follow once the user acts
+ *                 (spec.paused, updateStrategy OnDelete): patch and warn;
+ *   *blocks == 1: the patch would change nothing (a Rollout whose template
+ *                 lives in its spec.workloadRef): do not patch.
+ * A kind that cannot roll at all returns k->why_not with *blocks = 1. */
+const char *owner_not_rolling(const struct owner_kind *k, const struct cJSON *obj, char *buf,
+                              size_t len, int *blocks);
+
+/* What spec.workloadRef of obj (a Rollout) names: 0 when there is none; 1
+ * for an apps/v1 Deployment, with *name pointing into obj (NULL if the
+ * reference has no name); -1 for anything else. */
+int owner_workload_ref(const struct cJSON *obj, const char **name);
 
 enum owner_status {
     OWNER_OK = 0,     /* a workload was found: kind, name, ... are set */
@@ -48,17 +100,23 @@ struct owner_info {
     int have_pod;       /* pod is filled (the pod GET succeeded) */
     struct owner_pod pod;
 
-    /* The workload, valid when status == OWNER_OK. */
+    /* The object whose pod template is patched, valid when status ==
+     * OWNER_OK: the pod's workload, or the Deployment a Rollout's
+     * spec.workloadRef names. */
+    const struct owner_kind *ki; /* its row in the table */
     const char *kind;       /* "Deployment", "StatefulSet", "DaemonSet", "Rollout" */
     const char *resource;   /* RBAC/URL plural: "deployments", ... */
     const char *group;      /* "apps" or "argoproj.io" */
-    const char *patch_type; /* application/strategic-merge-patch+json for apps/v1,
-                               application/merge-patch+json for Rollouts */
+    const char *patch_type; /* OWNER_STRATEGIC for apps/v1, OWNER_MERGE for Rollouts */
     char *name, *namespace_, *uid, *api_version;
     char *path;             /* e.g. /apis/apps/v1/namespaces/NS/deployments/NAME */
-    int rollout_possible;   /* 1 if a template patch replaces the pods now */
-    const char *warning;    /* why not, when rollout_possible == 0: spec.paused,
-                               updateStrategy OnDelete, or spec.workloadRef */
+
+    /* The pod's workload when it is not the patched object (a Rollout with
+     * spec.workloadRef): Events about the rollout go to it. Also set with
+     * OWNER_NO_ROLLOUT when that Rollout was found but its workloadRef is not
+     * an apps/v1 Deployment or cannot be read. via_kind NULL: none. */
+    const char *via_kind;
+    char *via_name, *via_uid, *via_api_version;
 };
 
 /* Called exactly once with the result, which the callee owns: free it with
@@ -74,5 +132,33 @@ int owner_resolve(struct kube *k, owner_cb cb, void *ud);
 const char *owner_pod_annotation(const struct owner_info *o, const char *key);
 
 void owner_info_free(struct owner_info *o);
+
+/* ---- internal: the chain's steps without I/O (owner.c, tests/fuzz) ---- */
+
+/* The state of one resolution between its GETs. */
+struct owner__chain {
+    const struct owner_kind *fetching; /* NULL while the pod is fetched */
+    char *name;                        /* of the object to fetch next */
+    char *expect_uid;                  /* its uid per the reference, or NULL */
+    char *child;                       /* who referenced it: "pod P", "ReplicaSet R" */
+    int via_ref;                       /* it is named by a Rollout's spec.workloadRef */
+    struct owner_info *o;              /* the result being built (owned) */
+};
+
+/* Starts a chain at the pod named pod_name. Aborts on OOM. */
+void owner__chain_init(struct owner__chain *c, const char *pod_name);
+
+/* Takes the reply to the GET of c->fetching/c->name in namespace ns (status
+ * 0 with error set when no response came; body need not be terminated).
+ * Returns 1 when the next object to GET is set in c, 0 when c->o is
+ * complete (status, error and the workload set). Never does I/O. */
+int owner__step(struct owner__chain *c, const char *ns, long status, const char *error,
+                const char *body, size_t body_len);
+
+/* The API path of the object c names next. malloc'd. */
+char *owner__chain_path(const struct owner__chain *c, const char *ns);
+
+/* Frees the chain's strings and, unless NULL, c->o. */
+void owner__chain_free(struct owner__chain *c);
 
 #endif

@@ -27,6 +27,7 @@
 #include <curl/curl.h>
 
 #include "net/httpc.h"
+#include "kube/kevents.h"
 #include "kube/kube.h"
 #include "base/log.h"
 
@@ -146,12 +147,37 @@ static void expect_status(const struct t *t, long status)
                  t->status, t->tries, t->error);
 }
 
+/* Responses by HTTP code, pushed by the client's counter hook (one test
+ * at a time). */
+static struct {
+    long code[16];
+    uint64_t n[16];
+    int count;
+} g_codes;
+
+static void count_response(void *ud, long code)
+{
+    int i;
+
+    (void)ud;
+    for (i = 0; i < g_codes.count; i++)
+        if (g_codes.code[i] == code) break;
+    if (i == g_codes.count) {
+        if (g_codes.count == 16) return;
+        g_codes.code[g_codes.count++] = code;
+    }
+    g_codes.n[i]++;
+}
+
 static int make_kube(struct t *t, const struct kube_config *cfg)
 {
     char err[512];
     int r = kube_create(&t->loop, t->hc, cfg, &t->k, err, sizeof err);
+    struct kube_counters counters = { .response = count_response };
 
     if (r != 0) fprintf(stderr, "kube_create: %s\n", err);
+    else kube_set_counters(t->k, &counters);
+    memset(&g_codes, 0, sizeof g_codes);
     return r;
 }
 
@@ -232,30 +258,13 @@ static uint64_t elapsed_ms(const struct t *t)
     return (t->finished - t->started) / 1000000ULL;
 }
 
-struct code_seen {
-    long code[16];
-    uint64_t n[16];
-    int count;
-};
-
-static void see_code(void *ud, long code, uint64_t n)
-{
-    struct code_seen *s = ud;
-
-    if (s->count < 16) {
-        s->code[s->count] = code;
-        s->n[s->count++] = n;
-    }
-}
-
 static uint64_t code_count(const struct kube *k, long code)
 {
-    struct code_seen s = { .count = 0 };
     int i;
 
-    kube_foreach_code(k, see_code, &s);
-    for (i = 0; i < s.count; i++)
-        if (s.code[i] == code) return s.n[i];
+    (void)k;
+    for (i = 0; i < g_codes.count; i++)
+        if (g_codes.code[i] == code) return g_codes.n[i];
     return 0;
 }
 
@@ -790,6 +799,53 @@ static void test_destroy_cancels(void **state)
     assert_int_equal(t->calls, 0);
 }
 
+/* ---- counters pushed by kevents ---- */
+
+static int g_suppressed;
+
+static void count_suppressed(void *ud)
+{
+    (void)ud;
+    g_suppressed++;
+}
+
+/* Events over the rate limit are not sent, and each one is pushed to the
+ * client's event_suppressed hook; the ones sent count as responses. */
+static void test_kevents_suppressed_counted(void **state)
+{
+    struct t *t = *state;
+    struct kube_counters counters = { .response = count_response,
+                                      .event_suppressed = count_suppressed };
+    struct kev_object pod = { "v1", "Pod", g_fake.pod, g_fake.ns, NULL };
+    struct kevents *ev;
+    char path[256], reason[32];
+    uint64_t deadline;
+    int i, n = 0;
+    cJSON *reqs;
+
+    g_suppressed = 0;
+    kube_set_counters(t->k, &counters);
+    assert_int_equal(kev_create(t->k, &ev), 0);
+    kev_post(ev, &pod, "Normal", "Reloaded", "one");
+    kev_post(ev, &pod, "Normal", "Reloaded", "the same reason again"); /* suppressed */
+    assert_int_equal(g_suppressed, 1);
+    for (i = 1; i <= KEV_BURST; i++) { /* the last one is over the burst */
+        snprintf(reason, sizeof reason, "Reason%d", i);
+        kev_post(ev, &pod, "Normal", reason, "burst");
+    }
+    assert_int_equal(g_suppressed, 2);
+    snprintf(path, sizeof path, "/api/v1/namespaces/%s/events", g_fake.ns);
+    deadline = uv_hrtime() + 15000ULL * 1000000ULL;
+    while (code_count(t->k, 201) < KEV_BURST && uv_hrtime() < deadline)
+        uv_run(&t->loop, UV_RUN_ONCE);
+    assert_int_equal(code_count(t->k, 201), KEV_BURST);
+    reqs = requests_for(path);
+    n = cJSON_GetArraySize(reqs);
+    cJSON_Delete(reqs);
+    assert_int_equal(n, KEV_BURST);
+    kev_destroy(ev);
+}
+
 /* ---- main ---- */
 
 static int group_setup(void **state)
@@ -840,6 +896,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ca_bundle, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wrong_ca, setup, teardown),
         cmocka_unit_test_setup_teardown(test_destroy_cancels, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kevents_suppressed_counted, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -1,11 +1,14 @@
 /*
- * test_owner.c - tests of owner resolution (agent/owner.c) through the real
+ * test_owner.c - tests of the owner-kind table and of owner resolution
+ * (kube/owner.c) through the real
  * Kubernetes client against the fake API server tests/k8s/fakeapi.py: one
  * fake per test (a child process with the test's fixture, stopped by PID),
  * real HTTPS on 127.0.0.1, a real libuv loop bounded by a deadline, and
  * uv_loop_close() == 0 at the end of each test. Every fixture's owner chain
  * is followed; objects are changed through the fake's control API to cover
  * ignored references, recreated owners, annotations and subPath mounts.
+ * The behaviour columns of the table and owner_not_rolling() are checked on
+ * the fake's stored objects.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -219,6 +222,30 @@ static void expect_workload(const struct t *t, const char *kind, const char *res
     cJSON_Delete(pod);
 }
 
+/* owner_not_rolling() on the fake's stored object of the resolved kind. */
+static const char *stored_not_rolling(const struct t *t, const char *resource, const char *name,
+                                      int *blocks)
+{
+    static char buf[600], out[600];
+    cJSON *w = object(resource, name);
+    const char *why;
+
+    assert_non_null(t->o->ki);
+    why = owner_not_rolling(t->o->ki, w, buf, sizeof buf, blocks);
+    if (why) snprintf(out, sizeof out, "%s", why);
+    cJSON_Delete(w);
+    return why ? out : NULL;
+}
+
+static void expect_rolls(const struct t *t, const char *resource, const char *name)
+{
+    int blocks = -1;
+
+    assert_null(stored_not_rolling(t, resource, name, &blocks));
+    assert_int_equal(blocks, 0);
+    assert_null(t->o->via_kind);
+}
+
 #define STRATEGIC "application/strategic-merge-patch+json"
 #define MERGE "application/merge-patch+json"
 
@@ -231,8 +258,7 @@ static void test_deployment(void **state)
 
     resolve(t);
     expect_workload(t, "Deployment", "deployments", "apps/v1", "web", STRATEGIC);
-    assert_true(t->o->rollout_possible);
-    assert_null(t->o->warning);
+    expect_rolls(t, "deployments", "web");
     assert_string_equal(t->o->group, "apps");
     /* Pod -> ReplicaSet -> Deployment, each fetched once. */
     request_paths(paths, sizeof paths);
@@ -250,8 +276,7 @@ static void test_statefulset(void **state)
 
     resolve(t);
     expect_workload(t, "StatefulSet", "statefulsets", "apps/v1", "db", STRATEGIC);
-    assert_true(t->o->rollout_possible);
-    assert_null(t->o->warning);
+    expect_rolls(t, "statefulsets", "db");
     request_paths(paths, sizeof paths);
     snprintf(want, sizeof want,
              "/api/v1/namespaces/%s/pods/%s /apis/apps/v1/namespaces/%s/statefulsets/db",
@@ -265,8 +290,7 @@ static void test_daemonset(void **state)
 
     resolve(t);
     expect_workload(t, "DaemonSet", "daemonsets", "apps/v1", "agent", STRATEGIC);
-    assert_true(t->o->rollout_possible);
-    assert_null(t->o->warning);
+    expect_rolls(t, "daemonsets", "agent");
 }
 
 static void test_rollout(void **state)
@@ -276,57 +300,144 @@ static void test_rollout(void **state)
     resolve(t);
     expect_workload(t, "Rollout", "rollouts", "argoproj.io/v1alpha1", "web", MERGE);
     assert_string_equal(t->o->group, "argoproj.io");
-    assert_true(t->o->rollout_possible);
-    assert_null(t->o->warning);
+    expect_rolls(t, "rollouts", "web");
 }
 
+/* A Rollout with spec.workloadRef to a Deployment: the Deployment is the
+ * object to patch, the Rollout is named as the pod's workload. */
 static void test_rollout_workload_ref(void **state)
 {
-    struct t *t = start(state, "rollout");
+    struct t *t = start(state, "workloadref-rollout");
     cJSON *r = object("rollouts", "web");
-    cJSON *ref = cJSON_Parse("{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\",\"name\":\"web\"}");
+    char paths[1024], want[1024], buf[600];
+    int blocks = -1;
 
-    cJSON_AddItemToObject(cJSON_GetObjectItemCaseSensitive(r, "spec"), "workloadRef", ref);
-    put_object("rollouts", r);
-    cJSON_Delete(r);
     resolve(t);
-    expect_workload(t, "Rollout", "rollouts", "argoproj.io/v1alpha1", "web", MERGE);
-    assert_false(t->o->rollout_possible);
-    assert_non_null(strstr(t->o->warning, "spec.workloadRef is set"));
+    expect_workload(t, "Deployment", "deployments", "apps/v1", "web-template", STRATEGIC);
+    assert_string_equal(t->o->via_kind, "Rollout");
+    assert_string_equal(t->o->via_name, "web");
+    assert_string_equal(t->o->via_api_version, "argoproj.io/v1alpha1");
+    assert_string_equal(t->o->via_uid, meta_str(r, "uid"));
+    request_paths(paths, sizeof paths);
+    snprintf(want, sizeof want,
+             "/api/v1/namespaces/%s/pods/%s /apis/apps/v1/namespaces/%s/replicasets/web-7d6c5b4a9 "
+             "/apis/argoproj.io/v1alpha1/namespaces/%s/rollouts/web "
+             "/apis/apps/v1/namespaces/%s/deployments/web-template",
+             g_fake.ns, g_fake.pod, g_fake.ns, g_fake.ns, g_fake.ns);
+    assert_string_equal(paths, want);
+    /* the Rollout itself would never be patched: the one judgement says so */
+    assert_non_null(strstr(owner_not_rolling(owner_kind_named("Rollout"), r, buf, sizeof buf,
+                                             &blocks),
+                           "spec.workloadRef names Deployment web-template"));
+    assert_int_equal(blocks, 1);
+    cJSON_Delete(r);
+}
+
+static void test_rollout_workload_ref_other(void **state)
+{
+    struct t *t = start(state, "workloadref-other");
+
+    resolve(t);
+    expect_error(t, OWNER_NO_ROLLOUT, "Rollout web: spec.workloadRef names PodTemplate "
+                                      "web-template (v1), not an apps/v1 Deployment");
+    assert_null(t->o->kind);
+    assert_string_equal(t->o->via_kind, "Rollout");
+    assert_string_equal(t->o->via_name, "web");
+}
+
+static void test_rollout_workload_ref_unreadable(void **state)
+{
+    struct t *t = start(state, "workloadref-rollout");
+
+    ctl_ok("POST", "/faults", "{\"method\":\"GET\",\"path_regex\":\"/deployments/\",\"status\":403}");
+    resolve(t);
+    expect_error(t, OWNER_NO_ROLLOUT, "cannot get Deployment web-template named by Rollout web's "
+                                      "spec.workloadRef: ");
+    expect_error(t, OWNER_NO_ROLLOUT, "verb \"get\" on resource \"deployments\"");
+    assert_string_equal(t->o->via_kind, "Rollout");
 }
 
 static void test_paused_deployment(void **state)
 {
     struct t *t = start(state, "paused-deployment");
+    int blocks = -1;
 
     resolve(t);
     expect_workload(t, "Deployment", "deployments", "apps/v1", "web", STRATEGIC);
-    assert_false(t->o->rollout_possible);
-    assert_string_equal(t->o->warning, "spec.paused is true: a template patch will not roll pods "
-                                       "until `kubectl rollout resume`");
+    assert_string_equal(stored_not_rolling(t, "deployments", "web", &blocks),
+                        "spec.paused is true: a template patch will not roll pods until "
+                        "`kubectl rollout resume`");
+    assert_int_equal(blocks, 0);
 }
 
-static const char ONDELETE[] = "OnDelete: a template patch will not replace running pods; "
-                               "delete them to pick up the change";
+static const char ONDELETE[] = "updateStrategy OnDelete: a template patch will not replace "
+                               "running pods; delete them to pick up the change";
 
 static void test_ondelete_statefulset(void **state)
 {
     struct t *t = start(state, "ondelete-statefulset");
+    int blocks = -1;
 
     resolve(t);
     expect_workload(t, "StatefulSet", "statefulsets", "apps/v1", "db", STRATEGIC);
-    assert_false(t->o->rollout_possible);
-    assert_string_equal(t->o->warning, ONDELETE);
+    assert_string_equal(stored_not_rolling(t, "statefulsets", "db", &blocks), ONDELETE);
+    assert_int_equal(blocks, 0);
 }
 
 static void test_ondelete_daemonset(void **state)
 {
     struct t *t = start(state, "ondelete-daemonset");
+    int blocks = -1;
 
     resolve(t);
     expect_workload(t, "DaemonSet", "daemonsets", "apps/v1", "agent", STRATEGIC);
-    assert_false(t->o->rollout_possible);
-    assert_string_equal(t->o->warning, ONDELETE);
+    assert_string_equal(stored_not_rolling(t, "daemonsets", "agent", &blocks), ONDELETE);
+    assert_int_equal(blocks, 0);
+}
+
+/* ---- the table ---- */
+
+static void test_kind_table(void **state)
+{
+    static const struct {
+        const char *kind, *api_version, *resource, *patch_type;
+        int pod, rs, roll;
+    } rows[] = {
+        { "ReplicaSet", "apps/v1", "replicasets", NULL, 1, 0, 0 },
+        { "Deployment", "apps/v1", "deployments", STRATEGIC, 0, 1, 1 },
+        { "StatefulSet", "apps/v1", "statefulsets", STRATEGIC, 1, 0, 1 },
+        { "DaemonSet", "apps/v1", "daemonsets", STRATEGIC, 1, 0, 1 },
+        { "Rollout", "argoproj.io/v1alpha1", "rollouts", MERGE, 0, 1, 1 },
+        { "Job", "batch/v1", "jobs", NULL, 1, 0, 0 },
+        { "CronJob", "batch/v1", "cronjobs", NULL, 0, 0, 0 },
+    };
+    char buf[64];
+    int blocks;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        const struct owner_kind *k = owner_kind_find(rows[i].kind, rows[i].api_version);
+
+        assert_non_null(k);
+        assert_ptr_equal(k, owner_kind_named(rows[i].kind));
+        assert_string_equal(k->resource, rows[i].resource);
+        assert_int_equal(k->may_own_pod, rows[i].pod);
+        assert_int_equal(k->may_own_replicaset, rows[i].rs);
+        assert_int_equal(k->can_roll, rows[i].roll);
+        if (rows[i].patch_type) assert_string_equal(k->patch_type, rows[i].patch_type);
+        else assert_null(k->patch_type);
+        /* a kind that cannot roll always blocks, with its reason */
+        if (!k->can_roll) {
+            assert_non_null(k->why_not);
+            assert_ptr_equal(owner_not_rolling(k, NULL, buf, sizeof buf, &blocks), k->why_not);
+            assert_int_equal(blocks, 1);
+        }
+    }
+    /* the group must match: no extensions/v1beta1 Deployment, no core Rollout */
+    assert_null(owner_kind_find("Deployment", "extensions/v1beta1"));
+    assert_null(owner_kind_find("Rollout", "v1"));
+    assert_null(owner_kind_find("Node", "v1"));
+    assert_null(owner_kind_named("Pod"));
 }
 
 /* ---- pods that cannot be rolled ---- */
@@ -539,6 +650,9 @@ int main(void)
         cmocka_unit_test_teardown(test_daemonset, teardown),
         cmocka_unit_test_teardown(test_rollout, teardown),
         cmocka_unit_test_teardown(test_rollout_workload_ref, teardown),
+        cmocka_unit_test_teardown(test_rollout_workload_ref_other, teardown),
+        cmocka_unit_test_teardown(test_rollout_workload_ref_unreadable, teardown),
+        cmocka_unit_test(test_kind_table),
         cmocka_unit_test_teardown(test_paused_deployment, teardown),
         cmocka_unit_test_teardown(test_ondelete_statefulset, teardown),
         cmocka_unit_test_teardown(test_ondelete_daemonset, teardown),

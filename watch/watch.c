@@ -77,6 +77,8 @@ struct watch {
     struct ent *ents;
     size_t nents, capents;
     uint64_t events;
+    void (*count)(void *ud, uint64_t n); /* push counter, may be NULL */
+    void *count_ud;
     void (*done)(void *);
     void *done_ud;
     _Alignas(struct inotify_event) char buf[64 * 1024];
@@ -422,6 +424,7 @@ static void on_event(struct watch *w, const struct inotify_event *ev)
     struct ent *copy = NULL;
     size_t n = 0;
     w->events++;
+    if (w->count) w->count(w->count_ud, 1);
     if (ev->wd == -1) {
         if (ev->mask & IN_Q_OVERFLOW) overflow(w);
         return;
@@ -531,6 +534,12 @@ int watch_root_present(const struct watch *w, size_t index)
 }
 
 uint64_t watch_events_total(const struct watch *w) { return w->events; }
+
+void watch_set_counter(struct watch *w, void (*fn)(void *ud, uint64_t n), void *ud)
+{
+    w->count = fn;
+    w->count_ud = ud;
+}
 
 size_t watch_wd_count(const struct watch *w)
 {

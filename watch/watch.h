@@ -72,8 +72,12 @@ int watch_add(struct watch *w, const char *path, watch_cb cb, void *ud, size_t *
 /* 1 if the root exists and is armed, 0 if it is being waited for. */
 int watch_root_present(const struct watch *w, size_t index);
 
-/* Total raw inotify events read (for the watch_events_total metric). */
+/* Total raw inotify events read. */
 uint64_t watch_events_total(const struct watch *w);
+
+/* Push counter: fn(ud, n) runs on the loop thread as n raw inotify events
+ * are read (the agent's watch_events_total metric). fn NULL: none. */
+void watch_set_counter(struct watch *w, void (*fn)(void *ud, uint64_t n), void *ud);
 
 /* Number of distinct inotify watch descriptors in use (for tests and
  * /status; a wd shared by several roots counts once). */

@@ -100,6 +100,8 @@ CHAINS = {  # fixture -> (kinds from the pod up, workload name), from the task d
     "daemonset": (["Pod", "DaemonSet"], "agent"),
     "ondelete-daemonset": (["Pod", "DaemonSet"], "agent"),
     "rollout": (["Pod", "ReplicaSet", "Rollout"], "web"),
+    "workloadref-rollout": (["Pod", "ReplicaSet", "Rollout"], "web"),
+    "workloadref-other": (["Pod", "ReplicaSet", "Rollout"], "web"),
     "cronjob": (["Pod", "Job", "CronJob"], "nightly"),
     "job": (["Pod", "Job"], None),
     "orphan-rs": (["Pod", "ReplicaSet"], None),
@@ -172,6 +174,19 @@ def test_fixture_owner_chains(env):
             check(chain[1]["metadata"]["labels"]["pod-template-hash"] == "5d8f7c9b4", "hash label")
         if fx.startswith("ondelete"):
             check(top_obj["spec"]["updateStrategy"]["type"] == "OnDelete", fx)
+        if fx.startswith("workloadref"):
+            ref = top_obj["spec"]["workloadRef"]
+            check("template" not in top_obj["spec"], "%s: the Rollout has a template" % fx)
+            if fx == "workloadref-rollout":
+                check((ref["apiVersion"], ref["kind"], ref["name"]) ==
+                      ("apps/v1", "Deployment", "web-template"), "workloadRef %r" % ref)
+                d = ok(fake, "GET", PATHS["Deployment"] % ("team-a", "web-template"))
+                check(d["spec"]["replicas"] == 0, "the referenced Deployment is scaled up")
+                check(chain[1]["spec"]["template"]["spec"] == d["spec"]["template"]["spec"],
+                      "the ReplicaSet's template is not the Deployment's")
+            else:
+                check((ref["apiVersion"], ref["kind"]) == ("v1", "PodTemplate"),
+                      "workloadRef %r" % ref)
         if fx in ("statefulset", "daemonset"):
             check(top_obj["spec"]["updateStrategy"]["type"] == "RollingUpdate", fx)
         if fx == "statefulset":

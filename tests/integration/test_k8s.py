@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 
-from lib import check, wait_until
+from lib import check, http_get, wait_until
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "k8s"))
@@ -285,6 +285,110 @@ def test_bare_pod_is_not_rolled(env):
 @clean_exit
 def test_orphan_replicaset_is_not_rolled(env):
     not_rollable(env, "orphan-rs", ["no controller", "cache-6b5f4d7c8"])
+
+
+# ---- 2b. Argo Rollout with spec.workloadRef ----
+
+REF_PATH = "/apis/apps/v1/namespaces/default/deployments/web-template"
+
+
+@clean_exit
+def test_workloadref_rollout_patches_the_referenced_deployment(env):
+    """A Rollout whose spec.workloadRef names a Deployment takes its pod
+    template from that Deployment: the Deployment's template is patched
+    (strategic merge, the apps/v1 rule), the Rollout never; the Event goes
+    to the Rollout, the pod's workload. A second change finds the template
+    current after another replica set it."""
+    fake = fake_for(env, "workloadref-rollout")
+    vol = volume(env, {"app.conf": "v0\n"})
+    a = start(env, fake, vol)
+    h = update(env, vol, {"app.conf": "v1\n"})
+    ev = wait_rollout(a, result="patched")
+    check(ev["hash"] == h and ev["owner"] == "Deployment/web-template" and
+          ev.get("via") == "Rollout/web", "rollout event %r" % ev)
+    wait_action(a, action="rollout", result="success")
+    wait_kube_event(fake, "RolloutTriggered", "Rollout", "web")
+    a.quiet(QUIET)
+    patches = requests(fake, "PATCH")
+    check([p["path"] for p in patches] == [REF_PATH], "PATCHes %r" % patches)
+    check(not requests(fake, "PATCH", "/rollouts/web"), "the Rollout was patched")
+    check(patches[0]["content_type"].split(";")[0] == STRATEGIC and patches[0]["status"] == 200,
+          "PATCH %r" % patches[0])
+    check_patch_body(patches[0], h, {vol + "/app.conf": digest16("v1\n")})
+    check(history(fake, "rollouts", "web") == [], "the Rollout was changed: %r" %
+          history(fake, "rollouts", "web"))
+    check("template" not in stored(fake, "rollouts", "web")["spec"], "the Rollout got a template")
+    changes = template_changes(history(fake, "deployments", "web-template"))
+    check(len(changes) == 1 and changes[0].get(HASH_KEY) == h, "template changes %r" % changes)
+    ev = kube_events(fake, "RolloutTriggered", "Rollout", "web")[0]
+    check(ev["involvedObject"].get("uid") == stored(fake, "rollouts", "web")["metadata"]["uid"]
+          and "web-template" in ev["message"], "RolloutTriggered event %r" % ev)
+    # the already-current check reads the Deployment's template: a second
+    # agent acting on the same content at start finds it there
+    a2 = start(env, fake, vol, "--on-start", "reload", wait_reconcile=False)
+    ev = wait_rollout(a2, result="already-current")
+    check(ev["hash"] == h and ev["owner"] == "Deployment/web-template", "rollout event %r" % ev)
+    a2.quiet(QUIET)
+    check(len(requests(fake, "PATCH")) == 1, "PATCHes %r" % requests(fake, "PATCH"))
+
+
+@clean_exit
+def test_workloadref_to_other_kind_is_skipped(env):
+    """A workloadRef that does not name an apps/v1 Deployment: no PATCH at
+    all, the result is blocked with the reason, a warning, and a
+    RolloutSkipped Event on the Rollout."""
+    fake = fake_for(env, "workloadref-other")
+    vol = volume(env, {"app.conf": "v0\n"})
+    a = start(env, fake, vol)
+    update(env, vol, {"app.conf": "v1\n"})
+    ev = wait_rollout(a, result="failed")
+    check(ev.get("blocked") is True and ev.get("via") == "Rollout/web", "rollout event %r" % ev)
+    for w in ("spec.workloadRef", "PodTemplate web-template", "not an apps/v1 Deployment"):
+        check(w in ev.get("error", ""), "error %r does not say %r" % (ev.get("error"), w))
+    check(ev.get("level") == "warn", "not a warning: %r" % ev)
+    skipped = wait_kube_event(fake, "RolloutSkipped", "Rollout", "web")
+    check(skipped[0]["type"] == "Warning" and "PodTemplate" in skipped[0]["message"],
+          "RolloutSkipped %r" % skipped)
+    wait_action(a, action="rollout", result="failure")
+    a.quiet(QUIET)
+    check(not requests(fake, "PATCH"), "something was patched: %r" % requests(fake, "PATCH"))
+    check(not a.of("retry"), "a permanent failure was retried: %r" % a.of("retry"))
+
+
+@clean_exit
+def test_workloadref_unreadable_deployment_is_skipped(env):
+    """The referenced Deployment cannot be read (404): blocked with the
+    reason, a RolloutSkipped Event on the Rollout, no PATCH."""
+    fake = fake_for(env, "workloadref-rollout")
+    vol = volume(env, {"app.conf": "v0\n"})
+    faults(fake, {"method": "GET", "path_regex": "/deployments/web-template$", "status": 404})
+    a = start(env, fake, vol)
+    update(env, vol, {"app.conf": "v1\n"})
+    ev = wait_rollout(a, result="failed")
+    check(ev.get("blocked") is True, "not blocked: %r" % ev)
+    err = ev.get("error", "")
+    check("web-template" in err and "workloadRef" in err, "error %r" % err)
+    wait_kube_event(fake, "RolloutSkipped", "Rollout", "web")
+    a.quiet(QUIET)
+    check(not requests(fake, "PATCH"), "something was patched: %r" % requests(fake, "PATCH"))
+
+
+@clean_exit
+def test_workloadref_deployment_deleted_later_is_skipped(env):
+    """The referenced Deployment disappears after the agent resolved it:
+    the GET gets 404, the owner is resolved again on the retry, and the
+    rollout is blocked with a RolloutSkipped Event on the Rollout."""
+    fake = fake_for(env, "workloadref-rollout")
+    vol = volume(env, {"app.conf": "v0\n"})
+    a = start(env, fake, vol)
+    faults(fake, {"method": "GET", "path_regex": "/deployments/web-template$", "status": 404})
+    update(env, vol, {"app.conf": "v1\n"})
+    ev = wait_rollout(a, result="failed", blocked=True)
+    check("web-template" in ev.get("error", "") and ev.get("via") == "Rollout/web",
+          "rollout event %r" % ev)
+    wait_kube_event(fake, "RolloutSkipped", "Rollout", "web")
+    a.quiet(QUIET)
+    check(not requests(fake, "PATCH"), "something was patched: %r" % requests(fake, "PATCH"))
 
 
 # ---- 3. two replicas, one rollout ----
@@ -590,6 +694,37 @@ def test_oscillation_guard_stops_patching(env):
           [HASH_KEY] == "ee" * 32, "the agent overwrote the other replica's hash")
 
 
+@clean_exit
+def test_oscillation_guard_counts_a_flip_once_across_min_interval(env):
+    """With --min-interval the agent waits and GETs the owner again; the
+    replaced hash it saw before the wait is one flip, not two: the guard
+    still allows three patches (as without --min-interval), then blocks."""
+    fake = fake_for(env)
+    vol = volume(env, {"app.conf": "v0\n"})
+    a = start(env, fake, vol, "--min-interval", "3s")
+    path = "/apis/apps/v1/namespaces/default/deployments/web"
+    other = {HASH_KEY: "ee" * 32, FILES_KEY: json.dumps({vol + "/app.conf": "0123456789abcdef"})}
+    for i in range(1, 4):  # three patches, each overwritten by "another replica"
+        h = update(env, vol, {"app.conf": "v%d\n" % i})
+        ev = a.wait_for(lambda evs: [e for e in evs if e.get("event") == "rollout" and
+                                     e.get("hash") == h], 20, "a rollout of v%d" % i)[-1]
+        check(ev["result"] == "patched", "rollout %d: %r" % (i, ev))
+        # the other replica patches 1.5 s later and records its time, as the
+        # agent's patch does: the agent's next apply (which its engine starts
+        # 3 s after its own) must wait for --min-interval and GET again
+        time.sleep(1.5)
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        st, _, body = fake.api("PATCH", path, {"metadata": {"annotations": {LAST_KEY: now}},
+                                               "spec": {"template": {"metadata": {
+                                                   "annotations": other}}}}, MERGE)
+        check(st == 200, "flipping the annotation: %s %s" % (st, body))
+    waits = [e for e in a.events if "--min-interval" in e.get("msg", "")]
+    check(waits, "no --min-interval wait happened: the test proves nothing")
+    h = update(env, vol, {"app.conf": "v4\n"})
+    ev = wait_rollout(a, result="failed", hash=h, timeout=20)
+    check(ev.get("blocked") is True, "not blocked: %r" % ev)
+
+
 # ---- 12. Events for in-place actions ----
 
 @clean_exit
@@ -628,6 +763,49 @@ def test_inplace_action_events(env):
     check(len(kube_events(fake)) == n, "--events=false posted an Event")
     check(not [r for r in requests(fake) if r["path"].endswith("/events")],
           "--events=false sent an Event request")
+
+
+def metric_value(body, name):
+    """The value of one sample line `name value` in Prometheus text, or None."""
+    for line in body.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
+@clean_exit
+def test_api_and_suppressed_event_metrics(env):
+    """Push metrics: every API answer is counted by status code, and an
+    Event the rate limit drops shows in reload_agent_events_suppressed_total."""
+    fake = fake_for(env)
+    vol = volume(env, {"app.conf": "v0\n"})
+    pod = fake.info["pods"][0]
+    a = start(env, fake, vol, "--action", "exec", "--exec-command", "true", "--listen",
+              "127.0.0.1:0", wait_reconcile=False)
+    base = "http://127.0.0.1:%d" % a.of("ready")[0]["port"]
+    st, m0 = http_get(base + "/metrics")
+    check(st == 200 and b"# TYPE reload_agent_events_suppressed_total counter\n" in m0 and
+          b"# TYPE reload_agent_api_requests_total counter\n" in m0, "API families missing")
+    check(metric_value(m0, "reload_agent_events_suppressed_total") == 0, "suppressed at start")
+    update(env, vol, {"app.conf": "v1\n"})
+    wait_action(a, action="exec", result="success")
+    wait_kube_event(fake, "Reloaded", "Pod", pod)
+    # a second change within 30 s: the same reason on the same pod is dropped
+    h2 = update(env, vol, {"app.conf": "v2\n"})
+    wait_action(a, action="exec", result="success", hash=h2)
+    a.quiet(QUIET)
+    check(len(kube_events(fake, "Reloaded", "Pod", pod)) == 1, "the second Event was sent")
+    _, m1 = http_get(base + "/metrics")
+    check(metric_value(m1, "reload_agent_events_suppressed_total") == 1,
+          "events_suppressed_total %r" % metric_value(m1, "reload_agent_events_suppressed_total"))
+    posts = [r for r in requests(fake, "POST") if r["path"].endswith("/events")]
+    gets = requests(fake, "GET")
+    check(metric_value(m1, 'reload_agent_api_requests_total{code="201"}') == len(posts) == 1,
+          "201 count %r, %d POSTs" % (metric_value(m1, 'reload_agent_api_requests_total{code="201"}'),
+                                     len(posts)))
+    check(metric_value(m1, 'reload_agent_api_requests_total{code="200"}') == len(gets),
+          "200 count %r, %d GETs" % (metric_value(m1, 'reload_agent_api_requests_total{code="200"}'),
+                                    len(gets)))
 
 
 # ---- 13. restart action ----

@@ -243,6 +243,23 @@ class Fixtures:
             r = self.workload("rollouts", "Rollout", "argoproj.io/v1alpha1", "web", n,
                               strategy={"canary": {}})
             return self.rs_chain(r, n, "6c7d8e9f5")
+        if fixture in ("workloadref-rollout", "workloadref-other"):
+            # Argo Rollouts' workloadRef: the Rollout has no template of its
+            # own; it follows the referenced Deployment's (scaled to 0).
+            d = self.workload("deployments", "Deployment", "apps/v1", "web-template", 0)
+            ref = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web-template",
+                   "scaleDown": "never"}
+            if fixture == "workloadref-other":
+                ref = {"apiVersion": "v1", "kind": "PodTemplate", "name": "web-template"}
+            r = self.workload("rollouts", "Rollout", "argoproj.io/v1alpha1", "web", n,
+                              strategy={"canary": {}}, workloadRef=ref)
+            r["spec"]["selector"] = copy.deepcopy(d["spec"]["selector"])
+            r["spec"]["template"] = copy.deepcopy(d["spec"]["template"])
+            labels = dict(d["spec"]["selector"]["matchLabels"], **{"pod-template-hash": "7d6c5b4a9"})
+            rs = self.replicaset("web-7d6c5b4a9", n, r, labels)
+            del r["spec"]["template"]
+            return self.pods(["%s-%d" % (rs["metadata"]["name"], i) for i in range(n)], rs,
+                             labels, rs["spec"]["template"])
         if fixture in ("statefulset", "ondelete-statefulset"):
             strategy = "OnDelete" if fixture.startswith("ondelete") else "RollingUpdate"
             s = self.workload("statefulsets", "StatefulSet", "apps/v1", "db", n,
@@ -286,7 +303,8 @@ class Fixtures:
 
 
 FIXTURES = ["deployment", "statefulset", "daemonset", "rollout", "cronjob", "job", "orphan-rs",
-            "bare-pod", "paused-deployment", "ondelete-statefulset", "ondelete-daemonset", "none"]
+            "bare-pod", "paused-deployment", "ondelete-statefulset", "ondelete-daemonset",
+            "workloadref-rollout", "workloadref-other", "none"]
 
 
 # ---- patches ----
