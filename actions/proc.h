@@ -10,6 +10,10 @@
  * Delivery uses pidfd_open + pidfd_send_signal: after opening the pidfd the
  * process identity (start time from /proc/PID/stat) is checked against the
  * one seen by the scan, so a reused PID is never signalled.
+ *
+ * The pid file is read through ra_read_file (base/file.h): a FIFO, device
+ * or directory is refused (-EINVAL, with a warning naming the path and its
+ * kind) instead of blocking the loop.
  */
 #ifndef RA_PROC_H
 #define RA_PROC_H
@@ -35,9 +39,10 @@ struct proc_scan_info {
 };
 
 /* Finds targets. Returns the number of matches written to out (<= max), or
- * <0: -ENOENT (pid file missing/empty), -EINVAL (pid file malformed or
- * naming PID 1 or ourselves; empty name or a name containing '/'), -ESRCH
- * (the pid file names a process that is not running), other -errno.
+ * <0: -ENOENT (pid file missing/empty), -EINVAL (pid file not a regular
+ * file, malformed, or naming PID 1 or ourselves; empty name or a name
+ * containing '/'), -ESRCH (the pid file names a process that is not
+ * running), other -errno.
  * Zombies and kernel threads never match. info may be NULL; it is only
  * filled by a name scan (zeroed for a pid file). */
 int proc_find(const struct proc_target *t, struct proc_match *out, size_t max,
@@ -55,7 +60,8 @@ int proc_signal(const struct proc_match *m, int sig);
 int proc_pidfd(const struct proc_match *m);
 
 /* Reads a PID file (trimmed positive decimal; not PID 1, not ourselves).
- * Returns 0 and *pid, -ENOENT (missing or empty) or -EINVAL. */
+ * Returns 0 and *pid, -ENOENT (missing or empty), -EINVAL (malformed, or
+ * not a regular file: never blocks on a FIFO) or another -errno. */
 int proc_pid_file_read(const char *path, pid_t *pid);
 
 /* 1 if the process a pidfd refers to is still running (not exited, not a

@@ -1,0 +1,118 @@
+"""Edge integration tests: special files where the agent expects a small
+regular file (issue 9, F2).
+
+F2: a FIFO given as --annotations, --kube-token-file or --pid-file, or an
+annotations file replaced by a FIFO while the agent runs, must never block
+the loop: each is refused with an error that names the path and "FIFO",
+/healthz keeps answering, and SIGTERM still ends the agent with status 0.
+A FIFO nobody writes to blocks a plain open(2) forever, so before the fix
+these tests end in their timeouts.
+"""
+import os
+import signal
+import subprocess
+
+from lib import TestFailure, check, http_get
+
+from test_engine import start, update, volume
+
+
+def healthz_ok(a):
+    port = a.of("ready")[0]["port"]
+    status, _ = http_get("http://127.0.0.1:%d/healthz" % port, timeout=3.0)
+    return status == 200
+
+
+def logged(a, *words):
+    """The log lines (raw) that contain every one of words."""
+    with a.cond:
+        return [l for l in a.lines if all(w in l for w in words)]
+
+
+def stops_cleanly(a):
+    rc = a.stop(signal.SIGTERM, timeout=10.0)
+    check(rc == 0, "exit status after SIGTERM %r, want 0" % rc)
+
+
+def run_bounded(env, args, timeout=10):
+    """Runs the agent to completion; a hang is a failure, not a stuck test."""
+    try:
+        return env.run([env.binary, "run"] + args, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise TestFailure("the agent did not exit within %ds (blocked?): %r" % (timeout, args))
+
+
+# ---- F2: FIFOs ----
+
+def test_fifo_annotations_at_start_is_a_clear_fatal_error(env):
+    vol = volume(env, {"app.conf": "v0\n"})
+    fifo = env.path("annotations")
+    os.mkfifo(fifo)
+    r = run_bounded(env, ["--watch", vol, "--annotations", fifo, "--listen", "127.0.0.1:0"])
+    err = r.stderr.decode(errors="replace")
+    check(r.returncode == 2, "exit status %r, want 2 (stderr %r)" % (r.returncode, err))
+    check(fifo in err and "FIFO" in err, "error does not name the path and FIFO: %r" % err)
+
+
+def test_fifo_replacing_annotations_while_running(env):
+    vol = volume(env, {"app.conf": "v0\n"})
+    adir = env.path("podinfo")
+    os.mkdir(adir)
+    afile = os.path.join(adir, "annotations")
+    with open(afile, "w") as f:
+        f.write('reload-agent.io/action="none"\n')
+    a = start(env, vol, "--action", "none", "--annotations", afile, "--listen", "127.0.0.1:0")
+    check(healthz_ok(a), "/healthz not 200 before the FIFO")
+    tmp = os.path.join(adir, ".fifo")
+    os.mkfifo(tmp)
+    os.rename(tmp, afile)
+    ev = a.wait_event("config-error", timeout=10)[0]
+    err = ev.get("error", "")
+    check(afile in err and "FIFO" in err, "config-error does not name the path and FIFO: %r" % ev)
+    check(healthz_ok(a), "/healthz not 200 with the FIFO in place")
+    # The last good configuration stays in force: a change is still acted on.
+    h = update(env, vol, {"app.conf": "v1\n"})
+    a.wait_match("action", timeout=10, hash=h, action="none", result="success")
+    stops_cleanly(a)
+
+
+def test_fifo_pid_file(env):
+    vol = volume(env, {"app.conf": "v0\n"})
+    fifo = env.path("app.pid")
+    os.mkfifo(fifo)
+    a = start(env, vol, "--action", "signal", "--pid-file", fifo, "--listen", "127.0.0.1:0",
+              "--retry-initial", "100ms", "--retry-max", "300ms")
+    update(env, vol, {"app.conf": "v1\n"})
+    a.wait_event("retry", count=2, timeout=10)
+    fails = a.matching("action", result="failure")
+    check(fails and all(fifo in e.get("error", "") for e in fails),
+          "failures should name the pid file: %r" % fails)
+    check(logged(a, fifo, "is a FIFO, not a regular file"), "no log line names %s as a FIFO" % fifo)
+    check(healthz_ok(a), "/healthz not 200 while the pid file is a FIFO")
+    stops_cleanly(a)
+
+
+def kube_args(env, token):
+    ca = env.path("ca.crt")
+    with open(ca, "w") as f:
+        f.write("not used\n")
+    return ["--kube-api", "https://127.0.0.1:1", "--kube-token-file", token,
+            "--kube-ca-file", ca, "--pod-name", "web-0", "--namespace", "default"]
+
+
+def test_fifo_kube_token_file(env):
+    vol = volume(env, {"app.conf": "v0\n"})
+    fifo = env.path("token")
+    os.mkfifo(fifo)
+    # rollout needs the API: a clear fatal error at start
+    r = run_bounded(env, ["--watch", vol, "--action", "rollout", "--annotations", ""] +
+                    kube_args(env, fifo))
+    err = r.stderr.decode(errors="replace")
+    check(r.returncode == 2, "rollout: exit status %r, want 2 (stderr %r)" % (r.returncode, err))
+    check(fifo in err and "FIFO" in err, "rollout: error does not name the path and FIFO: %r" % err)
+    # Events only: the agent runs without them and says why.
+    a = start(env, vol, "--action", "none", "--annotations", "", "--listen", "127.0.0.1:0",
+              *kube_args(env, fifo))
+    check(logged(a, fifo, "FIFO"), "no log line names %s as a FIFO" % fifo)
+    check(healthz_ok(a), "/healthz not 200")
+    stops_cleanly(a)
