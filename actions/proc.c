@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PROC_COMM_MAX 15          /* TASK_COMM_LEN - 1: comm is truncated to this */
@@ -173,15 +174,50 @@ int proc_pidfd_signal(int pidfd, int sig)
     return syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0) < 0 ? -errno : 0;
 }
 
+/* The wall-clock time (ns since the epoch) at which a process with
+ * /proc/PID/stat starttime `ticks` started: the boot time (CLOCK_REALTIME
+ * minus CLOCK_BOOTTIME, which is how the kernel computes btime in
+ * /proc/stat, here without its rounding to whole seconds) plus the ticks. */
+static long long start_wall_ns(unsigned long long ticks)
+{
+    struct timespec real, boot;
+    long hz = sysconf(_SC_CLK_TCK);
+    if (hz <= 0) hz = 100;
+    clock_gettime(CLOCK_REALTIME, &real);
+    clock_gettime(CLOCK_BOOTTIME, &boot);
+    long long boot_ns = ((long long)real.tv_sec - boot.tv_sec) * 1000000000LL +
+                        (real.tv_nsec - boot.tv_nsec);
+    return boot_ns + (long long)(ticks / (unsigned long long)hz) * 1000000000LL +
+           (long long)(ticks % (unsigned long long)hz) * (1000000000LL / hz);
+}
+
+int proc_started_after(unsigned long long start_ticks, const struct timespec *mtime)
+{
+    long long written = (long long)mtime->tv_sec * 1000000000LL + mtime->tv_nsec;
+    return start_wall_ns(start_ticks) > written + PROC_PID_FILE_SLACK_NS;
+}
+
 static int find_by_pid_file(const char *path, struct proc_match *out, size_t max)
 {
     pid_t pid;
-    int rc = pid_file_read_st(path, &pid, NULL);
+    struct stat pf;
+    int rc = pid_file_read_st(path, &pid, &pf);
     if (rc < 0) return rc;
     struct pstat st;
     int r = stat_read(pid, &st);
     if (r < 0) return r;
     if (!is_live_user_process(&st)) return -ESRCH;
+    /* A process that started after the file was last written cannot have
+     * written it: the file's writer died and its PID was reused. */
+    if (proc_started_after(st.start_time, &pf.st_mtim)) {
+        double late = (double)(start_wall_ns(st.start_time) -
+                               ((long long)pf.st_mtim.tv_sec * 1000000000LL + pf.st_mtim.tv_nsec)) /
+                      1e9;
+        log_warn("stale pid file %s: PID %d started %.2f s after the file was last written, so it "
+                 "is not the process that wrote it (the PID was reused); not signalled",
+                 path, (int)pid, late);
+        return -ESTALE;
+    }
     if (max == 0) return 0;
     out[0].pid = pid;
     out[0].start_time = st.start_time;
@@ -336,6 +372,10 @@ const char *proc_hint(int err, const struct proc_scan_info *info)
         return "invalid target: the pid file must be a regular file holding one positive decimal "
                "PID other than 1 and reload-agent's own, and a process name must be non-empty "
                "without '/'";
+    case -ESTALE:
+        return "stale pid file: the process with that PID started after the file was last "
+               "written, so it is not the file's writer (its PID was reused); it is not "
+               "signalled, and the pid file is read again on the next attempt";
     case -ESRCH:
         return "the process has exited or its PID was reused; it will be looked up again";
     case -EACCES:

@@ -1,5 +1,5 @@
 """Edge integration tests: special files where the agent expects a small
-regular file (issue 9, F2).
+regular file, and a pid file that outlived its writer (issue 9, F2 and F4).
 
 F2: a FIFO given as --annotations, --kube-token-file or --pid-file, or an
 annotations file replaced by a FIFO while the agent runs, must never block
@@ -7,14 +7,21 @@ the loop: each is refused with an error that names the path and "FIFO",
 /healthz keeps answering, and SIGTERM still ends the agent with status 0.
 A FIFO nobody writes to blocks a plain open(2) forever, so before the fix
 these tests end in their timeouts.
+
+F4: a pid file whose PID belongs to a process that started after the file
+was last written is stale (its writer died, the PID was reused): the target
+is refused with "stale pid file", retried, and never signalled. The test
+cannot force PID reuse, so it produces exactly what the agent observes: a
+pid file with an mtime in the past naming a process started after it.
 """
 import os
 import signal
 import subprocess
+import time
 
-from lib import TestFailure, check, http_get
+from lib import TestFailure, check, http_get, wait_until
 
-from test_engine import start, update, volume
+from test_engine import hupcount, lines_of, start, update, volume
 
 
 def healthz_ok(a):
@@ -116,3 +123,57 @@ def test_fifo_kube_token_file(env):
     check(logged(a, fifo, "FIFO"), "no log line names %s as a FIFO" % fifo)
     check(healthz_ok(a), "/healthz not 200")
     stops_cleanly(a)
+
+
+# ---- F4: stale pid files ----
+
+def make_stale(pid_file):
+    """Dates the pid file 30 s back: its PID's process (started just now)
+    started after the file was last written."""
+    past = time.time() - 30
+    os.utime(pid_file, (past, past))
+
+
+def test_stale_pid_file_is_never_signalled(env):
+    pid_file, out = env.path("app.pid"), env.path("hups")
+    vol = volume(env, {"app.conf": "v0\n"})
+    p = hupcount(env, pid_file, out)
+    wait_until(lambda: os.path.getsize(pid_file) > 0, 5, "the pid written")
+    make_stale(pid_file)
+    a = start(env, vol, "--action", "signal", "--pid-file", pid_file,
+              "--retry-initial", "100ms", "--retry-max", "300ms")
+    want = update(env, vol, {"app.conf": "v1\n"})
+    a.wait_event("retry", count=3, timeout=10)
+    fails = a.matching("action", result="failure")
+    check(fails and all("stale pid file" in e.get("error", "") and pid_file in e.get("error", "")
+                        for e in fails), "failures should say stale pid file: %r" % fails)
+    check(logged(a, "stale pid file", pid_file, "PID %d" % p.pid), "no warning names the PID")
+    check(not a.matching("action", result="success"), "a stale target counted as success")
+    # The application comes back (rewrites its pid file): the retry gets it.
+    with open(pid_file, "w") as f:
+        f.write("%d\n" % p.pid)
+    ok = a.wait_match("action", timeout=10, result="success")
+    check(ok["hash"] == want, "success on %r, want %s" % (ok, want))
+    a.quiet(0.5)
+    p.send_signal(signal.SIGTERM)
+    p.wait(10)
+    check(len(lines_of(out)) == 1, "hupcount got %d SIGHUPs, want exactly 1 (after the rewrite)"
+          % len(lines_of(out)))
+
+
+def test_stale_pid_file_blocks_restart(env):
+    pid_file, out = env.path("app.pid"), env.path("hups")
+    vol = volume(env, {"app.conf": "v0\n"})
+    p = hupcount(env, pid_file, out)
+    wait_until(lambda: os.path.getsize(pid_file) > 0, 5, "the pid written")
+    make_stale(pid_file)
+    a = start(env, vol, "--action", "restart", "--pid-file", pid_file,
+              "--retry-initial", "100ms", "--retry-max", "300ms")
+    update(env, vol, {"app.conf": "v1\n"})
+    a.wait_event("retry", count=3, timeout=10)
+    fails = a.matching("action", result="failure")
+    check(fails and all("stale pid file" in e.get("error", "") for e in fails),
+          "failures should say stale pid file: %r" % fails)
+    check(p.poll() is None, "the unrelated process was terminated (exit %r)" % p.poll())
+    p.send_signal(signal.SIGTERM)
+    p.wait(10)
