@@ -573,6 +573,7 @@ static int attempt_start(struct kube_call *c)
         .body_len = c->body_len,
         .timeout_ms = k->timeout_ms,
         .ca_file = k->ca_path,
+        .whole_body = 1, /* a cut JSON reply is an error, not a reply */
     };
     int r;
 
