@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <http_parser.h>
 #include <netinet/in.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,8 @@ struct conn {
     int draining;   /* final response sent: discard input until EOF */
     int keep;       /* keep-alive decision for the current request */
     int err_status; /* limit hit in a parser callback (413) */
+    uint64_t since; /* when it began waiting for its current request, as
+                       httpd.seq at accept / at the end of the last reply */
     size_t head_len, body_len, url_len;
     char url[HTTPD_HEAD_MAX + 1];
     char whead[512];
@@ -64,7 +67,9 @@ struct httpd {
     int listener_open, spare_busy, reject_wanted, closing;
     uint64_t last_reject_log;
     struct conn *conns;
-    size_t nconns;
+    size_t nconns;  /* in the list, closing ones included */
+    size_t nlive;   /* not closing: what the limit counts */
+    uint64_t seq;   /* orders conn.since */
     void (*done)(void *);
     void *done_ud;
 };
@@ -116,6 +121,7 @@ static void conn_close(struct conn *c)
 {
     if (c->closing) return;
     c->closing = 1;
+    c->srv->nlive--;
     uv_close((uv_handle_t *)&c->tcp, conn_close_cb);
     uv_close((uv_handle_t *)&c->timer, conn_close_cb);
 }
@@ -127,8 +133,10 @@ static void timer_cb(uv_timer_t *t)
     conn_close(c);
 }
 
+/* (Re)starts the read timeout: c now waits for a (next) request. */
 static void restart_timer(struct conn *c)
 {
+    c->since = ++c->srv->seq;
     uv_timer_start(&c->timer, timer_cb, c->srv->timeout_ms, 0);
 }
 
@@ -454,6 +462,32 @@ static void reject(struct httpd *s)
     uv_close((uv_handle_t *)&s->spare, spare_close_cb);
 }
 
+/* The connection to give up when the limit is reached: the one that has
+ * waited longest for a request it has not completed (idle, or sending a
+ * partial request: a slowloris), else the oldest that is lingering after
+ * its final reply; never one whose reply is being written. NULL if all are
+ * writing. */
+static struct conn *eviction_victim(struct httpd *s)
+{
+    struct conn *idle = NULL, *lingering = NULL;
+    for (struct conn *c = s->conns; c; c = c->next) {
+        if (c->closing || c->writing) continue;
+        struct conn **best = c->draining ? &lingering : &idle;
+        if (!*best || c->since < (*best)->since) *best = c;
+    }
+    return idle ? idle : lingering;
+}
+
+/* Logs at most once per HTTPD_REJECT_LOG_MS. */
+static void log_limit(struct httpd *s, const char *what)
+{
+    uint64_t now = uv_now(s->loop);
+    if (s->last_reject_log == 0 || now - s->last_reject_log >= HTTPD_REJECT_LOG_MS) {
+        log_warn("httpd: %d connections open; %s", HTTPD_MAX_CONNS, what);
+        s->last_reject_log = now;
+    }
+}
+
 static void on_connection(uv_stream_t *server, int status)
 {
     struct httpd *s = server->data;
@@ -461,14 +495,17 @@ static void on_connection(uv_stream_t *server, int status)
         log_warn("httpd: accept failed: %s", uv_strerror(status));
         return;
     }
-    if (s->nconns >= HTTPD_MAX_CONNS) {
-        uint64_t now = uv_now(s->loop);
-        if (s->last_reject_log == 0 || now - s->last_reject_log >= HTTPD_REJECT_LOG_MS) {
-            log_warn("httpd: %d connections open; closing new ones", HTTPD_MAX_CONNS);
-            s->last_reject_log = now;
+    if (s->nlive >= HTTPD_MAX_CONNS) {
+        /* Slow or idle clients must not lock out health probes: make room
+         * by closing the one that has waited longest without a request. */
+        struct conn *victim = eviction_victim(s);
+        if (!victim) {
+            log_limit(s, "all busy answering; closing new ones");
+            reject(s);
+            return;
         }
-        reject(s);
-        return;
+        log_limit(s, "closing the one waiting longest for a request to serve new ones");
+        conn_close(victim);
     }
     struct conn *c = calloc(1, sizeof *c);
     if (!c) {
@@ -487,6 +524,7 @@ static void on_connection(uv_stream_t *server, int status)
     if (s->conns) s->conns->prev = c;
     s->conns = c;
     s->nconns++;
+    s->nlive++;
     if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
         conn_close(c);
         return;

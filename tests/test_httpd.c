@@ -667,6 +667,93 @@ static void test_connection_limit(void **state)
     assert_int_equal(f.val[4], 1);
 }
 
+/* 1 if fd has been closed by the server (EOF or reset) within ms. */
+static int closed_within(int fd, int ms)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    char c;
+    if (poll(&p, 1, ms) != 1) return 0;
+    return recv(fd, &c, 1, MSG_DONTWAIT) <= 0;
+}
+
+/* One probe as a kubelet sends it; 1 if it got exactly the /hello reply. */
+static int probe(struct fx *f)
+{
+    int fd = cli_connect(f);
+    if (fd < 0) return 0;
+    const char *r = "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    int end = 0, ok = 0;
+    if (cli_send(fd, r, strlen(r)) == 0) {
+        char *got = cli_read_all(fd, &end);
+        char *want = hello(0, 1);
+        ok = end == END_EOF && strcmp(got, want) == 0;
+        free(want);
+        free(got);
+    }
+    close(fd);
+    return ok;
+}
+
+#define LORIS 64    /* the connection limit */
+#define ROUNDS 5    /* reconnect waves */
+#define WAVE 8      /* new slow connections per wave */
+static const char partial[] = "GET /hello HTTP/1.1\r\nHost: x\r\nX-Slow: a"; /* never ends */
+
+/* Slowloris: every slot held by a connection that sends a partial request
+ * (first completing one keep-alive request, so the server has certainly
+ * accepted it), then waves of new partial connections; a probe after each
+ * must be answered, and what makes room is always the longest-waiting slow
+ * connection. */
+static void client_slowloris(struct fx *f)
+{
+    int fds[LORIS + ROUNDS * WAVE];
+    int n = 0, served = 0, order_ok = 1, probes = 0;
+    char *want = hello(1, 1);
+    for (; n < LORIS; n++) {
+        if ((fds[n] = cli_connect(f)) < 0) break;
+        if (!hello_on(fds[n], want) || cli_send(fds[n], partial, strlen(partial)) != 0) break;
+        served++;
+    }
+    free(want);
+    f->val[0] = served;
+    /* All 64 slots are taken by slow clients. A probe gets through, and the
+     * oldest slow connection is the one that was closed for it. */
+    probes += probe(f);
+    order_ok &= closed_within(fds[0], 5000);
+    for (int i = 1; i < n; i++) order_ok &= !closed_within(fds[i], 0);
+    /* Reconnecting slow clients: each wave of new partial connections, then
+     * a probe. The probe must be answered every time. */
+    int oldest = 1;
+    for (int r = 0; r < ROUNDS; r++) {
+        for (int k = 0; k < WAVE && n < (int)(sizeof fds / sizeof fds[0]); k++) {
+            if ((fds[n] = cli_connect(f)) < 0) break;
+            if (cli_send(fds[n], partial, strlen(partial)) != 0) break;
+            n++;
+        }
+        probes += probe(f);
+        /* WAVE + 1 connections came in. The previous probe's slot is free
+         * once the server has seen it end, so the WAVE (or WAVE + 1, if it
+         * had not yet) oldest slow connections went, and no younger one. */
+        for (int k = 0; k < WAVE; k++) order_ok &= closed_within(fds[oldest++], 5000);
+        if (closed_within(fds[oldest], 200)) oldest++;
+        for (int i = oldest; i < n; i++) order_ok &= !closed_within(fds[i], 0);
+    }
+    f->val[1] = probes;
+    f->val[2] = order_ok;
+    for (int i = 0; i < n; i++) close(fds[i]);
+}
+
+static void test_slowloris_cannot_lock_out_probes(void **state)
+{
+    (void)state;
+    struct fx f = {0};
+    run_on(&f, "127.0.0.1:0", 15000, client_slowloris); /* no idle timeout mid-test */
+    assert_int_equal(f.val[0], LORIS);
+    assert_int_equal(f.val[1], 1 + ROUNDS);
+    assert_int_equal(f.val[2], 1);
+    assert_int_equal(f.handler_calls, LORIS + 1 + ROUNDS);
+}
+
 static void client_reset(struct fx *f)
 {
     int fd = cli_connect(f);
@@ -821,6 +908,7 @@ int main(void)
         cmocka_unit_test(test_half_close),
         cmocka_unit_test(test_slow_client_timeout),
         cmocka_unit_test(test_connection_limit),
+        cmocka_unit_test(test_slowloris_cannot_lock_out_probes),
         cmocka_unit_test(test_client_reset_mid_write),
         cmocka_unit_test(test_ipv6_and_any),
         cmocka_unit_test(test_listen_strings),
