@@ -17,7 +17,9 @@
  * the caller frees it) and *len. On failure returns <0, leaves *buf NULL
  * and writes a one-line reason into err (errlen bytes, NUL-terminated; err
  * may be NULL when errlen is 0) that starts with "PATH: ":
- *   -errno of open/fstat/read, the real one (-ENOENT, -EACCES, -EMFILE, ...);
+ *   -errno of open/fstat/read, the real one (-ENOENT, -EACCES, -EMFILE, ...;
+ *             -EAGAIN for a "regular" procfs file that would block, such as
+ *             /proc/kmsg: the read is non-blocking too);
  *   -EISDIR   the path is a directory;
  *   -EINVAL   any other non-regular file ("PATH: is a FIFO, not a regular file");
  *   -EFBIG    the file holds more than max bytes ("PATH: larger than N bytes");

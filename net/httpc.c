@@ -24,9 +24,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "net/curl_dl.h"
+#include "base/file.h"
 #include "base/log.h"
 
 #define HTTPC_DEFAULT_TIMEOUT_MS 30000
@@ -494,6 +496,18 @@ static int setup_easy(struct httpc_xfer *x, const struct httpc_req *req, const c
     return rc == CURLE_OK ? 0 : -EIO;
 }
 
+/* 1 (and logs why) if the CA file exists but is not a regular file: libcurl
+ * would open and read it on the loop thread, and a FIFO would block it
+ * there. A missing file is left to libcurl, which reports it. */
+static int ca_file_unusable(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 || S_ISREG(st.st_mode)) return 0;
+    log_error("http request not started: the CA file %s is %s, not a regular file", path,
+              ra_file_kind(st.st_mode));
+    return 1;
+}
+
 int httpc_request(struct httpc *c, const struct httpc_req *req, httpc_done cb, void *ud,
                   struct httpc_xfer **xfer)
 {
@@ -509,6 +523,7 @@ int httpc_request(struct httpc *c, const struct httpc_req *req, httpc_done cb, v
         log_error("http request not started: %s", problem);
         return -EINVAL;
     }
+    if (req->ca_file && ca_file_unusable(req->ca_file)) return -EINVAL;
     x = calloc(1, sizeof *x);
     if (!x) return -ENOMEM;
     x->c = c;

@@ -34,7 +34,10 @@ struct httpc_req {
     const char *body;            /* may be NULL */
     size_t body_len;
     uint64_t timeout_ms;         /* whole-transfer timeout; 0 = 30 s */
-    const char *ca_file;         /* PEM bundle to verify against; NULL = system */
+    const char *ca_file;         /* PEM bundle to verify against; NULL = system.
+                                    One that is not a regular file (a FIFO
+                                    would block the loop in libcurl) makes
+                                    httpc_request fail with -EINVAL. */
     size_t max_body;             /* response body cap in bytes; 0 = 1 MiB */
     int whole_body;              /* what a body over max_body means:
                                     0 (default): the status decides; the

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -645,6 +646,44 @@ static void test_https_unverified(void **state)
     got_free(&g);
 }
 
+static void on_alarm(int sig)
+{
+    (void)sig;
+    (void)!write(2, "test_httpc: blocked on a special CA file\n", 41);
+    _exit(99);
+}
+
+/* A CA file that is a FIFO would block the loop inside libcurl (it opens
+ * and reads the file while connecting): refused up front, callback never
+ * runs. A directory is refused the same way. */
+static void test_https_ca_not_regular(void **state)
+{
+    struct t *t = *state;
+    struct got g = { 0 };
+    char fifo[300];
+    struct httpc_req req = { .method = "GET", .url = url(&g_https, "/ok") };
+
+    snprintf(fifo, sizeof fifo, "%s/ca.fifo", g_dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    signal(SIGALRM, on_alarm);
+    alarm(10);
+    req.ca_file = fifo;
+    assert_int_equal(httpc_request(t->c, &req, record, &g, NULL), -EINVAL);
+    req.ca_file = g_dir;
+    assert_int_equal(httpc_request(t->c, &req, record, &g, NULL), -EINVAL);
+    assert_int_equal(httpc_active(t->c), 0);
+    alarm(0);
+    signal(SIGALRM, SIG_DFL);
+    assert_int_equal(g.calls, 0);
+    unlink(fifo);
+    /* A regular CA file still works. */
+    req.ca_file = g_ca;
+    fetch(t, &req, &g);
+    assert_int_equal(g.ok, 1);
+    assert_int_equal(g.status, 200);
+    got_free(&g);
+}
+
 static void test_unsupported_protocol(void **state)
 {
     struct t *t = *state;
@@ -889,6 +928,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reset, setup, teardown),
         cmocka_unit_test_setup_teardown(test_https_with_ca, setup, teardown),
         cmocka_unit_test_setup_teardown(test_https_unverified, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_https_ca_not_regular, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unsupported_protocol, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
