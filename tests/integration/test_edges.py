@@ -13,10 +13,16 @@ was last written is stale (its writer died, the PID was reused): the target
 is refused with "stale pid file", retried, and never signalled. The test
 cannot force PID reuse, so it produces exactly what the agent observes: a
 pid file with an mtime in the past naming a process started after it.
+
+F9: a reload endpoint that answers 200 with a body larger than the http
+action reads (64 KiB) has reloaded: one success, no retries. A 500 with a
+big body is still a failure.
 """
 import os
+import select
 import signal
 import subprocess
+import sys
 import time
 
 from lib import TestFailure, check, http_get, wait_until
@@ -177,3 +183,44 @@ def test_stale_pid_file_blocks_restart(env):
     check(p.poll() is None, "the unrelated process was terminated (exit %r)" % p.poll())
     p.send_signal(signal.SIGTERM)
     p.wait(10)
+
+
+# ---- F9: a reload endpoint that answers 2xx with a big body ----
+
+HTTPSRV = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers", "httpsrv.py")
+
+
+def httpsrv(env):
+    """tests/helpers/httpsrv.py on a free loopback port; returns its port."""
+    p = env.spawn([sys.executable, HTTPSRV], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    r, _, _ = select.select([p.stdout], [], [], 10)
+    check(r, "httpsrv.py printed no port within 10 s")
+    return int(p.stdout.readline().decode().strip())
+
+
+def test_http_big_2xx_body_is_one_success(env):
+    port = httpsrv(env)
+    vol = volume(env, {"app.conf": "v0\n"})
+    a = start(env, vol, "--action", "http", "--http-method", "POST",
+              "--http-url", "http://127.0.0.1:%d/big?n=1048576" % port,
+              "--retry-initial", "100ms", "--retry-max", "300ms")
+    want = update(env, vol, {"app.conf": "v1\n"})
+    ok = a.wait_match("action", timeout=10, result="success")
+    check(ok["hash"] == want, "success on %r, want %s" % (ok, want))
+    a.quiet(1.0)
+    check(len(a.of("action")) == 1 and not a.of("retry"),
+          "a 200 with a 1 MiB body: actions %r, retries %r" % (a.of("action"), a.of("retry")))
+
+
+def test_http_big_5xx_body_still_fails(env):
+    port = httpsrv(env)
+    vol = volume(env, {"app.conf": "v0\n"})
+    a = start(env, vol, "--action", "http", "--http-method", "POST",
+              "--http-url", "http://127.0.0.1:%d/big?n=1048576&status=500" % port,
+              "--retry-initial", "100ms", "--retry-max", "300ms")
+    update(env, vol, {"app.conf": "v1\n"})
+    a.wait_event("retry", count=2, timeout=10)
+    fails = a.matching("action", result="failure")
+    check(fails and all("500" in e.get("error", "") for e in fails),
+          "failures should name status 500: %r" % fails)
+    check(not a.matching("action", result="success"), "a 500 counted as success")
