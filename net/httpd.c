@@ -18,12 +18,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "base/log.h"
 #include "base/addr.h"
 
 #define HTTPD_MAX_CONNS 64
+/* Pending connections the kernel queues (capped by net.core.somaxconn): deep
+ * enough that a burst of reconnecting clients does not overflow it, which
+ * would drop a probe's SYN and delay it by the 1 s SYN retransmission. */
+#define HTTPD_BACKLOG 1024
 #define HTTPD_HEAD_MAX 8192
 #define HTTPD_BODY_MAX 4096
 #define HTTPD_READ_BUF 8192
@@ -83,7 +88,7 @@ static int listen_socket(const struct sockaddr_storage *sa)
     if (fd < 0) return -errno;
     int one = 1;
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-        bind(fd, (const struct sockaddr *)sa, len) != 0 || listen(fd, 128) != 0) {
+        bind(fd, (const struct sockaddr *)sa, len) != 0 || listen(fd, HTTPD_BACKLOG) != 0) {
         int e = -errno;
         close(fd);
         return e;
@@ -488,6 +493,29 @@ static void log_limit(struct httpd *s, const char *what)
     }
 }
 
+/* Reads what the client has already sent, right at accept. libuv accepts
+ * every pending connection in one go before it reads any of them; at the
+ * limit each accept closes the longest-waiting connection, so a probe queued
+ * behind a burst of slow clients could be closed before its request, which
+ * is usually already here, was read. Answered now, it is no longer waiting
+ * (a reply being written is never closed to make room). */
+static void read_at_accept(struct conn *c)
+{
+    uv_os_fd_t fd;
+    if (uv_fileno((uv_handle_t *)&c->tcp, &fd) != 0) return;
+    ssize_t n;
+    do n = recv(fd, c->in, sizeof c->in, MSG_DONTWAIT);
+    while (n < 0 && errno == EINTR);
+    if (n == 0) {
+        conn_close(c); /* the client has already gone */
+        return;
+    }
+    if (n < 0) return; /* EAGAIN: nothing yet; errors surface on the next read */
+    c->in_off = 0;
+    c->in_len = (size_t)n;
+    conn_parse(c);
+}
+
 static void on_connection(uv_stream_t *server, int status)
 {
     struct httpd *s = server->data;
@@ -531,7 +559,8 @@ static void on_connection(uv_stream_t *server, int status)
     }
     uv_tcp_nodelay(&c->tcp, 1);
     restart_timer(c);
-    start_reading(c);
+    read_at_accept(c);
+    if (!c->closing && !c->writing) start_reading(c);
 }
 
 /* ---- public API ---- */
@@ -565,7 +594,7 @@ int httpd_start(uv_loop_t *loop, const char *listen, httpd_handler h, void *ud, 
     s->listener_open = 1;
     int rc = uv_tcp_open(&s->listener, fd);
     if (rc != 0) close(fd); /* else the handle owns fd */
-    if (rc == 0) rc = uv_listen((uv_stream_t *)&s->listener, 128, on_connection);
+    if (rc == 0) rc = uv_listen((uv_stream_t *)&s->listener, HTTPD_BACKLOG, on_connection);
     if (rc != 0) {
         /* Unexpected for a socket that already listens; the handle is then
          * freed by the next loop iteration. */
