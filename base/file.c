@@ -19,7 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define READ_CHUNK 65536
+#define READ_FIRST 4096 /* first buffer when the size is not known */
 
 const char *ra_file_kind(unsigned mode)
 {
@@ -53,11 +53,12 @@ static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
 static int read_all(int fd, const char *path, size_t max, size_t hint, char **out, size_t *outlen,
                     char *err, size_t errlen)
 {
-    size_t cap = hint < READ_CHUNK ? READ_CHUNK : hint + 1;
-    size_t len = 0;
+    size_t len = 0, cap;
     char *buf, *nb;
 
     if (max > SIZE_MAX / 4) max = SIZE_MAX / 4; /* keeps cap arithmetic exact */
+    /* st_size + 1 sees EOF in one pass; procfs files report 0 */
+    cap = hint ? hint + 1 : READ_FIRST;
     if (cap > max + 1) cap = max + 1;
     buf = malloc(cap + 1);
     if (!buf) return fail(err, errlen, -ENOMEM, "%s: out of memory", path);

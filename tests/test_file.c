@@ -2,7 +2,8 @@
  * test_file.c - ra_read_file (base/file.c) on real files: a regular file,
  * one of exactly the limit and one over it, an empty file, a missing path,
  * a directory, a FIFO without a writer (must return at once, not block),
- * a FIFO that holds data, a symlink to a FIFO, /dev/null and /dev/zero
+ * a procfs file (size 0, read as it comes), a FIFO that holds data,
+ * a symlink to a FIFO, /dev/null and /dev/zero
  * (character devices), a UNIX socket (open fails: ENXIO, the real errno)
  * and a file without read permission (EACCES; as root, which may read it,
  * the read succeeds instead).
@@ -112,7 +113,7 @@ static void test_limit(void **state)
     char path[128], *buf = NULL, err[256];
     size_t len = 0;
     path_of(path, sizeof path, "limit");
-    write_bytes(path, 'a', 200000); /* several read chunks */
+    write_bytes(path, 'a', 200000);
     assert_int_equal(ra_read_file(path, 200000, &buf, &len, err, sizeof err), 0);
     assert_int_equal(len, 200000);
     assert_int_equal(buf[199999], 'a');
@@ -120,6 +121,22 @@ static void test_limit(void **state)
     free(buf);
     expect_refused(path, 199999, -EFBIG, "larger than 199999 bytes");
     expect_refused(path, 0, -EFBIG, "larger than 0 bytes");
+}
+
+/* procfs files report size 0: the buffer grows as the bytes come. */
+static void test_unknown_size(void **state)
+{
+    (void)state;
+    char *buf = NULL, err[256];
+    size_t len = 0;
+    /* /proc/self/smaps (several KiB per mapping)
+     * is far longer than the first 4 KiB buffer */
+    assert_int_equal(ra_read_file("/proc/self/smaps", 1 << 20, &buf, &len, err, sizeof err), 0);
+    assert_true(len > 4096);
+    assert_int_equal(strlen(buf), len);
+    assert_non_null(strstr(buf, "test_file"));
+    free(buf);
+    expect_refused("/proc/self/smaps", 4096, -EFBIG, "larger than 4096 bytes");
 }
 
 static void test_missing(void **state)
@@ -235,7 +252,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_regular),     cmocka_unit_test(test_empty),
-        cmocka_unit_test(test_limit),       cmocka_unit_test(test_missing),
+        cmocka_unit_test(test_limit),       cmocka_unit_test(test_unknown_size),
+        cmocka_unit_test(test_missing),
         cmocka_unit_test(test_directory),   cmocka_unit_test(test_fifo),
         cmocka_unit_test(test_char_device), cmocka_unit_test(test_socket),
         cmocka_unit_test(test_permission),  cmocka_unit_test(test_no_err_buffer),
