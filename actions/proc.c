@@ -10,6 +10,9 @@
  */
 #include "actions/proc.h"
 
+#include "base/file.h"
+#include "base/log.h"
+
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
@@ -20,12 +23,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PROC_COMM_MAX 15          /* TASK_COMM_LEN - 1: comm is truncated to this */
 #define PROC_PARENT_STEPS 64      /* bound on the parent-chain walk */
 #define PROC_PF_KTHREAD 0x00200000u /* kernel thread flag, field 9 of stat */
+#define PROC_PID_FILE_MAX 255     /* longer is not a PID file */
 
 /* The fields of /proc/PID/stat that we use. */
 struct pstat {
@@ -130,17 +136,30 @@ static pid_t parse_pid_text(char *s)
     return v > 0 ? (pid_t)v : -EINVAL;
 }
 
-int proc_pid_file_read(const char *path, pid_t *out)
+/* Reads and parses the pid file; *st (may be NULL) gets the fstat of the
+ * descriptor the PID was read from. A file that is not a regular file or is
+ * far too long for a PID is refused with a warning naming it and why. */
+static int pid_file_read_st(const char *path, pid_t *out, struct stat *st)
 {
-    char buf[256];
-    ssize_t n = read_small(path, buf, sizeof buf);
-    if (n < 0) return (int)n;
-    if ((size_t)n == sizeof buf - 1) return -EINVAL; /* far too long for a PID */
+    char *buf, err[PATH_MAX + 128];
+    size_t len;
+    int rc = ra_read_file_st(path, PROC_PID_FILE_MAX, &buf, &len, st, err, sizeof err);
+    if (rc == -EISDIR || rc == -EINVAL || rc == -EFBIG) {
+        log_warn("pid file %s", err);
+        return -EINVAL;
+    }
+    if (rc < 0) return rc;
     pid_t pid = parse_pid_text(buf);
+    free(buf);
     if (pid < 0) return pid;
     if (pid == 1 || pid == getpid()) return -EINVAL;
     *out = pid;
     return 0;
+}
+
+int proc_pid_file_read(const char *path, pid_t *out)
+{
+    return pid_file_read_st(path, out, NULL);
 }
 
 int proc_pidfd_alive(int pidfd)
@@ -155,15 +174,50 @@ int proc_pidfd_signal(int pidfd, int sig)
     return syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0) < 0 ? -errno : 0;
 }
 
+/* The wall-clock time (ns since the epoch) at which a process with
+ * /proc/PID/stat starttime `ticks` started: the boot time (CLOCK_REALTIME
+ * minus CLOCK_BOOTTIME, which is how the kernel computes btime in
+ * /proc/stat, here without its rounding to whole seconds) plus the ticks. */
+static long long start_wall_ns(unsigned long long ticks)
+{
+    struct timespec real, boot;
+    long hz = sysconf(_SC_CLK_TCK);
+    if (hz <= 0) hz = 100;
+    clock_gettime(CLOCK_REALTIME, &real);
+    clock_gettime(CLOCK_BOOTTIME, &boot);
+    long long boot_ns = ((long long)real.tv_sec - boot.tv_sec) * 1000000000LL +
+                        (real.tv_nsec - boot.tv_nsec);
+    return boot_ns + (long long)(ticks / (unsigned long long)hz) * 1000000000LL +
+           (long long)(ticks % (unsigned long long)hz) * (1000000000LL / hz);
+}
+
+int proc_started_after(unsigned long long start_ticks, const struct timespec *mtime)
+{
+    long long written = (long long)mtime->tv_sec * 1000000000LL + mtime->tv_nsec;
+    return start_wall_ns(start_ticks) > written + PROC_PID_FILE_SLACK_NS;
+}
+
 static int find_by_pid_file(const char *path, struct proc_match *out, size_t max)
 {
     pid_t pid;
-    int rc = proc_pid_file_read(path, &pid);
+    struct stat pf;
+    int rc = pid_file_read_st(path, &pid, &pf);
     if (rc < 0) return rc;
     struct pstat st;
     int r = stat_read(pid, &st);
     if (r < 0) return r;
     if (!is_live_user_process(&st)) return -ESRCH;
+    /* A process that started after the file was last written cannot have
+     * written it: the file's writer died and its PID was reused. */
+    if (proc_started_after(st.start_time, &pf.st_mtim)) {
+        double late = (double)(start_wall_ns(st.start_time) -
+                               ((long long)pf.st_mtim.tv_sec * 1000000000LL + pf.st_mtim.tv_nsec)) /
+                      1e9;
+        log_warn("stale pid file %s: PID %d started %.2f s after the file was last written, so it "
+                 "is not the process that wrote it (the PID was reused); not signalled",
+                 path, (int)pid, late);
+        return -ESTALE;
+    }
     if (max == 0) return 0;
     out[0].pid = pid;
     out[0].start_time = st.start_time;
@@ -315,8 +369,13 @@ const char *proc_hint(int err, const struct proc_scan_info *info)
     case -ENOENT:
         return "the pid file does not exist or is empty";
     case -EINVAL:
-        return "invalid target: the pid file must hold one positive decimal PID other than 1 "
-               "and reload-agent's own, and a process name must be non-empty without '/'";
+        return "invalid target: the pid file must be a regular file holding one positive decimal "
+               "PID other than 1 and reload-agent's own, and a process name must be non-empty "
+               "without '/'";
+    case -ESTALE:
+        return "stale pid file: the process with that PID started after the file was last "
+               "written, so it is not the file's writer (its PID was reused); it is not "
+               "signalled, and the pid file is read again on the next attempt";
     case -ESRCH:
         return "the process has exited or its PID was reused; it will be looked up again";
     case -EACCES:

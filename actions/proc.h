@@ -10,12 +10,31 @@
  * Delivery uses pidfd_open + pidfd_send_signal: after opening the pidfd the
  * process identity (start time from /proc/PID/stat) is checked against the
  * one seen by the scan, so a reused PID is never signalled.
+ *
+ * A PID file can itself outlive its writer: the application dies, the file
+ * stays, and an unrelated process gets the PID. A process that started
+ * after the pid file was last modified cannot have written it, so such a
+ * target is refused as a "stale pid file" (-ESTALE) and never signalled.
+ * The rule: stale if start > mtime + PROC_PID_FILE_SLACK_NS, where start is
+ * the boot time (CLOCK_REALTIME - CLOCK_BOOTTIME, as the kernel derives
+ * btime in /proc/stat) plus starttime (field 22 of /proc/PID/stat, clock
+ * ticks since boot). The slack covers the coarse timestamps (starttime is
+ * in 10 ms ticks, file times lag by up to one kernel tick) and small steps
+ * of the wall clock between the write and the check. The pid file is read
+ * through ra_read_file (base/file.h): a FIFO, device or directory is
+ * refused (-EINVAL, with a warning naming the path and its kind) instead
+ * of blocking the loop.
  */
 #ifndef RA_PROC_H
 #define RA_PROC_H
 
 #include <stddef.h>
 #include <sys/types.h>
+#include <time.h>
+
+/* How much later than the pid file's mtime its writer may appear to have
+ * started (see above): 1 s. */
+#define PROC_PID_FILE_SLACK_NS 1000000000LL
 
 struct proc_target {
     const char *pid_file; /* used if non-NULL and non-empty */
@@ -35,9 +54,12 @@ struct proc_scan_info {
 };
 
 /* Finds targets. Returns the number of matches written to out (<= max), or
- * <0: -ENOENT (pid file missing/empty), -EINVAL (pid file malformed or
- * naming PID 1 or ourselves; empty name or a name containing '/'), -ESRCH
- * (the pid file names a process that is not running), other -errno.
+ * <0: -ENOENT (pid file missing/empty), -EINVAL (pid file not a regular
+ * file, malformed, or naming PID 1 or ourselves; empty name or a name
+ * containing '/'), -ESRCH (the pid file names a process that is not
+ * running), -ESTALE (the pid file names a process that started after the
+ * file was last written: not its writer; logged with the details), other
+ * -errno.
  * Zombies and kernel threads never match. info may be NULL; it is only
  * filled by a name scan (zeroed for a pid file). */
 int proc_find(const struct proc_target *t, struct proc_match *out, size_t max,
@@ -55,8 +77,14 @@ int proc_signal(const struct proc_match *m, int sig);
 int proc_pidfd(const struct proc_match *m);
 
 /* Reads a PID file (trimmed positive decimal; not PID 1, not ourselves).
- * Returns 0 and *pid, -ENOENT (missing or empty) or -EINVAL. */
+ * Returns 0 and *pid, -ENOENT (missing or empty), -EINVAL (malformed, or
+ * not a regular file: never blocks on a FIFO) or another -errno. */
 int proc_pid_file_read(const char *path, pid_t *pid);
+
+/* 1 if a process whose /proc/PID/stat starttime is start_ticks started
+ * more than PROC_PID_FILE_SLACK_NS after the wall-clock time mtime (so it
+ * cannot have written a file last modified then), else 0. */
+int proc_started_after(unsigned long long start_ticks, const struct timespec *mtime);
 
 /* 1 if the process a pidfd refers to is still running (not exited, not a
  * zombie), 0 if it exited, <0 on error. One poll(2), no /proc access. */

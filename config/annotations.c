@@ -12,6 +12,7 @@
 #include "config/annotations.h"
 
 #include "config/goquote.h"
+#include "base/file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -159,61 +160,18 @@ int annot_parse(const char *buf, size_t len, struct annot_set *out, char *err, s
     return 0;
 }
 
-/* Reads at most ANNOT_MAX_FILE + 1 bytes of fd into a malloc'd buffer. */
-static int read_bounded(int fd, char **data, size_t *len)
-{
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap), *nb;
-    ssize_t r;
-
-    if (!buf) return -ENOMEM;
-    for (;;) {
-        if (n == cap) {
-            if (cap > ANNOT_MAX_FILE) break;
-            cap = cap * 2 > ANNOT_MAX_FILE + 1 ? ANNOT_MAX_FILE + 1 : cap * 2;
-            nb = realloc(buf, cap);
-            if (!nb) {
-                free(buf);
-                return -ENOMEM;
-            }
-            buf = nb;
-        }
-        r = read(fd, buf + n, cap - n);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) {
-            int e = errno;
-            free(buf);
-            return -e;
-        }
-        if (r == 0) break;
-        n += (size_t)r;
-    }
-    *data = buf;
-    *len = n;
-    return 0;
-}
-
 int annot_parse_file(const char *path, struct annot_set *out, char *err, size_t errlen)
 {
     char perr[256];
     char *data = NULL;
     size_t len = 0;
-    int fd, rc;
+    int rc;
 
     out->v = NULL;
     out->n = 0;
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        rc = -errno;
-        return fail(err, errlen, rc, "%s: cannot open: %s", path, strerror(-rc));
-    }
-    rc = read_bounded(fd, &data, &len);
-    close(fd);
-    if (rc) return fail(err, errlen, rc, "%s: cannot read: %s", path, strerror(-rc));
-    if (len > ANNOT_MAX_FILE) {
-        free(data);
-        return fail(err, errlen, -EFBIG, "%s: file is larger than %d bytes", path, ANNOT_MAX_FILE);
-    }
+    /* Non-blocking and regular files only: a FIFO never stalls the loop. */
+    rc = ra_read_file(path, ANNOT_MAX_FILE, &data, &len, err, errlen);
+    if (rc) return rc;
     rc = annot_parse(data, len, out, perr, sizeof perr);
     free(data);
     if (rc) return fail(err, errlen, rc, "%s: %s", path, perr);

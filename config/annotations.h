@@ -26,8 +26,10 @@ struct annot_set {
  * -ENOMEM on allocation failure. */
 int annot_parse(const char *buf, size_t len, struct annot_set *out, char *err, size_t errlen);
 
-/* Reads and parses a file. -errno from open/read, -EFBIG for a file over
- * 1 MiB; every message starts with the path. */
+/* Reads (ra_read_file: never blocks on a FIFO or device) and parses a
+ * file. -errno from open/read, -EISDIR for a directory, -EINVAL for any
+ * other non-regular file, -EFBIG for a file over 1 MiB; every message
+ * starts with the path. */
 int annot_parse_file(const char *path, struct annot_set *out, char *err, size_t errlen);
 
 /* Returns the entry with this key, or NULL. */

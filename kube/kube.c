@@ -25,6 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/file.h"
 #include "base/log.h"
 
 #define TOKEN_MAX 16384        /* bytes; a bound service-account JWT is ~1 KiB */
@@ -76,43 +77,18 @@ static const char *nonempty(const char *s)
     return s && s[0] ? s : NULL;
 }
 
-/* Reads a small file whole, trims surrounding whitespace. Returns 0 and a
- * malloc'd string, or -errno (-EFBIG if longer than max) with err set. */
+/* Reads a small regular file whole (never blocking on a FIFO or device:
+ * base/file.h), trims surrounding whitespace. Returns 0 and a malloc'd
+ * string, or -errno (-EFBIG if longer than max, -EINVAL/-EISDIR if not a
+ * regular file) with err set. */
 static int read_trimmed(const char *path, size_t max, char **out, char *err, size_t errlen)
 {
-    char *buf = malloc(max + 2), *s;
-    size_t len = 0;
-    ssize_t n;
-    int fd, r = 0;
+    char *buf, *s;
+    size_t len;
+    int r = ra_read_file(path, max, &buf, &len, err, errlen);
 
-    if (!buf) ra_oom();
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        r = -errno;
-        snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
-        free(buf);
-        return r;
-    }
-    while (len <= max && (n = read(fd, buf + len, max + 1 - len)) != 0) {
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) {
-            r = -errno;
-            snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
-            break;
-        }
-        len += (size_t)n;
-    }
-    close(fd);
-    if (r == 0 && len > max) {
-        r = -EFBIG;
-        snprintf(err, errlen, "%s is larger than %zu bytes", path, max);
-    }
-    if (r != 0) {
-        explicit_bzero(buf, max + 2);
-        free(buf);
-        return r;
-    }
-    buf[len] = '\0';
+    if (r == -ENOMEM) ra_oom();
+    if (r != 0) return r;
     for (s = buf; is_blank(*s); s++, len--) {}
     while (len > 0 && is_blank(s[len - 1])) len--;
     memmove(buf, s, len);
@@ -580,6 +556,7 @@ static int attempt_start(struct kube_call *c)
         .body_len = c->body_len,
         .timeout_ms = k->timeout_ms,
         .ca_file = k->ca_path,
+        .whole_body = 1, /* a cut JSON reply is an error, not a reply */
     };
     int r;
 

@@ -24,9 +24,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "net/curl_dl.h"
+#include "base/file.h"
 #include "base/log.h"
 
 #define HTTPC_DEFAULT_TIMEOUT_MS 30000
@@ -49,7 +51,9 @@ struct httpc_xfer {
     void *ud;
     char *body; /* always NUL-terminated once allocated */
     size_t body_len, body_cap, max_body;
+    int whole_body; /* a body over max_body fails (else it is cut there) */
     int too_big;
+    int truncated;  /* cut at max_body: the transfer was ended on purpose */
     int no_memory;
     int completing; /* its callback is running */
     int64_t retry_after_s;
@@ -155,7 +159,10 @@ static void xfer_complete(struct httpc_xfer *x, CURLcode code)
     curl_dl.easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &res.status);
     curl_dl.easy_getinfo(x->easy, CURLINFO_TOTAL_TIME, &res.seconds);
     res.curl_code = code;
-    res.ok = code == CURLE_OK;
+    /* A body cut at max_body ends the transfer with CURLE_WRITE_ERROR (our
+     * write callback stopped it); the response itself was received. */
+    res.ok = code == CURLE_OK || (x->truncated && code == CURLE_WRITE_ERROR);
+    res.truncated = x->truncated;
     res.body = x->body ? x->body : "";
     res.body_len = x->body_len;
     res.retry_after_s = x->retry_after_s;
@@ -277,8 +284,16 @@ static size_t write_cb(char *data, size_t size, size_t nmemb, void *ud)
     size_t n = size * nmemb;
 
     if (n > x->max_body - x->body_len) {
-        x->too_big = 1;
-        return 0; /* != n: curl stops with CURLE_WRITE_ERROR */
+        if (x->whole_body) {
+            x->too_big = 1;
+            return 0; /* != n: curl stops with CURLE_WRITE_ERROR */
+        }
+        /* Keep what fits, then stop reading: the status has been received
+         * and decides; the rest of the body is never read (the connection
+         * is dropped), so an endless body costs nothing either. */
+        x->truncated = 1;
+        n = x->max_body - x->body_len;
+        if (n == 0) return 0;
     }
     if (x->body_len + n + 1 > x->body_cap) {
         size_t cap = x->body_cap ? x->body_cap : 4096;
@@ -297,7 +312,7 @@ static size_t write_cb(char *data, size_t size, size_t nmemb, void *ud)
     memcpy(x->body + x->body_len, data, n);
     x->body_len += n;
     x->body[x->body_len] = '\0';
-    return n;
+    return x->truncated ? 0 : n;
 }
 
 /* Parses a Retry-After value: delta-seconds, or an HTTP-date turned into
@@ -481,6 +496,18 @@ static int setup_easy(struct httpc_xfer *x, const struct httpc_req *req, const c
     return rc == CURLE_OK ? 0 : -EIO;
 }
 
+/* 1 (and logs why) if the CA file exists but is not a regular file: libcurl
+ * would open and read it on the loop thread, and a FIFO would block it
+ * there. A missing file is left to libcurl, which reports it. */
+static int ca_file_unusable(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 || S_ISREG(st.st_mode)) return 0;
+    log_error("http request not started: the CA file %s is %s, not a regular file", path,
+              ra_file_kind(st.st_mode));
+    return 1;
+}
+
 int httpc_request(struct httpc *c, const struct httpc_req *req, httpc_done cb, void *ud,
                   struct httpc_xfer **xfer)
 {
@@ -496,6 +523,7 @@ int httpc_request(struct httpc *c, const struct httpc_req *req, httpc_done cb, v
         log_error("http request not started: %s", problem);
         return -EINVAL;
     }
+    if (req->ca_file && ca_file_unusable(req->ca_file)) return -EINVAL;
     x = calloc(1, sizeof *x);
     if (!x) return -ENOMEM;
     x->c = c;
@@ -503,6 +531,7 @@ int httpc_request(struct httpc *c, const struct httpc_req *req, httpc_done cb, v
     x->ud = ud;
     x->retry_after_s = -1;
     x->max_body = req->max_body ? req->max_body : HTTPC_DEFAULT_MAX_BODY;
+    x->whole_body = req->whole_body;
     x->easy = curl_dl.easy_init();
     if (!x->easy) {
         free(x);

@@ -34,20 +34,36 @@ struct httpc_req {
     const char *body;            /* may be NULL */
     size_t body_len;
     uint64_t timeout_ms;         /* whole-transfer timeout; 0 = 30 s */
-    const char *ca_file;         /* PEM bundle to verify against; NULL = system */
+    const char *ca_file;         /* PEM bundle to verify against; NULL = system.
+                                    One that is not a regular file (a FIFO
+                                    would block the loop in libcurl) makes
+                                    httpc_request fail with -EINVAL. */
     size_t max_body;             /* response body cap in bytes; 0 = 1 MiB */
+    int whole_body;              /* what a body over max_body means:
+                                    0 (default): the status decides; the
+                                    first max_body bytes are kept, the rest
+                                    is not read (the connection is dropped)
+                                    and the result is ok with truncated = 1
+                                    (a reload endpoint that answers 200 with
+                                    a huge page has still reloaded).
+                                    1: the caller needs the whole body (an
+                                    API reply to parse): the transfer fails
+                                    with "response body exceeds N bytes". */
     const char *bearer_token;    /* NULL = none; else sent as "Authorization:
                                     Bearer <token>". Never logged. */
 };
 
 struct httpc_result {
-    int ok;                 /* 1 if a complete response (any status) was
-                               received within max_body */
+    int ok;                 /* 1 if a response (any status) was received:
+                               complete, or cut at max_body (truncated) when
+                               the request allowed that (whole_body 0) */
+    int truncated;          /* 1 if the body was longer than max_body and
+                               only its first max_body bytes are in body */
     long status;            /* HTTP status, 0 if none */
     int curl_code;          /* CURLcode */
     const char *error;      /* human-readable reason when !ok (curl's error
-                               buffer, or "response body exceeds N bytes");
-                               NULL when ok */
+                               buffer, or "response body exceeds N bytes"
+                               under whole_body); NULL when ok */
     const char *body;       /* response body (NUL-terminated, never NULL), valid
                                during the callback; partial when !ok */
     size_t body_len;

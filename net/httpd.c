@@ -14,15 +14,21 @@
 #include <errno.h>
 #include <http_parser.h>
 #include <netinet/in.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "base/log.h"
 #include "base/addr.h"
 
 #define HTTPD_MAX_CONNS 64
+/* Pending connections the kernel queues (capped by net.core.somaxconn): deep
+ * enough that a burst of reconnecting clients does not overflow it, which
+ * would drop a probe's SYN and delay it by the 1 s SYN retransmission. */
+#define HTTPD_BACKLOG 1024
 #define HTTPD_HEAD_MAX 8192
 #define HTTPD_BODY_MAX 4096
 #define HTTPD_READ_BUF 8192
@@ -45,6 +51,8 @@ struct conn {
     int draining;   /* final response sent: discard input until EOF */
     int keep;       /* keep-alive decision for the current request */
     int err_status; /* limit hit in a parser callback (413) */
+    uint64_t since; /* when it began waiting for its current request, as
+                       httpd.seq at accept / at the end of the last reply */
     size_t head_len, body_len, url_len;
     char url[HTTPD_HEAD_MAX + 1];
     char whead[512];
@@ -64,7 +72,9 @@ struct httpd {
     int listener_open, spare_busy, reject_wanted, closing;
     uint64_t last_reject_log;
     struct conn *conns;
-    size_t nconns;
+    size_t nconns;  /* in the list, closing ones included */
+    size_t nlive;   /* not closing: what the limit counts */
+    uint64_t seq;   /* orders conn.since */
     void (*done)(void *);
     void *done_ud;
 };
@@ -78,7 +88,7 @@ static int listen_socket(const struct sockaddr_storage *sa)
     if (fd < 0) return -errno;
     int one = 1;
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-        bind(fd, (const struct sockaddr *)sa, len) != 0 || listen(fd, 128) != 0) {
+        bind(fd, (const struct sockaddr *)sa, len) != 0 || listen(fd, HTTPD_BACKLOG) != 0) {
         int e = -errno;
         close(fd);
         return e;
@@ -116,6 +126,7 @@ static void conn_close(struct conn *c)
 {
     if (c->closing) return;
     c->closing = 1;
+    c->srv->nlive--;
     uv_close((uv_handle_t *)&c->tcp, conn_close_cb);
     uv_close((uv_handle_t *)&c->timer, conn_close_cb);
 }
@@ -127,8 +138,10 @@ static void timer_cb(uv_timer_t *t)
     conn_close(c);
 }
 
+/* (Re)starts the read timeout: c now waits for a (next) request. */
 static void restart_timer(struct conn *c)
 {
+    c->since = ++c->srv->seq;
     uv_timer_start(&c->timer, timer_cb, c->srv->timeout_ms, 0);
 }
 
@@ -454,6 +467,55 @@ static void reject(struct httpd *s)
     uv_close((uv_handle_t *)&s->spare, spare_close_cb);
 }
 
+/* The connection to give up when the limit is reached: the one that has
+ * waited longest for a request it has not completed (idle, or sending a
+ * partial request: a slowloris), else the oldest that is lingering after
+ * its final reply; never one whose reply is being written. NULL if all are
+ * writing. */
+static struct conn *eviction_victim(struct httpd *s)
+{
+    struct conn *idle = NULL, *lingering = NULL;
+    for (struct conn *c = s->conns; c; c = c->next) {
+        if (c->closing || c->writing) continue;
+        struct conn **best = c->draining ? &lingering : &idle;
+        if (!*best || c->since < (*best)->since) *best = c;
+    }
+    return idle ? idle : lingering;
+}
+
+/* Logs at most once per HTTPD_REJECT_LOG_MS. */
+static void log_limit(struct httpd *s, const char *what)
+{
+    uint64_t now = uv_now(s->loop);
+    if (s->last_reject_log == 0 || now - s->last_reject_log >= HTTPD_REJECT_LOG_MS) {
+        log_warn("httpd: %d connections open; %s", HTTPD_MAX_CONNS, what);
+        s->last_reject_log = now;
+    }
+}
+
+/* Reads what the client has already sent, right at accept. libuv accepts
+ * every pending connection in one go before it reads any of them; at the
+ * limit each accept closes the longest-waiting connection, so a probe queued
+ * behind a burst of slow clients could be closed before its request, which
+ * is usually already here, was read. Answered now, it is no longer waiting
+ * (a reply being written is never closed to make room). */
+static void read_at_accept(struct conn *c)
+{
+    uv_os_fd_t fd;
+    if (uv_fileno((uv_handle_t *)&c->tcp, &fd) != 0) return;
+    ssize_t n;
+    do n = recv(fd, c->in, sizeof c->in, MSG_DONTWAIT);
+    while (n < 0 && errno == EINTR);
+    if (n == 0) {
+        conn_close(c); /* the client has already gone */
+        return;
+    }
+    if (n < 0) return; /* EAGAIN: nothing yet; errors surface on the next read */
+    c->in_off = 0;
+    c->in_len = (size_t)n;
+    conn_parse(c);
+}
+
 static void on_connection(uv_stream_t *server, int status)
 {
     struct httpd *s = server->data;
@@ -461,14 +523,17 @@ static void on_connection(uv_stream_t *server, int status)
         log_warn("httpd: accept failed: %s", uv_strerror(status));
         return;
     }
-    if (s->nconns >= HTTPD_MAX_CONNS) {
-        uint64_t now = uv_now(s->loop);
-        if (s->last_reject_log == 0 || now - s->last_reject_log >= HTTPD_REJECT_LOG_MS) {
-            log_warn("httpd: %d connections open; closing new ones", HTTPD_MAX_CONNS);
-            s->last_reject_log = now;
+    if (s->nlive >= HTTPD_MAX_CONNS) {
+        /* Slow or idle clients must not lock out health probes: make room
+         * by closing the one that has waited longest without a request. */
+        struct conn *victim = eviction_victim(s);
+        if (!victim) {
+            log_limit(s, "all busy answering; closing new ones");
+            reject(s);
+            return;
         }
-        reject(s);
-        return;
+        log_limit(s, "closing the one waiting longest for a request to serve new ones");
+        conn_close(victim);
     }
     struct conn *c = calloc(1, sizeof *c);
     if (!c) {
@@ -487,13 +552,15 @@ static void on_connection(uv_stream_t *server, int status)
     if (s->conns) s->conns->prev = c;
     s->conns = c;
     s->nconns++;
+    s->nlive++;
     if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
         conn_close(c);
         return;
     }
     uv_tcp_nodelay(&c->tcp, 1);
     restart_timer(c);
-    start_reading(c);
+    read_at_accept(c);
+    if (!c->closing && !c->writing) start_reading(c);
 }
 
 /* ---- public API ---- */
@@ -527,7 +594,7 @@ int httpd_start(uv_loop_t *loop, const char *listen, httpd_handler h, void *ud, 
     s->listener_open = 1;
     int rc = uv_tcp_open(&s->listener, fd);
     if (rc != 0) close(fd); /* else the handle owns fd */
-    if (rc == 0) rc = uv_listen((uv_stream_t *)&s->listener, 128, on_connection);
+    if (rc == 0) rc = uv_listen((uv_stream_t *)&s->listener, HTTPD_BACKLOG, on_connection);
     if (rc != 0) {
         /* Unexpected for a socket that already listens; the handle is then
          * freed by the next loop iteration. */

@@ -12,7 +12,14 @@
  * complete request within the read timeout (default 5 s, counted from
  * accept and from the end of each response) is disconnected, and so is one
  * that does not read its response within that time; at most 64
- * connections (more are accepted and closed at once). Only GET and HEAD
+ * connections: a new one beyond that closes the connection that has waited
+ * longest for a request it has not completed (idle keep-alive, or sending a
+ * partial request: slowloris clients cannot lock out health probes), else
+ * the oldest one lingering after its final reply; only when all 64 are
+ * having their replies written is the new one closed at once. A request
+ * that has arrived by the time its connection is accepted is answered at
+ * once, so it cannot lose its slot to the connections accepted after it;
+ * the listen backlog is 1024 (capped by net.core.somaxconn). Only GET and HEAD
  * reach the handler; other methods get 405 with "Allow: GET, HEAD". HEAD
  * gets the handler's headers and Content-Length but no body.
  *

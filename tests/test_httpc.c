@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -143,6 +144,7 @@ static int group_teardown(void **state)
 struct got {
     int calls;
     int ok;
+    int truncated;
     long status;
     int curl_code;
     char error[CURL_ERROR_SIZE + 64];
@@ -239,6 +241,7 @@ static void record(void *ud, const struct httpc_result *res)
 
     g->calls++;
     g->ok = res->ok;
+    g->truncated = res->truncated;
     g->status = res->status;
     g->curl_code = res->curl_code;
     g->error_null = res->error == NULL;
@@ -498,11 +501,13 @@ static void test_retry_after_http_date(void **state)
     got_free(&g);
 }
 
-static void test_body_cap(void **state)
+/* whole_body: the caller needs the whole body; one over the cap fails. */
+static void test_body_cap_whole(void **state)
 {
     struct t *t = *state;
     struct got g = { 0 };
-    struct httpc_req req = { .method = "GET", .url = url(&g_http, "/big?n=5000"), .max_body = 1000 };
+    struct httpc_req req = { .method = "GET", .url = url(&g_http, "/big?n=5000"), .max_body = 1000,
+                             .whole_body = 1 };
     size_t i;
 
     fetch(t, &req, &g);
@@ -516,15 +521,74 @@ static void test_body_cap(void **state)
     req.url = url(&g_http, "/big?n=1000"); /* exactly at the cap */
     fetch(t, &req, &g);
     assert_int_equal(g.ok, 1);
+    assert_int_equal(g.truncated, 0);
     assert_int_equal(g.body_len, 1000);
     for (i = 0; i < g.body_len; i++) assert_int_equal(g.body[i], 'x');
     got_free(&g);
 
     memset(&g, 0, sizeof g);
-    req = (struct httpc_req){ .method = "GET", .url = url(&g_http, "/big?n=1048577") }; /* default cap 1 MiB */
+    req = (struct httpc_req){ .method = "GET", .url = url(&g_http, "/big?n=1048577"),
+                              .whole_body = 1 }; /* default cap 1 MiB */
     fetch(t, &req, &g);
     assert_int_equal(g.ok, 0);
     assert_string_equal(g.error, "response body exceeds 1048576 bytes");
+    got_free(&g);
+}
+
+/* Issue 9 F9: by default the status decides. A 200 with a 1 MiB body under a
+ * 64 KiB cap is a success carrying the first 64 KiB; a 500 with a big body
+ * is still a 500 (ok, status 500: the caller sees the failure status). */
+static void test_body_cap_truncates(void **state)
+{
+    struct t *t = *state;
+    struct got g = { 0 };
+    struct httpc_req req = { .method = "POST", .url = url(&g_http, "/big?n=1048576"),
+                             .max_body = 64 * 1024 };
+    size_t i;
+
+    fetch(t, &req, &g);
+    assert_int_equal(g.ok, 1);
+    assert_true(g.error_null);
+    assert_int_equal(g.status, 200);
+    assert_int_equal(g.truncated, 1);
+    assert_int_equal(g.body_len, 64 * 1024);
+    for (i = 0; i < g.body_len; i++) assert_int_equal(g.body[i], 'x');
+    got_free(&g);
+
+    memset(&g, 0, sizeof g);
+    req.url = url(&g_http, "/big?n=1048576&status=500");
+    fetch(t, &req, &g);
+    assert_int_equal(g.ok, 1);
+    assert_int_equal(g.status, 500);
+    assert_int_equal(g.truncated, 1);
+    assert_int_equal(g.body_len, 64 * 1024);
+    got_free(&g);
+
+    memset(&g, 0, sizeof g);
+    req.url = url(&g_http, "/big?n=65536"); /* exactly at the cap: not cut */
+    fetch(t, &req, &g);
+    assert_int_equal(g.ok, 1);
+    assert_int_equal(g.truncated, 0);
+    assert_int_equal(g.body_len, 64 * 1024);
+    got_free(&g);
+
+    /* The client is still usable: the dropped connection is not reused. */
+    memset(&g, 0, sizeof g);
+    req = (struct httpc_req){ .method = "GET", .url = url(&g_http, "/ok") };
+    fetch(t, &req, &g);
+    assert_int_equal(g.ok, 1);
+    assert_string_equal(g.body, "hello from httpsrv\n");
+    got_free(&g);
+
+    /* The same over TLS. */
+    memset(&g, 0, sizeof g);
+    req = (struct httpc_req){ .method = "GET", .url = url(&g_https, "/big?n=1048576"),
+                              .ca_file = g_ca, .max_body = 64 * 1024 };
+    fetch(t, &req, &g);
+    assert_int_equal(g.ok, 1);
+    assert_int_equal(g.status, 200);
+    assert_int_equal(g.truncated, 1);
+    assert_int_equal(g.body_len, 64 * 1024);
     got_free(&g);
 }
 
@@ -579,6 +643,44 @@ static void test_https_unverified(void **state)
     fetch(t, &req, &g);
     assert_int_equal(g.ok, 0);
     assert_int_equal(g.curl_code, CURLE_SSL_CACERT_BADFILE);
+    got_free(&g);
+}
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    (void)!write(2, "test_httpc: blocked on a special CA file\n", 41);
+    _exit(99);
+}
+
+/* A CA file that is a FIFO would block the loop inside libcurl (it opens
+ * and reads the file while connecting): refused up front, callback never
+ * runs. A directory is refused the same way. */
+static void test_https_ca_not_regular(void **state)
+{
+    struct t *t = *state;
+    struct got g = { 0 };
+    char fifo[300];
+    struct httpc_req req = { .method = "GET", .url = url(&g_https, "/ok") };
+
+    snprintf(fifo, sizeof fifo, "%s/ca.fifo", g_dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    signal(SIGALRM, on_alarm);
+    alarm(10);
+    req.ca_file = fifo;
+    assert_int_equal(httpc_request(t->c, &req, record, &g, NULL), -EINVAL);
+    req.ca_file = g_dir;
+    assert_int_equal(httpc_request(t->c, &req, record, &g, NULL), -EINVAL);
+    assert_int_equal(httpc_active(t->c), 0);
+    alarm(0);
+    signal(SIGALRM, SIG_DFL);
+    assert_int_equal(g.calls, 0);
+    unlink(fifo);
+    /* A regular CA file still works. */
+    req.ca_file = g_ca;
+    fetch(t, &req, &g);
+    assert_int_equal(g.ok, 1);
+    assert_int_equal(g.status, 200);
     got_free(&g);
 }
 
@@ -821,10 +923,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_timeout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_retry_after_seconds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_retry_after_http_date, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_body_cap, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_body_cap_whole, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_body_cap_truncates, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reset, setup, teardown),
         cmocka_unit_test_setup_teardown(test_https_with_ca, setup, teardown),
         cmocka_unit_test_setup_teardown(test_https_unverified, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_https_ca_not_regular, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unsupported_protocol, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),

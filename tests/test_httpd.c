@@ -45,6 +45,7 @@ struct fx {
     int port;
     int stopping, closed, timed_out, signalled;
     int handler_calls;
+    int blocking; /* set by /block (atomically: read by the client thread) */
     void (*client)(struct fx *);
     /* client input and results */
     const char *req[MAX_EX];
@@ -71,6 +72,10 @@ static void handler(void *ud, const struct httpd_req *req, struct httpd_resp *re
         resp->body = malloc(BIG_LEN);
         memset(resp->body, 'x', BIG_LEN);
         resp->body_len = BIG_LEN;
+    } else if (strcmp(req->path, "/block") == 0) {
+        /* holds the loop, so that connections queue up in the backlog */
+        __atomic_store_n(&f->blocking, 1, __ATOMIC_SEQ_CST);
+        usleep(300 * 1000);
     } else if (strcmp(req->path, "/badstatus") == 0) {
         resp->status = 42;
     } else if (strcmp(req->path, "/badtype") == 0) {
@@ -667,6 +672,160 @@ static void test_connection_limit(void **state)
     assert_int_equal(f.val[4], 1);
 }
 
+/* 1 if fd has been closed by the server (EOF or reset) within ms. */
+static int closed_within(int fd, int ms)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    char c;
+    if (poll(&p, 1, ms) != 1) return 0;
+    return recv(fd, &c, 1, MSG_DONTWAIT) <= 0;
+}
+
+/* One probe as a kubelet sends it; 1 if it got exactly the /hello reply. */
+static int probe(struct fx *f)
+{
+    int fd = cli_connect(f);
+    if (fd < 0) return 0;
+    const char *r = "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    int end = 0, ok = 0;
+    if (cli_send(fd, r, strlen(r)) == 0) {
+        char *got = cli_read_all(fd, &end);
+        char *want = hello(0, 1);
+        ok = end == END_EOF && strcmp(got, want) == 0;
+        free(want);
+        free(got);
+    }
+    close(fd);
+    return ok;
+}
+
+#define LORIS 64    /* the connection limit */
+#define ROUNDS 5    /* reconnect waves */
+#define WAVE 8      /* new slow connections per wave */
+static const char partial[] = "GET /hello HTTP/1.1\r\nHost: x\r\nX-Slow: a"; /* never ends */
+
+/* 1 if the connections the server closed are exactly the oldest ones:
+ * fds[0..k) closed, fds[k..n) open, with k >= n - LORIS (no more than LORIS
+ * slow connections can be open). The (n - LORIS)th oldest must close (its
+ * close is awaited, at most 5 s); the others are then checked at once. */
+static int oldest_closed(const int *fds, int n, int *closed)
+{
+    int must = n - LORIS, ok = 1, k = 0;
+    if (must > 0 && !closed[must - 1]) closed[must - 1] = closed_within(fds[must - 1], 5000);
+    for (int i = 0; i < n; i++)
+        if (!closed[i]) closed[i] = closed_within(fds[i], 0);
+    while (k < n && closed[k]) k++;
+    for (int i = k; i < n; i++) ok &= !closed[i]; /* no younger one closed */
+    return ok && k >= must;
+}
+
+/* Slowloris: every slot held by a connection that sends a partial request
+ * (first completing one keep-alive request, so the server has certainly
+ * accepted it), then waves of new partial connections; a probe after each
+ * must be answered, and what makes room is always the longest-waiting slow
+ * connections. */
+static void client_slowloris(struct fx *f)
+{
+    int fds[LORIS + ROUNDS * WAVE], closed[LORIS + ROUNDS * WAVE] = {0};
+    int n = 0, served = 0, order_ok = 1, probes = 0;
+    char *want = hello(1, 1);
+    for (; n < LORIS; n++) {
+        if ((fds[n] = cli_connect(f)) < 0) break;
+        if (!hello_on(fds[n], want) || cli_send(fds[n], partial, strlen(partial)) != 0) break;
+        served++;
+    }
+    free(want);
+    f->val[0] = served;
+    /* All 64 slots are taken by slow clients. A probe gets through, and the
+     * oldest slow connection is the one that was closed for it. */
+    probes += probe(f);
+    closed[0] = closed_within(fds[0], 5000);
+    order_ok &= closed[0] && oldest_closed(fds, n, closed);
+    /* Reconnecting slow clients: each wave of new partial connections, then
+     * a probe. The probe must be answered every time. */
+    for (int r = 0; r < ROUNDS; r++) {
+        for (int k = 0; k < WAVE && n < (int)(sizeof fds / sizeof fds[0]); k++) {
+            if ((fds[n] = cli_connect(f)) < 0) break;
+            if (cli_send(fds[n], partial, strlen(partial)) != 0) break;
+            n++;
+        }
+        probes += probe(f);
+        order_ok &= oldest_closed(fds, n, closed);
+    }
+    f->val[1] = probes;
+    f->val[2] = order_ok;
+    f->val[3] = n;
+    for (int i = 0; i < n; i++) close(fds[i]);
+}
+
+#define BURST 80 /* slow connections queued right behind a probe */
+
+/* A probe whose connection is queued right in front of a burst of slow
+ * connections: while /block holds the loop, the probe connects and sends
+ * its request, then BURST slow clients connect. The loop then accepts them
+ * all in one go, and each accept at the limit closes the longest-waiting
+ * connection; the probe's request is already there when it is accepted,
+ * so it must be answered before the burst behind it could take its slot. */
+static void client_probe_then_burst(struct fx *f)
+{
+    int fds[LORIS + BURST];
+    int n = 0, served = 0;
+    char *want = hello(1, 1);
+    for (; n < LORIS; n++) {
+        if ((fds[n] = cli_connect(f)) < 0) break;
+        if (!hello_on(fds[n], want) || cli_send(fds[n], partial, strlen(partial)) != 0) break;
+        served++;
+    }
+    free(want);
+    f->val[0] = served;
+    int bfd = cli_connect(f);
+    const char *block = "GET /block HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    if (bfd < 0 || cli_send(bfd, block, strlen(block)) != 0) return;
+    for (int i = 0; i < 500 && !__atomic_load_n(&f->blocking, __ATOMIC_SEQ_CST); i++) usleep(1000);
+    f->val[2] = __atomic_load_n(&f->blocking, __ATOMIC_SEQ_CST);
+    int pfd = cli_connect(f);
+    const char *req = "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    int sent = pfd >= 0 && cli_send(pfd, req, strlen(req)) == 0;
+    int m = n;
+    for (; m < LORIS + BURST; m++) {
+        if ((fds[m] = cli_connect(f)) < 0) break;
+        (void)!cli_send(fds[m], partial, strlen(partial));
+    }
+    f->val[3] = m - n;
+    int end = 0;
+    char *got = sent ? cli_read_all(pfd, &end) : NULL;
+    char *w = hello(0, 1);
+    f->val[1] = got && end == END_EOF && strcmp(got, w) == 0;
+    free(w);
+    free(got);
+    if (pfd >= 0) close(pfd);
+    close(bfd);
+    for (int i = 0; i < m; i++) close(fds[i]);
+}
+
+static void test_probe_ahead_of_a_burst(void **state)
+{
+    (void)state;
+    struct fx f = {0};
+    run_on(&f, "127.0.0.1:0", 15000, client_probe_then_burst);
+    assert_int_equal(f.val[0], LORIS);
+    assert_int_equal(f.val[2], 1);     /* the loop was held */
+    assert_int_equal(f.val[3], BURST); /* all queued (the backlog is deeper) */
+    assert_int_equal(f.val[1], 1);     /* the probe was answered */
+}
+
+static void test_slowloris_cannot_lock_out_probes(void **state)
+{
+    (void)state;
+    struct fx f = {0};
+    run_on(&f, "127.0.0.1:0", 15000, client_slowloris); /* no idle timeout mid-test */
+    assert_int_equal(f.val[0], LORIS);
+    assert_int_equal(f.val[1], 1 + ROUNDS);
+    assert_int_equal(f.val[2], 1);
+    assert_int_equal(f.val[3], LORIS + ROUNDS * WAVE);
+    assert_int_equal(f.handler_calls, LORIS + 1 + ROUNDS);
+}
+
 static void client_reset(struct fx *f)
 {
     int fd = cli_connect(f);
@@ -821,6 +980,8 @@ int main(void)
         cmocka_unit_test(test_half_close),
         cmocka_unit_test(test_slow_client_timeout),
         cmocka_unit_test(test_connection_limit),
+        cmocka_unit_test(test_slowloris_cannot_lock_out_probes),
+        cmocka_unit_test(test_probe_ahead_of_a_burst),
         cmocka_unit_test(test_client_reset_mid_write),
         cmocka_unit_test(test_ipv6_and_any),
         cmocka_unit_test(test_listen_strings),

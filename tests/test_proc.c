@@ -28,8 +28,10 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <linux/filter.h>
@@ -432,6 +434,84 @@ static void test_dead_process(void **state)
     assert_non_null(strstr(proc_hint(-ESRCH, NULL), "reused"));
 }
 
+/* The boot time in whole seconds, from /proc/stat's btime (proc(5)),
+ * independently of proc.c's clock arithmetic. */
+static long long boot_time_btime(void)
+{
+    FILE *f = fopen("/proc/stat", "r");
+    assert_non_null(f);
+    char line[4096];
+    long long bt = -1;
+    while (bt < 0 && fgets(line, sizeof line, f))
+        if (strncmp(line, "btime ", 6) == 0) bt = strtoll(line + 6, NULL, 10);
+    fclose(f);
+    assert_true(bt > 0);
+    return bt;
+}
+
+static void set_mtime_ns(const char *path, long long ns)
+{
+    struct timespec ts[2];
+    ts[0].tv_sec = ts[1].tv_sec = (time_t)(ns / 1000000000LL);
+    ts[0].tv_nsec = ts[1].tv_nsec = (long)(ns % 1000000000LL);
+    assert_int_equal(utimensat(AT_FDCWD, path, ts, 0), 0);
+}
+
+/* F4: the pid file's writer died and an unrelated process got its PID.
+ * Observable as a pid file last written before its PID's process started:
+ * refused as stale, however often it is asked; fine again once rewritten. */
+static void test_stale_pid_file(void **state)
+{
+    (void)state;
+    char name[32], pf[PATH_MAX], text[32];
+    snprintf(name, sizeof name, "rsp%d", (int)getpid());
+    int rd;
+    pid_t pid = start_counter(name, name, &rd);
+    snprintf(pf, sizeof pf, "%s/stale.pid", g_dir);
+    snprintf(text, sizeof text, "%d\n", (int)pid);
+    write_file(pf, text); /* written after the process started: its writer */
+    struct proc_match m[4];
+    assert_int_equal(find_file(pf, m, NULL), 1);
+    assert_int_equal(m[0].pid, pid);
+
+    /* Start time as proc(5) defines it: btime + starttime / CLK_TCK. btime is
+     * rounded down, so this is at most 1 s early. */
+    long long start_ns = boot_time_btime() * 1000000000LL +
+                         (long long)(stat_field22(pid, NULL) * 1000000000ULL /
+                                     (unsigned long long)sysconf(_SC_CLK_TCK));
+    set_mtime_ns(pf, start_ns - 2500000000LL); /* written 2.5 s before it started */
+    for (int i = 0; i < 3; i++) assert_int_equal(find_file(pf, m, NULL), -ESTALE);
+    set_mtime_ns(pf, start_ns - 30000000000LL);
+    assert_int_equal(find_file(pf, m, NULL), -ESTALE);
+    const char *h = proc_hint(-ESTALE, NULL);
+    assert_non_null(strstr(h, "stale pid file"));
+    assert_non_null(strstr(h, "not signalled"));
+
+    /* Written within the tolerance after the start (coarse clocks): still
+     * its writer. */
+    set_mtime_ns(pf, start_ns + 1000000000LL);
+    assert_int_equal(find_file(pf, m, NULL), 1);
+    /* The application rewrites its pid file: accepted again. */
+    write_file(pf, text);
+    assert_int_equal(find_file(pf, m, NULL), 1);
+    assert_int_equal(m[0].pid, pid);
+    expect_no_usr1(&m[0], rd); /* nothing was delivered on the way */
+    stop(pid, rd);
+}
+
+static void test_started_after_rule(void **state)
+{
+    (void)state;
+    unsigned long long t = stat_field22(getpid(), NULL);
+    long hz = sysconf(_SC_CLK_TCK);
+    long long start_ns = boot_time_btime() * 1000000000LL +
+                         (long long)(t * 1000000000ULL / (unsigned long long)hz);
+    struct timespec long_before = {.tv_sec = (time_t)(start_ns / 1000000000LL) - 10};
+    struct timespec after = {.tv_sec = (time_t)(start_ns / 1000000000LL) + 2};
+    assert_int_equal(proc_started_after(t, &long_before), 1);
+    assert_int_equal(proc_started_after(t, &after), 0);
+}
+
 static void test_eperm(void **state)
 {
     (void)state;
@@ -619,6 +699,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_signal_delivered),
         cmocka_unit_test(test_pid_reuse_guard),
         cmocka_unit_test(test_dead_process),
+        cmocka_unit_test(test_stale_pid_file),
+        cmocka_unit_test(test_started_after_rule),
         cmocka_unit_test(test_eperm),
         cmocka_unit_test(test_pidfd_polls_on_exit),
         cmocka_unit_test(test_enosys_fallback),

@@ -10,7 +10,7 @@ Routes (any method):
   /status/N           status N, body "status N\n"
   /slow?ms=N          sleeps N ms, then 200 "slow\n"
   /retry-after        429 with Retry-After: 3 (?in=N: an HTTP-date N s ahead)
-  /big?n=N            200 with a body of N bytes ('x')
+  /big?n=N            200 with a body of N bytes ('x'); &status=S for status S
   /echo               200, JSON {"method","path","headers","body"}
   /redirect           302 to /ok
   /barrier?id=S&n=N   answers 200 once N requests with the same id wait
@@ -70,7 +70,7 @@ class Handler(BaseHTTPRequestHandler):
                 value = "3"
             self.reply(429, b"Too many requests, please try again later.", [("Retry-After", value)])
         elif path == "/big":
-            self.reply(200, b"x" * int(query.get("n", "0")))
+            self.reply(int(query.get("status", "200")), b"x" * int(query.get("n", "0")))
         elif path == "/echo":
             doc = {
                 "method": self.command,

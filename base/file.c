@@ -1,0 +1,139 @@
+/*
+ * file.c - the bounded, non-blocking read of a small regular file
+ * (contract in file.h).
+ *
+ * open(O_NONBLOCK) returns at once even for a FIFO without a writer (where
+ * a plain open blocks until one appears) and for devices; fstat on that
+ * descriptor then decides, so a file swapped between a stat and the open
+ * cannot slip through. Only regular files are read, and never more than
+ * max + 1 bytes (the extra byte tells "exactly max" from "larger").
+ */
+#include "base/file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define READ_FIRST 4096 /* first buffer when the size is not known */
+
+const char *ra_file_kind(unsigned mode)
+{
+    switch (mode & S_IFMT) {
+    case S_IFREG: return "a regular file";
+    case S_IFDIR: return "a directory";
+    case S_IFIFO: return "a FIFO";
+    case S_IFCHR: return "a character device";
+    case S_IFBLK: return "a block device";
+    case S_IFSOCK: return "a socket";
+    case S_IFLNK: return "a symbolic link";
+    default: return "an unknown file type";
+    }
+}
+
+static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
+{
+    va_list ap;
+    if (err && errlen) {
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+/* Reads fd to EOF into a buffer of at most max + 1 bytes. */
+static int read_all(int fd, const char *path, size_t max, size_t hint, char **out, size_t *outlen,
+                    char *err, size_t errlen)
+{
+    size_t len = 0, cap;
+    char *buf, *nb;
+
+    if (max > SIZE_MAX / 4) max = SIZE_MAX / 4; /* keeps cap arithmetic exact */
+    /* st_size + 1 sees EOF in one pass; procfs files report 0 */
+    cap = hint ? hint + 1 : READ_FIRST;
+    if (cap > max + 1) cap = max + 1;
+    buf = malloc(cap + 1);
+    if (!buf) return fail(err, errlen, -ENOMEM, "%s: out of memory", path);
+    for (;;) {
+        if (len == cap) {
+            if (cap > max) break; /* read max + 1 bytes: too large */
+            size_t ncap = cap * 2 > max + 1 || cap * 2 < cap ? max + 1 : cap * 2;
+            nb = realloc(buf, ncap + 1);
+            if (!nb) {
+                free(buf);
+                return fail(err, errlen, -ENOMEM, "%s: out of memory", path);
+            }
+            buf = nb;
+            cap = ncap;
+        }
+        ssize_t r = read(fd, buf + len, cap - len);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            int e = errno;
+            explicit_bzero(buf, len);
+            free(buf);
+            if (e == EAGAIN) /* a procfs file that waits for data, like /proc/kmsg */
+                return fail(err, errlen, -e, "%s: cannot read: it would block (not an ordinary "
+                                             "file)", path);
+            return fail(err, errlen, -e, "%s: cannot read: %s", path, strerror(e));
+        }
+        if (r == 0) break;
+        len += (size_t)r;
+    }
+    if (len > max) {
+        explicit_bzero(buf, len); /* may hold a secret (a token) */
+        free(buf);
+        return fail(err, errlen, -EFBIG, "%s: larger than %zu bytes", path, max);
+    }
+    buf[len] = '\0';
+    *out = buf;
+    *outlen = len;
+    return 0;
+}
+
+int ra_read_file_st(const char *path, size_t max, char **buf, size_t *len, struct stat *st,
+                    char *err, size_t errlen)
+{
+    struct stat sb;
+    int fd, rc;
+
+    *buf = NULL;
+    *len = 0;
+    if (err && errlen) err[0] = '\0';
+    fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        int e = errno;
+        return fail(err, errlen, -e, "%s: cannot open: %s", path, strerror(e));
+    }
+    if (fstat(fd, &sb) != 0) {
+        int e = errno;
+        close(fd);
+        return fail(err, errlen, -e, "%s: cannot stat: %s", path, strerror(e));
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        return fail(err, errlen, S_ISDIR(sb.st_mode) ? -EISDIR : -EINVAL,
+                    "%s: is %s, not a regular file", path, ra_file_kind(sb.st_mode));
+    }
+    if (sb.st_size > 0 && (unsigned long long)sb.st_size > max) {
+        close(fd);
+        return fail(err, errlen, -EFBIG, "%s: larger than %zu bytes", path, max);
+    }
+    rc = read_all(fd, path, max, sb.st_size > 0 ? (size_t)sb.st_size : 0, buf, len, err, errlen);
+    close(fd);
+    if (rc == 0 && st) *st = sb;
+    return rc;
+}
+
+int ra_read_file(const char *path, size_t max, char **buf, size_t *len, char *err, size_t errlen)
+{
+    return ra_read_file_st(path, max, buf, len, NULL, err, errlen);
+}
