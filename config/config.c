@@ -14,7 +14,14 @@
 
 #include "base/addr.h"
 #include "base/log.h"
+#include "config/goquote.h"
 #include "config/value.h"
+
+/* A value Go-quoted for an error message: control characters and bytes that
+ * are not UTF-8 escaped, so no value can break the message (or the log line
+ * or stderr line that carries it); long values are cut with `..."`. */
+#define QUOTED_MAX 200
+#define QV(buf, v) (gq_quote_to((buf), sizeof(buf), (v), strlen(v)), (buf))
 
 enum opt_type { OPT_STR, OPT_LIST, OPT_DURATION, OPT_SIGNAL, OPT_BOOL, OPT_ENUM };
 
@@ -225,7 +232,8 @@ int cfg_parse_args(int argc, char **argv, struct cfg_layer *flags, int *want_hel
             return 0;
         }
         if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
-            snprintf(err, errlen, "unexpected argument \"%s\" (options start with --)", a);
+            char q[QUOTED_MAX];
+            snprintf(err, errlen, "unexpected argument %s (options start with --)", QV(q, a));
             return -EINVAL;
         }
         const char *name = a + 2, *eq = strchr(name, '=');
@@ -273,9 +281,9 @@ int cfg_layer_from_annotations(const struct annot_set *a, struct cfg_layer *l, c
         if (o->flags & OPT_REPEAT) {
             char **items;
             size_t n;
-            char why[256];
+            char why[256], q[QUOTED_MAX];
             if (val_list(a->v[k].val, &items, &n, why, sizeof why) < 0) {
-                snprintf(err, errlen, "annotation %s: invalid list \"%s\": %s", key, a->v[k].val,
+                snprintf(err, errlen, "annotation %s: invalid list %s: %s", key, QV(q, a->v[k].val),
                          why);
                 return -EINVAL;
             }
@@ -334,12 +342,13 @@ static int set_value(struct config *c, const struct opt_def *o, const char *v, e
         break;
     }
     if (rc < 0) {
+        char q[QUOTED_MAX];
         if (src == CFG_SRC_ANNOTATION)
-            snprintf(err, errlen, "invalid value for annotation %s%s: \"%s\": %s",
-                     CFG_ANNOTATION_PREFIX, o->name, v, why);
+            snprintf(err, errlen, "invalid value for annotation %s%s: %s: %s",
+                     CFG_ANNOTATION_PREFIX, o->name, QV(q, v), why);
         else
-            snprintf(err, errlen, "invalid value for --%s (%s): \"%s\": %s", o->name,
-                     src_name(src), v, why);
+            snprintf(err, errlen, "invalid value for --%s (%s): %s: %s", o->name,
+                     src_name(src), QV(q, v), why);
         return -EINVAL;
     }
     return 0;
@@ -396,10 +405,11 @@ static int check_expect_status(const struct config *c, char *err, size_t errlen)
                  ((e[1] == 'x' && e[2] == 'x') ||
                   (e[1] >= '0' && e[1] <= '9' && e[2] >= '0' && e[2] <= '9'));
         if (!ok) {
+            char q[QUOTED_MAX];
             snprintf(err, errlen,
-                     "invalid value for --http-expect-status: \"%s\": want a status code "
+                     "invalid value for --http-expect-status: %s: want a status code "
                      "100-599 or a class like 2xx",
-                     e);
+                     QV(q, e));
             return -EINVAL;
         }
     }
@@ -458,8 +468,9 @@ static int validate(struct config *c, char *err, size_t errlen)
         }
         for (size_t j = 0; j < i; j++)
             if (strcmp(c->watch.v[i], c->watch.v[j]) == 0) {
-                snprintf(err, errlen, "invalid value for --watch: \"%s\" is given twice",
-                         c->watch.v[i]);
+                char q[QUOTED_MAX];
+                snprintf(err, errlen, "invalid value for --watch: %s is given twice",
+                         QV(q, c->watch.v[i]));
                 return -EINVAL;
             }
     }

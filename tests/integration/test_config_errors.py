@@ -1,0 +1,69 @@
+"""Configuration errors at start and on live updates (issue 9 F6, F7, F8, F12):
+every bad value is refused with exit status 2 at start, and on a live
+annotations update with a config-error that keeps the last good
+configuration; an error that quotes a hostile value never forges a log line."""
+import json
+import os
+import re
+
+from lib import check, wait_until
+
+from test_engine import volume
+
+
+def annotations_text(settings):
+    """The downward-API annotations file for {flag: value}, each value
+    Go-quoted (JSON string escapes are valid Go escapes), so a value may hold
+    newlines and other control characters."""
+    return "".join("reload-agent.io/%s=%s\n" % (k, json.dumps(v)) for k, v in settings.items())
+
+# A text log line: time, level (padded to 5), then the rest.
+TEXT_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (debug|info |warn |error) \S")
+FORGED = "2026-12-03T00:00:00.000Z info  [action] forged action=exec result=success"
+FORGED_JSON = '{"time":"2026-12-03T00:00:00.000Z","level":"info","event":"action","msg":"forged"}'
+
+
+def lines_of_agent(a):
+    with a.cond:
+        return list(a.lines)
+
+
+def test_annotation_value_cannot_forge_a_log_line(env):
+    """A live annotation whose value holds a newline and then a whole log
+    line (text and JSON): each record stays one line, in both formats."""
+    vol = volume(env, {"app.conf": "v0\n"})
+    for fmt in ("text", "json"):
+        adir = volume(env, {"annotations": annotations_text({"action": "none"})}, name="podinfo-" + fmt)
+        afile = os.path.join(adir, "annotations")
+        a = env.agent(["--watch", vol, "--debounce", "50ms", "--resync", "0", "--annotations", afile,
+                       "--log-format", fmt])
+        wait_until(lambda: any("ready" in l for l in lines_of_agent(a)), 15, "the agent's ready line")
+        evil = "5x\n" + FORGED + "\n" + FORGED_JSON + "\r\n"
+        env.awsim(adir, {"annotations": annotations_text({"action": "none", "debounce": evil})})
+        wait_until(lambda: any("config-error" in l and "debounce" in l for l in lines_of_agent(a)), 10,
+                   "a config-error naming --debounce")
+        a.stop()
+        lines = lines_of_agent(a)
+        for l in lines:
+            check(not l.startswith(FORGED) and not l.startswith(FORGED_JSON),
+                  "%s format: a forged line in the log: %r" % (fmt, l))
+            if fmt == "text":
+                check(TEXT_LINE.match(l), "text format: a line that is not a log record: %r" % l)
+        if fmt == "json":
+            check(not a.bad_lines, "json format: lines that are not JSON: %r" % a.bad_lines)
+            err = a.of("config-error")[0]
+            check("debounce" in err["error"] and "5x\\n" + FORGED in err["error"],
+                  "the config-error does not quote the value Go-style: %r" % err)
+
+
+def test_start_error_is_one_line(env):
+    """The same value at start: exit 2, and stderr is the one error line."""
+    vol = volume(env, {"app.conf": "v0\n"})
+    afile = env.path("annotations")
+    with open(afile, "w") as f:
+        f.write(annotations_text({"debounce": "5x\n" + FORGED}))
+    r = env.run([env.binary, "run", "--watch", vol, "--annotations", afile], timeout=10)
+    err = r.stderr.decode(errors="replace")
+    check(r.returncode == 2, "exit status %r, want 2 (stderr %r)" % (r.returncode, err))
+    check(err.count("\n") == 1 and err.startswith("reload-agent: ") and "debounce" in err,
+          "stderr is not one error line naming the option: %r" % err)
