@@ -27,6 +27,7 @@ enum opt_type { OPT_STR, OPT_LIST, OPT_DURATION, OPT_SIGNAL, OPT_BOOL, OPT_ENUM 
 
 #define OPT_REPEAT 1u   /* flag may be repeated; values accumulate */
 #define OPT_NO_ANNOT 2u /* cannot be set by annotation */
+#define OPT_ZERO_OK 4u  /* OPT_DURATION: 0 (off / the default) is accepted besides [min, max] */
 
 struct opt_def {
     const char *name;
@@ -37,7 +38,16 @@ struct opt_def {
     unsigned flags;
     const char *metavar;
     const char *help;
+    int64_t min, max;             /* OPT_DURATION: the accepted range in ns (max > 0 always) */
 };
+
+#define NS_US INT64_C(1000)
+#define NS_MS INT64_C(1000000)
+#define NS_S INT64_C(1000000000)
+#define NS_H (3600 * NS_S)
+#define NS_DAY (24 * NS_H)
+#define RANGE(lo, hi) (lo), (hi)
+#define NO_RANGE 0, 0
 
 static const char *const ACTIONS[] = {"none", "signal", "http", "exec", "restart", "rollout", NULL};
 static const char *const LEVELS[] = {"debug", "info", "warn", "error", NULL};
@@ -49,94 +59,105 @@ static const char *const ON_START[] = {"skip", "reload", "reconcile", "auto", NU
 static const struct opt_def OPTIONS[] = {
     {"watch", OPT_LIST, NULL, F(watch), NULL, OPT_REPEAT, "PATH",
      "Directory or file to watch (repeatable). ConfigMap/Secret volume mounts, plain trees, "
-     "single files."},
+     "single files.", NO_RANGE},
     {"action", OPT_ENUM, "none", F(action), ACTIONS, 0, "ACTION",
-     "Action for changed files no --rule matches: none|signal|http|exec|restart|rollout."},
+     "Action for changed files no --rule matches: none|signal|http|exec|restart|rollout.", NO_RANGE},
     {"rule", OPT_LIST, NULL, F(rule_raw), NULL, OPT_REPEAT, "GLOB=ACTION",
      "Per-file action: the first rule whose glob matches a changed file's logical path wins "
-     "(fnmatch, '*' crosses '/'). Repeatable."},
+     "(fnmatch, '*' crosses '/'). Repeatable.", NO_RANGE},
     {"ignore", OPT_LIST, NULL, F(ignore), NULL, OPT_REPEAT, "GLOB",
      "Leave matching files out of the content entirely: they never cause a change. "
-     "Repeatable."},
+     "Repeatable.", NO_RANGE},
     {"debounce", OPT_DURATION, "200ms", F(debounce_ns), NULL, 0, "DURATION",
      "Quiet period after the last filesystem event before the content is hashed; a burst "
-     "is one evaluation. Capped at 10x the debounce (at least 1s) from the first event."},
-    {"resync", OPT_DURATION, "3m", F(resync_ns), NULL, 0, "DURATION",
-     "Rehash everything this often as a safety net (0 disables)."},
+     "is one evaluation. Capped at 10x the debounce (at least 1s) from the first event.",
+     RANGE(0, NS_H)},
+    {"resync", OPT_DURATION, "3m", F(resync_ns), NULL, OPT_ZERO_OK, "DURATION",
+     "Rehash everything this often as a safety net (0 disables).",
+     RANGE(100 * NS_MS, 30 * NS_DAY)},
     {"log-format", OPT_ENUM, "text", F(log_format), FORMATS, 0, "FORMAT",
-     "Log line format on stderr: text|json."},
+     "Log line format on stderr: text|json.", NO_RANGE},
     {"log-level", OPT_ENUM, "info", F(log_level), LEVELS, 0, "LEVEL",
-     "Minimum level logged: debug|info|warn|error."},
+     "Minimum level logged: debug|info|warn|error.", NO_RANGE},
     {"dry-run", OPT_BOOL, "false", F(dry_run), NULL, 0, "BOOL",
-     "Log the action that would run instead of running it."},
+     "Log the action that would run instead of running it.", NO_RANGE},
     {"on-start", OPT_ENUM, "auto", F(on_start), ON_START, 0, "MODE",
      "At start: skip (take the content as applied), reload (act once on the current "
-     "content), reconcile (rollout only), auto (reconcile when a rule uses rollout, else skip)."},
+     "content), reconcile (rollout only), auto (reconcile when a rule uses rollout, else skip).", NO_RANGE},
     {"signal", OPT_SIGNAL, "HUP", F(signal), NULL, 0, "SIGNAL",
-     "Signal sent by the signal action (name or number)."},
+     "Signal sent by the signal action (name or number).", NO_RANGE},
     {"process", OPT_STR, NULL, F(process), NULL, 0, "NAME",
      "Signal target: processes whose /proc/PID/comm or argv[0] basename is NAME; the "
-     "topmost match only (the nginx master, not its workers)."},
+     "topmost match only (the nginx master, not its workers).", NO_RANGE},
     {"pid-file", OPT_STR, NULL, F(pid_file), NULL, 0, "PATH",
-     "Signal target: the PID in this file (re-read before every delivery)."},
+     "Signal target: the PID in this file (re-read before every delivery).", NO_RANGE},
     {"signal-all", OPT_BOOL, "false", F(signal_all), NULL, 0, "BOOL",
-     "Signal every matching process, not only the topmost."},
+     "Signal every matching process, not only the topmost.", NO_RANGE},
     {"http-url", OPT_STR, NULL, F(http_url), NULL, 0, "URL",
-     "Reload endpoint called by the http action, e.g. http://127.0.0.1:9090/-/reload."},
+     "Reload endpoint called by the http action, e.g. http://127.0.0.1:9090/-/reload.", NO_RANGE},
     {"http-method", OPT_STR, "POST", F(http_method), NULL, 0, "METHOD",
-     "HTTP method of the reload request."},
+     "HTTP method of the reload request.", NO_RANGE},
     {"http-header", OPT_LIST, NULL, F(http_header), NULL, OPT_REPEAT, "'NAME: VALUE'",
-     "Extra request header (repeatable)."},
+     "Extra request header (repeatable).", NO_RANGE},
     {"http-expect-status", OPT_LIST, "2xx", F(http_expect_status), NULL, OPT_REPEAT, "CODES",
-     "Statuses that mean success: codes and classes like 2xx (repeatable or comma list)."},
+     "Statuses that mean success: codes and classes like 2xx (repeatable or comma list).", NO_RANGE},
     {"http-timeout", OPT_DURATION, "10s", F(http_timeout_ns), NULL, 0, "DURATION",
-     "Timeout of one reload request."},
+     "Timeout of one reload request.",
+     RANGE(NS_MS, NS_DAY)},
     {"exec-command", OPT_STR, NULL, F(exec_command), NULL, 0, "COMMAND",
      "Command run by the exec action (split into words like a shell would, no shell is "
-     "run); exit status 0 is success."},
+     "run); exit status 0 is success.", NO_RANGE},
     {"exec-timeout", OPT_DURATION, "30s", F(exec_timeout_ns), NULL, 0, "DURATION",
-     "The command is killed (SIGTERM, then SIGKILL) after this long."},
+     "The command is killed (SIGTERM, then SIGKILL) after this long (0: never).",
+     RANGE(0, NS_DAY)},
     {"kube-api", OPT_STR, NULL, F(kube_api), NULL, 0, "URL",
      "Kubernetes API server URL (default in a cluster: https://$KUBERNETES_SERVICE_HOST:"
-     "$KUBERNETES_SERVICE_PORT)."},
+     "$KUBERNETES_SERVICE_PORT).", NO_RANGE},
     {"kube-token-file", OPT_STR, NULL, F(kube_token_file), NULL, 0, "PATH",
-     "Bearer token file, re-read when it rotates (default the service-account token)."},
+     "Bearer token file, re-read when it rotates (default the service-account token).", NO_RANGE},
     {"kube-ca-file", OPT_STR, NULL, F(kube_ca_file), NULL, 0, "PATH",
-     "CA bundle that verifies the API server (default the service-account ca.crt)."},
+     "CA bundle that verifies the API server (default the service-account ca.crt).", NO_RANGE},
     {"pod-name", OPT_STR, NULL, F(pod_name), NULL, 0, "NAME",
-     "The agent's own pod (default $POD_NAME, from the downward API)."},
+     "The agent's own pod (default $POD_NAME, from the downward API).", NO_RANGE},
     {"namespace", OPT_STR, NULL, F(namespace_), NULL, 0, "NS",
-     "The pod's namespace (default $POD_NAMESPACE, then the service-account namespace file)."},
+     "The pod's namespace (default $POD_NAMESPACE, then the service-account namespace file).", NO_RANGE},
     {"hash-annotation", OPT_STR, "reload-agent.io/config-hash", F(hash_annotation), NULL, 0,
-     "KEY", "Pod-template annotation the rollout action sets to the rollout hash."},
+     "KEY", "Pod-template annotation the rollout action sets to the rollout hash.", NO_RANGE},
     {"rollout-jitter", OPT_DURATION, "5s", F(rollout_jitter_ns), NULL, 0, "DURATION",
      "Random delay before a rollout, so one replica of many patches and the others see it "
-     "done."},
+     "done.",
+     RANGE(0, NS_H)},
     {"events", OPT_BOOL, "true", F(events), NULL, 0, "BOOL",
-     "Post Kubernetes Events about reloads and rollouts (in a cluster)."},
+     "Post Kubernetes Events about reloads and rollouts (in a cluster).", NO_RANGE},
     {"restart-signal", OPT_SIGNAL, "TERM", F(restart_signal), NULL, 0, "SIGNAL",
      "Signal the restart action sends to the app's main process (found like the signal "
-     "action's target); the kubelet then restarts the container in place."},
+     "action's target); the kubelet then restarts the container in place.", NO_RANGE},
     {"restart-timeout", OPT_DURATION, "30s", F(restart_timeout_ns), NULL, 0, "DURATION",
-     "How long the restart action waits for the process to exit before reporting failure."},
+     "How long the restart action waits for the process to exit before reporting failure.",
+     RANGE(NS_MS, NS_DAY)},
     {"retry-initial", OPT_DURATION, "500ms", F(retry_initial_ns), NULL, 0, "DURATION",
-     "First retry delay after a failed action; doubles per failure, with jitter."},
+     "First retry delay after a failed action; doubles per failure, with jitter.",
+     RANGE(NS_MS, NS_DAY)},
     {"retry-max", OPT_DURATION, "30s", F(retry_max_ns), NULL, 0, "DURATION",
-     "Cap of the retry delay."},
+     "Cap of the retry delay.",
+     RANGE(NS_MS, NS_DAY)},
     {"min-interval", OPT_DURATION, "0s", F(min_interval_ns), NULL, 0, "DURATION",
-     "At most one action per this interval; changes in between are coalesced."},
-    {"sched-slice", OPT_DURATION, "100us", F(sched_slice_ns), NULL, 0, "DURATION",
+     "At most one action per this interval; changes in between are coalesced.",
+     RANGE(0, NS_DAY)},
+    {"sched-slice", OPT_DURATION, "100us", F(sched_slice_ns), NULL, OPT_ZERO_OK, "DURATION",
      "Scheduler time slice the agent asks for (Linux 6.12+): a short one lets a change "
      "preempt other work on the CPU at once instead of waiting behind it; the agent's "
-     "share of the CPU is unchanged. 0 keeps the kernel default."},
+     "share of the CPU is unchanged. The kernel accepts 100us to 100ms; 0 keeps the "
+     "kernel default.",
+     RANGE(100 * NS_US, 100 * NS_MS)},
     {"listen", OPT_STR, NULL, F(listen), NULL, 0, "ADDR:PORT",
      "Serve /healthz, /readyz, /metrics and /status here, e.g. 127.0.0.1:9091 "
-     "(default: no server)."},
+     "(default: no server).", NO_RANGE},
     {"annotations", OPT_STR, NULL, F(annotations), NULL, OPT_NO_ANNOT, "FILE",
      "Downward-API annotations file to read reload-agent.io/<flag> settings from, watched "
-     "for live changes (default " CFG_DEFAULT_ANNOTATIONS_FILE " when it exists; \"\" for none)."},
+     "for live changes (default " CFG_DEFAULT_ANNOTATIONS_FILE " when it exists; \"\" for none).", NO_RANGE},
     {"print-config", OPT_BOOL, "false", F(print_config), NULL, OPT_NO_ANNOT, "",
-     "Print the effective configuration with the source of each value, then exit."},
+     "Print the effective configuration with the source of each value, then exit.", NO_RANGE},
 };
 
 #define NOPTS (sizeof OPTIONS / sizeof OPTIONS[0])
@@ -304,6 +325,31 @@ static const char *src_name(enum cfg_source s)
     return s == CFG_SRC_FLAG ? "flag" : s == CFG_SRC_ANNOTATION ? "annotation" : "default";
 }
 
+/* A duration the way a person types it: Go's form without the zero minutes
+ * and seconds Go adds to whole hours ("1h", "720h", "1m", "1m30s"), "us"
+ * for micro, "0" for zero. */
+static void short_duration(int64_t ns, char *out, size_t n)
+{
+    char go[32];
+    val_format_duration(ns, go, sizeof go);
+    char *mu = strstr(go, "\xc2\xb5s");
+    if (mu) memcpy(mu, "us", 3);
+    if (ns == 0) strcpy(go, "0");
+    snprintf(out, n, "%s", go);
+    size_t l = strlen(out);
+    if (l > 3 && strcmp(out + l - 3, "m0s") == 0) out[l -= 2] = '\0';
+    if (l > 3 && strcmp(out + l - 3, "h0m") == 0) out[l -= 2] = '\0';
+}
+
+/* The accepted range of a duration option, e.g. "0 (off) or 100ms to 720h". */
+static void range_text(const struct opt_def *o, char *out, size_t n)
+{
+    char lo[32], hi[32];
+    short_duration(o->min, lo, sizeof lo);
+    short_duration(o->max, hi, sizeof hi);
+    snprintf(out, n, "%s%s to %s", o->flags & OPT_ZERO_OK ? "0 or " : "", lo, hi);
+}
+
 /* Parses one raw value of option o into the config field. */
 static int set_value(struct config *c, const struct opt_def *o, const char *v, enum cfg_source src,
                      char *err, size_t errlen)
@@ -316,9 +362,18 @@ static int set_value(struct config *c, const struct opt_def *o, const char *v, e
         free(*(char **)field);
         *(char **)field = ra_strdup(v);
         break;
-    case OPT_DURATION:
-        rc = val_duration(v, (int64_t *)field, why, sizeof why);
+    case OPT_DURATION: {
+        int64_t ns;
+        rc = val_duration(v, &ns, why, sizeof why);
+        if (rc == 0 && !(ns == 0 && (o->flags & OPT_ZERO_OK)) && (ns < o->min || ns > o->max)) {
+            char range[96];
+            range_text(o, range, sizeof range);
+            snprintf(why, sizeof why, "out of range: --%s takes %s", o->name, range);
+            rc = -EINVAL;
+        }
+        if (rc == 0) *(int64_t *)field = ns;
         break;
+    }
     case OPT_SIGNAL:
         rc = val_signal(v, (int *)field, why, sizeof why);
         break;
@@ -579,7 +634,13 @@ void cfg_print_help(FILE *f)
         char head[64];
         snprintf(head, sizeof head, "--%s%s%s", o->name, o->metavar[0] ? " " : "", o->metavar);
         fprintf(f, "  %-26s %s", head, o->help);
-        if (o->def) fprintf(f, " (default %s)", o->def);
+        if (o->def) fprintf(f, " (default %s", o->def);
+        if (o->type == OPT_DURATION) {
+            char range[96];
+            range_text(o, range, sizeof range);
+            fprintf(f, "%srange %s", o->def ? "; " : " (", range);
+        }
+        if (o->def || o->type == OPT_DURATION) fputc(')', f);
         fputc('\n', f);
     }
     fprintf(f, "\nEvery option except --annotations and --print-config can also be set with the "

@@ -213,7 +213,8 @@ static void test_help_lists_every_option(void **state)
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         if (!strstr(h, names[i])) fail_msg("--help lacks %s", names[i]);
     }
-    assert_non_null(strstr(h, "(default 200ms)"));
+    assert_non_null(strstr(h, "(default 200ms; range 0 to 1h)"));
+    assert_non_null(strstr(h, "(default 100us; range 0 or 100us to 100ms)"));
     free(h);
 }
 
@@ -243,6 +244,90 @@ static void test_print_config_shows_sources(void **state)
     free(p);
 }
 
+/* Builds defaults < the flags in argv (NULL-terminated); returns cfg_build's
+ * result, the message in f->err. */
+static int build_args(struct fixture *f, const char *const *argv)
+{
+    struct cfg_layer l;
+    int help, argc = 0, rc;
+    while (argv[argc]) argc++;
+    assert_int_equal(cfg_layer_init(&l, CFG_SRC_FLAG), 0);
+    assert_int_equal(cfg_parse_args(argc, (char **)argv, &l, &help, f->err, sizeof f->err), 0);
+    rc = cfg_build(&l, NULL, &f->cfg, f->err, sizeof f->err);
+    if (rc == 0) cfg_free(&f->cfg);
+    memset(&f->cfg, 0, sizeof f->cfg);
+    cfg_layer_free(&l);
+    return rc;
+}
+
+/* The documented range of every duration option (README flags table). */
+static const struct {
+    const char *name, *min, *max, *below, *above, *range;
+    int zero_ok;
+} RANGES[] = {
+    {"debounce", "0", "1h", NULL, "1h0m0.000000001s", "0 to 1h", 0},
+    {"resync", "100ms", "720h", "99ms", "720h1ns", "0 or 100ms to 720h", 1},
+    {"http-timeout", "1ms", "24h", "999us", "24h1ns", "1ms to 24h", 0},
+    {"exec-timeout", "0", "24h", NULL, "24h1ns", "0 to 24h", 0},
+    {"rollout-jitter", "0", "1h", NULL, "1h1ns", "0 to 1h", 0},
+    {"restart-timeout", "1ms", "24h", "999999ns", "24h1ns", "1ms to 24h", 0},
+    {"retry-initial", "1ms", "24h", "0", "24h1ns", "1ms to 24h", 0},
+    {"retry-max", "1ms", "24h", "0", "24h1ns", "1ms to 24h", 0},
+    {"min-interval", "0", "24h", NULL, "24h1ns", "0 to 24h", 0},
+    {"sched-slice", "100us", "100ms", "99us", "100ms1ns", "0 or 100us to 100ms", 1},
+};
+
+/* Issue 9 F6: the largest duration Go accepts passed every option and
+ * overflowed the ns->ms conversions. Each duration option now has a range;
+ * values outside it are an error naming the option and the range. */
+static void test_duration_ranges(void **state)
+{
+    struct fixture *f = *state;
+    for (size_t i = 0; i < sizeof RANGES / sizeof RANGES[0]; i++) {
+        char opt[64], want[128];
+        snprintf(opt, sizeof opt, "--%s", RANGES[i].name);
+        snprintf(want, sizeof want, "out of range: %s takes %s", opt, RANGES[i].range);
+        /* retry-initial <= retry-max is checked too: keep the other one wide. */
+        const char *other = strcmp(RANGES[i].name, "retry-initial") == 0 ? "--retry-max" : "--retry-initial";
+        const char *other_val = other[8] == 'm' ? "24h" : "1ms";
+        const char *huge[] = {opt, "2562047h47m16.854775807s", NULL};
+        if (build_args(f, huge) != -22 || !strstr(f->err, want) || !strstr(f->err, "2562047h"))
+            fail_msg("%s 2562047h47m16.854775807s: %s", opt, f->err);
+        const char *above[] = {opt, RANGES[i].above, NULL};
+        if (build_args(f, above) != -22 || !strstr(f->err, want))
+            fail_msg("%s %s: %s", opt, RANGES[i].above, f->err);
+        const char *lo[] = {opt, RANGES[i].min, other, other_val, NULL};
+        const char *hi[] = {opt, RANGES[i].max, other, other_val, NULL};
+        if (build_args(f, lo) != 0) fail_msg("%s %s refused: %s", opt, RANGES[i].min, f->err);
+        if (build_args(f, hi) != 0) fail_msg("%s %s refused: %s", opt, RANGES[i].max, f->err);
+        if (RANGES[i].below) {
+            const char *below[] = {opt, RANGES[i].below, other, other_val, NULL};
+            if (build_args(f, below) != -22 || !strstr(f->err, opt))
+                fail_msg("%s %s: %s", opt, RANGES[i].below, f->err);
+        }
+        if (RANGES[i].zero_ok) {
+            const char *zero[] = {opt, "0", NULL};
+            if (build_args(f, zero) != 0) fail_msg("%s 0 refused: %s", opt, f->err);
+        }
+    }
+}
+
+/* --sched-slice 1h was accepted; the kernel takes 0.1 to 100 ms. From an
+ * annotation too (a live update), naming the annotation and the range. */
+static void test_sched_slice_range(void **state)
+{
+    struct fixture *f = *state;
+    const char *h[] = {"--sched-slice", "1h", NULL};
+    assert_int_equal(build_args(f, h), -22);
+    assert_non_null(strstr(f->err, "--sched-slice"));
+    assert_non_null(strstr(f->err, "100us to 100ms"));
+    assert_int_equal(annots(f, "reload-agent.io/sched-slice=\"1h\""), 0);
+    assert_int_equal(cfg_build(NULL, &f->annots, &f->cfg, f->err, sizeof f->err), -22);
+    assert_non_null(strstr(f->err, "annotation reload-agent.io/sched-slice: \"1h\": out of range"));
+    const char *ok[] = {"--sched-slice", "2ms", NULL};
+    assert_int_equal(build_args(f, ok), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -258,6 +343,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_duplicate_watch_rejected, setup, teardown),
         cmocka_unit_test_setup_teardown(test_help_lists_every_option, setup, teardown),
         cmocka_unit_test_setup_teardown(test_print_config_shows_sources, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_duration_ranges, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sched_slice_range, setup, teardown),
     };
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }

@@ -67,3 +67,41 @@ def test_start_error_is_one_line(env):
     check(r.returncode == 2, "exit status %r, want 2 (stderr %r)" % (r.returncode, err))
     check(err.count("\n") == 1 and err.startswith("reload-agent: ") and "debounce" in err,
           "stderr is not one error line naming the option: %r" % err)
+
+
+HUGE = "2562047h47m16.854775807s"  # the largest duration Go (and val_duration) accepts
+DURATIONS = ["debounce", "resync", "http-timeout", "exec-timeout", "rollout-jitter",
+             "restart-timeout", "retry-initial", "retry-max", "min-interval", "sched-slice"]
+
+
+def test_out_of_range_duration_refused_at_start(env):
+    """Issue 9 F6: the largest duration overflowed the ns->ms conversions
+    (UBSan died); --sched-slice took 1h. Exit 2, naming option and range."""
+    vol = volume(env, {"app.conf": "v0\n"})
+    cases = [(opt, HUGE) for opt in DURATIONS] + [("sched-slice", "1h"), ("resync", "1ms")]
+    for opt, val in cases:
+        r = env.run([env.binary, "run", "--watch", vol, "--" + opt, val], timeout=5)
+        err = r.stderr.decode(errors="replace")
+        check(r.returncode == 2, "--%s %s: exit status %r, want 2 (stderr %r)" % (opt, val, r.returncode, err))
+        check("--%s" % opt in err and "out of range" in err and " to " in err,
+              "--%s %s: stderr does not name the option and its range: %r" % (opt, val, err))
+
+
+def test_out_of_range_duration_refused_live(env):
+    """The same values from the annotations file while running: config-error,
+    and the last good configuration (debounce 50ms) stays in force."""
+    vol = volume(env, {"app.conf": "v0\n"})
+    adir = volume(env, {"annotations": annotations_text({"action": "none"})}, name="podinfo")
+    a = env.agent(["--watch", vol, "--debounce", "50ms", "--resync", "0", "--action", "none",
+                   "--annotations", os.path.join(adir, "annotations")])
+    a.wait_event("ready", timeout=15)
+    bad = [("debounce", HUGE), ("sched-slice", "1h"), ("retry-max", HUGE)]
+    for i, (opt, val) in enumerate(bad):
+        env.awsim(adir, {"annotations": annotations_text({"action": "none", opt: val})})
+        err = a.wait_event("config-error", count=i + 1)[i].get("error", "")
+        check("reload-agent.io/" + opt in err and "out of range" in err,
+              "config-error %r does not name %s and its range" % (err, opt))
+    check(not a.of("config"), "an out-of-range value was applied: %r" % a.of("config"))
+    env.awsim(vol, {"app.conf": "v1\n"})
+    h = env.hash_of(vol)
+    a.wait_match("action", timeout=5, hash=h, action="none", result="success")
