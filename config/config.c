@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "actions/exec.h"
 #include "base/addr.h"
 #include "base/log.h"
 #include "config/goquote.h"
@@ -39,6 +40,8 @@ struct opt_def {
     const char *metavar;
     const char *help;
     int64_t min, max;             /* OPT_DURATION: the accepted range in ns (max > 0 always) */
+    /* OPT_STR: judges a value; 0, or -EINVAL with the reason in why. */
+    int (*check)(const char *v, char *why, size_t n);
 };
 
 #define NS_US INT64_C(1000)
@@ -46,8 +49,27 @@ struct opt_def {
 #define NS_S INT64_C(1000000000)
 #define NS_H (3600 * NS_S)
 #define NS_DAY (24 * NS_H)
-#define RANGE(lo, hi) (lo), (hi)
-#define NO_RANGE 0, 0
+#define RANGE(lo, hi) (lo), (hi), NULL
+#define NO_RANGE 0, 0, NULL
+#define CHECKED(fn) 0, 0, (fn)
+
+/* --exec-command: must split into words the way the exec action will split
+ * it (an unterminated quote or a trailing backslash would fail every
+ * attempt). "" means unset. */
+static int check_command(const char *v, char *why, size_t n)
+{
+    char **argv;
+    const char *reason = NULL;
+    if (!*v) return 0;
+    int rc = exec_split_err(v, &argv, &reason);
+    if (rc == -ENOMEM) ra_oom();
+    if (rc < 0) {
+        snprintf(why, n, "%s (the command is split into words like a shell would)", reason);
+        return -EINVAL;
+    }
+    exec_argv_free(argv);
+    return 0;
+}
 
 static const char *const ACTIONS[] = {"none", "signal", "http", "exec", "restart", "rollout", NULL};
 static const char *const LEVELS[] = {"debug", "info", "warn", "error", NULL};
@@ -106,7 +128,7 @@ static const struct opt_def OPTIONS[] = {
      RANGE(NS_MS, NS_DAY)},
     {"exec-command", OPT_STR, NULL, F(exec_command), NULL, 0, "COMMAND",
      "Command run by the exec action (split into words like a shell would, no shell is "
-     "run); exit status 0 is success.", NO_RANGE},
+     "run); exit status 0 is success.", CHECKED(check_command)},
     {"exec-timeout", OPT_DURATION, "30s", F(exec_timeout_ns), NULL, 0, "DURATION",
      "The command is killed (SIGTERM, then SIGKILL) after this long (0: never).",
      RANGE(0, NS_DAY)},
@@ -122,7 +144,7 @@ static const struct opt_def OPTIONS[] = {
     {"namespace", OPT_STR, NULL, F(namespace_), NULL, 0, "NS",
      "The pod's namespace (default $POD_NAMESPACE, then the service-account namespace file).", NO_RANGE},
     {"hash-annotation", OPT_STR, "reload-agent.io/config-hash", F(hash_annotation), NULL, 0,
-     "KEY", "Pod-template annotation the rollout action sets to the rollout hash.", NO_RANGE},
+     "KEY", "Pod-template annotation the rollout action sets to the rollout hash.", CHECKED(val_annotation_key)},
     {"rollout-jitter", OPT_DURATION, "5s", F(rollout_jitter_ns), NULL, 0, "DURATION",
      "Random delay before a rollout, so one replica of many patches and the others see it "
      "done.",
@@ -359,6 +381,7 @@ static int set_value(struct config *c, const struct opt_def *o, const char *v, e
     int rc = 0;
     switch (o->type) {
     case OPT_STR:
+        if (o->check && (rc = o->check(v, why, sizeof why)) < 0) break;
         free(*(char **)field);
         *(char **)field = ra_strdup(v);
         break;

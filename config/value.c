@@ -419,3 +419,57 @@ int val_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out, char *err
 range:
     return fail(err, errlen, "number %s out of range %" PRIu64 "..%" PRIu64, q, min, max);
 }
+
+/* ---- annotation keys --------------------------------------------------- */
+
+static int is_alnum(char c)
+{
+    return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+/* DNS-1123 subdomain, compared lower-cased (ValidateAnnotations lowers the
+ * key): labels of [a-z0-9-] that start and end alphanumeric, joined by '.'. */
+static const char *subdomain_error(const char *s, size_t n)
+{
+    size_t k, label = 0;
+
+    if (n > 253) return "its prefix is longer than 253 characters";
+    for (k = 0; k < n; k++) {
+        char c = s[k];
+        if (c == '.') {
+            if (label == 0 || s[k - 1] == '-') return "its prefix is not a DNS subdomain (example.com)";
+            label = 0;
+        } else if (is_alnum(c) || (c == '-' && label > 0)) {
+            label++;
+        } else {
+            return "its prefix is not a DNS subdomain (example.com)";
+        }
+    }
+    if (label == 0 || s[n - 1] == '-') return "its prefix is not a DNS subdomain (example.com)";
+    return NULL;
+}
+
+int val_annotation_key(const char *s, char *err, size_t errlen)
+{
+    char q[QUOTED_MAX];
+    const char *slash, *name, *why = NULL;
+    size_t n, k;
+
+    if (!s || !*s) return fail(err, errlen, "empty annotation key");
+    gq_quote_to(q, sizeof q, s, strlen(s));
+    slash = strchr(s, '/');
+    name = slash ? slash + 1 : s;
+    if (slash && strchr(name, '/')) why = "it holds more than one '/'";
+    else if (slash && slash == s) why = "the prefix before '/' is empty";
+    else if (slash) why = subdomain_error(s, (size_t)(slash - s));
+    n = strlen(name);
+    if (!why && n == 0) why = "the name after '/' is empty";
+    else if (!why && n > 63) why = "its name part is longer than 63 characters";
+    for (k = 0; !why && k < n; k++)
+        if (!(is_alnum(name[k]) || ((name[k] == '-' || name[k] == '_' || name[k] == '.') && k > 0 && k + 1 < n)))
+            why = "its name must be [-_.A-Za-z0-9], starting and ending with a letter or digit";
+    if (why)
+        return fail(err, errlen, "invalid annotation key %s: %s ([prefix/]name, like reload-agent.io/config-hash)",
+                    q, why);
+    return 0;
+}

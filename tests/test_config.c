@@ -328,6 +328,46 @@ static void test_sched_slice_range(void **state)
     assert_int_equal(build_args(f, ok), 0);
 }
 
+/* Issue 9 F7: an --exec-command that cannot be split, or a --hash-annotation
+ * that is no annotation key, was accepted and failed every attempt. Refused
+ * now, from a flag and from an annotation, with the reason. */
+static void test_exec_command_and_hash_annotation_judged(void **state)
+{
+    struct fixture *f = *state;
+    const struct {
+        const char *opt, *val, *why;
+    } bad[] = {
+        {"--exec-command", "sh -c \"echo hi", "unterminated double quote"},
+        {"--exec-command", "sh -c 'echo hi", "unterminated single quote"},
+        {"--exec-command", "kill -HUP 1 \\", "trailing backslash"},
+        {"--exec-command", "   ", "empty command"},
+        {"--hash-annotation", "example.com/a/b", "more than one '/'"},
+        {"--hash-annotation", "bad key", "[-_.A-Za-z0-9]"},
+        {"--hash-annotation", "", "empty annotation key"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *argv[] = {bad[i].opt, bad[i].val, NULL};
+        if (build_args(f, argv) != -22 || !strstr(f->err, bad[i].opt) || !strstr(f->err, bad[i].why))
+            fail_msg("%s '%s': %s", bad[i].opt, bad[i].val, f->err);
+    }
+    const char *ok[] = {"--exec-command", "sh -c 'nginx -s reload'", "--hash-annotation",
+                        "example.com/config-hash", "--action", "exec", NULL};
+    assert_int_equal(build_args(f, ok), 0);
+    const char *unset[] = {"--exec-command", "", NULL};
+    assert_int_equal(build_args(f, unset), 0);
+    assert_int_equal(annots(f, "reload-agent.io/exec-command=\"echo 'x\"\n"
+                               "reload-agent.io/hash-annotation=\"a/b\""),
+                     0);
+    assert_int_equal(cfg_build(NULL, &f->annots, &f->cfg, f->err, sizeof f->err), -22);
+    assert_non_null(strstr(f->err, "annotation reload-agent.io/exec-command"));
+    assert_non_null(strstr(f->err, "unterminated single quote"));
+    cfg_layer_free(&f->annots);
+    assert_int_equal(cfg_layer_init(&f->annots, CFG_SRC_ANNOTATION), 0);
+    assert_int_equal(annots(f, "reload-agent.io/hash-annotation=\"a/b/\""), 0);
+    assert_int_equal(cfg_build(NULL, &f->annots, &f->cfg, f->err, sizeof f->err), -22);
+    assert_non_null(strstr(f->err, "annotation reload-agent.io/hash-annotation"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -345,6 +385,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_print_config_shows_sources, setup, teardown),
         cmocka_unit_test_setup_teardown(test_duration_ranges, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sched_slice_range, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_exec_command_and_hash_annotation_judged, setup, teardown),
     };
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }

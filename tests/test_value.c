@@ -366,6 +366,56 @@ static void test_uint(void **state)
     expect_bad_uint("1.5", 0, 10, "invalid unsigned integer");
 }
 
+/* Kubernetes annotation keys (IsQualifiedName of the lower-cased key). */
+static void test_annotation_key(void **state)
+{
+    (void)state;
+    char n63[64], n64[65], p253[300], p254[300], err[300];
+    memset(n63, 'a', 63);
+    n63[63] = '\0';
+    memset(n64, 'a', 64);
+    n64[64] = '\0';
+    /* prefix of 253: labels "aaa...a" of 63 joined by '.' (63*4+3 = 255: trim) */
+    snprintf(p253, sizeof p253, "%.63s.%.63s.%.63s.%.61s/x", n63, n63, n63, n63);
+    snprintf(p254, sizeof p254, "%.63s.%.63s.%.63s.%.62s/x", n63, n63, n63, n63);
+    const char *good[] = {"reload-agent.io/config-hash", "example.com/x", "hash", "a", "A_b.c-D",
+                          "Example.COM/Hash", "a-b.c0/z9", n63, p253, "x/y", "1/2"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        int rc = val_annotation_key(good[i], err, sizeof err);
+        if (rc) print_error("%s: %s\n", good[i], err);
+        assert_int_equal(rc, 0);
+    }
+    const struct {
+        const char *key, *why;
+    } bad[] = {
+        {"", "empty annotation key"},
+        {"a/b/c", "more than one '/'"},
+        {"/x", "prefix before '/' is empty"},
+        {"example.com/", "name after '/' is empty"},
+        {n64, "longer than 63"},
+        {p254, "longer than 253"},
+        {"-x", "starting and ending"},
+        {"x-", "starting and ending"},
+        {"x y", "[-_.A-Za-z0-9]"},
+        {"x\ny", "[-_.A-Za-z0-9]"},
+        {"_x", "starting and ending"},
+        {"exa_mple.com/x", "not a DNS subdomain"},
+        {"-example.com/x", "not a DNS subdomain"},
+        {"example-.com/x", "not a DNS subdomain"},
+        {"example..com/x", "not a DNS subdomain"},
+        {".example.com/x", "not a DNS subdomain"},
+        {"example.com./x", "not a DNS subdomain"},
+        {"caf\xc3\xa9/x", "not a DNS subdomain"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = '\0';
+        assert_int_equal(val_annotation_key(bad[i].key, err, sizeof err), -EINVAL);
+        if (!strstr(err, bad[i].why)) print_error("%s: got %s, want %s\n", bad[i].key, err, bad[i].why);
+        assert_non_null(strstr(err, bad[i].why));
+        assert_null(strchr(err, '\n')); /* the key is quoted, escapes and all */
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -374,6 +424,7 @@ int main(void)
         cmocka_unit_test(test_signal_names),    cmocka_unit_test(test_signal_invalid),
         cmocka_unit_test(test_signal_name),     cmocka_unit_test(test_bool),
         cmocka_unit_test(test_list),            cmocka_unit_test(test_uint),
+        cmocka_unit_test(test_annotation_key),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

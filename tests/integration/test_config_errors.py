@@ -105,3 +105,46 @@ def test_out_of_range_duration_refused_live(env):
     env.awsim(vol, {"app.conf": "v1\n"})
     h = env.hash_of(vol)
     a.wait_match("action", timeout=5, hash=h, action="none", result="success")
+
+
+# Issue 9 F7: values that were accepted, then failed on every attempt.
+BAD_VALUES = [
+    ("exec-command", 'sh -c "echo unterminated', "unterminated double quote"),
+    ("exec-command", "kill -HUP 1 \\", "trailing backslash"),
+    ("hash-annotation", "example.com/config/hash", "annotation key"),
+    ("hash-annotation", "-config-hash", "annotation key"),
+]
+
+
+def test_unusable_values_refused_at_start(env):
+    vol = volume(env, {"app.conf": "v0\n"})
+    for opt, val, why in BAD_VALUES:
+        r = env.run([env.binary, "run", "--watch", vol, "--action", "exec", "--exec-command", "true",
+                     "--" + opt, val], timeout=5)
+        err = r.stderr.decode(errors="replace")
+        check(r.returncode == 2, "--%s %r: exit status %r, want 2 (stderr %r)" % (opt, val, r.returncode, err))
+        check("--" + opt in err and why in err, "--%s %r: stderr %r lacks the option or %r" % (opt, val, err, why))
+
+
+def test_unusable_values_refused_live(env):
+    """Live: config-error with the reason, and the last good configuration
+    (exec of a command that works) keeps running on every change."""
+    runs = env.path("runs")
+    good = {"action": "exec", "exec-command": 'sh -c "echo $$ >> %s"' % runs}
+    vol = volume(env, {"app.conf": "v0\n"})
+    adir = volume(env, {"annotations": annotations_text(good)}, name="podinfo")
+    a = env.agent(["--watch", vol, "--debounce", "50ms", "--resync", "0",
+                   "--annotations", os.path.join(adir, "annotations")])
+    a.wait_event("ready", timeout=15)
+    for i, (opt, val, why) in enumerate(BAD_VALUES):
+        bad = dict(good)
+        bad[opt] = val
+        env.awsim(adir, {"annotations": annotations_text(bad)})
+        err = a.wait_event("config-error", count=i + 1)[i].get("error", "")
+        check("reload-agent.io/" + opt in err and why in err,
+              "config-error %r does not name %s and %r" % (err, opt, why))
+        env.awsim(vol, {"app.conf": "v%d\n" % (i + 1)})
+        h = env.hash_of(vol)
+        a.wait_match("action", timeout=10, hash=h, action="exec", result="success")
+    check(not a.of("config"), "a bad value was applied: %r" % a.of("config"))
+    wait_until(lambda: len(open(runs).read().split()) == len(BAD_VALUES), 5, "one run per change")
