@@ -296,7 +296,8 @@ static void reload_annotations(uv_timer_t *t)
     struct config next;
     char err[1024];
     int rc = load_annotations(&annots, err, sizeof err);
-    if (rc == 0) rc = cfg_build(&R.flags, &annots, &next, err, sizeof err);
+    struct cfg_env env = {.kube = R.ro ? CFG_KUBE_READY : CFG_KUBE_NONE};
+    if (rc == 0) rc = cfg_build_env(&R.flags, &annots, &env, &next, err, sizeof err);
     if (rc == 0 && next.watch.n == 0) {
         snprintf(err, sizeof err, "no --watch roots left after the annotations update");
         cfg_free(&next);

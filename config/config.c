@@ -536,8 +536,29 @@ static int check_action_needs(const struct config *c, const int *used, char *err
     return 0;
 }
 
+/* The rollout action needs the API client; a running agent that has none
+ * cannot start one (issue 9 F8: accepted, then failing forever). */
+static int check_env(const struct config *c, const struct cfg_env *env, const int *used, char *err,
+                     size_t errlen)
+{
+    if (!env || env->kube != CFG_KUBE_NONE || !used[ACTION_ROLLOUT]) return 0;
+    const char *what = "--action rollout";
+    char q[QUOTED_MAX];
+    for (size_t i = 0; c->action != ACTION_ROLLOUT && i < c->nrules; i++)
+        if (c->rules[i].action == ACTION_ROLLOUT) {
+            what = QV(q, c->rule_raw.v[i]);
+            break;
+        }
+    snprintf(err, errlen,
+             "%s%s: the rollout action needs the Kubernetes API client, and this agent runs "
+             "without one (it is set up at start only, when --action or a --rule uses rollout, "
+             "or for Events in a cluster); restart the agent to use rollout",
+             c->action == ACTION_ROLLOUT ? "" : "--rule ", what);
+    return -EINVAL;
+}
+
 /* Cross-field validation and derived fields. */
-static int validate(struct config *c, char *err, size_t errlen)
+static int validate(struct config *c, const struct cfg_env *env, char *err, size_t errlen)
 {
     for (size_t i = 0; i < c->watch.n; i++) {
         if (c->watch.v[i][0] == '\0') {
@@ -577,7 +598,8 @@ static int validate(struct config *c, char *err, size_t errlen)
             snprintf(err, errlen, "action \"%s\" is not implemented", ACTIONS[a]);
             return -EINVAL;
         }
-    if (check_expect_status(c, err, errlen) < 0 || check_action_needs(c, used, err, errlen) < 0)
+    if (check_expect_status(c, err, errlen) < 0 || check_action_needs(c, used, err, errlen) < 0 ||
+        check_env(c, env, used, err, errlen) < 0)
         return -EINVAL;
     if (c->listen && *c->listen) {
         struct sockaddr_storage ss;
@@ -603,6 +625,12 @@ static int validate(struct config *c, char *err, size_t errlen)
 int cfg_build(const struct cfg_layer *flags, const struct cfg_layer *annots, struct config *out,
               char *err, size_t errlen)
 {
+    return cfg_build_env(flags, annots, NULL, out, err, errlen);
+}
+
+int cfg_build_env(const struct cfg_layer *flags, const struct cfg_layer *annots,
+                  const struct cfg_env *env, struct config *out, char *err, size_t errlen)
+{
     memset(out, 0, sizeof *out);
     for (size_t i = 0; i < NOPTS; i++) {
         const struct opt_def *o = &OPTIONS[i];
@@ -618,7 +646,7 @@ int cfg_build(const struct cfg_layer *flags, const struct cfg_layer *annots, str
         }
     }
     if (apply_layer(out, flags, err, errlen) < 0 || apply_layer(out, annots, err, errlen) < 0 ||
-        validate(out, err, errlen) < 0)
+        validate(out, env, err, errlen) < 0)
         goto fail;
     return 0;
 fail:

@@ -135,6 +135,23 @@ int cfg_layer_from_annotations(const struct annot_set *a, struct cfg_layer *l, c
 int cfg_build(const struct cfg_layer *flags, const struct cfg_layer *annots, struct config *out,
               char *err, size_t errlen);
 
+/* What the running agent has set up, for the checks that depend on it. */
+enum cfg_kube {
+    CFG_KUBE_UNKNOWN = 0, /* at start: the client is created after the configuration */
+    CFG_KUBE_NONE,        /* running without a Kubernetes API client */
+    CFG_KUBE_READY,       /* running with one */
+};
+struct cfg_env {
+    enum cfg_kube kube;
+};
+
+/* cfg_build, plus the checks against what the running agent has (env; NULL
+ * = as at start, nothing known): with CFG_KUBE_NONE, a rule or --action
+ * that uses rollout is an error (the client is only set up at start). Live
+ * updates pass the env so that they are judged like a start would be. */
+int cfg_build_env(const struct cfg_layer *flags, const struct cfg_layer *annots,
+                  const struct cfg_env *env, struct config *out, char *err, size_t errlen);
+
 void cfg_free(struct config *c);
 
 /* 1 if an HTTP status counts as success under --http-expect-status. */

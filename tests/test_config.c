@@ -368,6 +368,34 @@ static void test_exec_command_and_hash_annotation_judged(void **state)
     assert_non_null(strstr(f->err, "annotation reload-agent.io/hash-annotation"));
 }
 
+/* Issue 9 F8: rollout from a live update on an agent without an API client
+ * was accepted and failed forever. cfg_build_env judges it with what the
+ * agent has; without that knowledge (at start) the client is tried later. */
+static void test_rollout_needs_an_api_client(void **state)
+{
+    struct fixture *f = *state;
+    const struct cfg_env none = {.kube = CFG_KUBE_NONE}, ready = {.kube = CFG_KUBE_READY};
+    assert_int_equal(annots(f, "reload-agent.io/action=\"rollout\""), 0);
+    assert_int_equal(cfg_build_env(NULL, &f->annots, &none, &f->cfg, f->err, sizeof f->err), -22);
+    assert_non_null(strstr(f->err, "--action rollout"));
+    assert_non_null(strstr(f->err, "needs the Kubernetes API client"));
+    assert_int_equal(cfg_build_env(NULL, &f->annots, &ready, &f->cfg, f->err, sizeof f->err), 0);
+    assert_int_equal(f->cfg.action, ACTION_ROLLOUT);
+    cfg_free(&f->cfg);
+    assert_int_equal(cfg_build(NULL, &f->annots, &f->cfg, f->err, sizeof f->err), 0);
+    cfg_free(&f->cfg);
+    cfg_layer_free(&f->annots);
+    assert_int_equal(cfg_layer_init(&f->annots, CFG_SRC_ANNOTATION), 0);
+    assert_int_equal(annots(f, "reload-agent.io/rule=\"*.conf=none, jvm.options=rollout\""), 0);
+    assert_int_equal(cfg_build_env(NULL, &f->annots, &none, &f->cfg, f->err, sizeof f->err), -22);
+    assert_non_null(strstr(f->err, "--rule \"jvm.options=rollout\""));
+    /* Without rollout, no client is needed. */
+    cfg_layer_free(&f->annots);
+    assert_int_equal(cfg_layer_init(&f->annots, CFG_SRC_ANNOTATION), 0);
+    assert_int_equal(annots(f, "reload-agent.io/rule=\"*.conf=none\""), 0);
+    assert_int_equal(cfg_build_env(NULL, &f->annots, &none, &f->cfg, f->err, sizeof f->err), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -386,6 +414,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_duration_ranges, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sched_slice_range, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exec_command_and_hash_annotation_judged, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rollout_needs_an_api_client, setup, teardown),
     };
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }

@@ -148,3 +148,31 @@ def test_unusable_values_refused_live(env):
         a.wait_match("action", timeout=10, hash=h, action="exec", result="success")
     check(not a.of("config"), "a bad value was applied: %r" % a.of("config"))
     wait_until(lambda: len(open(runs).read().split()) == len(BAD_VALUES), 5, "one run per change")
+
+
+def test_rollout_without_api_client_refused_live(env):
+    """Issue 9 F8: an agent started without a Kubernetes API client (no
+    rollout, no cluster) gets `action: rollout` or a rollout rule from its
+    annotations: config-error, the last good configuration stays. At start
+    the same configuration exits 2."""
+    vol = volume(env, {"app.conf": "v0\n"})
+    adir = volume(env, {"annotations": annotations_text({"action": "none"})}, name="podinfo")
+    afile = os.path.join(adir, "annotations")
+    a = env.agent(["--watch", vol, "--debounce", "50ms", "--resync", "0", "--events=false",
+                   "--annotations", afile],
+                  extra_env={"KUBERNETES_SERVICE_HOST": "", "KUBERNETES_SERVICE_PORT": ""})
+    a.wait_event("ready", timeout=15)
+    bad = [({"action": "rollout"}, "--action rollout"),
+           ({"action": "none", "rule": "*.conf=rollout"}, '--rule "*.conf=rollout"')]
+    for i, (settings, names) in enumerate(bad):
+        env.awsim(adir, {"annotations": annotations_text(settings)})
+        err = a.wait_event("config-error", count=i + 1)[i].get("error", "")
+        check(names in err and "Kubernetes API" in err, "config-error %r does not name %r" % (err, names))
+        env.awsim(vol, {"app.conf": "v%d\n" % (i + 1)})
+        h = env.hash_of(vol)
+        a.wait_match("action", timeout=10, hash=h, action="none", result="success")
+    check(not a.of("config"), "rollout was applied without an API client: %r" % a.of("config"))
+    check(not a.matching("action", action="rollout"), "a rollout was attempted")
+    r = env.run([env.binary, "run", "--watch", vol, "--annotations", afile], timeout=5,
+                env={"PATH": "/usr/bin:/bin"})
+    check(r.returncode == 2, "at start: exit status %r, want 2 (stderr %r)" % (r.returncode, r.stderr))
