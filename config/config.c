@@ -29,6 +29,13 @@ enum opt_type { OPT_STR, OPT_LIST, OPT_DURATION, OPT_SIGNAL, OPT_BOOL, OPT_ENUM 
 #define OPT_REPEAT 1u   /* flag may be repeated; values accumulate */
 #define OPT_NO_ANNOT 2u /* cannot be set by annotation */
 #define OPT_ZERO_OK 4u  /* OPT_DURATION: 0 (off / the default) is accepted besides [min, max] */
+/* Read once, at start (redis's IMMUTABLE_CONFIG): a live change is accepted
+ * into the configuration but takes effect when the agent restarts, and is
+ * logged as such (cfg_restart_only_changed). */
+#define OPT_RESTART_ONLY 8u
+/* With OPT_RESTART_ONLY, for a boolean: turning it off applies live (the
+ * consumer checks the value), only turning it on needs the restart. */
+#define OPT_LIVE_OFF 16u
 
 struct opt_def {
     const char *name;
@@ -132,16 +139,16 @@ static const struct opt_def OPTIONS[] = {
     {"exec-timeout", OPT_DURATION, "30s", F(exec_timeout_ns), NULL, 0, "DURATION",
      "The command is killed (SIGTERM, then SIGKILL) after this long (0: never).",
      RANGE(0, NS_DAY)},
-    {"kube-api", OPT_STR, NULL, F(kube_api), NULL, 0, "URL",
+    {"kube-api", OPT_STR, NULL, F(kube_api), NULL, OPT_RESTART_ONLY, "URL",
      "Kubernetes API server URL (default in a cluster: https://$KUBERNETES_SERVICE_HOST:"
      "$KUBERNETES_SERVICE_PORT).", NO_RANGE},
-    {"kube-token-file", OPT_STR, NULL, F(kube_token_file), NULL, 0, "PATH",
+    {"kube-token-file", OPT_STR, NULL, F(kube_token_file), NULL, OPT_RESTART_ONLY, "PATH",
      "Bearer token file, re-read when it rotates (default the service-account token).", NO_RANGE},
-    {"kube-ca-file", OPT_STR, NULL, F(kube_ca_file), NULL, 0, "PATH",
+    {"kube-ca-file", OPT_STR, NULL, F(kube_ca_file), NULL, OPT_RESTART_ONLY, "PATH",
      "CA bundle that verifies the API server (default the service-account ca.crt).", NO_RANGE},
-    {"pod-name", OPT_STR, NULL, F(pod_name), NULL, 0, "NAME",
+    {"pod-name", OPT_STR, NULL, F(pod_name), NULL, OPT_RESTART_ONLY, "NAME",
      "The agent's own pod (default $POD_NAME, from the downward API).", NO_RANGE},
-    {"namespace", OPT_STR, NULL, F(namespace_), NULL, 0, "NS",
+    {"namespace", OPT_STR, NULL, F(namespace_), NULL, OPT_RESTART_ONLY, "NS",
      "The pod's namespace (default $POD_NAMESPACE, then the service-account namespace file).", NO_RANGE},
     {"hash-annotation", OPT_STR, "reload-agent.io/config-hash", F(hash_annotation), NULL, 0,
      "KEY", "Pod-template annotation the rollout action sets to the rollout hash.", CHECKED(val_annotation_key)},
@@ -149,7 +156,7 @@ static const struct opt_def OPTIONS[] = {
      "Random delay before a rollout, so one replica of many patches and the others see it "
      "done.",
      RANGE(0, NS_H)},
-    {"events", OPT_BOOL, "true", F(events), NULL, 0, "BOOL",
+    {"events", OPT_BOOL, "true", F(events), NULL, OPT_RESTART_ONLY | OPT_LIVE_OFF, "BOOL",
      "Post Kubernetes Events about reloads and rollouts (in a cluster).", NO_RANGE},
     {"restart-signal", OPT_SIGNAL, "TERM", F(restart_signal), NULL, 0, "SIGNAL",
      "Signal the restart action sends to the app's main process (found like the signal "
@@ -172,7 +179,7 @@ static const struct opt_def OPTIONS[] = {
      "share of the CPU is unchanged. The kernel accepts 100us to 100ms; 0 keeps the "
      "kernel default.",
      RANGE(100 * NS_US, 100 * NS_MS)},
-    {"listen", OPT_STR, NULL, F(listen), NULL, 0, "ADDR:PORT",
+    {"listen", OPT_STR, NULL, F(listen), NULL, OPT_RESTART_ONLY, "ADDR:PORT",
      "Serve /healthz, /readyz, /metrics and /status here, e.g. 127.0.0.1:9091 "
      "(default: no server).", NO_RANGE},
     {"annotations", OPT_STR, NULL, F(annotations), NULL, OPT_NO_ANNOT, "FILE",
@@ -678,6 +685,79 @@ int cfg_same_watch(const struct config *a, const struct config *b)
     return 1;
 }
 
+/* The --help marker of a restart-only option ("" for the others). */
+static const char *restart_marker(const struct opt_def *o)
+{
+    if (!(o->flags & OPT_RESTART_ONLY)) return "";
+    return o->flags & OPT_LIVE_OFF ? " [restart-only to turn on]" : " [restart-only]";
+}
+
+/* 1 if option o has the same value in a and b. */
+static int same_value(const struct opt_def *o, const struct config *a, const struct config *b)
+{
+    const void *fa = (const char *)a + o->off, *fb = (const char *)b + o->off;
+    switch (o->type) {
+    case OPT_STR: {
+        const char *x = *(char *const *)fa, *y = *(char *const *)fb;
+        return strcmp(x ? x : "", y ? y : "") == 0;
+    }
+    case OPT_LIST: {
+        const struct strlist *x = fa, *y = fb;
+        if (x->n != y->n) return 0;
+        for (size_t i = 0; i < x->n; i++)
+            if (strcmp(x->v[i], y->v[i]) != 0) return 0;
+        return 1;
+    }
+    case OPT_DURATION:
+        return *(const int64_t *)fa == *(const int64_t *)fb;
+    case OPT_SIGNAL:
+    case OPT_BOOL:
+    case OPT_ENUM:
+        return *(const int *)fa == *(const int *)fb;
+    }
+    return 1;
+}
+
+size_t cfg_restart_only_changed(const struct config *boot, const struct config *prev,
+                                const struct config *next, char *names, size_t n)
+{
+    size_t count = 0, len = 0;
+    if (n) names[0] = '\0';
+    for (size_t i = 0; i < NOPTS; i++) {
+        const struct opt_def *o = &OPTIONS[i];
+        if (!(o->flags & OPT_RESTART_ONLY) || same_value(o, boot, next)) continue;
+        if (o->flags & OPT_LIVE_OFF && !*(const int *)((const char *)next + o->off)) continue;
+        if (prev && same_value(o, prev, next)) continue;
+        if (n > len)
+            len += (size_t)snprintf(names + len, n - len, "%s--%s", count ? ", " : "", o->name);
+        count++;
+    }
+    return count;
+}
+
+void cfg_dup(const struct config *src, struct config *dst)
+{
+    *dst = *src;
+    for (size_t i = 0; i < NOPTS; i++) {
+        void *field = (char *)dst + OPTIONS[i].off;
+        if (OPTIONS[i].type == OPT_STR) {
+            *(char **)field = ra_strdup(*(char **)field);
+        } else if (OPTIONS[i].type == OPT_LIST) {
+            const struct strlist *from = (const struct strlist *)((const char *)src + OPTIONS[i].off);
+            struct strlist *to = field;
+            to->v = NULL;
+            to->n = 0;
+            for (size_t j = 0; j < from->n; j++) strlist_push(to, from->v[j]);
+        }
+    }
+    dst->rules = calloc(src->nrules ? src->nrules : 1, sizeof *dst->rules);
+    if (!dst->rules) ra_oom();
+    for (size_t i = 0; i < src->nrules; i++) {
+        dst->rules[i].glob = ra_strdup(src->rules[i].glob);
+        dst->rules[i].action = src->rules[i].action;
+    }
+}
+
 void cfg_print_help(FILE *f)
 {
     for (size_t i = 0; i < NOPTS; i++) {
@@ -692,11 +772,14 @@ void cfg_print_help(FILE *f)
             fprintf(f, "%srange %s", o->def ? "; " : " (", range);
         }
         if (o->def || o->type == OPT_DURATION) fputc(')', f);
+        fputs(restart_marker(o), f);
         fputc('\n', f);
     }
     fprintf(f, "\nEvery option except --annotations and --print-config can also be set with the "
                "pod annotation\n" CFG_ANNOTATION_PREFIX "<flag-name> (lists comma-separated); "
-               "annotations win over flags.\nDurations are Go-style (250ms, 1m30s).\n");
+               "annotations win over flags.\nDurations are Go-style (250ms, 1m30s).\n"
+               "Options marked [restart-only] are read once, at start: a live annotation change "
+               "of one is\naccepted and logged, and takes effect when the agent restarts.\n");
 }
 
 /* Renders a field's current value. */
@@ -741,6 +824,7 @@ void cfg_print(FILE *f, const struct config *c, const struct cfg_layer *flags,
         if (annots && annots->val[i]) src = "annotation";
         else if (flags && flags->val[i]) src = "flag";
         format_value(c, &OPTIONS[i], buf, sizeof buf);
-        fprintf(f, "%-16s = %-30s # %s\n", OPTIONS[i].name, buf, src);
+        fprintf(f, "%-16s = %-30s # %s%s\n", OPTIONS[i].name, buf, src,
+                OPTIONS[i].flags & OPT_RESTART_ONLY ? ", restart-only" : "");
     }
 }

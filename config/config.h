@@ -157,6 +157,18 @@ void cfg_free(struct config *c);
 /* 1 if an HTTP status counts as success under --http-expect-status. */
 int cfg_status_expected(const struct config *c, long status);
 
+/* A deep copy of src into dst (free with cfg_free); aborts on OOM. */
+void cfg_dup(const struct config *src, struct config *dst);
+
+/* The options marked restart-only in the table (--listen, the Kubernetes
+ * client's --kube-*, --pod-name, --namespace; --events only when turned on)
+ * whose value in next differs from boot, the configuration the agent
+ * started with (what is in force for them), and, if prev is not NULL, also
+ * from prev (so a pending change is reported once). Writes their flag names
+ * ("--listen, --kube-api") into names[n] and returns how many there are. */
+size_t cfg_restart_only_changed(const struct config *boot, const struct config *prev,
+                                const struct config *next, char *names, size_t n);
+
 /* 1 if both configurations watch the same roots in the same order. */
 int cfg_same_watch(const struct config *a, const struct config *b);
 

@@ -396,6 +396,108 @@ static void test_rollout_needs_an_api_client(void **state)
     assert_int_equal(cfg_build_env(NULL, &f->annots, &none, &f->cfg, f->err, sizeof f->err), 0);
 }
 
+/* Builds a configuration from flags only (argv NULL-terminated) into *c. */
+static void build_into(const char *const *argv, struct config *c)
+{
+    struct cfg_layer l;
+    char err[512];
+    int help, argc = 0;
+    while (argv[argc]) argc++;
+    assert_int_equal(cfg_layer_init(&l, CFG_SRC_FLAG), 0);
+    assert_int_equal(cfg_parse_args(argc, (char **)argv, &l, &help, err, sizeof err), 0);
+    if (cfg_build(&l, NULL, c, err, sizeof err) != 0) fail_msg("%s", err);
+    cfg_layer_free(&l);
+}
+
+/* Issue 8 item 3: options read once at start are marked in the table
+ * (OPT_RESTART_ONLY); cfg_restart_only_changed replaces run.c's list. */
+static void test_restart_only_changes(void **state)
+{
+    (void)state;
+    struct config boot, a, b, c, e_off, e_on;
+    char names[256];
+    const char *boot_args[] = {"--listen", "127.0.0.1:9091", "--debounce", "1s", NULL};
+    const char *a_args[] = {"--listen", "127.0.0.1:9092", "--kube-api", "https://k:6443",
+                            "--debounce", "2s", NULL};
+    const char *b_args[] = {"--listen", "127.0.0.1:9091", "--debounce", "5s", "--events=false", NULL};
+    const char *c_args[] = {"--listen", "127.0.0.1:9091", "--pod-name", "web-0", "--namespace", "prod",
+                            "--kube-token-file", "/t", "--kube-ca-file", "/ca", NULL};
+    const char *off_args[] = {"--events=false", NULL};
+    const char *on_args[] = {"--events=true", NULL};
+    build_into(boot_args, &boot);
+    build_into(a_args, &a);
+    build_into(b_args, &b);
+    build_into(c_args, &c);
+    build_into(off_args, &e_off);
+    build_into(on_args, &e_on);
+
+    assert_int_equal(cfg_restart_only_changed(&boot, NULL, &a, names, sizeof names), 2);
+    assert_string_equal(names, "--kube-api, --listen");
+    /* Reported once: prev already held these values. */
+    assert_int_equal(cfg_restart_only_changed(&boot, &a, &a, names, sizeof names), 0);
+    assert_string_equal(names, "");
+    /* Back to what is in force, a live-only change, and --events=false
+     * (applies live): nothing to restart for. */
+    assert_int_equal(cfg_restart_only_changed(&boot, &a, &b, names, sizeof names), 0);
+    assert_int_equal(cfg_restart_only_changed(&boot, NULL, &c, names, sizeof names), 4);
+    assert_string_equal(names, "--kube-token-file, --kube-ca-file, --pod-name, --namespace");
+    /* --events=true needs the restart only if the agent started without. */
+    assert_int_equal(cfg_restart_only_changed(&e_off, NULL, &e_on, names, sizeof names), 1);
+    assert_string_equal(names, "--events");
+    assert_int_equal(cfg_restart_only_changed(&e_on, &e_off, &e_on, names, sizeof names), 0);
+    /* names is always terminated, even when short. */
+    char tiny[6];
+    assert_int_equal(cfg_restart_only_changed(&boot, NULL, &a, tiny, sizeof tiny), 2);
+    assert_int_equal(strlen(tiny), 5);
+
+    /* cfg_dup is deep: the copy outlives the original. */
+    struct config d;
+    cfg_dup(&c, &d);
+    cfg_free(&c);
+    assert_string_equal(d.pod_name, "web-0");
+    assert_int_equal(cfg_restart_only_changed(&d, NULL, &boot, names, sizeof names), 4);
+    cfg_free(&d);
+    cfg_free(&boot);
+    cfg_free(&a);
+    cfg_free(&b);
+    cfg_free(&e_off);
+    cfg_free(&e_on);
+}
+
+static void test_restart_only_marked_in_help_and_print(void **state)
+{
+    struct fixture *f = *state;
+    char *h = capture(help_fn, NULL);
+    const char *marked[] = {"--listen", "--kube-api", "--kube-token-file", "--kube-ca-file",
+                            "--pod-name", "--namespace"};
+    for (size_t i = 0; i < sizeof marked / sizeof marked[0]; i++) {
+        char *line = strstr(h, marked[i]);
+        assert_non_null(line);
+        char *end = strchr(line, '\n');
+        char *m = strstr(line, "[restart-only]");
+        if (!m || m > end) fail_msg("--help does not mark %s restart-only", marked[i]);
+    }
+    char *ev = strstr(h, "--events");
+    assert_true(strstr(ev, "[restart-only to turn on]") < strchr(ev, '\n'));
+    char *deb = strstr(h, "--debounce");
+    char *m = strstr(deb, "restart-only");
+    assert_true(m == NULL || m > strchr(deb, '\n'));
+    free(h);
+
+    char *argv[] = {"--listen", "127.0.0.1:9091"};
+    assert_int_equal(parse(f, 2, argv), 0);
+    assert_int_equal(cfg_build(&f->flags, &f->annots, &f->cfg, f->err, sizeof f->err), 0);
+    char *p = capture(print_fn, f);
+    char *line = strstr(p, "\nlisten ");
+    assert_non_null(line);
+    assert_true(strstr(line, "# flag, restart-only") < strchr(line + 1, '\n'));
+    line = strstr(p, "\ndebounce ");
+    assert_non_null(line);
+    m = strstr(line, "restart-only");
+    assert_true(m == NULL || m > strchr(line + 1, '\n'));
+    free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -415,6 +517,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sched_slice_range, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exec_command_and_hash_annotation_judged, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rollout_needs_an_api_client, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_restart_only_changes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_restart_only_marked_in_help_and_print, setup, teardown),
     };
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }

@@ -176,3 +176,35 @@ def test_rollout_without_api_client_refused_live(env):
     r = env.run([env.binary, "run", "--watch", vol, "--annotations", afile], timeout=5,
                 env={"PATH": "/usr/bin:/bin"})
     check(r.returncode == 2, "at start: exit status %r, want 2 (stderr %r)" % (r.returncode, r.stderr))
+
+
+def test_restart_only_change_is_logged_once(env):
+    """Options read once at start (OPT_RESTART_ONLY): a live change is
+    applied as configuration, logged once naming the option, and the server
+    keeps its port; going back to the start value logs nothing."""
+    from lib import http_get
+    vol = volume(env, {"app.conf": "v0\n"})
+    adir = volume(env, {"annotations": annotations_text({"action": "none"})}, name="podinfo")
+    a = env.agent(["--watch", vol, "--debounce", "50ms", "--resync", "0", "--listen", "127.0.0.1:0",
+                   "--annotations", os.path.join(adir, "annotations")])
+    port = a.wait_event("ready", timeout=15)[0]["port"]
+
+    def warnings():
+        return [e for e in a.events if e.get("level") == "warn" and "restarts" in e.get("msg", "")]
+
+    env.awsim(adir, {"annotations": annotations_text({"action": "none", "listen": "127.0.0.1:1",
+                                                      "pod-name": "web-0"})})
+    a.wait_event("config", count=1)
+    w = a.wait_for(lambda evs: warnings(), 5, "the restart-only warning")
+    check(len(w) == 1 and w[0]["msg"].startswith("--pod-name, --listen changed"),
+          "want one warning naming --pod-name and --listen: %r" % w)
+    # Same values again plus a live option: applied, no second warning.
+    env.awsim(adir, {"annotations": annotations_text({"action": "none", "listen": "127.0.0.1:1",
+                                                      "pod-name": "web-0", "debounce": "60ms"})})
+    a.wait_event("config", count=2)
+    # Back to the start values: nothing to restart for.
+    env.awsim(adir, {"annotations": annotations_text({"action": "none"})})
+    a.wait_event("config", count=3)
+    check(len(warnings()) == 1, "warned again: %r" % warnings())
+    status, _ = http_get("http://127.0.0.1:%d/healthz" % port)
+    check(status == 200, "/healthz on the start port answered %r" % status)
