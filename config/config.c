@@ -271,8 +271,49 @@ static void layer_set(struct cfg_layer *l, size_t i, const char *v)
     if (OPTIONS[i].flags & OPT_REPEAT) strlist_push(&l->list[i], v);
 }
 
+/* Makes an error message one line whatever a message above quoted raw:
+ * each control character becomes \xHH (cut to errlen). Every error that
+ * leaves this file goes through it (stderr at start, the log, /status). */
+static void one_line(char *err, size_t errlen)
+{
+    char tmp[2048];
+    size_t o = 0;
+    if (!errlen) return;
+    const char *q = err;
+    while (*q && (unsigned char)*q >= 0x20 && *q != 0x7f) q++;
+    if (!*q) return;
+    for (const char *p = err; *p && o + 5 < sizeof tmp; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (c < 0x20 || c == 0x7f) o += (size_t)snprintf(tmp + o, sizeof tmp - o, "\\x%02x", c);
+        else tmp[o++] = (char)c;
+    }
+    tmp[o] = '\0';
+    snprintf(err, errlen, "%s", tmp);
+}
+
+static int parse_args(int argc, char **argv, struct cfg_layer *flags, int *want_help, char *err,
+                      size_t errlen);
+static int layer_from_annotations(const struct annot_set *a, struct cfg_layer *l, char *err,
+                                  size_t errlen);
+
 int cfg_parse_args(int argc, char **argv, struct cfg_layer *flags, int *want_help, char *err,
                    size_t errlen)
+{
+    int rc = parse_args(argc, argv, flags, want_help, err, errlen);
+    if (rc < 0) one_line(err, errlen);
+    return rc;
+}
+
+int cfg_layer_from_annotations(const struct annot_set *a, struct cfg_layer *l, char *err,
+                               size_t errlen)
+{
+    int rc = layer_from_annotations(a, l, err, errlen);
+    if (rc < 0) one_line(err, errlen);
+    return rc;
+}
+
+static int parse_args(int argc, char **argv, struct cfg_layer *flags, int *want_help, char *err,
+                      size_t errlen)
 {
     *want_help = 0;
     for (int i = 0; i < argc; i++) {
@@ -306,8 +347,8 @@ int cfg_parse_args(int argc, char **argv, struct cfg_layer *flags, int *want_hel
     return 0;
 }
 
-int cfg_layer_from_annotations(const struct annot_set *a, struct cfg_layer *l, char *err,
-                               size_t errlen)
+static int layer_from_annotations(const struct annot_set *a, struct cfg_layer *l, char *err,
+                                  size_t errlen)
 {
     const size_t plen = strlen(CFG_ANNOTATION_PREFIX);
     for (size_t k = 0; k < a->n; k++) {
@@ -658,6 +699,7 @@ int cfg_build_env(const struct cfg_layer *flags, const struct cfg_layer *annots,
     return 0;
 fail:
     cfg_free(out);
+    one_line(err, errlen);
     return -EINVAL;
 }
 

@@ -498,6 +498,22 @@ static void test_restart_only_marked_in_help_and_print(void **state)
     free(p);
 }
 
+/* Found by fuzz_options: an unknown flag (or an http URL) holding a control
+ * character came back raw in the error, so the error was not one line. */
+static void test_errors_are_one_line(void **state)
+{
+    struct fixture *f = *state;
+    char *a1[] = {"--wat\x02-\rlics"};
+    assert_int_equal(parse(f, 1, a1), -22);
+    assert_null(strpbrk(f->err, "\r\n\x02"));
+    assert_non_null(strstr(f->err, "--wat\\x02-\\x0dlics"));
+    const char *a2[] = {"--action", "http", "--http-url", "ftp://x\n2026-12-03T00:00:00.000Z info  forged",
+                        NULL};
+    assert_int_equal(build_args(f, a2), -22);
+    assert_null(strchr(f->err, '\n'));
+    assert_non_null(strstr(f->err, "ftp://x\\x0a2026"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -519,6 +535,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_rollout_needs_an_api_client, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_only_changes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_only_marked_in_help_and_print, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_errors_are_one_line, setup, teardown),
     };
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }
