@@ -857,6 +857,19 @@ static void format_value(const struct config *c, const struct opt_def *o, char *
     }
 }
 
+/* A value for a --print-config line: Go-quoted (in place) if it holds a
+ * control character, so that each option stays one line. */
+static const char *one_line_value(char *buf)
+{
+    char q[4096];
+    const char *p = buf;
+    while (*p && (unsigned char)*p >= 0x20 && *p != 0x7f) p++;
+    if (!*p) return buf;
+    gq_quote_to(q, sizeof q, buf, strlen(buf));
+    memcpy(buf, q, strlen(q) + 1);
+    return buf;
+}
+
 void cfg_print(FILE *f, const struct config *c, const struct cfg_layer *flags,
                const struct cfg_layer *annots)
 {
@@ -866,7 +879,7 @@ void cfg_print(FILE *f, const struct config *c, const struct cfg_layer *flags,
         if (annots && annots->val[i]) src = "annotation";
         else if (flags && flags->val[i]) src = "flag";
         format_value(c, &OPTIONS[i], buf, sizeof buf);
-        fprintf(f, "%-16s = %-30s # %s%s\n", OPTIONS[i].name, buf, src,
+        fprintf(f, "%-16s = %-30s # %s%s\n", OPTIONS[i].name, one_line_value(buf), src,
                 OPTIONS[i].flags & OPT_RESTART_ONLY ? ", restart-only" : "");
     }
 }

@@ -514,6 +514,23 @@ static void test_errors_are_one_line(void **state)
     assert_non_null(strstr(f->err, "ftp://x\\x0a2026"));
 }
 
+/* Found by fuzz_options: a value holding a newline split its
+ * --print-config line in two (the second could pose as another option). */
+static void test_print_config_one_line_per_option(void **state)
+{
+    struct fixture *f = *state;
+    assert_int_equal(annots(f, "reload-agent.io/exec-command=\"echo a\\nlisten = 0.0.0.0:1 # flag\""), 0);
+    assert_int_equal(cfg_build(&f->flags, &f->annots, &f->cfg, f->err, sizeof f->err), 0);
+    char *p = capture(print_fn, f);
+    size_t lines = 0;
+    for (char *q = p; *q; q++) lines += *q == '\n';
+    assert_int_equal(lines, cfg_option_count());
+    char *line = strstr(p, "\nexec-command ");
+    assert_non_null(line);
+    assert_non_null(strstr(line, "\"echo a\\nlisten = 0.0.0.0:1 # flag\""));
+    free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -536,6 +553,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_restart_only_changes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_only_marked_in_help_and_print, setup, teardown),
         cmocka_unit_test_setup_teardown(test_errors_are_one_line, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_print_config_one_line_per_option, setup, teardown),
     };
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }
