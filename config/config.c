@@ -2,6 +2,12 @@
  * config.c - the option table and everything derived from it: CLI parsing,
  * annotation parsing, validation, --help and --print-config (see config.h).
  *
+ * The table is the single judge of a value: its row gives the type, the
+ * range of a duration (RANGE), a check of a string (CHECKED), and whether
+ * the option is read only at start (OPT_RESTART_ONLY). Every error leaving
+ * this file is one line: values are Go-quoted, and one_line() escapes what
+ * a message still holds raw.
+ *
  * To add an option: add a field to struct config, one row to OPTIONS below,
  * and (if it needs one) a cross-field check in validate(). Nothing else.
  */

@@ -129,9 +129,11 @@ int cfg_layer_from_annotations(const struct annot_set *a, struct cfg_layer *l, c
                                size_t errlen);
 
 /* Builds the effective configuration defaults < flags < annots (either
- * layer may be NULL), parsing and validating every value and the
+ * layer may be NULL), parsing and validating every value (durations within
+ * the option's range, strings through the option's check) and the
  * combination. Returns 0 and *out (free with cfg_free), or -EINVAL with a
- * message naming the option, its source and the value. */
+ * one-line message naming the option, its source and the (Go-quoted)
+ * value. */
 int cfg_build(const struct cfg_layer *flags, const struct cfg_layer *annots, struct config *out,
               char *err, size_t errlen);
 
