@@ -53,7 +53,10 @@ static int buf_add(char **b, size_t *len, size_t *cap, const char *s, size_t n)
     return 0;
 }
 
-static int buf_addc(char **b, size_t *len, size_t *cap, char c) { return buf_add(b, len, cap, &c, 1); }
+static int buf_addc(char **b, size_t *len, size_t *cap, char c)
+{
+    return buf_add(b, len, cap, &c, 1);
+}
 
 /* Length of the valid UTF-8 sequence at s (max n bytes), or 0 if invalid;
  * its code point in *cp. */
@@ -66,10 +69,14 @@ static size_t utf8_decode(const unsigned char *s, size_t n, unsigned *cp)
         *cp = c;
         return 1;
     }
-    if (c >= 0xC2 && c <= 0xDF) need = 2, v = c & 0x1F;
-    else if (c >= 0xE0 && c <= 0xEF) need = 3, v = c & 0x0F;
-    else if (c >= 0xF0 && c <= 0xF4) need = 4, v = c & 0x07;
-    else return 0;
+    if (c >= 0xC2 && c <= 0xDF)
+        need = 2, v = c & 0x1F;
+    else if (c >= 0xE0 && c <= 0xEF)
+        need = 3, v = c & 0x0F;
+    else if (c >= 0xF0 && c <= 0xF4)
+        need = 4, v = c & 0x07;
+    else
+        return 0;
     if (n < need) return 0;
     for (size_t i = 1; i < need; i++) {
         if ((s[i] & 0xC0) != 0x80) return 0;
@@ -105,7 +112,8 @@ int log_json_escape(char **out, size_t *len, size_t *cap, const char *s, size_t 
             i++;
         } else if (c < 0x20 || c == 0x7f) {
             const char *e = c == '\n' ? "\\n" : c == '\t' ? "\\t" : c == '\r' ? "\\r" : NULL;
-            if (e) rc = buf_add(out, len, cap, e, 2);
+            if (e)
+                rc = buf_add(out, len, cap, e, 2);
             else {
                 snprintf(tmp, sizeof tmp, "\\u%04x", c);
                 rc = buf_add(out, len, cap, tmp, 6);
@@ -211,8 +219,10 @@ static int field_key(struct log_rec *r, const char *key)
 void log_rec_strn(struct log_rec *r, const char *key, const char *val, size_t n)
 {
     if (!r->active || field_key(r, key)) return;
-    if (g_log.fmt == RA_LOG_FORMAT_JSON) log_json_escape(&r->fields, &r->len, &r->cap, val, n);
-    else text_value(&r->fields, &r->len, &r->cap, val, n);
+    if (g_log.fmt == RA_LOG_FORMAT_JSON)
+        log_json_escape(&r->fields, &r->len, &r->cap, val, n);
+    else
+        text_value(&r->fields, &r->len, &r->cap, val, n);
     r->nfields++;
 }
 
@@ -255,8 +265,10 @@ void log_rec_strv(struct log_rec *r, const char *key, const char *const *v, size
     buf_addc(&r->fields, &r->len, &r->cap, '[');
     for (size_t i = 0; i < n; i++) {
         if (i) buf_addc(&r->fields, &r->len, &r->cap, ',');
-        if (json) log_json_escape(&r->fields, &r->len, &r->cap, v[i], strlen(v[i]));
-        else text_value(&r->fields, &r->len, &r->cap, v[i], strlen(v[i]));
+        if (json)
+            log_json_escape(&r->fields, &r->len, &r->cap, v[i], strlen(v[i]));
+        else
+            text_value(&r->fields, &r->len, &r->cap, v[i], strlen(v[i]));
     }
     buf_addc(&r->fields, &r->len, &r->cap, ']');
     r->nfields++;

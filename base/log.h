@@ -72,10 +72,10 @@ void log_rec_end(struct log_rec *r, const char *fmt, ...) __attribute__((format(
 /* Plain message at a level, no event name. */
 void log_msg(enum log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-#define RA_LOG_AT_(lvl, ...)                  \
-    do {                                   \
-        if (!log_is_enabled(lvl)) break;   \
-        log_msg(lvl, __VA_ARGS__);         \
+#define RA_LOG_AT_(lvl, ...)                                                                       \
+    do {                                                                                           \
+        if (!log_is_enabled(lvl)) break;                                                           \
+        log_msg(lvl, __VA_ARGS__);                                                                 \
     } while (0)
 #define log_error(...) RA_LOG_AT_(RA_LOG_ERROR, __VA_ARGS__)
 #define log_warn(...) RA_LOG_AT_(RA_LOG_WARN, __VA_ARGS__)

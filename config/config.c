@@ -417,7 +417,7 @@ static void short_duration(int64_t ns, char *out, size_t n)
     if (l > 3 && strcmp(out + l - 3, "h0m") == 0) out[l -= 2] = '\0';
 }
 
-/* The accepted range of a duration option, e.g. "0 (off) or 100ms to 720h". */
+/* The accepted range of a duration option, e.g. "0 or 100ms to 720h". */
 static void range_text(const struct opt_def *o, char *out, size_t n)
 {
     char lo[32], hi[32];

@@ -82,8 +82,11 @@ static void test_text_invalid_utf8_is_hex_escaped(void **state)
     size_t n;
     capture_start(RA_LOG_DEBUG, RA_LOG_FORMAT_TEXT);
     assert_true(log_rec_begin(&r, RA_LOG_INFO, "change"));
-    log_rec_str(&r, "path", "/v/caf\xe9.conf");                 /* Latin-1 e-acute */
-    log_rec_strn(&r, "raw", "a\xff\xfe" "b", 4);
+    log_rec_str(&r, "path", "/v/caf\xe9.conf"); /* Latin-1 e-acute */
+    log_rec_strn(&r, "raw",
+                 "a\xff\xfe"
+                 "b",
+                 4);
     const char *paths[] = {"ok.conf", "bad\xc0\xaf.conf", "\xe6\x97\xa5.conf"};
     log_rec_strv(&r, "modified", paths, 3);
     log_rec_end(&r, "changed %s", "/v/caf\xe9.conf");
@@ -93,7 +96,8 @@ static void test_text_invalid_utf8_is_hex_escaped(void **state)
     assert_non_null(strstr(out, " path=\"/v/caf\\\\xe9.conf\""));
     assert_non_null(strstr(out, " raw=\"a\\\\xff\\\\xfeb\""));
     /* Valid UTF-8 stays as it is, unquoted when nothing else needs quoting. */
-    assert_non_null(strstr(out, " modified=[ok.conf,\"bad\\\\xc0\\\\xaf.conf\",\xe6\x97\xa5.conf]"));
+    assert_non_null(
+        strstr(out, " modified=[ok.conf,\"bad\\\\xc0\\\\xaf.conf\",\xe6\x97\xa5.conf]"));
     free(out);
 }
 
@@ -119,7 +123,10 @@ static void test_json_invalid_utf8_parses_back_as_hex_text(void **state)
 static void test_control_characters_are_escaped(void **state)
 {
     (void)state;
-    static const char nasty[] = "a\x01" "b\x1b[31mred\x7f" "c\td\re\xc2\x85" "f\xe2\x80\xa8g";
+    static const char nasty[] = "a\x01"
+                                "b\x1b[31mred\x7f"
+                                "c\td\re\xc2\x85"
+                                "f\xe2\x80\xa8g";
     for (int fmt = 0; fmt < 2; fmt++) {
         struct log_rec r;
         size_t n;
@@ -130,7 +137,8 @@ static void test_control_characters_are_escaped(void **state)
         char *out = capture_end(&n);
         assert_clean_line(out, n);
         if (fmt == RA_LOG_FORMAT_TEXT) {
-            assert_non_null(strstr(out, "rejected: a\\x01b\\x1b[31mred\\x7fc\\td\\re\\u0085f\\u2028g "));
+            assert_non_null(
+                strstr(out, "rejected: a\\x01b\\x1b[31mred\\x7fc\\td\\re\\u0085f\\u2028g "));
             assert_non_null(
                 strstr(out, " error=\"a\\u0001b\\u001b[31mred\\u007fc\\td\\re\\u0085f\\u2028g\""));
         } else {

@@ -25,9 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK(c)                    \
-    do {                            \
-        if (!(c)) __builtin_trap(); \
+#define CHECK(c)                                                                                   \
+    do {                                                                                           \
+        if (!(c)) __builtin_trap();                                                                \
     } while (0)
 
 #define MS INT64_C(1000000)
@@ -55,7 +55,10 @@ static const struct {
 
 /* ns -> ms rounded up, as agent/engine.c and agent/monitor.c convert
  * (signed arithmetic: UBSan traps if an out-of-range value gets here). */
-static uint64_t ms_round_up(int64_t ns) { return ns <= 0 ? 0 : (uint64_t)((ns + 999999) / 1000000); }
+static uint64_t ms_round_up(int64_t ns)
+{
+    return ns <= 0 ? 0 : (uint64_t)((ns + 999999) / 1000000);
+}
 
 static void check_error(const char *err)
 {
@@ -68,7 +71,8 @@ static void check_durations(const struct config *c)
     for (size_t i = 0; i < sizeof DURATIONS / sizeof DURATIONS[0]; i++) {
         int64_t ns = *(const int64_t *)((const char *)c + DURATIONS[i].off), back = -1;
         char text[40], err[160];
-        CHECK((ns == 0 && DURATIONS[i].zero_ok) || (ns >= DURATIONS[i].min && ns <= DURATIONS[i].max));
+        CHECK((ns == 0 && DURATIONS[i].zero_ok) ||
+              (ns >= DURATIONS[i].min && ns <= DURATIONS[i].max));
         uint64_t ms = ms_round_up(ns);
         CHECK(ms * 1000000 >= (uint64_t)ns && (ms == 0 || (ms - 1) * 1000000 < (uint64_t)ns));
         val_format_duration(ns, text, sizeof text);
@@ -86,7 +90,8 @@ static void check_print(const struct config *c, const struct cfg_layer *flags,
     CHECK(f != NULL);
     cfg_print(f, c, flags, annots);
     CHECK(fclose(f) == 0);
-    for (char *line = buf, *nl; (nl = memchr(line, '\n', len - (size_t)(line - buf))); line = nl + 1) {
+    for (char *line = buf, *nl; (nl = memchr(line, '\n', len - (size_t)(line - buf)));
+         line = nl + 1) {
         *nl = '\0';
         CHECK(strstr(line, " = ") != NULL);
         CHECK(strstr(line, "# default") || strstr(line, "# flag") || strstr(line, "# annotation"));
@@ -168,7 +173,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             cfg_free(&copy);
             if (envp && envp->kube == CFG_KUBE_NONE) {
                 CHECK(cfg.action != ACTION_ROLLOUT);
-                for (size_t i = 0; i < cfg.nrules; i++) CHECK(cfg.rules[i].action != ACTION_ROLLOUT);
+                for (size_t i = 0; i < cfg.nrules; i++)
+                    CHECK(cfg.rules[i].action != ACTION_ROLLOUT);
             }
             cfg_free(&cfg);
         }
