@@ -17,6 +17,7 @@ def annotations_text(settings):
     newlines and other control characters."""
     return "".join("reload-agent.io/%s=%s\n" % (k, json.dumps(v)) for k, v in settings.items())
 
+
 # A text log line: time, level (padded to 5), then the rest.
 TEXT_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (debug|info |warn |error) \S")
 FORGED = "2026-12-03T00:00:00.000Z info  [action] forged action=exec result=success"
