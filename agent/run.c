@@ -35,6 +35,7 @@ static struct {
     uv_loop_t loop;
     struct cfg_layer flags;
     struct config cfg;          /* the configuration in force */
+    struct config boot;         /* as at start: what restart-only options hold */
     char *annot_path;           /* NULL = no annotations file */
     uv_timer_t annot_timer;
     struct monitor *mon;
@@ -258,21 +259,11 @@ static void apply_config(struct config *next)
                   R.cfg.ignore.n != next->ignore.n; /* ignore set changes the hash */
     for (size_t i = 0; !rewatch && i < next->ignore.n; i++)
         rewatch = strcmp(R.cfg.ignore.v[i], next->ignore.v[i]) != 0;
-    static const size_t kube_fields[] = {
-        offsetof(struct config, kube_api), offsetof(struct config, kube_token_file),
-        offsetof(struct config, kube_ca_file), offsetof(struct config, pod_name),
-        offsetof(struct config, namespace_), offsetof(struct config, listen)};
-    for (size_t i = 0; i < sizeof kube_fields / sizeof kube_fields[0]; i++) {
-        const char *a = *(char *const *)((const char *)&R.cfg + kube_fields[i]);
-        const char *b = *(char *const *)((const char *)next + kube_fields[i]);
-        if (strcmp(a ? a : "", b ? b : "") != 0) {
-            log_warn("--listen or a Kubernetes client option changed: it takes effect when "
-                     "the agent restarts (the server and the client are set up once, at start)");
-            break;
-        }
-    }
-    if (next->events && !R.cfg.events && R.kube && !R.kev)
-        log_warn("--events=true takes effect when the agent restarts");
+    char names[256];
+    if (cfg_restart_only_changed(&R.boot, &R.cfg, next, names, sizeof names) > 0)
+        log_warn("%s changed: read once at start, the new value takes effect when the agent "
+                 "restarts",
+                 names);
     int64_t slice_was = R.cfg.sched_slice_ns;
     cfg_free(&R.cfg);
     R.cfg = *next;
@@ -301,7 +292,8 @@ static void reload_annotations(uv_timer_t *t)
     struct config next;
     char err[1024];
     int rc = load_annotations(&annots, err, sizeof err);
-    if (rc == 0) rc = cfg_build(&R.flags, &annots, &next, err, sizeof err);
+    struct cfg_env env = {.kube = R.ro ? CFG_KUBE_READY : CFG_KUBE_NONE};
+    if (rc == 0) rc = cfg_build_env(&R.flags, &annots, &env, &next, err, sizeof err);
     if (rc == 0 && next.watch.n == 0) {
         snprintf(err, sizeof err, "no --watch roots left after the annotations update");
         cfg_free(&next);
@@ -424,6 +416,7 @@ int run_main(int argc, char **argv)
         free(R.annot_path);
         return fatal_config(err);
     }
+    cfg_dup(&R.cfg, &R.boot);
     apply_logging(&R.cfg);
     apply_sched(-1, &R.cfg);
     signal(SIGPIPE, SIG_IGN);
@@ -476,6 +469,7 @@ int run_main(int argc, char **argv)
 out_cfg:
     annot_free(&R.annots);
     cfg_free(&R.cfg);
+    cfg_free(&R.boot);
     cfg_layer_free(&R.flags);
     free(R.annot_path);
     return rc < 0 ? 1 : rc;

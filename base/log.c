@@ -53,28 +53,48 @@ static int buf_add(char **b, size_t *len, size_t *cap, const char *s, size_t n)
     return 0;
 }
 
-static int buf_addc(char **b, size_t *len, size_t *cap, char c) { return buf_add(b, len, cap, &c, 1); }
+static int buf_addc(char **b, size_t *len, size_t *cap, char c)
+{
+    return buf_add(b, len, cap, &c, 1);
+}
 
-/* Length of the valid UTF-8 sequence at s (max n bytes), or 0 if invalid. */
-static size_t utf8_len(const unsigned char *s, size_t n)
+/* Length of the valid UTF-8 sequence at s (max n bytes), or 0 if invalid;
+ * its code point in *cp. */
+static size_t utf8_decode(const unsigned char *s, size_t n, unsigned *cp)
 {
     unsigned c = s[0];
     size_t need;
-    unsigned cp;
-    if (c < 0x80) return 1;
-    if (c >= 0xC2 && c <= 0xDF) need = 2, cp = c & 0x1F;
-    else if (c >= 0xE0 && c <= 0xEF) need = 3, cp = c & 0x0F;
-    else if (c >= 0xF0 && c <= 0xF4) need = 4, cp = c & 0x07;
-    else return 0;
+    unsigned v;
+    if (c < 0x80) {
+        *cp = c;
+        return 1;
+    }
+    if (c >= 0xC2 && c <= 0xDF)
+        need = 2, v = c & 0x1F;
+    else if (c >= 0xE0 && c <= 0xEF)
+        need = 3, v = c & 0x0F;
+    else if (c >= 0xF0 && c <= 0xF4)
+        need = 4, v = c & 0x07;
+    else
+        return 0;
     if (n < need) return 0;
     for (size_t i = 1; i < need; i++) {
         if ((s[i] & 0xC0) != 0x80) return 0;
-        cp = (cp << 6) | (s[i] & 0x3F);
+        v = (v << 6) | (s[i] & 0x3F);
     }
-    if ((need == 3 && cp < 0x800) || (need == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
-        (cp >= 0xD800 && cp <= 0xDFFF))
+    if ((need == 3 && v < 0x800) || (need == 4 && (v < 0x10000 || v > 0x10FFFF)) ||
+        (v >= 0xD800 && v <= 0xDFFF))
         return 0;
+    *cp = v;
     return need;
+}
+
+/* Code points above ASCII that some readers take as a line break or that
+ * are invisible controls: C1 (NEL is U+0085), LINE and PARAGRAPH SEPARATOR.
+ * Both formats write them as \uHHHH. */
+static int is_break_like(unsigned cp)
+{
+    return (cp >= 0x80 && cp <= 0x9F) || cp == 0x2028 || cp == 0x2029;
 }
 
 int log_json_escape(char **out, size_t *len, size_t *cap, const char *s, size_t n)
@@ -83,7 +103,7 @@ int log_json_escape(char **out, size_t *len, size_t *cap, const char *s, size_t 
     char tmp[8];
     if (buf_addc(out, len, cap, '"')) return -ENOMEM;
     for (size_t i = 0; i < n;) {
-        unsigned c = p[i];
+        unsigned c = p[i], cp;
         int rc = 0;
         if (c == '"' || c == '\\') {
             tmp[0] = '\\';
@@ -92,19 +112,24 @@ int log_json_escape(char **out, size_t *len, size_t *cap, const char *s, size_t 
             i++;
         } else if (c < 0x20 || c == 0x7f) {
             const char *e = c == '\n' ? "\\n" : c == '\t' ? "\\t" : c == '\r' ? "\\r" : NULL;
-            if (e) rc = buf_add(out, len, cap, e, 2);
+            if (e)
+                rc = buf_add(out, len, cap, e, 2);
             else {
                 snprintf(tmp, sizeof tmp, "\\u%04x", c);
                 rc = buf_add(out, len, cap, tmp, 6);
             }
             i++;
         } else {
-            size_t l = utf8_len(p + i, n - i);
+            size_t l = utf8_decode(p + i, n - i, &cp);
             if (l == 0) {
                 /* invalid byte: the literal text \xHH (backslash escaped) */
                 snprintf(tmp, sizeof tmp, "\\\\x%02x", c);
                 rc = buf_add(out, len, cap, tmp, 5);
                 i++;
+            } else if (is_break_like(cp)) {
+                snprintf(tmp, sizeof tmp, "\\u%04x", cp);
+                rc = buf_add(out, len, cap, tmp, 6);
+                i += l;
             } else {
                 rc = buf_add(out, len, cap, (const char *)p + i, l);
                 i += l;
@@ -116,18 +141,57 @@ int log_json_escape(char **out, size_t *len, size_t *cap, const char *s, size_t 
 }
 
 /* Text format: strings are written raw unless they contain spaces, quotes,
- * control bytes or '=': then JSON-quoted. */
+ * control characters, '=', list punctuation, bytes that are not valid UTF-8
+ * or break-like code points: then JSON-quoted (log_json_escape). */
 static int text_value(char **out, size_t *len, size_t *cap, const char *s, size_t n)
 {
+    const unsigned char *p = (const unsigned char *)s;
     int plain = n > 0;
-    for (size_t i = 0; i < n && plain; i++) {
-        unsigned char c = (unsigned char)s[i];
+    for (size_t i = 0; i < n && plain;) {
+        unsigned c = p[i], cp;
         if (c <= ' ' || c == '"' || c == '=' || c == '\\' || c == 0x7f || c == ',' || c == '[' ||
             c == ']')
             plain = 0;
+        size_t l = utf8_decode(p + i, n - i, &cp);
+        if (l == 0 || is_break_like(cp)) plain = 0;
+        i += l ? l : 1;
     }
     if (plain) return buf_add(out, len, cap, s, n);
     return log_json_escape(out, len, cap, s, n);
+}
+
+/* Text format, the message: written as is, except that no byte of it can
+ * end the line or hide: \n \r \t as those two characters, other control
+ * characters and bytes that are not valid UTF-8 as \xHH, break-like code
+ * points as \uHHHH. One record is one line, whatever the message holds. */
+static int text_msg(char **out, size_t *len, size_t *cap, const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    char tmp[8];
+    for (size_t i = 0; i < n;) {
+        unsigned c = p[i], cp;
+        size_t l = utf8_decode(p + i, n - i, &cp);
+        int rc;
+        if (c == '\n' || c == '\r' || c == '\t') {
+            tmp[0] = '\\';
+            tmp[1] = c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
+            rc = buf_add(out, len, cap, tmp, 2);
+            i++;
+        } else if (c < 0x20 || c == 0x7f || l == 0) {
+            snprintf(tmp, sizeof tmp, "\\x%02x", c);
+            rc = buf_add(out, len, cap, tmp, 4);
+            i++;
+        } else if (is_break_like(cp)) {
+            snprintf(tmp, sizeof tmp, "\\u%04x", cp);
+            rc = buf_add(out, len, cap, tmp, 6);
+            i += l;
+        } else {
+            rc = buf_add(out, len, cap, s + i, l);
+            i += l;
+        }
+        if (rc) return rc;
+    }
+    return 0;
 }
 
 int log_rec_begin(struct log_rec *r, enum log_level lvl, const char *event)
@@ -155,8 +219,10 @@ static int field_key(struct log_rec *r, const char *key)
 void log_rec_strn(struct log_rec *r, const char *key, const char *val, size_t n)
 {
     if (!r->active || field_key(r, key)) return;
-    if (g_log.fmt == RA_LOG_FORMAT_JSON) log_json_escape(&r->fields, &r->len, &r->cap, val, n);
-    else text_value(&r->fields, &r->len, &r->cap, val, n);
+    if (g_log.fmt == RA_LOG_FORMAT_JSON)
+        log_json_escape(&r->fields, &r->len, &r->cap, val, n);
+    else
+        text_value(&r->fields, &r->len, &r->cap, val, n);
     r->nfields++;
 }
 
@@ -199,8 +265,10 @@ void log_rec_strv(struct log_rec *r, const char *key, const char *const *v, size
     buf_addc(&r->fields, &r->len, &r->cap, '[');
     for (size_t i = 0; i < n; i++) {
         if (i) buf_addc(&r->fields, &r->len, &r->cap, ',');
-        if (json) log_json_escape(&r->fields, &r->len, &r->cap, v[i], strlen(v[i]));
-        else text_value(&r->fields, &r->len, &r->cap, v[i], strlen(v[i]));
+        if (json)
+            log_json_escape(&r->fields, &r->len, &r->cap, v[i], strlen(v[i]));
+        else
+            text_value(&r->fields, &r->len, &r->cap, v[i], strlen(v[i]));
     }
     buf_addc(&r->fields, &r->len, &r->cap, ']');
     r->nfields++;
@@ -260,7 +328,7 @@ static void rec_vend(struct log_rec *r, const char *fmt, va_list ap)
             buf_add(&line, &len, &cap, r->event, strlen(r->event));
             buf_add(&line, &len, &cap, "] ", 2);
         }
-        buf_add(&line, &len, &cap, msg, strlen(msg));
+        text_msg(&line, &len, &cap, msg, strlen(msg));
         if (r->fields) buf_add(&line, &len, &cap, r->fields, r->len);
         buf_addc(&line, &len, &cap, '\n');
     }

@@ -15,10 +15,15 @@
  *   {"time":"2026-12-02T17:00:00.123Z","level":"info","event":"change","msg":"...","hash":"..."}
  * Text lines read:  2026-12-02T17:00:00.123Z info  [change] msg hash=... modified=[a,b]
  *
- * Strings may be arbitrary bytes (file names need not be UTF-8): JSON output
- * escapes control characters and writes each byte that is not part of valid
- * UTF-8 as the literal text "\\xHH" (backslash, x, two hex digits), so
- * the line stays valid JSON and the byte is still recognisable.
+ * Strings may be arbitrary bytes (file names need not be UTF-8), and no value
+ * can break a line: JSON output escapes control characters and writes each
+ * byte that is not part of valid UTF-8 as the literal text "\\xHH"
+ * (backslash, x, two hex digits), so the line stays valid JSON and the byte
+ * is still recognisable; C1 controls and U+2028/U+2029 become \uHHHH. Text
+ * output writes a field value raw only if it holds none of those (nor
+ * spaces, quotes, '=', ',', '[', ']', '\\'), else JSON-quoted the same way;
+ * in the message, \n \r \t are written as those two characters, other
+ * control characters and invalid bytes as \xHH. One record, one line.
  * Never pass file contents or tokens to the logger.
  */
 #ifndef RA_LOG_H
@@ -67,10 +72,10 @@ void log_rec_end(struct log_rec *r, const char *fmt, ...) __attribute__((format(
 /* Plain message at a level, no event name. */
 void log_msg(enum log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-#define RA_LOG_AT_(lvl, ...)                  \
-    do {                                   \
-        if (!log_is_enabled(lvl)) break;   \
-        log_msg(lvl, __VA_ARGS__);         \
+#define RA_LOG_AT_(lvl, ...)                                                                       \
+    do {                                                                                           \
+        if (!log_is_enabled(lvl)) break;                                                           \
+        log_msg(lvl, __VA_ARGS__);                                                                 \
     } while (0)
 #define log_error(...) RA_LOG_AT_(RA_LOG_ERROR, __VA_ARGS__)
 #define log_warn(...) RA_LOG_AT_(RA_LOG_WARN, __VA_ARGS__)

@@ -2,6 +2,12 @@
  * config.c - the option table and everything derived from it: CLI parsing,
  * annotation parsing, validation, --help and --print-config (see config.h).
  *
+ * The table is the single judge of a value: its row gives the type, the
+ * range of a duration (RANGE), a check of a string (CHECKED), and whether
+ * the option is read only at start (OPT_RESTART_ONLY). Every error leaving
+ * this file is one line: values are Go-quoted, and one_line() escapes what
+ * a message still holds raw.
+ *
  * To add an option: add a field to struct config, one row to OPTIONS below,
  * and (if it needs one) a cross-field check in validate(). Nothing else.
  */
@@ -12,14 +18,30 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "actions/exec.h"
 #include "base/addr.h"
 #include "base/log.h"
+#include "config/goquote.h"
 #include "config/value.h"
+
+/* A value Go-quoted for an error message: control characters and bytes that
+ * are not UTF-8 escaped, so no value can break the message (or the log line
+ * or stderr line that carries it); long values are cut with `..."`. */
+#define QUOTED_MAX 200
+#define QV(buf, v) (gq_quote_to((buf), sizeof(buf), (v), strlen(v)), (buf))
 
 enum opt_type { OPT_STR, OPT_LIST, OPT_DURATION, OPT_SIGNAL, OPT_BOOL, OPT_ENUM };
 
 #define OPT_REPEAT 1u   /* flag may be repeated; values accumulate */
 #define OPT_NO_ANNOT 2u /* cannot be set by annotation */
+#define OPT_ZERO_OK 4u  /* OPT_DURATION: 0 (off / the default) is accepted besides [min, max] */
+/* Read once, at start (redis's IMMUTABLE_CONFIG): a live change is accepted
+ * into the configuration but takes effect when the agent restarts, and is
+ * logged as such (cfg_restart_only_changed). */
+#define OPT_RESTART_ONLY 8u
+/* With OPT_RESTART_ONLY, for a boolean: turning it off applies live (the
+ * consumer checks the value), only turning it on needs the restart. */
+#define OPT_LIVE_OFF 16u
 
 struct opt_def {
     const char *name;
@@ -30,7 +52,37 @@ struct opt_def {
     unsigned flags;
     const char *metavar;
     const char *help;
+    int64_t min, max;             /* OPT_DURATION: the accepted range in ns (max > 0 always) */
+    /* OPT_STR: judges a value; 0, or -EINVAL with the reason in why. */
+    int (*check)(const char *v, char *why, size_t n);
 };
+
+#define NS_US INT64_C(1000)
+#define NS_MS INT64_C(1000000)
+#define NS_S INT64_C(1000000000)
+#define NS_H (3600 * NS_S)
+#define NS_DAY (24 * NS_H)
+#define RANGE(lo, hi) (lo), (hi), NULL
+#define NO_RANGE 0, 0, NULL
+#define CHECKED(fn) 0, 0, (fn)
+
+/* --exec-command: must split into words the way the exec action will split
+ * it (an unterminated quote or a trailing backslash would fail every
+ * attempt). "" means unset. */
+static int check_command(const char *v, char *why, size_t n)
+{
+    char **argv;
+    const char *reason = NULL;
+    if (!*v) return 0;
+    int rc = exec_split_err(v, &argv, &reason);
+    if (rc == -ENOMEM) ra_oom();
+    if (rc < 0) {
+        snprintf(why, n, "%s (the command is split into words like a shell would)", reason);
+        return -EINVAL;
+    }
+    exec_argv_free(argv);
+    return 0;
+}
 
 static const char *const ACTIONS[] = {"none", "signal", "http", "exec", "restart", "rollout", NULL};
 static const char *const LEVELS[] = {"debug", "info", "warn", "error", NULL};
@@ -42,94 +94,105 @@ static const char *const ON_START[] = {"skip", "reload", "reconcile", "auto", NU
 static const struct opt_def OPTIONS[] = {
     {"watch", OPT_LIST, NULL, F(watch), NULL, OPT_REPEAT, "PATH",
      "Directory or file to watch (repeatable). ConfigMap/Secret volume mounts, plain trees, "
-     "single files."},
+     "single files.", NO_RANGE},
     {"action", OPT_ENUM, "none", F(action), ACTIONS, 0, "ACTION",
-     "Action for changed files no --rule matches: none|signal|http|exec|restart|rollout."},
+     "Action for changed files no --rule matches: none|signal|http|exec|restart|rollout.", NO_RANGE},
     {"rule", OPT_LIST, NULL, F(rule_raw), NULL, OPT_REPEAT, "GLOB=ACTION",
      "Per-file action: the first rule whose glob matches a changed file's logical path wins "
-     "(fnmatch, '*' crosses '/'). Repeatable."},
+     "(fnmatch, '*' crosses '/'). Repeatable.", NO_RANGE},
     {"ignore", OPT_LIST, NULL, F(ignore), NULL, OPT_REPEAT, "GLOB",
      "Leave matching files out of the content entirely: they never cause a change. "
-     "Repeatable."},
+     "Repeatable.", NO_RANGE},
     {"debounce", OPT_DURATION, "200ms", F(debounce_ns), NULL, 0, "DURATION",
      "Quiet period after the last filesystem event before the content is hashed; a burst "
-     "is one evaluation. Capped at 10x the debounce (at least 1s) from the first event."},
-    {"resync", OPT_DURATION, "3m", F(resync_ns), NULL, 0, "DURATION",
-     "Rehash everything this often as a safety net (0 disables)."},
+     "is one evaluation. Capped at 10x the debounce (at least 1s) from the first event.",
+     RANGE(0, NS_H)},
+    {"resync", OPT_DURATION, "3m", F(resync_ns), NULL, OPT_ZERO_OK, "DURATION",
+     "Rehash everything this often as a safety net (0 disables).",
+     RANGE(100 * NS_MS, 30 * NS_DAY)},
     {"log-format", OPT_ENUM, "text", F(log_format), FORMATS, 0, "FORMAT",
-     "Log line format on stderr: text|json."},
+     "Log line format on stderr: text|json.", NO_RANGE},
     {"log-level", OPT_ENUM, "info", F(log_level), LEVELS, 0, "LEVEL",
-     "Minimum level logged: debug|info|warn|error."},
+     "Minimum level logged: debug|info|warn|error.", NO_RANGE},
     {"dry-run", OPT_BOOL, "false", F(dry_run), NULL, 0, "BOOL",
-     "Log the action that would run instead of running it."},
+     "Log the action that would run instead of running it.", NO_RANGE},
     {"on-start", OPT_ENUM, "auto", F(on_start), ON_START, 0, "MODE",
      "At start: skip (take the content as applied), reload (act once on the current "
-     "content), reconcile (rollout only), auto (reconcile when a rule uses rollout, else skip)."},
+     "content), reconcile (rollout only), auto (reconcile when a rule uses rollout, else skip).", NO_RANGE},
     {"signal", OPT_SIGNAL, "HUP", F(signal), NULL, 0, "SIGNAL",
-     "Signal sent by the signal action (name or number)."},
+     "Signal sent by the signal action (name or number).", NO_RANGE},
     {"process", OPT_STR, NULL, F(process), NULL, 0, "NAME",
      "Signal target: processes whose /proc/PID/comm or argv[0] basename is NAME; the "
-     "topmost match only (the nginx master, not its workers)."},
+     "topmost match only (the nginx master, not its workers).", NO_RANGE},
     {"pid-file", OPT_STR, NULL, F(pid_file), NULL, 0, "PATH",
-     "Signal target: the PID in this file (re-read before every delivery)."},
+     "Signal target: the PID in this file (re-read before every delivery).", NO_RANGE},
     {"signal-all", OPT_BOOL, "false", F(signal_all), NULL, 0, "BOOL",
-     "Signal every matching process, not only the topmost."},
+     "Signal every matching process, not only the topmost.", NO_RANGE},
     {"http-url", OPT_STR, NULL, F(http_url), NULL, 0, "URL",
-     "Reload endpoint called by the http action, e.g. http://127.0.0.1:9090/-/reload."},
+     "Reload endpoint called by the http action, e.g. http://127.0.0.1:9090/-/reload.", NO_RANGE},
     {"http-method", OPT_STR, "POST", F(http_method), NULL, 0, "METHOD",
-     "HTTP method of the reload request."},
+     "HTTP method of the reload request.", NO_RANGE},
     {"http-header", OPT_LIST, NULL, F(http_header), NULL, OPT_REPEAT, "'NAME: VALUE'",
-     "Extra request header (repeatable)."},
+     "Extra request header (repeatable).", NO_RANGE},
     {"http-expect-status", OPT_LIST, "2xx", F(http_expect_status), NULL, OPT_REPEAT, "CODES",
-     "Statuses that mean success: codes and classes like 2xx (repeatable or comma list)."},
+     "Statuses that mean success: codes and classes like 2xx (repeatable or comma list).", NO_RANGE},
     {"http-timeout", OPT_DURATION, "10s", F(http_timeout_ns), NULL, 0, "DURATION",
-     "Timeout of one reload request."},
+     "Timeout of one reload request.",
+     RANGE(NS_MS, NS_DAY)},
     {"exec-command", OPT_STR, NULL, F(exec_command), NULL, 0, "COMMAND",
      "Command run by the exec action (split into words like a shell would, no shell is "
-     "run); exit status 0 is success."},
+     "run); exit status 0 is success.", CHECKED(check_command)},
     {"exec-timeout", OPT_DURATION, "30s", F(exec_timeout_ns), NULL, 0, "DURATION",
-     "The command is killed (SIGTERM, then SIGKILL) after this long."},
-    {"kube-api", OPT_STR, NULL, F(kube_api), NULL, 0, "URL",
+     "The command is killed (SIGTERM, then SIGKILL) after this long (0: never).",
+     RANGE(0, NS_DAY)},
+    {"kube-api", OPT_STR, NULL, F(kube_api), NULL, OPT_RESTART_ONLY, "URL",
      "Kubernetes API server URL (default in a cluster: https://$KUBERNETES_SERVICE_HOST:"
-     "$KUBERNETES_SERVICE_PORT)."},
-    {"kube-token-file", OPT_STR, NULL, F(kube_token_file), NULL, 0, "PATH",
-     "Bearer token file, re-read when it rotates (default the service-account token)."},
-    {"kube-ca-file", OPT_STR, NULL, F(kube_ca_file), NULL, 0, "PATH",
-     "CA bundle that verifies the API server (default the service-account ca.crt)."},
-    {"pod-name", OPT_STR, NULL, F(pod_name), NULL, 0, "NAME",
-     "The agent's own pod (default $POD_NAME, from the downward API)."},
-    {"namespace", OPT_STR, NULL, F(namespace_), NULL, 0, "NS",
-     "The pod's namespace (default $POD_NAMESPACE, then the service-account namespace file)."},
+     "$KUBERNETES_SERVICE_PORT).", NO_RANGE},
+    {"kube-token-file", OPT_STR, NULL, F(kube_token_file), NULL, OPT_RESTART_ONLY, "PATH",
+     "Bearer token file, re-read when it rotates (default the service-account token).", NO_RANGE},
+    {"kube-ca-file", OPT_STR, NULL, F(kube_ca_file), NULL, OPT_RESTART_ONLY, "PATH",
+     "CA bundle that verifies the API server (default the service-account ca.crt).", NO_RANGE},
+    {"pod-name", OPT_STR, NULL, F(pod_name), NULL, OPT_RESTART_ONLY, "NAME",
+     "The agent's own pod (default $POD_NAME, from the downward API).", NO_RANGE},
+    {"namespace", OPT_STR, NULL, F(namespace_), NULL, OPT_RESTART_ONLY, "NS",
+     "The pod's namespace (default $POD_NAMESPACE, then the service-account namespace file).", NO_RANGE},
     {"hash-annotation", OPT_STR, "reload-agent.io/config-hash", F(hash_annotation), NULL, 0,
-     "KEY", "Pod-template annotation the rollout action sets to the rollout hash."},
+     "KEY", "Pod-template annotation the rollout action sets to the rollout hash.", CHECKED(val_annotation_key)},
     {"rollout-jitter", OPT_DURATION, "5s", F(rollout_jitter_ns), NULL, 0, "DURATION",
      "Random delay before a rollout, so one replica of many patches and the others see it "
-     "done."},
-    {"events", OPT_BOOL, "true", F(events), NULL, 0, "BOOL",
-     "Post Kubernetes Events about reloads and rollouts (in a cluster)."},
+     "done.",
+     RANGE(0, NS_H)},
+    {"events", OPT_BOOL, "true", F(events), NULL, OPT_RESTART_ONLY | OPT_LIVE_OFF, "BOOL",
+     "Post Kubernetes Events about reloads and rollouts (in a cluster).", NO_RANGE},
     {"restart-signal", OPT_SIGNAL, "TERM", F(restart_signal), NULL, 0, "SIGNAL",
      "Signal the restart action sends to the app's main process (found like the signal "
-     "action's target); the kubelet then restarts the container in place."},
+     "action's target); the kubelet then restarts the container in place.", NO_RANGE},
     {"restart-timeout", OPT_DURATION, "30s", F(restart_timeout_ns), NULL, 0, "DURATION",
-     "How long the restart action waits for the process to exit before reporting failure."},
+     "How long the restart action waits for the process to exit before reporting failure.",
+     RANGE(NS_MS, NS_DAY)},
     {"retry-initial", OPT_DURATION, "500ms", F(retry_initial_ns), NULL, 0, "DURATION",
-     "First retry delay after a failed action; doubles per failure, with jitter."},
+     "First retry delay after a failed action; doubles per failure, with jitter.",
+     RANGE(NS_MS, NS_DAY)},
     {"retry-max", OPT_DURATION, "30s", F(retry_max_ns), NULL, 0, "DURATION",
-     "Cap of the retry delay."},
+     "Cap of the retry delay.",
+     RANGE(NS_MS, NS_DAY)},
     {"min-interval", OPT_DURATION, "0s", F(min_interval_ns), NULL, 0, "DURATION",
-     "At most one action per this interval; changes in between are coalesced."},
-    {"sched-slice", OPT_DURATION, "100us", F(sched_slice_ns), NULL, 0, "DURATION",
+     "At most one action per this interval; changes in between are coalesced.",
+     RANGE(0, NS_DAY)},
+    {"sched-slice", OPT_DURATION, "100us", F(sched_slice_ns), NULL, OPT_ZERO_OK, "DURATION",
      "Scheduler time slice the agent asks for (Linux 6.12+): a short one lets a change "
      "preempt other work on the CPU at once instead of waiting behind it; the agent's "
-     "share of the CPU is unchanged. 0 keeps the kernel default."},
-    {"listen", OPT_STR, NULL, F(listen), NULL, 0, "ADDR:PORT",
+     "share of the CPU is unchanged. The kernel accepts 100us to 100ms; 0 keeps the "
+     "kernel default.",
+     RANGE(100 * NS_US, 100 * NS_MS)},
+    {"listen", OPT_STR, NULL, F(listen), NULL, OPT_RESTART_ONLY, "ADDR:PORT",
      "Serve /healthz, /readyz, /metrics and /status here, e.g. 127.0.0.1:9091 "
-     "(default: no server)."},
+     "(default: no server).", NO_RANGE},
     {"annotations", OPT_STR, NULL, F(annotations), NULL, OPT_NO_ANNOT, "FILE",
      "Downward-API annotations file to read reload-agent.io/<flag> settings from, watched "
-     "for live changes (default " CFG_DEFAULT_ANNOTATIONS_FILE " when it exists; \"\" for none)."},
+     "for live changes (default " CFG_DEFAULT_ANNOTATIONS_FILE " when it exists; \"\" for none).", NO_RANGE},
     {"print-config", OPT_BOOL, "false", F(print_config), NULL, OPT_NO_ANNOT, "",
-     "Print the effective configuration with the source of each value, then exit."},
+     "Print the effective configuration with the source of each value, then exit.", NO_RANGE},
 };
 
 #define NOPTS (sizeof OPTIONS / sizeof OPTIONS[0])
@@ -214,8 +277,49 @@ static void layer_set(struct cfg_layer *l, size_t i, const char *v)
     if (OPTIONS[i].flags & OPT_REPEAT) strlist_push(&l->list[i], v);
 }
 
+/* Makes an error message one line whatever a message above quoted raw:
+ * each control character becomes \xHH (cut to errlen). Every error that
+ * leaves this file goes through it (stderr at start, the log, /status). */
+static void one_line(char *err, size_t errlen)
+{
+    char tmp[2048];
+    size_t o = 0;
+    if (!errlen) return;
+    const char *q = err;
+    while (*q && (unsigned char)*q >= 0x20 && *q != 0x7f) q++;
+    if (!*q) return;
+    for (const char *p = err; *p && o + 5 < sizeof tmp; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (c < 0x20 || c == 0x7f) o += (size_t)snprintf(tmp + o, sizeof tmp - o, "\\x%02x", c);
+        else tmp[o++] = (char)c;
+    }
+    tmp[o] = '\0';
+    snprintf(err, errlen, "%s", tmp);
+}
+
+static int parse_args(int argc, char **argv, struct cfg_layer *flags, int *want_help, char *err,
+                      size_t errlen);
+static int layer_from_annotations(const struct annot_set *a, struct cfg_layer *l, char *err,
+                                  size_t errlen);
+
 int cfg_parse_args(int argc, char **argv, struct cfg_layer *flags, int *want_help, char *err,
                    size_t errlen)
+{
+    int rc = parse_args(argc, argv, flags, want_help, err, errlen);
+    if (rc < 0) one_line(err, errlen);
+    return rc;
+}
+
+int cfg_layer_from_annotations(const struct annot_set *a, struct cfg_layer *l, char *err,
+                               size_t errlen)
+{
+    int rc = layer_from_annotations(a, l, err, errlen);
+    if (rc < 0) one_line(err, errlen);
+    return rc;
+}
+
+static int parse_args(int argc, char **argv, struct cfg_layer *flags, int *want_help, char *err,
+                      size_t errlen)
 {
     *want_help = 0;
     for (int i = 0; i < argc; i++) {
@@ -225,7 +329,8 @@ int cfg_parse_args(int argc, char **argv, struct cfg_layer *flags, int *want_hel
             return 0;
         }
         if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
-            snprintf(err, errlen, "unexpected argument \"%s\" (options start with --)", a);
+            char q[QUOTED_MAX];
+            snprintf(err, errlen, "unexpected argument %s (options start with --)", QV(q, a));
             return -EINVAL;
         }
         const char *name = a + 2, *eq = strchr(name, '=');
@@ -248,8 +353,8 @@ int cfg_parse_args(int argc, char **argv, struct cfg_layer *flags, int *want_hel
     return 0;
 }
 
-int cfg_layer_from_annotations(const struct annot_set *a, struct cfg_layer *l, char *err,
-                               size_t errlen)
+static int layer_from_annotations(const struct annot_set *a, struct cfg_layer *l, char *err,
+                                  size_t errlen)
 {
     const size_t plen = strlen(CFG_ANNOTATION_PREFIX);
     for (size_t k = 0; k < a->n; k++) {
@@ -273,9 +378,9 @@ int cfg_layer_from_annotations(const struct annot_set *a, struct cfg_layer *l, c
         if (o->flags & OPT_REPEAT) {
             char **items;
             size_t n;
-            char why[256];
+            char why[256], q[QUOTED_MAX];
             if (val_list(a->v[k].val, &items, &n, why, sizeof why) < 0) {
-                snprintf(err, errlen, "annotation %s: invalid list \"%s\": %s", key, a->v[k].val,
+                snprintf(err, errlen, "annotation %s: invalid list %s: %s", key, QV(q, a->v[k].val),
                          why);
                 return -EINVAL;
             }
@@ -296,6 +401,31 @@ static const char *src_name(enum cfg_source s)
     return s == CFG_SRC_FLAG ? "flag" : s == CFG_SRC_ANNOTATION ? "annotation" : "default";
 }
 
+/* A duration the way a person types it: Go's form without the zero minutes
+ * and seconds Go adds to whole hours ("1h", "720h", "1m", "1m30s"), "us"
+ * for micro, "0" for zero. */
+static void short_duration(int64_t ns, char *out, size_t n)
+{
+    char go[32];
+    val_format_duration(ns, go, sizeof go);
+    char *mu = strstr(go, "\xc2\xb5s");
+    if (mu) memcpy(mu, "us", 3);
+    if (ns == 0) strcpy(go, "0");
+    snprintf(out, n, "%s", go);
+    size_t l = strlen(out);
+    if (l > 3 && strcmp(out + l - 3, "m0s") == 0) out[l -= 2] = '\0';
+    if (l > 3 && strcmp(out + l - 3, "h0m") == 0) out[l -= 2] = '\0';
+}
+
+/* The accepted range of a duration option, e.g. "0 or 100ms to 720h". */
+static void range_text(const struct opt_def *o, char *out, size_t n)
+{
+    char lo[32], hi[32];
+    short_duration(o->min, lo, sizeof lo);
+    short_duration(o->max, hi, sizeof hi);
+    snprintf(out, n, "%s%s to %s", o->flags & OPT_ZERO_OK ? "0 or " : "", lo, hi);
+}
+
 /* Parses one raw value of option o into the config field. */
 static int set_value(struct config *c, const struct opt_def *o, const char *v, enum cfg_source src,
                      char *err, size_t errlen)
@@ -305,12 +435,22 @@ static int set_value(struct config *c, const struct opt_def *o, const char *v, e
     int rc = 0;
     switch (o->type) {
     case OPT_STR:
+        if (o->check && (rc = o->check(v, why, sizeof why)) < 0) break;
         free(*(char **)field);
         *(char **)field = ra_strdup(v);
         break;
-    case OPT_DURATION:
-        rc = val_duration(v, (int64_t *)field, why, sizeof why);
+    case OPT_DURATION: {
+        int64_t ns;
+        rc = val_duration(v, &ns, why, sizeof why);
+        if (rc == 0 && !(ns == 0 && (o->flags & OPT_ZERO_OK)) && (ns < o->min || ns > o->max)) {
+            char range[96];
+            range_text(o, range, sizeof range);
+            snprintf(why, sizeof why, "out of range: --%s takes %s", o->name, range);
+            rc = -EINVAL;
+        }
+        if (rc == 0) *(int64_t *)field = ns;
         break;
+    }
     case OPT_SIGNAL:
         rc = val_signal(v, (int *)field, why, sizeof why);
         break;
@@ -334,12 +474,13 @@ static int set_value(struct config *c, const struct opt_def *o, const char *v, e
         break;
     }
     if (rc < 0) {
+        char q[QUOTED_MAX];
         if (src == CFG_SRC_ANNOTATION)
-            snprintf(err, errlen, "invalid value for annotation %s%s: \"%s\": %s",
-                     CFG_ANNOTATION_PREFIX, o->name, v, why);
+            snprintf(err, errlen, "invalid value for annotation %s%s: %s: %s",
+                     CFG_ANNOTATION_PREFIX, o->name, QV(q, v), why);
         else
-            snprintf(err, errlen, "invalid value for --%s (%s): \"%s\": %s", o->name,
-                     src_name(src), v, why);
+            snprintf(err, errlen, "invalid value for --%s (%s): %s: %s", o->name,
+                     src_name(src), QV(q, v), why);
         return -EINVAL;
     }
     return 0;
@@ -396,10 +537,11 @@ static int check_expect_status(const struct config *c, char *err, size_t errlen)
                  ((e[1] == 'x' && e[2] == 'x') ||
                   (e[1] >= '0' && e[1] <= '9' && e[2] >= '0' && e[2] <= '9'));
         if (!ok) {
+            char q[QUOTED_MAX];
             snprintf(err, errlen,
-                     "invalid value for --http-expect-status: \"%s\": want a status code "
+                     "invalid value for --http-expect-status: %s: want a status code "
                      "100-599 or a class like 2xx",
-                     e);
+                     QV(q, e));
             return -EINVAL;
         }
     }
@@ -448,8 +590,29 @@ static int check_action_needs(const struct config *c, const int *used, char *err
     return 0;
 }
 
+/* The rollout action needs the API client; a running agent that has none
+ * cannot start one (issue 9 F8: accepted, then failing forever). */
+static int check_env(const struct config *c, const struct cfg_env *env, const int *used, char *err,
+                     size_t errlen)
+{
+    if (!env || env->kube != CFG_KUBE_NONE || !used[ACTION_ROLLOUT]) return 0;
+    const char *what = "--action rollout";
+    char q[QUOTED_MAX];
+    for (size_t i = 0; c->action != ACTION_ROLLOUT && i < c->nrules; i++)
+        if (c->rules[i].action == ACTION_ROLLOUT) {
+            what = QV(q, c->rule_raw.v[i]);
+            break;
+        }
+    snprintf(err, errlen,
+             "%s%s: the rollout action needs the Kubernetes API client, and this agent runs "
+             "without one (it is set up at start only, when --action or a --rule uses rollout, "
+             "or for Events in a cluster); restart the agent to use rollout",
+             c->action == ACTION_ROLLOUT ? "" : "--rule ", what);
+    return -EINVAL;
+}
+
 /* Cross-field validation and derived fields. */
-static int validate(struct config *c, char *err, size_t errlen)
+static int validate(struct config *c, const struct cfg_env *env, char *err, size_t errlen)
 {
     for (size_t i = 0; i < c->watch.n; i++) {
         if (c->watch.v[i][0] == '\0') {
@@ -458,8 +621,9 @@ static int validate(struct config *c, char *err, size_t errlen)
         }
         for (size_t j = 0; j < i; j++)
             if (strcmp(c->watch.v[i], c->watch.v[j]) == 0) {
-                snprintf(err, errlen, "invalid value for --watch: \"%s\" is given twice",
-                         c->watch.v[i]);
+                char q[QUOTED_MAX];
+                snprintf(err, errlen, "invalid value for --watch: %s is given twice",
+                         QV(q, c->watch.v[i]));
                 return -EINVAL;
             }
     }
@@ -488,7 +652,8 @@ static int validate(struct config *c, char *err, size_t errlen)
             snprintf(err, errlen, "action \"%s\" is not implemented", ACTIONS[a]);
             return -EINVAL;
         }
-    if (check_expect_status(c, err, errlen) < 0 || check_action_needs(c, used, err, errlen) < 0)
+    if (check_expect_status(c, err, errlen) < 0 || check_action_needs(c, used, err, errlen) < 0 ||
+        check_env(c, env, used, err, errlen) < 0)
         return -EINVAL;
     if (c->listen && *c->listen) {
         struct sockaddr_storage ss;
@@ -514,6 +679,12 @@ static int validate(struct config *c, char *err, size_t errlen)
 int cfg_build(const struct cfg_layer *flags, const struct cfg_layer *annots, struct config *out,
               char *err, size_t errlen)
 {
+    return cfg_build_env(flags, annots, NULL, out, err, errlen);
+}
+
+int cfg_build_env(const struct cfg_layer *flags, const struct cfg_layer *annots,
+                  const struct cfg_env *env, struct config *out, char *err, size_t errlen)
+{
     memset(out, 0, sizeof *out);
     for (size_t i = 0; i < NOPTS; i++) {
         const struct opt_def *o = &OPTIONS[i];
@@ -529,11 +700,12 @@ int cfg_build(const struct cfg_layer *flags, const struct cfg_layer *annots, str
         }
     }
     if (apply_layer(out, flags, err, errlen) < 0 || apply_layer(out, annots, err, errlen) < 0 ||
-        validate(out, err, errlen) < 0)
+        validate(out, env, err, errlen) < 0)
         goto fail;
     return 0;
 fail:
     cfg_free(out);
+    one_line(err, errlen);
     return -EINVAL;
 }
 
@@ -561,6 +733,79 @@ int cfg_same_watch(const struct config *a, const struct config *b)
     return 1;
 }
 
+/* The --help marker of a restart-only option ("" for the others). */
+static const char *restart_marker(const struct opt_def *o)
+{
+    if (!(o->flags & OPT_RESTART_ONLY)) return "";
+    return o->flags & OPT_LIVE_OFF ? " [restart-only to turn on]" : " [restart-only]";
+}
+
+/* 1 if option o has the same value in a and b. */
+static int same_value(const struct opt_def *o, const struct config *a, const struct config *b)
+{
+    const void *fa = (const char *)a + o->off, *fb = (const char *)b + o->off;
+    switch (o->type) {
+    case OPT_STR: {
+        const char *x = *(char *const *)fa, *y = *(char *const *)fb;
+        return strcmp(x ? x : "", y ? y : "") == 0;
+    }
+    case OPT_LIST: {
+        const struct strlist *x = fa, *y = fb;
+        if (x->n != y->n) return 0;
+        for (size_t i = 0; i < x->n; i++)
+            if (strcmp(x->v[i], y->v[i]) != 0) return 0;
+        return 1;
+    }
+    case OPT_DURATION:
+        return *(const int64_t *)fa == *(const int64_t *)fb;
+    case OPT_SIGNAL:
+    case OPT_BOOL:
+    case OPT_ENUM:
+        return *(const int *)fa == *(const int *)fb;
+    }
+    return 1;
+}
+
+size_t cfg_restart_only_changed(const struct config *boot, const struct config *prev,
+                                const struct config *next, char *names, size_t n)
+{
+    size_t count = 0, len = 0;
+    if (n) names[0] = '\0';
+    for (size_t i = 0; i < NOPTS; i++) {
+        const struct opt_def *o = &OPTIONS[i];
+        if (!(o->flags & OPT_RESTART_ONLY) || same_value(o, boot, next)) continue;
+        if (o->flags & OPT_LIVE_OFF && !*(const int *)((const char *)next + o->off)) continue;
+        if (prev && same_value(o, prev, next)) continue;
+        if (n > len)
+            len += (size_t)snprintf(names + len, n - len, "%s--%s", count ? ", " : "", o->name);
+        count++;
+    }
+    return count;
+}
+
+void cfg_dup(const struct config *src, struct config *dst)
+{
+    *dst = *src;
+    for (size_t i = 0; i < NOPTS; i++) {
+        void *field = (char *)dst + OPTIONS[i].off;
+        if (OPTIONS[i].type == OPT_STR) {
+            *(char **)field = ra_strdup(*(char **)field);
+        } else if (OPTIONS[i].type == OPT_LIST) {
+            const struct strlist *from = (const struct strlist *)((const char *)src + OPTIONS[i].off);
+            struct strlist *to = field;
+            to->v = NULL;
+            to->n = 0;
+            for (size_t j = 0; j < from->n; j++) strlist_push(to, from->v[j]);
+        }
+    }
+    dst->rules = calloc(src->nrules ? src->nrules : 1, sizeof *dst->rules);
+    if (!dst->rules) ra_oom();
+    for (size_t i = 0; i < src->nrules; i++) {
+        dst->rules[i].glob = ra_strdup(src->rules[i].glob);
+        dst->rules[i].action = src->rules[i].action;
+    }
+}
+
 void cfg_print_help(FILE *f)
 {
     for (size_t i = 0; i < NOPTS; i++) {
@@ -568,12 +813,21 @@ void cfg_print_help(FILE *f)
         char head[64];
         snprintf(head, sizeof head, "--%s%s%s", o->name, o->metavar[0] ? " " : "", o->metavar);
         fprintf(f, "  %-26s %s", head, o->help);
-        if (o->def) fprintf(f, " (default %s)", o->def);
+        if (o->def) fprintf(f, " (default %s", o->def);
+        if (o->type == OPT_DURATION) {
+            char range[96];
+            range_text(o, range, sizeof range);
+            fprintf(f, "%srange %s", o->def ? "; " : " (", range);
+        }
+        if (o->def || o->type == OPT_DURATION) fputc(')', f);
+        fputs(restart_marker(o), f);
         fputc('\n', f);
     }
     fprintf(f, "\nEvery option except --annotations and --print-config can also be set with the "
                "pod annotation\n" CFG_ANNOTATION_PREFIX "<flag-name> (lists comma-separated); "
-               "annotations win over flags.\nDurations are Go-style (250ms, 1m30s).\n");
+               "annotations win over flags.\nDurations are Go-style (250ms, 1m30s).\n"
+               "Options marked [restart-only] are read once, at start: a live annotation change "
+               "of one is\naccepted and logged, and takes effect when the agent restarts.\n");
 }
 
 /* Renders a field's current value. */
@@ -609,6 +863,19 @@ static void format_value(const struct config *c, const struct opt_def *o, char *
     }
 }
 
+/* A value for a --print-config line: Go-quoted (in place) if it holds a
+ * control character, so that each option stays one line. */
+static const char *one_line_value(char *buf)
+{
+    char q[4096];
+    const char *p = buf;
+    while (*p && (unsigned char)*p >= 0x20 && *p != 0x7f) p++;
+    if (!*p) return buf;
+    gq_quote_to(q, sizeof q, buf, strlen(buf));
+    memcpy(buf, q, strlen(q) + 1);
+    return buf;
+}
+
 void cfg_print(FILE *f, const struct config *c, const struct cfg_layer *flags,
                const struct cfg_layer *annots)
 {
@@ -618,6 +885,7 @@ void cfg_print(FILE *f, const struct config *c, const struct cfg_layer *flags,
         if (annots && annots->val[i]) src = "annotation";
         else if (flags && flags->val[i]) src = "flag";
         format_value(c, &OPTIONS[i], buf, sizeof buf);
-        fprintf(f, "%-16s = %-30s # %s\n", OPTIONS[i].name, buf, src);
+        fprintf(f, "%-16s = %-30s # %s%s\n", OPTIONS[i].name, one_line_value(buf), src,
+                OPTIONS[i].flags & OPT_RESTART_ONLY ? ", restart-only" : "");
     }
 }

@@ -129,16 +129,47 @@ int cfg_layer_from_annotations(const struct annot_set *a, struct cfg_layer *l, c
                                size_t errlen);
 
 /* Builds the effective configuration defaults < flags < annots (either
- * layer may be NULL), parsing and validating every value and the
+ * layer may be NULL), parsing and validating every value (durations within
+ * the option's range, strings through the option's check) and the
  * combination. Returns 0 and *out (free with cfg_free), or -EINVAL with a
- * message naming the option, its source and the value. */
+ * one-line message naming the option, its source and the (Go-quoted)
+ * value. */
 int cfg_build(const struct cfg_layer *flags, const struct cfg_layer *annots, struct config *out,
               char *err, size_t errlen);
+
+/* What the running agent has set up, for the checks that depend on it. */
+enum cfg_kube {
+    CFG_KUBE_UNKNOWN = 0, /* at start: the client is created after the configuration */
+    CFG_KUBE_NONE,        /* running without a Kubernetes API client */
+    CFG_KUBE_READY,       /* running with one */
+};
+struct cfg_env {
+    enum cfg_kube kube;
+};
+
+/* cfg_build, plus the checks against what the running agent has (env; NULL
+ * = as at start, nothing known): with CFG_KUBE_NONE, a rule or --action
+ * that uses rollout is an error (the client is only set up at start). Live
+ * updates pass the env so that they are judged like a start would be. */
+int cfg_build_env(const struct cfg_layer *flags, const struct cfg_layer *annots,
+                  const struct cfg_env *env, struct config *out, char *err, size_t errlen);
 
 void cfg_free(struct config *c);
 
 /* 1 if an HTTP status counts as success under --http-expect-status. */
 int cfg_status_expected(const struct config *c, long status);
+
+/* A deep copy of src into dst (free with cfg_free); aborts on OOM. */
+void cfg_dup(const struct config *src, struct config *dst);
+
+/* The options marked restart-only in the table (--listen, the Kubernetes
+ * client's --kube-*, --pod-name, --namespace; --events only when turned on)
+ * whose value in next differs from boot, the configuration the agent
+ * started with (what is in force for them), and, if prev is not NULL, also
+ * from prev (so a pending change is reported once). Writes their flag names
+ * ("--listen, --kube-api") into names[n] and returns how many there are. */
+size_t cfg_restart_only_changed(const struct config *boot, const struct config *prev,
+                                const struct config *next, char *names, size_t n);
 
 /* 1 if both configurations watch the same roots in the same order. */
 int cfg_same_watch(const struct config *a, const struct config *b);

@@ -20,7 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -102,7 +103,8 @@ static size_t unescape(const unsigned char *s, size_t len, size_t i, char *out, 
             v = v * 8 + (uint32_t)(s[i + k] - '0');
         }
         if (v > 0377) {
-            set_err(err, errlen, "octal escape \\%.3s at offset %zu exceeds \\377", (const char *)s + i + 1, i);
+            set_err(err, errlen, "octal escape \\%.3s at offset %zu exceeds \\377",
+                    (const char *)s + i + 1, i);
             return 0;
         }
         out[(*o)++] = (char)v;
@@ -125,7 +127,8 @@ static size_t unescape(const unsigned char *s, size_t len, size_t i, char *out, 
     if (c == 'x') {
         out[(*o)++] = (char)v;
     } else if (v > 0x10FFFF) {
-        set_err(err, errlen, "escape \\%c at offset %zu: code point 0x%X is beyond U+10FFFF", c, i, v);
+        set_err(err, errlen, "escape \\%c at offset %zu: code point 0x%X is beyond U+10FFFF", c, i,
+                v);
         return 0;
     } else if (v >= 0xD800 && v <= 0xDFFF) {
         set_err(err, errlen, "escape \\%c at offset %zu: U+%04X is a surrogate", c, i, v);
@@ -136,8 +139,8 @@ static size_t unescape(const unsigned char *s, size_t len, size_t i, char *out, 
     return 2 + ndig;
 }
 
-int gq_unquote(const char *str, size_t len, char **out, size_t *outlen, size_t *consumed,
-               char *err, size_t errlen)
+int gq_unquote(const char *str, size_t len, char **out, size_t *outlen, size_t *consumed, char *err,
+               size_t errlen)
 {
     const unsigned char *s = (const unsigned char *)str;
     size_t i = 1, o = 0, n;
@@ -221,18 +224,18 @@ static int32_t utf8_decode(const unsigned char *s, size_t len, size_t *width)
 static int is_print(int32_t r)
 {
     static const int32_t not_print[][2] = {
-        {0x0080, 0x00A0}, /* C1 controls, no-break space */
-        {0x00AD, 0x00AD}, /* soft hyphen */
-        {0x1680, 0x1680}, /* ogham space mark */
-        {0x2000, 0x200F}, /* spaces, zero-width and direction marks */
-        {0x2028, 0x202F}, /* line/paragraph separators, embeddings, narrow nbsp */
-        {0x205F, 0x206F}, /* math space, invisible operators, isolates */
-        {0x3000, 0x3000}, /* ideographic space */
-        {0xD800, 0xF8FF}, /* surrogates, private use */
-        {0xFDD0, 0xFDEF}, /* noncharacters */
-        {0xFEFF, 0xFEFF}, /* byte order mark */
-        {0xFFF0, 0xFFFB}, /* unassigned, interlinear annotation */
-        {0xE0000, 0xE007F}, /* tags */
+        {0x0080, 0x00A0},    /* C1 controls, no-break space */
+        {0x00AD, 0x00AD},    /* soft hyphen */
+        {0x1680, 0x1680},    /* ogham space mark */
+        {0x2000, 0x200F},    /* spaces, zero-width and direction marks */
+        {0x2028, 0x202F},    /* line/paragraph separators, embeddings, narrow nbsp */
+        {0x205F, 0x206F},    /* math space, invisible operators, isolates */
+        {0x3000, 0x3000},    /* ideographic space */
+        {0xD800, 0xF8FF},    /* surrogates, private use */
+        {0xFDD0, 0xFDEF},    /* noncharacters */
+        {0xFEFF, 0xFEFF},    /* byte order mark */
+        {0xFFF0, 0xFFFB},    /* unassigned, interlinear annotation */
+        {0xE0000, 0xE007F},  /* tags */
         {0xF0000, 0x10FFFF}, /* private use planes */
     };
     size_t k;

@@ -18,8 +18,8 @@
  * NUL, and *consumed the number of input bytes up to and including the
  * closing quote. On failure returns -EINVAL (or -ENOMEM), writes a reason
  * naming the byte offset into err, and *out is NULL. */
-int gq_unquote(const char *s, size_t len, char **out, size_t *outlen, size_t *consumed,
-               char *err, size_t errlen);
+int gq_unquote(const char *s, size_t len, char **out, size_t *outlen, size_t *consumed, char *err,
+               size_t errlen);
 
 /* Encodes bytes as Go's strconv.Quote would (for tests and the inject
  * command). Returns a malloc'd NUL-terminated string or NULL on ENOMEM.

@@ -21,7 +21,8 @@
 #define QUOTED_MAX 72 /* room for a quoted value in an error message */
 #define NS_LIMIT ((uint64_t)1 << 63)
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 static int fail(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -35,10 +36,7 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
     return -EINVAL;
 }
 
-static int is_digit(char c)
-{
-    return c >= '0' && c <= '9';
-}
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
 
 /* ---- durations ---------------------------------------------------------- */
 
@@ -88,7 +86,8 @@ int val_duration(const char *s, int64_t *ns, char *err, size_t errlen)
         int pre = 0, post = 0, frac_full = 0;
 
         if (!(*p == '.' || is_digit(*p)))
-            return fail(err, errlen, "invalid duration %s: expected a number at offset %td", q, p - s);
+            return fail(err, errlen, "invalid duration %s: expected a number at offset %td", q,
+                        p - s);
         for (; is_digit(*p); p++, pre = 1) {
             if (v > NS_LIMIT / 10) goto overflow;
             v = v * 10 + (uint64_t)(*p - '0');
@@ -97,7 +96,8 @@ int val_duration(const char *s, int64_t *ns, char *err, size_t errlen)
         if (*p == '.') {
             /* Extra fraction digits stop adding precision, as in Go. */
             for (p++; is_digit(*p); p++, post = 1) {
-                if (frac_full || f > (NS_LIMIT - 1) / 10 || f * 10 + (uint64_t)(*p - '0') > NS_LIMIT) {
+                if (frac_full || f > (NS_LIMIT - 1) / 10 ||
+                    f * 10 + (uint64_t)(*p - '0') > NS_LIMIT) {
                     frac_full = 1;
                     continue;
                 }
@@ -112,7 +112,8 @@ int val_duration(const char *s, int64_t *ns, char *err, size_t errlen)
         unit = unit_ns(u, (size_t)(p - u));
         if (!unit) {
             gq_quote_to(uq, sizeof uq, u, (size_t)(p - u));
-            return fail(err, errlen, "unknown unit %s in duration %s (valid: ns, us, ms, s, m, h)", uq, q);
+            return fail(err, errlen, "unknown unit %s in duration %s (valid: ns, us, ms, s, m, h)",
+                        uq, q);
         }
         if (v > NS_LIMIT / unit) goto overflow;
         v *= unit;
@@ -208,14 +209,14 @@ static const struct {
     const char *name;
     int sig;
 } signals[] = {
-    {"SIGHUP", SIGHUP},       {"SIGINT", SIGINT},       {"SIGQUIT", SIGQUIT},   {"SIGILL", SIGILL},
-    {"SIGTRAP", SIGTRAP},     {"SIGABRT", SIGABRT},     {"SIGBUS", SIGBUS},     {"SIGFPE", SIGFPE},
-    {"SIGKILL", SIGKILL},     {"SIGUSR1", SIGUSR1},     {"SIGSEGV", SIGSEGV},   {"SIGUSR2", SIGUSR2},
-    {"SIGPIPE", SIGPIPE},     {"SIGALRM", SIGALRM},     {"SIGTERM", SIGTERM},   {"SIGSTKFLT", SIGSTKFLT},
-    {"SIGCHLD", SIGCHLD},     {"SIGCONT", SIGCONT},     {"SIGSTOP", SIGSTOP},   {"SIGTSTP", SIGTSTP},
-    {"SIGTTIN", SIGTTIN},     {"SIGTTOU", SIGTTOU},     {"SIGURG", SIGURG},     {"SIGXCPU", SIGXCPU},
-    {"SIGXFSZ", SIGXFSZ},     {"SIGVTALRM", SIGVTALRM}, {"SIGPROF", SIGPROF},   {"SIGWINCH", SIGWINCH},
-    {"SIGIO", SIGIO},         {"SIGPOLL", SIGPOLL},     {"SIGPWR", SIGPWR},     {"SIGSYS", SIGSYS},
+    {"SIGHUP", SIGHUP},   {"SIGINT", SIGINT},       {"SIGQUIT", SIGQUIT}, {"SIGILL", SIGILL},
+    {"SIGTRAP", SIGTRAP}, {"SIGABRT", SIGABRT},     {"SIGBUS", SIGBUS},   {"SIGFPE", SIGFPE},
+    {"SIGKILL", SIGKILL}, {"SIGUSR1", SIGUSR1},     {"SIGSEGV", SIGSEGV}, {"SIGUSR2", SIGUSR2},
+    {"SIGPIPE", SIGPIPE}, {"SIGALRM", SIGALRM},     {"SIGTERM", SIGTERM}, {"SIGSTKFLT", SIGSTKFLT},
+    {"SIGCHLD", SIGCHLD}, {"SIGCONT", SIGCONT},     {"SIGSTOP", SIGSTOP}, {"SIGTSTP", SIGTSTP},
+    {"SIGTTIN", SIGTTIN}, {"SIGTTOU", SIGTTOU},     {"SIGURG", SIGURG},   {"SIGXCPU", SIGXCPU},
+    {"SIGXFSZ", SIGXFSZ}, {"SIGVTALRM", SIGVTALRM}, {"SIGPROF", SIGPROF}, {"SIGWINCH", SIGWINCH},
+    {"SIGIO", SIGIO},     {"SIGPOLL", SIGPOLL},     {"SIGPWR", SIGPWR},   {"SIGSYS", SIGSYS},
 };
 
 /* Names of SIGRTMIN+k and SIGRTMAX-k, k = 1..16, as `kill -l` prints them. */
@@ -295,7 +296,8 @@ int val_signal(const char *s, int *sig, char *err, size_t errlen)
     if (v < 0)
         return fail(err, errlen, "invalid real-time signal %s (SIGRTMIN..SIGRTMAX is %d..%d)", q,
                     SIGRTMIN, SIGRTMAX);
-    return fail(err, errlen, "unknown signal %s (use a name like HUP or SIGUSR1, or a number 1..64)", q);
+    return fail(err, errlen,
+                "unknown signal %s (use a name like HUP or SIGUSR1, or a number 1..64)", q);
 }
 
 const char *val_signal_name(int sig)
@@ -308,8 +310,7 @@ const char *val_signal_name(int sig)
     if (sig == SIGRTMAX) return "SIGRTMAX";
     if (sig < SIGRTMIN || sig > SIGRTMAX) return NULL;
     k = (size_t)(sig - SIGRTMIN);
-    if (k <= (size_t)(SIGRTMAX - sig))
-        return k <= 16 ? rtmin_names[k - 1] : NULL;
+    if (k <= (size_t)(SIGRTMAX - sig)) return k <= 16 ? rtmin_names[k - 1] : NULL;
     k = (size_t)(SIGRTMAX - sig);
     return k <= 16 ? rtmax_names[k - 1] : NULL;
 }
@@ -338,10 +339,7 @@ int val_bool(const char *s, int *b, char *err, size_t errlen)
     return fail(err, errlen, "invalid boolean %s (use true or false)", q);
 }
 
-static int is_space(char c)
-{
-    return c == ' ' || c == '\t';
-}
+static int is_space(char c) { return c == ' ' || c == '\t'; }
 
 void val_list_free(char **items)
 {
@@ -418,4 +416,67 @@ int val_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out, char *err
     return 0;
 range:
     return fail(err, errlen, "number %s out of range %" PRIu64 "..%" PRIu64, q, min, max);
+}
+
+/* ---- annotation keys --------------------------------------------------- */
+
+static int is_alnum(char c)
+{
+    return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+/* DNS-1123 subdomain, compared lower-cased (ValidateAnnotations lowers the
+ * key): labels of [a-z0-9-] that start and end alphanumeric, joined by '.'. */
+static const char *subdomain_error(const char *s, size_t n)
+{
+    size_t k, label = 0;
+
+    if (n > 253) return "its prefix is longer than 253 characters";
+    for (k = 0; k < n; k++) {
+        char c = s[k];
+        if (c == '.') {
+            if (label == 0 || s[k - 1] == '-')
+                return "its prefix is not a DNS subdomain (example.com)";
+            label = 0;
+        } else if (is_alnum(c) || (c == '-' && label > 0)) {
+            label++;
+        } else {
+            return "its prefix is not a DNS subdomain (example.com)";
+        }
+    }
+    if (label == 0 || s[n - 1] == '-') return "its prefix is not a DNS subdomain (example.com)";
+    return NULL;
+}
+
+int val_annotation_key(const char *s, char *err, size_t errlen)
+{
+    char q[QUOTED_MAX];
+    const char *slash, *name, *why = NULL;
+    size_t n, k;
+
+    if (!s || !*s) return fail(err, errlen, "empty annotation key");
+    gq_quote_to(q, sizeof q, s, strlen(s));
+    slash = strchr(s, '/');
+    name = slash ? slash + 1 : s;
+    if (slash && strchr(name, '/'))
+        why = "it holds more than one '/'";
+    else if (slash && slash == s)
+        why = "the prefix before '/' is empty";
+    else if (slash)
+        why = subdomain_error(s, (size_t)(slash - s));
+    n = strlen(name);
+    if (!why && n == 0)
+        why = "the name after '/' is empty";
+    else if (!why && n > 63)
+        why = "its name part is longer than 63 characters";
+    for (k = 0; !why && k < n; k++)
+        if (!(is_alnum(name[k]) ||
+              ((name[k] == '-' || name[k] == '_' || name[k] == '.') && k > 0 && k + 1 < n)))
+            why = "its name must be [-_.A-Za-z0-9], starting and ending with a letter or digit";
+    if (why)
+        return fail(
+            err, errlen,
+            "invalid annotation key %s: %s ([prefix/]name, like reload-agent.io/config-hash)", q,
+            why);
+    return 0;
 }

@@ -49,4 +49,12 @@ void val_list_free(char **items);
  * [min, max]. */
 int val_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out, char *err, size_t errlen);
 
+/* A Kubernetes annotation key, validated as the API server does
+ * (apimachinery ValidateAnnotations: IsQualifiedName of the lower-cased
+ * key): an optional prefix, a DNS-1123 subdomain of at most 253 characters
+ * followed by '/', then a name of 1 to 63 characters from [-_.A-Za-z0-9]
+ * that starts and ends with [A-Za-z0-9]. ("reload-agent.io/config-hash",
+ * "example.com/x", "hash".) */
+int val_annotation_key(const char *s, char *err, size_t errlen);
+
 #endif

@@ -213,7 +213,8 @@ static void test_help_lists_every_option(void **state)
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         if (!strstr(h, names[i])) fail_msg("--help lacks %s", names[i]);
     }
-    assert_non_null(strstr(h, "(default 200ms)"));
+    assert_non_null(strstr(h, "(default 200ms; range 0 to 1h)"));
+    assert_non_null(strstr(h, "(default 100us; range 0 or 100us to 100ms)"));
     free(h);
 }
 
@@ -243,6 +244,293 @@ static void test_print_config_shows_sources(void **state)
     free(p);
 }
 
+/* Builds defaults < the flags in argv (NULL-terminated); returns cfg_build's
+ * result, the message in f->err. */
+static int build_args(struct fixture *f, const char *const *argv)
+{
+    struct cfg_layer l;
+    int help, argc = 0, rc;
+    while (argv[argc]) argc++;
+    assert_int_equal(cfg_layer_init(&l, CFG_SRC_FLAG), 0);
+    assert_int_equal(cfg_parse_args(argc, (char **)argv, &l, &help, f->err, sizeof f->err), 0);
+    rc = cfg_build(&l, NULL, &f->cfg, f->err, sizeof f->err);
+    if (rc == 0) cfg_free(&f->cfg);
+    memset(&f->cfg, 0, sizeof f->cfg);
+    cfg_layer_free(&l);
+    return rc;
+}
+
+/* The documented range of every duration option (README flags table). */
+static const struct {
+    const char *name, *min, *max, *below, *above, *range;
+    int zero_ok;
+} RANGES[] = {
+    {"debounce", "0", "1h", NULL, "1h0m0.000000001s", "0 to 1h", 0},
+    {"resync", "100ms", "720h", "99ms", "720h1ns", "0 or 100ms to 720h", 1},
+    {"http-timeout", "1ms", "24h", "999us", "24h1ns", "1ms to 24h", 0},
+    {"exec-timeout", "0", "24h", NULL, "24h1ns", "0 to 24h", 0},
+    {"rollout-jitter", "0", "1h", NULL, "1h1ns", "0 to 1h", 0},
+    {"restart-timeout", "1ms", "24h", "999999ns", "24h1ns", "1ms to 24h", 0},
+    {"retry-initial", "1ms", "24h", "0", "24h1ns", "1ms to 24h", 0},
+    {"retry-max", "1ms", "24h", "0", "24h1ns", "1ms to 24h", 0},
+    {"min-interval", "0", "24h", NULL, "24h1ns", "0 to 24h", 0},
+    {"sched-slice", "100us", "100ms", "99us", "100ms1ns", "0 or 100us to 100ms", 1},
+};
+
+/* Issue 9 F6: the largest duration Go accepts passed every option and
+ * overflowed the ns->ms conversions. Each duration option now has a range;
+ * values outside it are an error naming the option and the range. */
+static void test_duration_ranges(void **state)
+{
+    struct fixture *f = *state;
+    for (size_t i = 0; i < sizeof RANGES / sizeof RANGES[0]; i++) {
+        char opt[64], want[128];
+        snprintf(opt, sizeof opt, "--%s", RANGES[i].name);
+        snprintf(want, sizeof want, "out of range: %s takes %s", opt, RANGES[i].range);
+        /* retry-initial <= retry-max is checked too: keep the other one wide. */
+        const char *other = strcmp(RANGES[i].name, "retry-initial") == 0 ? "--retry-max" : "--retry-initial";
+        const char *other_val = other[8] == 'm' ? "24h" : "1ms";
+        const char *huge[] = {opt, "2562047h47m16.854775807s", NULL};
+        if (build_args(f, huge) != -22 || !strstr(f->err, want) || !strstr(f->err, "2562047h"))
+            fail_msg("%s 2562047h47m16.854775807s: %s", opt, f->err);
+        const char *above[] = {opt, RANGES[i].above, NULL};
+        if (build_args(f, above) != -22 || !strstr(f->err, want))
+            fail_msg("%s %s: %s", opt, RANGES[i].above, f->err);
+        const char *lo[] = {opt, RANGES[i].min, other, other_val, NULL};
+        const char *hi[] = {opt, RANGES[i].max, other, other_val, NULL};
+        if (build_args(f, lo) != 0) fail_msg("%s %s refused: %s", opt, RANGES[i].min, f->err);
+        if (build_args(f, hi) != 0) fail_msg("%s %s refused: %s", opt, RANGES[i].max, f->err);
+        if (RANGES[i].below) {
+            const char *below[] = {opt, RANGES[i].below, other, other_val, NULL};
+            if (build_args(f, below) != -22 || !strstr(f->err, opt))
+                fail_msg("%s %s: %s", opt, RANGES[i].below, f->err);
+        }
+        if (RANGES[i].zero_ok) {
+            const char *zero[] = {opt, "0", NULL};
+            if (build_args(f, zero) != 0) fail_msg("%s 0 refused: %s", opt, f->err);
+        }
+    }
+}
+
+/* --sched-slice 1h was accepted; the kernel takes 0.1 to 100 ms. From an
+ * annotation too (a live update), naming the annotation and the range. */
+static void test_sched_slice_range(void **state)
+{
+    struct fixture *f = *state;
+    const char *h[] = {"--sched-slice", "1h", NULL};
+    assert_int_equal(build_args(f, h), -22);
+    assert_non_null(strstr(f->err, "--sched-slice"));
+    assert_non_null(strstr(f->err, "100us to 100ms"));
+    assert_int_equal(annots(f, "reload-agent.io/sched-slice=\"1h\""), 0);
+    assert_int_equal(cfg_build(NULL, &f->annots, &f->cfg, f->err, sizeof f->err), -22);
+    assert_non_null(strstr(f->err, "annotation reload-agent.io/sched-slice: \"1h\": out of range"));
+    const char *ok[] = {"--sched-slice", "2ms", NULL};
+    assert_int_equal(build_args(f, ok), 0);
+}
+
+/* Issue 9 F7: an --exec-command that cannot be split, or a --hash-annotation
+ * that is no annotation key, was accepted and failed every attempt. Refused
+ * now, from a flag and from an annotation, with the reason. */
+static void test_exec_command_and_hash_annotation_judged(void **state)
+{
+    struct fixture *f = *state;
+    const struct {
+        const char *opt, *val, *why;
+    } bad[] = {
+        {"--exec-command", "sh -c \"echo hi", "unterminated double quote"},
+        {"--exec-command", "sh -c 'echo hi", "unterminated single quote"},
+        {"--exec-command", "kill -HUP 1 \\", "trailing backslash"},
+        {"--exec-command", "   ", "empty command"},
+        {"--hash-annotation", "example.com/a/b", "more than one '/'"},
+        {"--hash-annotation", "bad key", "[-_.A-Za-z0-9]"},
+        {"--hash-annotation", "", "empty annotation key"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *argv[] = {bad[i].opt, bad[i].val, NULL};
+        if (build_args(f, argv) != -22 || !strstr(f->err, bad[i].opt) || !strstr(f->err, bad[i].why))
+            fail_msg("%s '%s': %s", bad[i].opt, bad[i].val, f->err);
+    }
+    const char *ok[] = {"--exec-command", "sh -c 'nginx -s reload'", "--hash-annotation",
+                        "example.com/config-hash", "--action", "exec", NULL};
+    assert_int_equal(build_args(f, ok), 0);
+    const char *unset[] = {"--exec-command", "", NULL};
+    assert_int_equal(build_args(f, unset), 0);
+    assert_int_equal(annots(f, "reload-agent.io/exec-command=\"echo 'x\"\n"
+                               "reload-agent.io/hash-annotation=\"a/b\""),
+                     0);
+    assert_int_equal(cfg_build(NULL, &f->annots, &f->cfg, f->err, sizeof f->err), -22);
+    assert_non_null(strstr(f->err, "annotation reload-agent.io/exec-command"));
+    assert_non_null(strstr(f->err, "unterminated single quote"));
+    cfg_layer_free(&f->annots);
+    assert_int_equal(cfg_layer_init(&f->annots, CFG_SRC_ANNOTATION), 0);
+    assert_int_equal(annots(f, "reload-agent.io/hash-annotation=\"a/b/\""), 0);
+    assert_int_equal(cfg_build(NULL, &f->annots, &f->cfg, f->err, sizeof f->err), -22);
+    assert_non_null(strstr(f->err, "annotation reload-agent.io/hash-annotation"));
+}
+
+/* Issue 9 F8: rollout from a live update on an agent without an API client
+ * was accepted and failed forever. cfg_build_env judges it with what the
+ * agent has; without that knowledge (at start) the client is tried later. */
+static void test_rollout_needs_an_api_client(void **state)
+{
+    struct fixture *f = *state;
+    const struct cfg_env none = {.kube = CFG_KUBE_NONE}, ready = {.kube = CFG_KUBE_READY};
+    assert_int_equal(annots(f, "reload-agent.io/action=\"rollout\""), 0);
+    assert_int_equal(cfg_build_env(NULL, &f->annots, &none, &f->cfg, f->err, sizeof f->err), -22);
+    assert_non_null(strstr(f->err, "--action rollout"));
+    assert_non_null(strstr(f->err, "needs the Kubernetes API client"));
+    assert_int_equal(cfg_build_env(NULL, &f->annots, &ready, &f->cfg, f->err, sizeof f->err), 0);
+    assert_int_equal(f->cfg.action, ACTION_ROLLOUT);
+    cfg_free(&f->cfg);
+    assert_int_equal(cfg_build(NULL, &f->annots, &f->cfg, f->err, sizeof f->err), 0);
+    cfg_free(&f->cfg);
+    cfg_layer_free(&f->annots);
+    assert_int_equal(cfg_layer_init(&f->annots, CFG_SRC_ANNOTATION), 0);
+    assert_int_equal(annots(f, "reload-agent.io/rule=\"*.conf=none, jvm.options=rollout\""), 0);
+    assert_int_equal(cfg_build_env(NULL, &f->annots, &none, &f->cfg, f->err, sizeof f->err), -22);
+    assert_non_null(strstr(f->err, "--rule \"jvm.options=rollout\""));
+    /* Without rollout, no client is needed. */
+    cfg_layer_free(&f->annots);
+    assert_int_equal(cfg_layer_init(&f->annots, CFG_SRC_ANNOTATION), 0);
+    assert_int_equal(annots(f, "reload-agent.io/rule=\"*.conf=none\""), 0);
+    assert_int_equal(cfg_build_env(NULL, &f->annots, &none, &f->cfg, f->err, sizeof f->err), 0);
+}
+
+/* Builds a configuration from flags only (argv NULL-terminated) into *c. */
+static void build_into(const char *const *argv, struct config *c)
+{
+    struct cfg_layer l;
+    char err[512];
+    int help, argc = 0;
+    while (argv[argc]) argc++;
+    assert_int_equal(cfg_layer_init(&l, CFG_SRC_FLAG), 0);
+    assert_int_equal(cfg_parse_args(argc, (char **)argv, &l, &help, err, sizeof err), 0);
+    if (cfg_build(&l, NULL, c, err, sizeof err) != 0) fail_msg("%s", err);
+    cfg_layer_free(&l);
+}
+
+/* Issue 8 item 3: options read once at start are marked in the table
+ * (OPT_RESTART_ONLY); cfg_restart_only_changed replaces run.c's list. */
+static void test_restart_only_changes(void **state)
+{
+    (void)state;
+    struct config boot, a, b, c, e_off, e_on;
+    char names[256];
+    const char *boot_args[] = {"--listen", "127.0.0.1:9091", "--debounce", "1s", NULL};
+    const char *a_args[] = {"--listen", "127.0.0.1:9092", "--kube-api", "https://k:6443",
+                            "--debounce", "2s", NULL};
+    const char *b_args[] = {"--listen", "127.0.0.1:9091", "--debounce", "5s", "--events=false", NULL};
+    const char *c_args[] = {"--listen", "127.0.0.1:9091", "--pod-name", "web-0", "--namespace", "prod",
+                            "--kube-token-file", "/t", "--kube-ca-file", "/ca", NULL};
+    const char *off_args[] = {"--events=false", NULL};
+    const char *on_args[] = {"--events=true", NULL};
+    build_into(boot_args, &boot);
+    build_into(a_args, &a);
+    build_into(b_args, &b);
+    build_into(c_args, &c);
+    build_into(off_args, &e_off);
+    build_into(on_args, &e_on);
+
+    assert_int_equal(cfg_restart_only_changed(&boot, NULL, &a, names, sizeof names), 2);
+    assert_string_equal(names, "--kube-api, --listen");
+    /* Reported once: prev already held these values. */
+    assert_int_equal(cfg_restart_only_changed(&boot, &a, &a, names, sizeof names), 0);
+    assert_string_equal(names, "");
+    /* Back to what is in force, a live-only change, and --events=false
+     * (applies live): nothing to restart for. */
+    assert_int_equal(cfg_restart_only_changed(&boot, &a, &b, names, sizeof names), 0);
+    assert_int_equal(cfg_restart_only_changed(&boot, NULL, &c, names, sizeof names), 4);
+    assert_string_equal(names, "--kube-token-file, --kube-ca-file, --pod-name, --namespace");
+    /* --events=true needs the restart only if the agent started without. */
+    assert_int_equal(cfg_restart_only_changed(&e_off, NULL, &e_on, names, sizeof names), 1);
+    assert_string_equal(names, "--events");
+    assert_int_equal(cfg_restart_only_changed(&e_on, &e_off, &e_on, names, sizeof names), 0);
+    /* names is always terminated, even when short. */
+    char tiny[6];
+    assert_int_equal(cfg_restart_only_changed(&boot, NULL, &a, tiny, sizeof tiny), 2);
+    assert_int_equal(strlen(tiny), 5);
+
+    /* cfg_dup is deep: the copy outlives the original. */
+    struct config d;
+    cfg_dup(&c, &d);
+    cfg_free(&c);
+    assert_string_equal(d.pod_name, "web-0");
+    assert_int_equal(cfg_restart_only_changed(&d, NULL, &boot, names, sizeof names), 4);
+    cfg_free(&d);
+    cfg_free(&boot);
+    cfg_free(&a);
+    cfg_free(&b);
+    cfg_free(&e_off);
+    cfg_free(&e_on);
+}
+
+static void test_restart_only_marked_in_help_and_print(void **state)
+{
+    struct fixture *f = *state;
+    char *h = capture(help_fn, NULL);
+    const char *marked[] = {"--listen", "--kube-api", "--kube-token-file", "--kube-ca-file",
+                            "--pod-name", "--namespace"};
+    for (size_t i = 0; i < sizeof marked / sizeof marked[0]; i++) {
+        char *line = strstr(h, marked[i]);
+        assert_non_null(line);
+        char *end = strchr(line, '\n');
+        char *m = strstr(line, "[restart-only]");
+        if (!m || m > end) fail_msg("--help does not mark %s restart-only", marked[i]);
+    }
+    char *ev = strstr(h, "--events");
+    assert_true(strstr(ev, "[restart-only to turn on]") < strchr(ev, '\n'));
+    char *deb = strstr(h, "--debounce");
+    char *m = strstr(deb, "restart-only");
+    assert_true(m == NULL || m > strchr(deb, '\n'));
+    free(h);
+
+    char *argv[] = {"--listen", "127.0.0.1:9091"};
+    assert_int_equal(parse(f, 2, argv), 0);
+    assert_int_equal(cfg_build(&f->flags, &f->annots, &f->cfg, f->err, sizeof f->err), 0);
+    char *p = capture(print_fn, f);
+    char *line = strstr(p, "\nlisten ");
+    assert_non_null(line);
+    assert_true(strstr(line, "# flag, restart-only") < strchr(line + 1, '\n'));
+    line = strstr(p, "\ndebounce ");
+    assert_non_null(line);
+    m = strstr(line, "restart-only");
+    assert_true(m == NULL || m > strchr(line + 1, '\n'));
+    free(p);
+}
+
+/* Found by fuzz_options: an unknown flag (or an http URL) holding a control
+ * character came back raw in the error, so the error was not one line. */
+static void test_errors_are_one_line(void **state)
+{
+    struct fixture *f = *state;
+    char *a1[] = {"--wat\x02-\rlics"};
+    assert_int_equal(parse(f, 1, a1), -22);
+    assert_null(strpbrk(f->err, "\r\n\x02"));
+    assert_non_null(strstr(f->err, "--wat\\x02-\\x0dlics"));
+    const char *a2[] = {"--action", "http", "--http-url", "ftp://x\n2026-12-03T00:00:00.000Z info  forged",
+                        NULL};
+    assert_int_equal(build_args(f, a2), -22);
+    assert_null(strchr(f->err, '\n'));
+    assert_non_null(strstr(f->err, "ftp://x\\x0a2026"));
+}
+
+/* Found by fuzz_options: a value holding a newline split its
+ * --print-config line in two (the second could pose as another option). */
+static void test_print_config_one_line_per_option(void **state)
+{
+    struct fixture *f = *state;
+    assert_int_equal(annots(f, "reload-agent.io/exec-command=\"echo a\\nlisten = 0.0.0.0:1 # flag\""), 0);
+    assert_int_equal(cfg_build(&f->flags, &f->annots, &f->cfg, f->err, sizeof f->err), 0);
+    char *p = capture(print_fn, f);
+    size_t lines = 0;
+    for (char *q = p; *q; q++) lines += *q == '\n';
+    assert_int_equal(lines, cfg_option_count());
+    char *line = strstr(p, "\nexec-command ");
+    assert_non_null(line);
+    assert_non_null(strstr(line, "\"echo a\\nlisten = 0.0.0.0:1 # flag\""));
+    free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -258,6 +546,14 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_duplicate_watch_rejected, setup, teardown),
         cmocka_unit_test_setup_teardown(test_help_lists_every_option, setup, teardown),
         cmocka_unit_test_setup_teardown(test_print_config_shows_sources, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_duration_ranges, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sched_slice_range, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_exec_command_and_hash_annotation_judged, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rollout_needs_an_api_client, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_restart_only_changes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_restart_only_marked_in_help_and_print, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_errors_are_one_line, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_print_config_one_line_per_option, setup, teardown),
     };
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }

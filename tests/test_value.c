@@ -65,8 +65,8 @@ static void test_duration_valid(void **state)
     expect_duration("1h1m1s1ms1us1ns", HOUR + MIN + SEC + MS + 1000 + 1);
     expect_duration("1s1s", 2 * SEC);
     expect_duration("0.000000001s", 1);
-    expect_duration("1.0000000001s", SEC);                      /* beyond ns precision: truncated */
-    expect_duration("1.00000000000000000000000001h", HOUR);     /* fraction digits past 2^63 ignored */
+    expect_duration("1.0000000001s", SEC);                  /* beyond ns precision: truncated */
+    expect_duration("1.00000000000000000000000001h", HOUR); /* fraction digits past 2^63 ignored */
     expect_duration("9223372036854775807ns", INT64_MAX);
     expect_duration("2562047h47m16.854775807s", INT64_MAX);
 }
@@ -134,8 +134,9 @@ static void test_duration_format(void **state)
 
 static void test_duration_round_trip(void **state)
 {
-    static const int64_t samples[] = {1, 999, 1000, 1001, 999999, MS, SEC - 1, SEC, SEC + 1,
-                                      59 * SEC, MIN, HOUR - 1, HOUR, 25 * HOUR + 1, INT64_MAX - 1};
+    static const int64_t samples[] = {1,   999,      1000, 1001,          999999,
+                                      MS,  SEC - 1,  SEC,  SEC + 1,       59 * SEC,
+                                      MIN, HOUR - 1, HOUR, 25 * HOUR + 1, INT64_MAX - 1};
     char buf[40];
     int64_t back;
     size_t k;
@@ -255,7 +256,8 @@ static void test_bool(void **state)
 {
     static const char *const yes[] = {"1", "t", "T", "TRUE", "true", "True"};
     static const char *const no[] = {"0", "f", "F", "FALSE", "false", "False"};
-    static const char *const bad[] = {"", "yes", "no", "on", "TRue", "tRUE", "2", " true", "true ", "falsey"};
+    static const char *const bad[] = {"",     "yes", "no",    "on",    "TRue",
+                                      "tRUE", "2",   " true", "true ", "falsey"};
     char err[160];
     size_t k;
     int b;
@@ -366,14 +368,80 @@ static void test_uint(void **state)
     expect_bad_uint("1.5", 0, 10, "invalid unsigned integer");
 }
 
+/* Kubernetes annotation keys (IsQualifiedName of the lower-cased key). */
+static void test_annotation_key(void **state)
+{
+    (void)state;
+    char n63[64], n64[65], p253[300], p254[300], err[300];
+    memset(n63, 'a', 63);
+    n63[63] = '\0';
+    memset(n64, 'a', 64);
+    n64[64] = '\0';
+    /* prefix of 253: labels "aaa...a" of 63 joined by '.' (63*4+3 = 255: trim) */
+    snprintf(p253, sizeof p253, "%.63s.%.63s.%.63s.%.61s/x", n63, n63, n63, n63);
+    snprintf(p254, sizeof p254, "%.63s.%.63s.%.63s.%.62s/x", n63, n63, n63, n63);
+    const char *good[] = {"reload-agent.io/config-hash",
+                          "example.com/x",
+                          "hash",
+                          "a",
+                          "A_b.c-D",
+                          "Example.COM/Hash",
+                          "a-b.c0/z9",
+                          n63,
+                          p253,
+                          "x/y",
+                          "1/2"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        int rc = val_annotation_key(good[i], err, sizeof err);
+        if (rc) print_error("%s: %s\n", good[i], err);
+        assert_int_equal(rc, 0);
+    }
+    const struct {
+        const char *key, *why;
+    } bad[] = {
+        {"", "empty annotation key"},
+        {"a/b/c", "more than one '/'"},
+        {"/x", "prefix before '/' is empty"},
+        {"example.com/", "name after '/' is empty"},
+        {n64, "longer than 63"},
+        {p254, "longer than 253"},
+        {"-x", "starting and ending"},
+        {"x-", "starting and ending"},
+        {"x y", "[-_.A-Za-z0-9]"},
+        {"x\ny", "[-_.A-Za-z0-9]"},
+        {"_x", "starting and ending"},
+        {"exa_mple.com/x", "not a DNS subdomain"},
+        {"-example.com/x", "not a DNS subdomain"},
+        {"example-.com/x", "not a DNS subdomain"},
+        {"example..com/x", "not a DNS subdomain"},
+        {".example.com/x", "not a DNS subdomain"},
+        {"example.com./x", "not a DNS subdomain"},
+        {"caf\xc3\xa9/x", "not a DNS subdomain"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = '\0';
+        assert_int_equal(val_annotation_key(bad[i].key, err, sizeof err), -EINVAL);
+        if (!strstr(err, bad[i].why))
+            print_error("%s: got %s, want %s\n", bad[i].key, err, bad[i].why);
+        assert_non_null(strstr(err, bad[i].why));
+        assert_null(strchr(err, '\n')); /* the key is quoted, escapes and all */
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_duration_valid),  cmocka_unit_test(test_duration_invalid),
-        cmocka_unit_test(test_duration_format), cmocka_unit_test(test_duration_round_trip),
-        cmocka_unit_test(test_signal_names),    cmocka_unit_test(test_signal_invalid),
-        cmocka_unit_test(test_signal_name),     cmocka_unit_test(test_bool),
-        cmocka_unit_test(test_list),            cmocka_unit_test(test_uint),
+        cmocka_unit_test(test_duration_valid),
+        cmocka_unit_test(test_duration_invalid),
+        cmocka_unit_test(test_duration_format),
+        cmocka_unit_test(test_duration_round_trip),
+        cmocka_unit_test(test_signal_names),
+        cmocka_unit_test(test_signal_invalid),
+        cmocka_unit_test(test_signal_name),
+        cmocka_unit_test(test_bool),
+        cmocka_unit_test(test_list),
+        cmocka_unit_test(test_uint),
+        cmocka_unit_test(test_annotation_key),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
