@@ -24,6 +24,7 @@ static struct {
     double hist_sum;
     uint64_t config_errors;
     uint64_t retries;
+    uint64_t unwatched_dirs;
 } M;
 
 void metrics_reset(void) { memset(&M, 0, sizeof M); }
@@ -47,6 +48,7 @@ void metrics_action(int action, int success, double seconds)
 
 void metrics_config_error(void) { M.config_errors++; }
 void metrics_retry(void) { M.retries++; }
+void metrics_set_unwatched_directories(uint64_t n) { M.unwatched_dirs = n; }
 
 struct out {
     char *buf;
@@ -113,6 +115,10 @@ char *metrics_render(uint64_t changes, uint64_t watch_events, size_t *len)
     family(&o, "reload_agent_config_errors_total", "counter",
            "Rejected configuration updates (the last good configuration stayed in force).");
     emit(&o, "reload_agent_config_errors_total %llu\n", (unsigned long long)M.config_errors);
+    family(&o, "reload_agent_unwatched_directories", "gauge",
+           "Directories under the watch roots that could not be watched (e.g. the "
+           "fs.inotify.max_user_watches limit): changes there are missed until they are.");
+    emit(&o, "reload_agent_unwatched_directories %llu\n", (unsigned long long)M.unwatched_dirs);
     family(&o, "reload_agent_action_duration_seconds", "histogram",
            "Duration of action attempts.");
     for (size_t i = 0; i < NBUCKETS; i++)

@@ -19,6 +19,10 @@ void metrics_config_error(void);
 /* Counts one retry scheduled. */
 void metrics_retry(void);
 
+/* Sets the gauge of directories that could not be watched (the monitor
+ * pushes it whenever the count changes). */
+void metrics_set_unwatched_directories(uint64_t n);
+
 /* Renders all families into a malloc'd buffer (*len bytes). changes and
  * watch_events are read from the monitor by the caller. Returns NULL on
  * ENOMEM. */

@@ -22,6 +22,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +67,14 @@ struct root {
     void *ud;
     int present; /* armed as a directory or file root */
     int warned;  /* the "waiting for it" line was logged for this absence */
+    int why;     /* while waiting: errno of stat(path) (ENOENT, ENOTDIR, ELOOP) */
+    int failed;  /* arming failed (e.g. ENOSPC): counted as unwatched, retried */
+};
+
+/* A real subdirectory that could not be watched (not a missing one). */
+struct unw {
+    size_t root;
+    char *rel;
 };
 
 struct watch {
@@ -76,6 +85,11 @@ struct watch {
     size_t nroots, caproots;
     struct ent *ents;
     size_t nents, capents;
+    struct unw *unw; /* subdirectories that could not be watched */
+    size_t nunw, capunw;
+    size_t unw_reported; /* the count unw_cb was last told */
+    void (*unw_cb)(void *, size_t);
+    void *unw_ud;
     uint64_t events;
     void (*done)(void *);
     void *done_ud;
@@ -116,6 +130,60 @@ static int is_private(const char *name) { return name[0] == '.' && name[1] == '.
 
 static int is_missing(int err) { return err == ENOENT || err == ENOTDIR || err == ELOOP; }
 
+int (*watch__test_add_watch)(int fd, const char *path, uint32_t mask);
+int (*watch__test_inotify_init1)(int flags);
+
+static int unw_find(const struct watch *w, size_t r, const char *rel)
+{
+    for (size_t i = 0; i < w->nunw; i++)
+        if (w->unw[i].root == r && strcmp(w->unw[i].rel, rel) == 0) return (int)i;
+    return -1;
+}
+
+/* Records directory rel of root r as unwatched; 1 if it was not yet. */
+static int unw_add(struct watch *w, size_t r, const char *rel)
+{
+    if (unw_find(w, r, rel) >= 0) return 0;
+    if (w->nunw == w->capunw) {
+        w->capunw = w->capunw ? w->capunw * 2 : 8;
+        w->unw = need(realloc(w->unw, w->capunw * sizeof *w->unw));
+    }
+    w->unw[w->nunw++] = (struct unw){r, need(strdup(rel))};
+    return 1;
+}
+
+static void unw_remove_at(struct watch *w, size_t i)
+{
+    free(w->unw[i].rel);
+    w->unw[i] = w->unw[--w->nunw];
+}
+
+/* Forgets the unwatched entries of root r at rel and below ("" = all of r). */
+static void unw_drop(struct watch *w, size_t r, const char *rel)
+{
+    size_t n = strlen(rel);
+    for (size_t i = w->nunw; i-- > 0;)
+        if (w->unw[i].root == r && (!n || (strncmp(w->unw[i].rel, rel, n) == 0 &&
+                                           (w->unw[i].rel[n] == '\0' || w->unw[i].rel[n] == '/'))))
+            unw_remove_at(w, i);
+}
+
+size_t watch_unwatched_count(const struct watch *w)
+{
+    size_t n = w->nunw;
+    for (size_t r = 0; r < w->nroots; r++) n += w->roots[r].failed != 0;
+    return n;
+}
+
+/* Tells unw_cb when the count changed since it was last told. */
+static void unw_report(struct watch *w)
+{
+    size_t n = watch_unwatched_count(w);
+    if (n == w->unw_reported || w->closing) return;
+    w->unw_reported = n;
+    if (w->unw_cb) w->unw_cb(w->unw_ud, n);
+}
+
 static int wd_in_use(const struct watch *w, int wd)
 {
     for (size_t i = 0; i < w->nents; i++)
@@ -143,6 +211,7 @@ static void ent_remove(struct watch *w, size_t i)
 
 static void root_drop(struct watch *w, size_t r)
 {
+    unw_drop(w, r, "");
     for (size_t i = w->nents; i-- > 0;)
         if (w->ents[i].root == r) ent_remove(w, i);
 }
@@ -151,6 +220,7 @@ static void root_drop(struct watch *w, size_t r)
 static void tree_drop(struct watch *w, size_t r, const char *rel)
 {
     size_t n = strlen(rel);
+    unw_drop(w, r, rel);
     for (size_t i = w->nents; i-- > 0;) {
         const struct ent *e = &w->ents[i];
         if (e->root == r && e->kind == ENT_DIR && strncmp(e->rel, rel, n) == 0 &&
@@ -170,14 +240,17 @@ static const struct ent *ent_find(const struct watch *w, size_t r, enum ent_kind
 
 static int add_watch(struct watch *w, const char *path, uint32_t mask)
 {
-    int wd = inotify_add_watch(w->fd, path, mask | IN_MASK_ADD);
+    int wd = watch__test_add_watch ? watch__test_add_watch(w->fd, path, mask | IN_MASK_ADD)
+                                   : inotify_add_watch(w->fd, path, mask | IN_MASK_ADD);
     return wd < 0 ? -errno : wd;
 }
 
 /* Watches directory rel of root r ("" = the root, symlinks followed; below
  * it never through symlinks) and every real subdirectory under it that is
- * not yet watched. Returns <0 only when rel itself cannot be watched;
- * failures further down are logged and skipped. */
+ * not yet watched. Returns <0 only when rel itself cannot be watched. A
+ * subdirectory that exists but cannot be watched (ENOSPC at the
+ * fs.inotify.max_user_watches limit, EACCES...) is recorded as unwatched
+ * (logged once) for watch_rearm(); one that vanished is skipped. */
 static int tree_add(struct watch *w, size_t r, const char *rel0)
 {
     char **queue = need(malloc(sizeof *queue));
@@ -192,11 +265,19 @@ static int tree_add(struct watch *w, size_t r, const char *rel0)
         const struct ent *old = ent_find(w, r, ENT_DIR, rel);
         if (wd < 0) {
             if (head == 0) rc = wd;
-            else if (!is_missing(-wd))
-                log_warn("cannot watch directory %s: %s%s", path, strerror(-wd),
-                         wd == -ENOSPC ? " (inotify watch limit fs.inotify.max_user_watches?)" : "");
+            if (rel[0] && !is_missing(-wd) && unw_add(w, r, rel))
+                log_warn("cannot watch directory %s: %s%s; changes there are missed until it "
+                         "can be watched (retried; /readyz reports not ready meanwhile)",
+                         path, strerror(-wd),
+                         wd == -ENOSPC ? " (the inotify watch limit fs.inotify.max_user_watches "
+                                         "is reached: raise it with sysctl)"
+                                       : "");
             free(path);
             continue;
+        }
+        if (rel[0]) {
+            int u = unw_find(w, r, rel);
+            if (u >= 0) unw_remove_at(w, (size_t)u);
         }
         if (old && old->wd == wd) { /* already watched, hence already scanned */
             free(path);
@@ -311,9 +392,13 @@ static int root_start(struct watch *w, size_t r)
     root_drop(w, r);
     int rc = root_arm(w, r);
     struct root *ro = &w->roots[r];
+    struct stat st;
     ro->present = rc == 1;
+    ro->failed = rc < 0;
+    ro->why = rc == 0 ? (stat(ro->path, &st) == 0 ? ENOENT : errno) : 0;
     if (rc == 0 && !ro->warned)
-        log_debug("watch root %s does not exist yet; waiting for it", ro->path);
+        log_debug("watch root %s %s; waiting for it", ro->path,
+                  ro->why == ELOOP ? "is a symlink loop" : "does not exist yet");
     ro->warned = rc == 0;
     return rc;
 }
@@ -328,9 +413,12 @@ static void root_restart(struct watch *w, size_t r)
 {
     int was = w->roots[r].present, rc = root_start(w, r);
     if (rc < 0)
-        log_error("cannot watch %s: %s; its changes are not seen until the next inotify "
-                  "overflow rescan",
-                  w->roots[r].path, strerror(-rc));
+        log_error("cannot watch %s: %s%s; its changes are missed until it can be watched "
+                  "(retried; /readyz reports not ready meanwhile)",
+                  w->roots[r].path, strerror(-rc),
+                  rc == -ENOSPC ? " (the inotify watch limit fs.inotify.max_user_watches is "
+                                  "reached: raise it with sysctl)"
+                                : "");
     if (rc == 1 && !was) {
         log_debug("watch root %s is present", w->roots[r].path);
         notify(w, r, WATCH_ROOT_BACK);
@@ -424,6 +512,7 @@ static void on_event(struct watch *w, const struct inotify_event *ev)
     w->events++;
     if (ev->wd == -1) {
         if (ev->mask & IN_Q_OVERFLOW) overflow(w);
+        unw_report(w);
         return;
     }
     for (size_t i = 0; i < w->nents; i++)
@@ -438,6 +527,7 @@ static void on_event(struct watch *w, const struct inotify_event *ev)
         free(copy[i].rel);
     }
     free(copy);
+    unw_report(w);
 }
 
 static void stop_reading(struct watch *w, const char *what, int err)
@@ -478,10 +568,20 @@ int watch_create(uv_loop_t *loop, struct watch **out)
     struct watch *w = calloc(1, sizeof *w);
     int rc;
     if (!w) return -ENOMEM;
-    w->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    w->fd = watch__test_inotify_init1 ? watch__test_inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
+                                      : inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     if (w->fd < 0) {
         rc = -errno;
         free(w);
+        if (rc == -EMFILE) { /* two limits give EMFILE: tell which one */
+            int probe = open("/dev/null", O_RDONLY | O_CLOEXEC);
+            if (probe >= 0) close(probe);
+            log_error("cannot create an inotify instance: %s", probe >= 0
+                      ? "the per-user limit on inotify instances is reached (sysctl "
+                        "fs.inotify.max_user_instances; every process of this user that "
+                        "watches files holds some): raise it, or run fewer watchers as this user"
+                      : "the process's open-file limit is reached (ulimit -n)");
+        }
         return rc;
     }
     if ((rc = uv_poll_init(loop, &w->poll, w->fd)) < 0) {
@@ -522,7 +622,44 @@ int watch_add(struct watch *w, const char *path, watch_cb cb, void *ud, size_t *
         return rc;
     }
     *index = r;
+    unw_report(w);
     return 0;
+}
+
+int watch_root_wait_reason(const struct watch *w, size_t index)
+{
+    if (index >= w->nroots || w->roots[index].present) return 0;
+    return w->roots[index].failed ? -EIO : -(w->roots[index].why ? w->roots[index].why : ENOENT);
+}
+
+void watch_set_unwatched_cb(struct watch *w, void (*cb)(void *ud, size_t n), void *ud)
+{
+    w->unw_cb = cb;
+    w->unw_ud = ud;
+}
+
+void watch_rearm(struct watch *w)
+{
+    for (size_t r = 0; r < w->nroots && !w->closing; r++)
+        if (w->roots[r].failed) root_restart(w, r); /* reports WATCH_ROOT_BACK itself */
+    /* tree_add changes the list: work on a snapshot */
+    size_t n = w->nunw;
+    struct unw *snap = need(malloc((n ? n : 1) * sizeof *snap));
+    for (size_t i = 0; i < n; i++) snap[i] = (struct unw){w->unw[i].root, need(strdup(w->unw[i].rel))};
+    for (size_t i = 0; i < n; i++) {
+        if (!w->closing && unw_find(w, snap[i].root, snap[i].rel) >= 0 &&
+            w->roots[snap[i].root].present) {
+            tree_add(w, snap[i].root, snap[i].rel);
+            if (unw_find(w, snap[i].root, snap[i].rel) < 0) {
+                log_info("directory %s/%s is watched now", w->roots[snap[i].root].path,
+                         snap[i].rel);
+                notify(w, snap[i].root, WATCH_EVENT); /* it may have changed meanwhile */
+            }
+        }
+        free(snap[i].rel);
+    }
+    free(snap);
+    unw_report(w);
 }
 
 int watch_root_present(const struct watch *w, size_t index)
@@ -550,7 +687,9 @@ static void on_closed(uv_handle_t *h)
     void *done_ud = w->done_ud;
     close(w->fd); /* drops every kernel watch */
     for (size_t i = 0; i < w->nents; i++) free(w->ents[i].rel);
+    for (size_t i = 0; i < w->nunw; i++) free(w->unw[i].rel);
     for (size_t i = 0; i < w->nroots; i++) free(w->roots[i].path);
+    free(w->unw);
     free(w->ents);
     free(w->roots);
     free(w);
