@@ -39,7 +39,7 @@
 #define INLINE_MAX_BYTES (1024 * 1024)
 /* Jobs dropped in a row because the content changed while they ran, before
  * the monitor reports the content as unstable and backs off. */
-#define MAX_STALE_RUNS 8
+#define MAX_STALE_RUNS 5
 /* While some directory could not be watched, try again this often. */
 #define REARM_MS 2000
 
@@ -77,7 +77,8 @@ struct job {
     struct hash_cache *cache;
     int owns;       /* roots and cls are copies owned by the job */
     int owns_cache; /* abandoned: the worker frees the cache too */
-    int inline_;    /* count files and bytes against the inline budget */
+    int inline_;    /* hashing inline: stop if the budget is crossed */
+    int check;      /* stat each file against the budget (see evaluate) */
     uint64_t files, bytes;
     int over;       /* the budget was crossed: result incomplete */
     int rc;
@@ -114,6 +115,7 @@ struct monitor {
     int stale_runs;       /* jobs dropped in a row as stale */
     unsigned char *forget; /* listings to forget once the job is done, per root */
     int forget_all;
+    int swaps, others;    /* hints since the last evaluation: ..data swaps, the rest */
     int sized;            /* last_files/last_bytes describe a finished hash */
     uint64_t last_files, last_bytes;
     size_t unwatched;
@@ -173,7 +175,7 @@ static unsigned select_file(void *ud, const char *path)
     if (atomic_load(&j->cancel)) return 0;
     for (size_t i = 0; i < c->nignore; i++)
         if (fnmatch(c->ignore[i], path, 0) == 0) return 0;
-    if (j->inline_) {
+    if (j->inline_ && j->check) {
         struct stat st;
         j->files++;
         if (stat(path, &st) == 0) j->bytes += (uint64_t)st.st_size;
@@ -401,9 +403,15 @@ static void evaluate(struct monitor *m)
         present = need(malloc(m->nroots * sizeof *present));
     for (size_t i = 0; i < m->nroots; i++)
         if (watch_root_present(m->w, i)) present[np++] = m->roots[i];
+    /* Only kubelet ..data swaps since last time: the volume holds API
+     * objects (ConfigMaps and Secrets are capped at 1 MiB each), so a small
+     * tree stays small and the per-file stat (a path walk through the key
+     * links, about 10 us per file on a cold cache) is skipped. */
+    int swaps_only = m->swaps && !m->others;
+    m->swaps = m->others = 0;
     if (m->sized && m->last_files <= INLINE_MAX_FILES && m->last_bytes <= INLINE_MAX_BYTES) {
         struct job j = {.roots = present, .nroots = np, .cls = &m->cls, .cache = m->cache,
-                        .inline_ = 1};
+                        .inline_ = 1, .check = !swaps_only};
         job_run(&j);
         if (!j.over) {
             finish(m, &j);
@@ -444,7 +452,10 @@ static void on_job_done(uv_async_t *a)
         if (m->forget[i]) hash_cache_forget_listing(m->cache, m->roots[i]);
     m->forget_all = 0;
     memset(m->forget, 0, m->nroots);
-    if (m->stale) {
+    /* The hash itself gave up on a file that kept changing (bounded
+     * re-walks): that is the answer, stale or not. */
+    int gave_up = j->rc < 0 && j->err.op && strcmp(j->err.op, "rewalk") == 0;
+    if (m->stale && !gave_up) {
         m->stale = 0;
         if (++m->stale_runs >= MAX_STALE_RUNS) {
             struct log_rec r;
@@ -460,6 +471,7 @@ static void on_job_done(uv_async_t *a)
             log_debug("the watched content changed while it was hashed: hashing it again");
         }
     } else {
+        m->stale = 0;
         m->stale_runs = 0;
         finish(m, j);
     }
@@ -531,6 +543,8 @@ static void on_watch(void *ud, size_t root, enum watch_why why)
     struct monitor *m = ud;
     /* anything but a ..data swap may have changed the root's top level */
     if (why != WATCH_DATA_LINK) forget_listing(m, root, 0);
+    if (why == WATCH_DATA_LINK) m->swaps++;
+    else m->others++;
     switch (why) {
     case WATCH_EVENT:
     case WATCH_DATA_LINK:

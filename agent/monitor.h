@@ -22,7 +22,7 @@
  * (<= 256 files and <= 1 MiB, checked again file by file as they are read)
  * are hashed inline; anything larger, and the baseline, by a job on a thread
  * of its own, while the loop keeps serving. A hint during a job drops the
- * job's result (stale) and hashes again; after 8 such jobs in a row, or
+ * job's result (stale) and hashes again; after 5 such jobs in a row, or
  * when the hash itself reports a file that keeps changing, a hash-error is
  * logged and the next attempt waits for the backoff even if events keep
  * coming. monitor_close() never waits for a job: it is abandoned at once
