@@ -66,10 +66,10 @@ struct warn_rec {
 /* One hash computation: inline (on the stack, borrowing the monitor's
  * data) or on a worker thread (heap, owning copies). */
 struct job {
-    pthread_mutex_t mu;  /* done and abandoned (worker jobs) */
+    pthread_mutex_t mu; /* done and abandoned (worker jobs) */
     int done, abandoned;
-    atomic_int cancel;   /* set: select leaves every remaining file out */
-    uv_async_t *async;   /* the monitor's; sent when done unless abandoned */
+    atomic_int cancel; /* set: select leaves every remaining file out */
+    uv_async_t *async; /* the monitor's; sent when done unless abandoned */
     const char **roots;
     size_t nroots;
     const struct classify *cls;
@@ -80,7 +80,7 @@ struct job {
     int inline_;    /* hashing inline: stop if the budget is crossed */
     int check;      /* stat each file against the budget (see evaluate) */
     uint64_t files, bytes;
-    int over;       /* the budget was crossed: result incomplete */
+    int over; /* the budget was crossed: result incomplete */
     int rc;
     struct hash_manifest out;
     struct hash_error err;
@@ -107,16 +107,16 @@ struct monitor {
     uint64_t retry_ms;    /* current hash-error backoff, 0 = none */
     uint64_t hold_until;  /* content unstable: no evaluation before this uv_now */
     struct hash_manifest cur;
-    int have_base;        /* cur is a baseline (or later) taken from the content */
+    int have_base;            /* cur is a baseline (or later) taken from the content */
     struct hash_cache *cache; /* resolved roots and listings, kept between evaluations */
-    struct job *job;      /* worker job in flight, or NULL */
-    int stale;            /* a hint arrived while the job ran */
-    int again;            /* an evaluation fell due while the job ran */
-    int stale_runs;       /* jobs dropped in a row as stale */
-    unsigned char *forget; /* listings to forget once the job is done, per root */
+    struct job *job;          /* worker job in flight, or NULL */
+    int stale;                /* a hint arrived while the job ran */
+    int again;                /* an evaluation fell due while the job ran */
+    int stale_runs;           /* jobs dropped in a row as stale */
+    unsigned char *forget;    /* listings to forget once the job is done, per root */
     int forget_all;
-    int swaps, others;    /* hints since the last evaluation: ..data swaps, the rest */
-    int sized;            /* last_files/last_bytes describe a finished hash */
+    int swaps, others; /* hints since the last evaluation: ..data swaps, the rest */
+    int sized;         /* last_files/last_bytes describe a finished hash */
     uint64_t last_files, last_bytes;
     size_t unwatched;
     uint64_t changes;
@@ -162,8 +162,8 @@ static void cls_copy(struct classify *dst, const struct classify *src)
         dst->ignore[dst->nignore] = ra_strdup(src->ignore[dst->nignore]);
     dst->rules = need(calloc(src->nrules + 1, sizeof *dst->rules));
     for (; dst->nrules < src->nrules; dst->nrules++)
-        dst->rules[dst->nrules] = (struct sub_rule){ra_strdup(src->rules[dst->nrules].glob),
-                                                    src->rules[dst->nrules].sub};
+        dst->rules[dst->nrules] =
+            (struct sub_rule){ra_strdup(src->rules[dst->nrules].glob), src->rules[dst->nrules].sub};
     dst->sub_default = src->sub_default;
 }
 
@@ -218,7 +218,7 @@ static void log_warnings(const struct job *j)
     for (size_t i = 0; i < j->nwarns; i++)
         log_debug("%s: %s", j->warns[i].path,
                   (size_t)j->warns[i].w < sizeof why / sizeof why[0] ? why[j->warns[i].w]
-                                                                      : "skipped");
+                                                                     : "skipped");
 }
 
 static void job_clear_result(struct job *j)
@@ -233,8 +233,8 @@ static void job_clear_result(struct job *j)
 /* Runs hash_compute for the job, on whichever thread calls it. */
 static void job_run(struct job *j)
 {
-    struct hash_opts o = {.select = select_file, .warn = collect_warning, .ud = j,
-                          .cache = j->cache};
+    struct hash_opts o = {
+        .select = select_file, .warn = collect_warning, .ud = j, .cache = j->cache};
     j->rc = hash_compute(j->roots, j->nroots, &o, &j->out, &j->err);
 }
 
@@ -289,8 +289,9 @@ static void log_hash_error(const struct job *j)
     log_rec_str(&r, "op", op);
     log_rec_str(&r, "error", strerror(-j->rc));
     if (strcmp(op, "rewalk") == 0)
-        log_rec_end(&r, "cannot hash the watched content: %s kept changing while it was read "
-                        "(%d attempts); retrying with backoff",
+        log_rec_end(&r,
+                    "cannot hash the watched content: %s kept changing while it was read "
+                    "(%d attempts); retrying with backoff",
                     j->err.path, HASH_MAX_REWALKS + 1);
     else
         log_rec_end(&r, "cannot hash the watched content: %s %s: %s", op, j->err.path,
@@ -410,8 +411,12 @@ static void evaluate(struct monitor *m)
     int swaps_only = m->swaps && !m->others;
     m->swaps = m->others = 0;
     if (m->sized && m->last_files <= INLINE_MAX_FILES && m->last_bytes <= INLINE_MAX_BYTES) {
-        struct job j = {.roots = present, .nroots = np, .cls = &m->cls, .cache = m->cache,
-                        .inline_ = 1, .check = !swaps_only};
+        struct job j = {.roots = present,
+                        .nroots = np,
+                        .cls = &m->cls,
+                        .cache = m->cache,
+                        .inline_ = 1,
+                        .check = !swaps_only};
         job_run(&j);
         if (!j.over) {
             finish(m, &j);
@@ -419,7 +424,8 @@ static void evaluate(struct monitor *m)
             goto out;
         }
         log_debug("the watched content grew past the inline limit (%d files, %d bytes): "
-                  "hashing it on a worker thread", INLINE_MAX_FILES, INLINE_MAX_BYTES);
+                  "hashing it on a worker thread",
+                  INLINE_MAX_FILES, INLINE_MAX_BYTES);
         job_clear_result(&j);
     }
     start_job(m, present, np);
@@ -430,8 +436,10 @@ out:
 static void forget_listing(struct monitor *m, size_t root, int all)
 {
     if (m->job) { /* the job owns the cache now: later */
-        if (all) m->forget_all = 1;
-        else m->forget[root] = 1;
+        if (all)
+            m->forget_all = 1;
+        else
+            m->forget[root] = 1;
         return;
     }
     hash_cache_forget_listing(m->cache, all ? NULL : m->roots[root]);
@@ -461,8 +469,9 @@ static void on_job_done(uv_async_t *a)
             struct log_rec r;
             if (log_rec_begin(&r, RA_LOG_ERROR, "hash-error")) {
                 log_rec_str(&r, "op", "unstable");
-                log_rec_end(&r, "cannot hash the watched content: it changed during each of "
-                                "the last %d hashes; retrying with backoff",
+                log_rec_end(&r,
+                            "cannot hash the watched content: it changed during each of "
+                            "the last %d hashes; retrying with backoff",
                             MAX_STALE_RUNS);
             }
             m->stale_runs = 0;
@@ -543,12 +552,13 @@ static void on_watch(void *ud, size_t root, enum watch_why why)
     struct monitor *m = ud;
     /* anything but a ..data swap may have changed the root's top level */
     if (why != WATCH_DATA_LINK) forget_listing(m, root, 0);
-    if (why == WATCH_DATA_LINK) m->swaps++;
-    else m->others++;
+    if (why == WATCH_DATA_LINK)
+        m->swaps++;
+    else
+        m->others++;
     switch (why) {
     case WATCH_EVENT:
-    case WATCH_DATA_LINK:
-        break;
+    case WATCH_DATA_LINK: break;
     case WATCH_OVERFLOW:
         if (!m->overflowed) {
             struct log_rec r;
@@ -732,8 +742,8 @@ static void abandon_job(struct monitor *m)
         m->cache = NULL;
     }
     pthread_mutex_unlock(&j->mu);
-    log_debug("%s", done ? "dropping the result of a finished hash"
-                         : "abandoning the hash in progress");
+    log_debug("%s",
+              done ? "dropping the result of a finished hash" : "abandoning the hash in progress");
     if (done) job_free(j);
 }
 

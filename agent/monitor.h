@@ -72,13 +72,13 @@ struct monitor_opts {
     const char *const *roots;
     size_t nroots;
     int64_t debounce_ns;
-    int64_t resync_ns;          /* 0 = no resync */
-    const char *const *ignore;  /* globs; files matching are left out */
+    int64_t resync_ns;         /* 0 = no resync */
+    const char *const *ignore; /* globs; files matching are left out */
     size_t nignore;
     const struct monitor_sub_rule *sub_rules; /* copied; may be NULL */
     size_t nsub_rules;
     int sub_default;
-    monitor_baseline_cb baseline; /* optional; gets the ud of monitor_start */
+    monitor_baseline_cb baseline;      /* optional; gets the ud of monitor_start */
     const struct monitor_extra *extra; /* may be NULL */
     size_t nextra;
 };

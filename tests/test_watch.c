@@ -94,7 +94,10 @@ static int rm_one(const char *p, const struct stat *st, int type, struct FTW *ft
     return type == FTW_DP ? rmdir(p) : unlink(p);
 }
 
-static void rm_rf(const char *path) { assert_int_equal(nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS), 0); }
+static void rm_rf(const char *path)
+{
+    assert_int_equal(nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS), 0);
+}
 
 static void on_deadline(uv_timer_t *t) { *(int *)t->data = 1; }
 
@@ -193,7 +196,8 @@ static int teardown(void **state)
 {
     struct fx *f = *state;
     if (f->w) watch_close(f->w, on_done, &f->closed);
-    for (int i = 0; i < 100 && uv_run(&f->loop, UV_RUN_NOWAIT); i++) {}
+    for (int i = 0; i < 100 && uv_run(&f->loop, UV_RUN_NOWAIT); i++) {
+    }
     if (f->w) assert_int_equal(f->closed, 1);
     assert_int_equal(uv_loop_close(&f->loop), 0);
     assert_int_equal(f->sent.wrong_root, 0);
@@ -796,7 +800,6 @@ static void test_bad_input(void **state)
     assert_int_equal(watch_add(f->w, longp, rec_cb, &f->rec[0], &idx), -ENAMETOOLONG);
     assert_int_equal(watch_wd_count(f->w), 1);
 }
-
 
 /* --- directories that cannot be watched (fs.inotify.max_user_watches) --- */
 

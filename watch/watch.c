@@ -31,13 +31,14 @@
 #include <unistd.h>
 
 /* What a directory root, its subdirectories and a file root's parent get. */
-#define DIR_MASK                                                                            \
-    (IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_CLOSE_WRITE | IN_MODIFY |     \
+#define DIR_MASK                                                                                   \
+    (IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_CLOSE_WRITE | IN_MODIFY |            \
      IN_DELETE_SELF | IN_MOVE_SELF)
 /* What the nearest existing ancestor of a missing root gets. */
 #define ANCESTOR_MASK (IN_CREATE | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF)
 /* Events about a named entry inside a watched directory. */
-#define CONTENT_MASK (IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_CLOSE_WRITE | IN_MODIFY)
+#define CONTENT_MASK                                                                               \
+    (IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_CLOSE_WRITE | IN_MODIFY)
 /* The watched directory itself went away (or its watch did). */
 #define SELF_GONE_MASK (IN_DELETE_SELF | IN_MOVE_SELF | IN_UNMOUNT | IN_IGNORED)
 
@@ -122,7 +123,8 @@ static char *parent_of(const char *path, size_t end, size_t *name_at)
     while (slash > 0 && path[slash - 1] != '/') slash--;
     *name_at = slash;
     if (slash == 0) return need(strdup("."));
-    for (pend = slash; pend > 1 && path[pend - 1] == '/'; pend--) {}
+    for (pend = slash; pend > 1 && path[pend - 1] == '/'; pend--) {
+    }
     return need(strndup(path, pend));
 }
 
@@ -293,8 +295,8 @@ static int tree_add(struct watch *w, size_t r, const char *rel0)
             if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
             if (!rel[0] && is_private(de->d_name)) continue;
             if (de->d_type != DT_DIR) {
-                if (de->d_type != DT_UNKNOWN || fstatat(dirfd(d), de->d_name, &st,
-                                                        AT_SYMLINK_NOFOLLOW) < 0 ||
+                if (de->d_type != DT_UNKNOWN ||
+                    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
                     !S_ISDIR(st.st_mode))
                     continue;
             }
@@ -333,7 +335,8 @@ static char *ancestor_of(const char *path, size_t *name_at)
         if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) return dir;
         free(dir);
         if (*name_at == 0 || end <= 1) return NULL;
-        for (end = *name_at; end > 1 && path[end - 1] == '/'; end--) {}
+        for (end = *name_at; end > 1 && path[end - 1] == '/'; end--) {
+        }
     }
 }
 
@@ -438,8 +441,8 @@ static void overflow(struct watch *w)
 {
     size_t n = w->nroots;
     log_debug("inotify event queue overflowed (fs.inotify.max_queued_events); rescanning %zu "
-             "watch roots",
-             n);
+              "watch roots",
+              n);
     for (size_t r = 0; r < n && !w->closing; r++) {
         int was = w->roots[r].present;
         root_restart(w, r); /* reports WATCH_ROOT_BACK itself */
@@ -455,8 +458,8 @@ static void on_entry_event(struct watch *w, const struct ent *e, const struct in
     const char *name = ev->len ? ev->name : "";
     switch (e->kind) {
     case ENT_ANCESTOR:
-        if ((m & SELF_GONE_MASK) || ((m & (IN_CREATE | IN_MOVED_TO)) &&
-                                     (!strcmp(name, e->rel) || !strcmp(name, "..data"))))
+        if ((m & SELF_GONE_MASK) ||
+            ((m & (IN_CREATE | IN_MOVED_TO)) && (!strcmp(name, e->rel) || !strcmp(name, "..data"))))
             root_restart(w, e->root);
         return;
     case ENT_PARENT:
@@ -470,8 +473,10 @@ static void on_entry_event(struct watch *w, const struct ent *e, const struct in
         if (e->kind == ENT_LINK) { /* the link may point elsewhere now: follow it */
             int was = w->roots[e->root].present;
             root_restart(w, e->root);
-            if (w->roots[e->root].present) notify(w, e->root, WATCH_EVENT);
-            else if (was) notify(w, e->root, WATCH_ROOT_GONE);
+            if (w->roots[e->root].present)
+                notify(w, e->root, WATCH_EVENT);
+            else if (was)
+                notify(w, e->root, WATCH_ROOT_GONE);
             return;
         }
         int gone = stat(w->roots[e->root].path, &st) < 0 && is_missing(errno);
@@ -491,13 +496,15 @@ static void on_entry_event(struct watch *w, const struct ent *e, const struct in
             return;
         }
         /* IN_MOVE_SELF of a subdirectory: its parent's IN_MOVED_FROM handles it. */
-        if (!(m & CONTENT_MASK) || !*name || (!e->rel[0] && is_private(name) &&
-                                              strcmp(name, "..data")))
+        if (!(m & CONTENT_MASK) || !*name ||
+            (!e->rel[0] && is_private(name) && strcmp(name, "..data")))
             return;
         if (m & IN_ISDIR) {
             char *child = join(e->rel, name);
-            if (m & (IN_CREATE | IN_MOVED_TO)) tree_add(w, e->root, child);
-            else if (m & (IN_MOVED_FROM | IN_DELETE)) tree_drop(w, e->root, child);
+            if (m & (IN_CREATE | IN_MOVED_TO))
+                tree_add(w, e->root, child);
+            else if (m & (IN_MOVED_FROM | IN_DELETE))
+                tree_drop(w, e->root, child);
             free(child);
         }
         notify(w, e->root, !e->rel[0] && !strcmp(name, "..data") ? WATCH_DATA_LINK : WATCH_EVENT);
@@ -576,11 +583,13 @@ int watch_create(uv_loop_t *loop, struct watch **out)
         if (rc == -EMFILE) { /* two limits give EMFILE: tell which one */
             int probe = open("/dev/null", O_RDONLY | O_CLOEXEC);
             if (probe >= 0) close(probe);
-            log_error("cannot create an inotify instance: %s", probe >= 0
-                      ? "the per-user limit on inotify instances is reached (sysctl "
-                        "fs.inotify.max_user_instances; every process of this user that "
-                        "watches files holds some): raise it, or run fewer watchers as this user"
-                      : "the process's open-file limit is reached (ulimit -n)");
+            log_error(
+                "cannot create an inotify instance: %s",
+                probe >= 0
+                    ? "the per-user limit on inotify instances is reached (sysctl "
+                      "fs.inotify.max_user_instances; every process of this user that "
+                      "watches files holds some): raise it, or run fewer watchers as this user"
+                    : "the process's open-file limit is reached (ulimit -n)");
         }
         return rc;
     }
@@ -645,7 +654,8 @@ void watch_rearm(struct watch *w)
     /* tree_add changes the list: work on a snapshot */
     size_t n = w->nunw;
     struct unw *snap = need(malloc((n ? n : 1) * sizeof *snap));
-    for (size_t i = 0; i < n; i++) snap[i] = (struct unw){w->unw[i].root, need(strdup(w->unw[i].rel))};
+    for (size_t i = 0; i < n; i++)
+        snap[i] = (struct unw){w->unw[i].root, need(strdup(w->unw[i].rel))};
     for (size_t i = 0; i < n; i++) {
         if (!w->closing && unw_find(w, snap[i].root, snap[i].rel) >= 0 &&
             w->roots[snap[i].root].present) {

@@ -43,12 +43,12 @@
 #include <uv.h>
 
 enum watch_why {
-    WATCH_EVENT = 0,    /* a relevant event under the root */
-    WATCH_DATA_LINK,    /* only the root directory's "..data" entry changed (an
+    WATCH_EVENT = 0, /* a relevant event under the root */
+    WATCH_DATA_LINK, /* only the root directory's "..data" entry changed (an
                          * AtomicWriter swap): its other top-level entries did not */
-    WATCH_OVERFLOW,     /* the inotify queue overflowed: rescan needed */
-    WATCH_ROOT_GONE,    /* the root disappeared; now waiting for it */
-    WATCH_ROOT_BACK,    /* the root (re)appeared and is armed again */
+    WATCH_OVERFLOW,  /* the inotify queue overflowed: rescan needed */
+    WATCH_ROOT_GONE, /* the root disappeared; now waiting for it */
+    WATCH_ROOT_BACK, /* the root (re)appeared and is armed again */
 };
 
 struct watch;
