@@ -414,8 +414,8 @@ static void notify(struct watch *w, size_t r, enum watch_why why)
 /* root_start() at event time: errors are logged, a new arrival reported. */
 static void root_restart(struct watch *w, size_t r)
 {
-    int was = w->roots[r].present, rc = root_start(w, r);
-    if (rc < 0)
+    int was = w->roots[r].present, failed = w->roots[r].failed, rc = root_start(w, r);
+    if (rc < 0 && !failed) /* once per failure, not at every retry */
         log_error("cannot watch %s: %s%s; its changes are missed until it can be watched "
                   "(retried; /readyz reports not ready meanwhile)",
                   w->roots[r].path, strerror(-rc),
