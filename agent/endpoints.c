@@ -23,7 +23,7 @@ static char *status_json(const struct endpoints_ctx *c)
     cJSON *root = cJSON_CreateObject(), *roots = cJSON_AddArrayToObject(root, "roots");
     struct monitor *m = *c->mon;
     char hex[HASH_HEX_LEN + 1] = "";
-    cJSON_AddBoolToObject(root, "ready", *c->ready && m);
+    cJSON_AddBoolToObject(root, "ready", *c->ready && m && monitor_ready(m));
     if (m) {
         for (size_t i = 0; i < monitor_root_count(m); i++) {
             cJSON *r = cJSON_CreateObject();
@@ -36,6 +36,9 @@ static char *status_json(const struct endpoints_ctx *c)
         cJSON_AddStringToObject(root, "hash", hex);
         cJSON_AddNumberToObject(root, "files", (double)cur->n);
         cJSON_AddNumberToObject(root, "changes", (double)monitor_changes(m));
+        cJSON_AddBoolToObject(root, "baseline", monitor_has_baseline(m));
+        cJSON_AddBoolToObject(root, "hashing", monitor_hashing(m));
+        cJSON_AddNumberToObject(root, "unwatched_directories", (double)monitor_unwatched(m));
     }
     if (*c->eng) {
         struct engine_status st;
@@ -63,7 +66,7 @@ void endpoints_handle(void *ud, const struct httpd_req *req, struct httpd_resp *
     if (strcmp(req->path, "/healthz") == 0) {
         text(resp, 200, "ok\n");
     } else if (strcmp(req->path, "/readyz") == 0) {
-        int ready = *c->ready && *c->mon;
+        int ready = *c->ready && *c->mon && monitor_ready(*c->mon);
         text(resp, ready ? 200 : 503, ready ? "ready\n" : "not ready\n");
     } else if (strcmp(req->path, "/metrics") == 0) {
         resp->status = 200;

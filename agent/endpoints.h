@@ -15,7 +15,8 @@
 struct endpoints_ctx {
     struct monitor **mon;
     struct engine **eng;
-    const int *ready;           /* 1 once watches are set up and the baseline is done */
+    const int *ready;           /* 1 once the first baseline is done; /readyz also asks
+                                 * the monitor (baseline taken, every directory watched) */
     const char *last_config_error; /* "" if none */
 };
 

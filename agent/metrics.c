@@ -37,6 +37,7 @@ static struct {
     struct code_count codes[MAX_CODES];
     size_t ncodes;
     uint64_t events_suppressed;
+    uint64_t unwatched_dirs;
 } M;
 
 void metrics_reset(void) { memset(&M, 0, sizeof M); }
@@ -89,6 +90,7 @@ void metrics_event_suppressed(void *ud)
     M.api = 1;
     M.events_suppressed++;
 }
+void metrics_set_unwatched_directories(uint64_t n) { M.unwatched_dirs = n; }
 
 struct out {
     char *buf;
@@ -155,6 +157,10 @@ char *metrics_render(size_t *len)
     family(&o, "reload_agent_config_errors_total", "counter",
            "Rejected configuration updates (the last good configuration stayed in force).");
     emit(&o, "reload_agent_config_errors_total %llu\n", (unsigned long long)M.config_errors);
+    family(&o, "reload_agent_unwatched_directories", "gauge",
+           "Directories under the watch roots that could not be watched (e.g. the "
+           "fs.inotify.max_user_watches limit): changes there are missed until they are.");
+    emit(&o, "reload_agent_unwatched_directories %llu\n", (unsigned long long)M.unwatched_dirs);
     family(&o, "reload_agent_action_duration_seconds", "histogram",
            "Duration of action attempts.");
     for (size_t i = 0; i < NBUCKETS; i++)

@@ -45,6 +45,10 @@ void metrics_event_suppressed(void *ud);
  * agent has an API client. */
 void metrics_api_enabled(void);
 
+/* Sets the gauge of directories that could not be watched (the monitor
+ * pushes it whenever the count changes). */
+void metrics_set_unwatched_directories(uint64_t n);
+
 /* Renders all families into a malloc'd buffer (*len bytes). Returns NULL
  * on ENOMEM. */
 char *metrics_render(size_t *len);

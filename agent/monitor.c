@@ -1,13 +1,29 @@
 /*
  * monitor.c - debounce, resync and hash evaluation over the watch roots
  * (see monitor.h).
+ *
+ * Where the hash runs: a tree whose last manifest was small (at most
+ * INLINE_MAX_FILES files and INLINE_MAX_BYTES bytes) is hashed inline on the
+ * loop thread, with a budget checked per file before it is read (a stat of
+ * its logical path); crossing it abandons the inline attempt and the tree
+ * is hashed by a job on a thread of its own, like every tree that was large
+ * last time and the first hash (the baseline, size unknown). One hash at a
+ * time: while a job runs, the hash cache is the job's, cache invalidations
+ * are queued, and an evaluation that falls due is held until the job ends.
+ * A job's result comes back through a uv_async_t; its warnings are logged
+ * there, on the loop thread. A hint (watch event) during a job makes its
+ * result stale: it is dropped and the tree is hashed again.
  */
 #include "agent/monitor.h"
 
 #include <errno.h>
 #include <fnmatch.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "agent/metrics.h"
 #include "base/log.h"
@@ -16,28 +32,96 @@
 #define RETRY_MIN_MS 500
 #define RETRY_MAX_MS 30000
 
+/* Hash inline (on the loop thread) only when the last manifest, and this
+ * one as far as the per-file budget sees, stay within both: about 1 ms of
+ * SHA-256 and walking on this class of machine. */
+#define INLINE_MAX_FILES 256
+#define INLINE_MAX_BYTES (1024 * 1024)
+/* Jobs dropped in a row because the content changed while they ran, before
+ * the monitor reports the content as unstable and backs off. */
+#define MAX_STALE_RUNS 5
+/* While some directory could not be watched, try again this often. */
+#define REARM_MS 2000
+
+struct sub_rule {
+    char *glob;
+    int sub;
+};
+
+/* What a hash needs to classify files: copied into every job, so the
+ * worker thread never reads the monitor or the caller's configuration. */
+struct classify {
+    char **ignore;
+    size_t nignore;
+    struct sub_rule *rules;
+    size_t nrules;
+    int sub_default;
+};
+
+struct warn_rec {
+    enum hash_warning w;
+    char *path;
+};
+
+/* One hash computation: inline (on the stack, borrowing the monitor's
+ * data) or on a worker thread (heap, owning copies). */
+struct job {
+    pthread_mutex_t mu; /* done and abandoned (worker jobs) */
+    int done, abandoned;
+    atomic_int cancel; /* set: select leaves every remaining file out */
+    uv_async_t *async; /* the monitor's; sent when done unless abandoned */
+    const char **roots;
+    size_t nroots;
+    const struct classify *cls;
+    struct classify cls_copy; /* worker jobs: what cls points to */
+    struct hash_cache *cache;
+    int owns;       /* roots and cls are copies owned by the job */
+    int owns_cache; /* abandoned: the worker frees the cache too */
+    int inline_;    /* hashing inline: stop if the budget is crossed */
+    int check;      /* stat each file against the budget (see evaluate) */
+    uint64_t files, bytes;
+    int over; /* the budget was crossed: result incomplete */
+    int rc;
+    struct hash_manifest out;
+    struct hash_error err;
+    struct warn_rec *warns;
+    size_t nwarns;
+};
+
 struct monitor {
     uv_loop_t *loop;
     struct watch *w;
     uv_timer_t debounce;
     uv_timer_t resync;
+    uv_timer_t rearm;
+    uv_async_t job_done;
     int open_handles;
     char **roots;
     size_t nroots;
     unsigned char *seen; /* root existed at some point */
-    char **ignore;
-    size_t nignore;
-    int (*is_sub)(void *, const char *);
-    void *sub_ud;
+    struct classify cls;
     uint64_t debounce_ms, resync_ms;
     uint64_t burst_start; /* uv_now of the first hint of the pending burst */
     int pending;          /* debounce timer armed */
     int overflowed;       /* an overflow is pending evaluation */
     uint64_t retry_ms;    /* current hash-error backoff, 0 = none */
+    uint64_t hold_until;  /* content unstable: no evaluation before this uv_now */
     struct hash_manifest cur;
-    struct hash_cache roots_real; /* resolved roots, kept between evaluations */
+    int have_base;            /* cur is a baseline (or later) taken from the content */
+    struct hash_cache *cache; /* resolved roots and listings, kept between evaluations */
+    struct job *job;          /* worker job in flight, or NULL */
+    int stale;                /* a hint arrived while the job ran */
+    int again;                /* an evaluation fell due while the job ran */
+    int stale_runs;           /* jobs dropped in a row as stale */
+    unsigned char *forget;    /* listings to forget once the job is done, per root */
+    int forget_all;
+    int swaps, others; /* hints since the last evaluation: ..data swaps, the rest */
+    int sized;         /* last_files/last_bytes describe a finished hash */
+    uint64_t last_files, last_bytes;
+    size_t unwatched;
     uint64_t changes;
     monitor_change_cb cb;
+    monitor_baseline_cb base_cb;
     void *ud;
     void (*done)(void *);
     void *done_ud;
@@ -45,80 +129,211 @@ struct monitor {
 
 static uint64_t ns_to_ms(int64_t ns) { return ns <= 0 ? 0 : (uint64_t)((ns + 999999) / 1000000); }
 
-static unsigned select_file(void *ud, const char *path)
+static void *need(void *p)
 {
-    struct monitor *m = ud;
-    for (size_t i = 0; i < m->nignore; i++)
-        if (fnmatch(m->ignore[i], path, 0) == 0) return 0;
-    unsigned c = HASH_CLASS_MAIN;
-    if (m->is_sub && m->is_sub(m->sub_ud, path)) c |= HASH_CLASS_SUB;
-    return c;
+    if (!p) ra_oom();
+    return p;
 }
 
-static void hash_warned(void *ud, enum hash_warning w, const char *path)
+static void cls_free(struct classify *c)
 {
-    (void)ud;
+    for (size_t i = 0; i < c->nignore; i++) free(c->ignore[i]);
+    for (size_t i = 0; i < c->nrules; i++) free(c->rules[i].glob);
+    free(c->ignore);
+    free(c->rules);
+    memset(c, 0, sizeof *c);
+}
+
+static void cls_set_rules(struct classify *c, const struct monitor_sub_rule *r, size_t n, int def)
+{
+    for (size_t i = 0; i < c->nrules; i++) free(c->rules[i].glob);
+    free(c->rules);
+    c->rules = need(calloc(n + 1, sizeof *c->rules));
+    for (c->nrules = 0; c->nrules < n; c->nrules++)
+        c->rules[c->nrules] = (struct sub_rule){ra_strdup(r[c->nrules].glob), r[c->nrules].sub};
+    c->sub_default = def;
+}
+
+static void cls_copy(struct classify *dst, const struct classify *src)
+{
+    memset(dst, 0, sizeof *dst);
+    dst->ignore = need(calloc(src->nignore + 1, sizeof *dst->ignore));
+    for (; dst->nignore < src->nignore; dst->nignore++)
+        dst->ignore[dst->nignore] = ra_strdup(src->ignore[dst->nignore]);
+    dst->rules = need(calloc(src->nrules + 1, sizeof *dst->rules));
+    for (; dst->nrules < src->nrules; dst->nrules++)
+        dst->rules[dst->nrules] =
+            (struct sub_rule){ra_strdup(src->rules[dst->nrules].glob), src->rules[dst->nrules].sub};
+    dst->sub_default = src->sub_default;
+}
+
+/* hash_opts.select; runs on the thread that hashes. */
+static unsigned select_file(void *ud, const char *path)
+{
+    struct job *j = ud;
+    const struct classify *c = j->cls;
+    if (atomic_load(&j->cancel)) return 0;
+    for (size_t i = 0; i < c->nignore; i++)
+        if (fnmatch(c->ignore[i], path, 0) == 0) return 0;
+    if (j->inline_ && j->check) {
+        struct stat st;
+        j->files++;
+        if (stat(path, &st) == 0) j->bytes += (uint64_t)st.st_size;
+        if (j->files > INLINE_MAX_FILES || j->bytes > INLINE_MAX_BYTES) {
+            j->over = 1;
+            atomic_store(&j->cancel, 1);
+            return 0;
+        }
+    }
+    int sub = c->sub_default;
+    for (size_t i = 0; i < c->nrules; i++)
+        if (fnmatch(c->rules[i].glob, path, 0) == 0) {
+            sub = c->rules[i].sub;
+            break;
+        }
+    return HASH_CLASS_MAIN | (sub ? HASH_CLASS_SUB : 0);
+}
+
+/* hash_opts.warn; runs on the thread that hashes: collected, logged later
+ * on the loop thread (the logger is not thread-safe). */
+static void collect_warning(void *ud, enum hash_warning w, const char *path)
+{
+    struct job *j = ud;
+    struct warn_rec *v = realloc(j->warns, (j->nwarns + 1) * sizeof *v);
+    char *p = strdup(path);
+    if (!v || !p) { /* a debug line lost to memory pressure; the hash goes on */
+        if (v) j->warns = v;
+        free(p);
+        return;
+    }
+    j->warns = v;
+    j->warns[j->nwarns++] = (struct warn_rec){w, p};
+}
+
+static void log_warnings(const struct job *j)
+{
     static const char *const why[] = {"symlink escapes the watch root, not followed",
                                       "symlink loop or directory cycle, not followed",
                                       "dangling symlink, skipped", "not a regular file, skipped"};
-    log_debug("%s: %s", path, why[w]);
+    for (size_t i = 0; i < j->nwarns; i++)
+        log_debug("%s: %s", j->warns[i].path,
+                  (size_t)j->warns[i].w < sizeof why / sizeof why[0] ? why[j->warns[i].w]
+                                                                     : "skipped");
 }
 
-/* Hashes the present roots into *out. Returns 0 or <0 (logged). */
-static int compute(struct monitor *m, struct hash_manifest *out)
+static void job_clear_result(struct job *j)
 {
-    const char **present = calloc(m->nroots ? m->nroots : 1, sizeof *present);
-    size_t np = 0;
-    struct hash_error err = {0};
-    struct hash_opts o = {.select = select_file, .warn = hash_warned, .ud = m,
-                          .cache = &m->roots_real};
-    if (!present) return -ENOMEM;
-    for (size_t i = 0; i < m->nroots; i++)
-        if (watch_root_present(m->w, i)) present[np++] = m->roots[i];
-    int rc = hash_compute(present, np, &o, out, &err);
-    free(present);
-    if (rc < 0) {
-        struct log_rec r;
-        if (log_rec_begin(&r, RA_LOG_ERROR, "hash-error")) {
-            log_rec_str(&r, "path", err.path);
-            log_rec_str(&r, "op", err.op ? err.op : "");
-            log_rec_str(&r, "error", strerror(-rc));
-            log_rec_end(&r, "cannot hash the watched content: %s %s: %s", err.op ? err.op : "",
-                        err.path, strerror(-rc));
-        }
-    }
-    return rc;
+    hash_manifest_free(&j->out);
+    for (size_t i = 0; i < j->nwarns; i++) free(j->warns[i].path);
+    free(j->warns);
+    j->warns = NULL;
+    j->nwarns = 0;
 }
 
+/* Runs hash_compute for the job, on whichever thread calls it. */
+static void job_run(struct job *j)
+{
+    struct hash_opts o = {
+        .select = select_file, .warn = collect_warning, .ud = j, .cache = j->cache};
+    j->rc = hash_compute(j->roots, j->nroots, &o, &j->out, &j->err);
+}
+
+static void job_free(struct job *j)
+{
+    job_clear_result(j);
+    if (j->owns) {
+        for (size_t i = 0; i < j->nroots; i++) free((char *)j->roots[i]);
+        cls_free(&j->cls_copy);
+    }
+    free(j->roots);
+    if (j->owns_cache) {
+        hash_cache_free(j->cache);
+        free(j->cache);
+    }
+    pthread_mutex_destroy(&j->mu);
+    free(j);
+}
+
+static void *job_thread(void *arg)
+{
+    struct job *j = arg;
+    job_run(j);
+    pthread_mutex_lock(&j->mu);
+    j->done = 1;
+    int abandoned = j->abandoned;
+    if (!abandoned) uv_async_send(j->async); /* the loop frees j after this */
+    pthread_mutex_unlock(&j->mu);
+    if (abandoned) job_free(j);
+    return NULL;
+}
 
 static void on_debounce(uv_timer_t *t);
 
-static void evaluate(struct monitor *m)
+/* A failed (or unstable) hash: retry with backoff. hold: the content keeps
+ * changing, so hints do not bring the retry forward either. */
+static void hash_failed(struct monitor *m, int hold)
 {
-    struct hash_manifest next = {0};
+    m->retry_ms = m->retry_ms ? m->retry_ms * 2 : RETRY_MIN_MS;
+    if (m->retry_ms > RETRY_MAX_MS) m->retry_ms = RETRY_MAX_MS;
+    m->pending = 1;
+    uv_timer_start(&m->debounce, on_debounce, m->retry_ms, 0);
+    m->hold_until = hold ? uv_now(m->loop) + m->retry_ms : 0;
+}
+
+static void log_hash_error(const struct job *j)
+{
+    struct log_rec r;
+    const char *op = j->err.op ? j->err.op : "";
+    if (!log_rec_begin(&r, RA_LOG_ERROR, "hash-error")) return;
+    log_rec_str(&r, "path", j->err.path);
+    log_rec_str(&r, "op", op);
+    log_rec_str(&r, "error", strerror(-j->rc));
+    if (strcmp(op, "rewalk") == 0)
+        log_rec_end(&r,
+                    "cannot hash the watched content: %s kept changing while it was read "
+                    "(%d attempts); retrying with backoff",
+                    j->err.path, HASH_MAX_REWALKS + 1);
+    else
+        log_rec_end(&r, "cannot hash the watched content: %s %s: %s", op, j->err.path,
+                    strerror(-j->rc));
+}
+
+/* A hash finished and its result is current: act on it. */
+static void finish(struct monitor *m, struct job *j)
+{
     struct hash_diff d = {0};
     char hex[HASH_HEX_LEN + 1];
-    m->pending = 0;
-    for (size_t i = 0; i < m->nroots; i++)
-        if (m->seen[i] && !watch_root_present(m->w, i)) {
-            log_debug("evaluation deferred: watch root %s is missing", m->roots[i]);
-            return;
-        }
-    if (compute(m, &next) < 0) {
-        m->retry_ms = m->retry_ms ? m->retry_ms * 2 : RETRY_MIN_MS;
-        if (m->retry_ms > RETRY_MAX_MS) m->retry_ms = RETRY_MAX_MS;
-        m->pending = 1;
-        uv_timer_start(&m->debounce, on_debounce, m->retry_ms, 0);
+    log_warnings(j);
+    if (j->rc < 0) {
+        log_hash_error(j);
+        hash_failed(m, j->err.op && strcmp(j->err.op, "rewalk") == 0);
         return;
     }
     m->retry_ms = 0;
+    m->hold_until = 0;
     m->overflowed = 0;
-    if (memcmp(next.total, m->cur.total, HASH_LEN) == 0) {
-        hash_manifest_free(&next);
+    m->sized = 1;
+    m->last_files = j->out.n;
+    m->last_bytes = 0;
+    for (size_t i = 0; i < j->out.n; i++) m->last_bytes += j->out.v[i].size;
+    if (!m->have_base) {
+        struct log_rec r;
+        hash_manifest_free(&m->cur);
+        m->cur = j->out;
+        memset(&j->out, 0, sizeof j->out);
+        m->have_base = 1;
+        hash_hex(m->cur.total, hex);
+        if (log_rec_begin(&r, RA_LOG_INFO, "baseline")) {
+            log_rec_str(&r, "hash", hex);
+            log_rec_int(&r, "files", (long long)m->cur.n);
+            log_rec_end(&r, "baseline content hash over %zu files", m->cur.n);
+        }
+        if (m->base_cb) m->base_cb(m->ud, &m->cur);
         return;
     }
-    if (hash_diff(&m->cur, &next, &d) < 0) ra_oom();
-    hash_hex(next.total, hex);
+    if (memcmp(j->out.total, m->cur.total, HASH_LEN) == 0) return;
+    if (hash_diff(&m->cur, &j->out, &d) < 0) ra_oom();
+    hash_hex(j->out.total, hex);
     struct log_rec r;
     if (log_rec_begin(&r, RA_LOG_INFO, "change")) {
         log_rec_str(&r, "hash", hex);
@@ -128,11 +343,149 @@ static void evaluate(struct monitor *m)
         log_rec_end(&r, "content changed: %zu added, %zu removed, %zu modified", d.nadded,
                     d.nremoved, d.nmodified);
     }
-    hash_manifest_free(&m->cur);
-    m->cur = next;
+    struct hash_manifest old = m->cur; /* the diff points into it until the callback returns */
+    m->cur = j->out;
+    memset(&j->out, 0, sizeof j->out);
     m->changes++;
     if (m->cb) m->cb(m->ud, &m->cur, &d);
     hash_diff_free(&d);
+    hash_manifest_free(&old);
+}
+
+/* Hands the job to a thread of its own. */
+static void start_job(struct monitor *m, const char *const *present, size_t np)
+{
+    struct job *j = need(calloc(1, sizeof *j));
+    sigset_t all, old;
+    pthread_attr_t attr;
+    pthread_t t;
+    pthread_mutex_init(&j->mu, NULL);
+    j->owns = 1;
+    j->roots = need(calloc(np ? np : 1, sizeof *j->roots));
+    for (; j->nroots < np; j->nroots++) j->roots[j->nroots] = ra_strdup(present[j->nroots]);
+    cls_copy(&j->cls_copy, &m->cls);
+    j->cls = &j->cls_copy;
+    j->cache = m->cache;
+    j->async = &m->job_done;
+    m->job = j;
+    m->stale = 0;
+    sigfillset(&all); /* signals stay with the loop thread */
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&t, &attr, job_thread, j);
+    pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) { /* no thread: hash here, as before there were threads */
+        log_warn("cannot start a hashing thread (%s): hashing on the loop thread", strerror(rc));
+        m->job = NULL;
+        job_run(j);
+        finish(m, j);
+        job_free(j);
+    }
+}
+
+static void evaluate(struct monitor *m)
+{
+    const char *small[8], **present = small;
+    size_t np = 0;
+    m->pending = 0;
+    if (m->job) { /* one hash at a time: this one runs when the job is done */
+        m->again = 1;
+        return;
+    }
+    m->again = 0;
+    for (size_t i = 0; i < m->nroots; i++)
+        if (m->seen[i] && !watch_root_present(m->w, i)) {
+            log_debug("evaluation deferred: watch root %s is missing", m->roots[i]);
+            return;
+        }
+    if (m->nroots > sizeof small / sizeof small[0])
+        present = need(malloc(m->nroots * sizeof *present));
+    for (size_t i = 0; i < m->nroots; i++)
+        if (watch_root_present(m->w, i)) present[np++] = m->roots[i];
+    /* Only kubelet ..data swaps since last time: the volume holds API
+     * objects (ConfigMaps and Secrets are capped at 1 MiB each), so a small
+     * tree stays small and the per-file stat (a path walk through the key
+     * links, about 10 us per file on a cold cache) is skipped. */
+    int swaps_only = m->swaps && !m->others;
+    m->swaps = m->others = 0;
+    if (m->sized && m->last_files <= INLINE_MAX_FILES && m->last_bytes <= INLINE_MAX_BYTES) {
+        struct job j = {.roots = present,
+                        .nroots = np,
+                        .cls = &m->cls,
+                        .cache = m->cache,
+                        .inline_ = 1,
+                        .check = !swaps_only};
+        job_run(&j);
+        if (!j.over) {
+            finish(m, &j);
+            job_clear_result(&j);
+            goto out;
+        }
+        log_debug("the watched content grew past the inline limit (%d files, %d bytes): "
+                  "hashing it on a worker thread",
+                  INLINE_MAX_FILES, INLINE_MAX_BYTES);
+        job_clear_result(&j);
+    }
+    start_job(m, present, np);
+out:
+    if (present != small) free(present);
+}
+
+static void forget_listing(struct monitor *m, size_t root, int all)
+{
+    if (m->job) { /* the job owns the cache now: later */
+        if (all)
+            m->forget_all = 1;
+        else
+            m->forget[root] = 1;
+        return;
+    }
+    hash_cache_forget_listing(m->cache, all ? NULL : m->roots[root]);
+}
+
+static void on_job_done(uv_async_t *a)
+{
+    struct monitor *m = a->data;
+    struct job *j = m->job;
+    if (!j) return;
+    pthread_mutex_lock(&j->mu);
+    int done = j->done;
+    pthread_mutex_unlock(&j->mu);
+    if (!done) return;
+    m->job = NULL;
+    if (m->forget_all) hash_cache_forget_listing(m->cache, NULL);
+    for (size_t i = 0; i < m->nroots && !m->forget_all; i++)
+        if (m->forget[i]) hash_cache_forget_listing(m->cache, m->roots[i]);
+    m->forget_all = 0;
+    memset(m->forget, 0, m->nroots);
+    /* The hash itself gave up on a file that kept changing (bounded
+     * re-walks): that is the answer, stale or not. */
+    int gave_up = j->rc < 0 && j->err.op && strcmp(j->err.op, "rewalk") == 0;
+    if (m->stale && !gave_up) {
+        m->stale = 0;
+        if (++m->stale_runs >= MAX_STALE_RUNS) {
+            struct log_rec r;
+            if (log_rec_begin(&r, RA_LOG_ERROR, "hash-error")) {
+                log_rec_str(&r, "op", "unstable");
+                log_rec_end(&r,
+                            "cannot hash the watched content: it changed during each of "
+                            "the last %d hashes; retrying with backoff",
+                            MAX_STALE_RUNS);
+            }
+            m->stale_runs = 0;
+            hash_failed(m, 1);
+        } else {
+            log_debug("the watched content changed while it was hashed: hashing it again");
+        }
+    } else {
+        m->stale = 0;
+        m->stale_runs = 0;
+        finish(m, j);
+    }
+    job_free(j);
+    if (m->again && !m->pending) evaluate(m);
 }
 
 static void on_debounce(uv_timer_t *t) { evaluate(t->data); }
@@ -141,14 +494,38 @@ static void on_resync(uv_timer_t *t)
 {
     struct monitor *m = t->data;
     log_debug("resync: rehashing the watched content");
-    hash_cache_forget_listing(&m->roots_real, NULL); /* the safety net reads everything */
+    forget_listing(m, 0, 1); /* the safety net reads everything */
+    watch_rearm(m->w);
     evaluate(m);
+}
+
+static void on_rearm(uv_timer_t *t)
+{
+    struct monitor *m = t->data;
+    watch_rearm(m->w);
+}
+
+static void on_unwatched(void *ud, size_t n)
+{
+    struct monitor *m = ud;
+    size_t was = m->unwatched;
+    m->unwatched = n;
+    metrics_set_unwatched_directories((uint64_t)n);
+    if (n && !uv_is_active((uv_handle_t *)&m->rearm))
+        uv_timer_start(&m->rearm, on_rearm, REARM_MS, REARM_MS);
+    if (!n) uv_timer_stop(&m->rearm);
+    if (was && !n) {
+        struct log_rec r;
+        if (log_rec_begin(&r, RA_LOG_INFO, "watch-rearmed"))
+            log_rec_end(&r, "every directory under the watch roots is watched again");
+    }
 }
 
 /* A hint arrived: (re)start the quiet period, capped from the burst start. */
 static void hint(struct monitor *m)
 {
     uint64_t now = uv_now(m->loop), delay = m->debounce_ms;
+    if (m->job) m->stale = 1;
     if (!m->pending) {
         m->pending = 1;
         m->burst_start = now;
@@ -157,6 +534,7 @@ static void hint(struct monitor *m)
         uint64_t deadline = m->burst_start + cap;
         if (now + delay > deadline) delay = deadline > now ? deadline - now : 0;
     }
+    if (m->hold_until > now + delay) delay = m->hold_until - now;
     uv_timer_start(&m->debounce, on_debounce, delay, 0);
 }
 
@@ -173,11 +551,14 @@ static void on_watch(void *ud, size_t root, enum watch_why why)
 {
     struct monitor *m = ud;
     /* anything but a ..data swap may have changed the root's top level */
-    if (why != WATCH_DATA_LINK) hash_cache_forget_listing(&m->roots_real, m->roots[root]);
+    if (why != WATCH_DATA_LINK) forget_listing(m, root, 0);
+    if (why == WATCH_DATA_LINK)
+        m->swaps++;
+    else
+        m->others++;
     switch (why) {
     case WATCH_EVENT:
-    case WATCH_DATA_LINK:
-        break;
+    case WATCH_DATA_LINK: break;
     case WATCH_OVERFLOW:
         if (!m->overflowed) {
             struct log_rec r;
@@ -187,6 +568,7 @@ static void on_watch(void *ud, size_t root, enum watch_why why)
         }
         break;
     case WATCH_ROOT_GONE:
+        if (m->job) m->stale = 1;
         log_root("root-gone", RA_LOG_WARN, m->roots[root],
                  "disappeared; waiting for it (no action while it is missing)");
         return;
@@ -206,27 +588,47 @@ int monitor_start(uv_loop_t *loop, const struct monitor_opts *o, monitor_change_
     if (!m) return -ENOMEM;
     m->loop = loop;
     m->cb = cb;
+    m->base_cb = o->baseline;
     m->ud = ud;
-    m->is_sub = o->is_sub;
-    m->sub_ud = o->sub_ud;
     m->debounce_ms = ns_to_ms(o->debounce_ns);
     m->resync_ms = ns_to_ms(o->resync_ns);
     m->roots = calloc(o->nroots + 1, sizeof *m->roots);
     m->seen = calloc(o->nroots + 1, 1);
-    m->ignore = calloc(o->nignore + 1, sizeof *m->ignore);
-    if (!m->roots || !m->seen || !m->ignore) goto fail;
+    m->forget = calloc(o->nroots + 1, 1);
+    m->cache = calloc(1, sizeof *m->cache);
+    m->cls.ignore = calloc(o->nignore + 1, sizeof *m->cls.ignore);
+    if (!m->roots || !m->seen || !m->forget || !m->cache || !m->cls.ignore) goto fail;
     for (size_t i = 0; i < o->nroots; i++, m->nroots++)
         if (!(m->roots[i] = strdup(o->roots[i]))) goto fail;
-    for (size_t i = 0; i < o->nignore; i++, m->nignore++)
-        if (!(m->ignore[i] = strdup(o->ignore[i]))) goto fail;
+    for (size_t i = 0; i < o->nignore; i++, m->cls.nignore++)
+        if (!(m->cls.ignore[i] = strdup(o->ignore[i]))) goto fail;
+    cls_set_rules(&m->cls, o->sub_rules, o->nsub_rules, o->sub_default);
     hash_empty(m->cur.total);
+    metrics_set_unwatched_directories(0);
     if ((rc = watch_create(loop, &m->w)) < 0) goto fail;
+    watch_set_unwatched_cb(m->w, on_unwatched, m);
     watch_set_counter(m->w, metrics_watch_events, NULL);
+    uv_timer_init(loop, &m->debounce);
+    uv_timer_init(loop, &m->resync);
+    uv_timer_init(loop, &m->rearm);
+    uv_async_init(loop, &m->job_done, on_job_done);
+    m->debounce.data = m->resync.data = m->rearm.data = m->job_done.data = m;
+    m->open_handles = 4;
     for (size_t i = 0; i < m->nroots; i++) {
         size_t idx;
-        if ((rc = watch_add(m->w, m->roots[i], on_watch, m, &idx)) < 0) goto fail_watch;
+        if ((rc = watch_add(m->w, m->roots[i], on_watch, m, &idx)) < 0) {
+            log_error("cannot watch %s: %s%s", m->roots[i], strerror(-rc),
+                      rc == -ENOSPC ? " (the inotify watch limit fs.inotify.max_user_watches "
+                                      "is reached: raise it with sysctl)"
+                                    : "");
+            goto fail_watch;
+        }
         m->seen[i] = (unsigned char)watch_root_present(m->w, i);
-        if (!m->seen[i])
+        if (!m->seen[i] && watch_root_wait_reason(m->w, i) == -ELOOP)
+            log_root("waiting", RA_LOG_WARN, m->roots[i],
+                     "is a symlink loop (ELOOP); waiting for its links to be fixed (left out "
+                     "of the hash until then)");
+        else if (!m->seen[i])
             log_root("waiting", RA_LOG_WARN, m->roots[i],
                      "does not exist yet; waiting for it (left out of the hash until then)");
     }
@@ -237,38 +639,24 @@ int monitor_start(uv_loop_t *loop, const struct monitor_opts *o, monitor_change_
             goto fail_watch;
         }
     }
-    uv_timer_init(loop, &m->debounce);
-    uv_timer_init(loop, &m->resync);
-    m->debounce.data = m->resync.data = m;
-    m->open_handles = 2;
-
-    /* The baseline. A hash error here is logged; the first evaluation retries. */
-    struct hash_manifest base = {0};
-    char hex[HASH_HEX_LEN + 1];
-    if (compute(m, &base) == 0) {
-        hash_manifest_free(&m->cur);
-        m->cur = base;
-    } else {
-        hint(m);
-    }
-    hash_hex(m->cur.total, hex);
-    struct log_rec r;
-    if (log_rec_begin(&r, RA_LOG_INFO, "baseline")) {
-        log_rec_str(&r, "hash", hex);
-        log_rec_int(&r, "files", (long long)m->cur.n);
-        log_rec_end(&r, "baseline content hash over %zu files", m->cur.n);
-    }
+    /* The baseline: the first evaluation, off the loop (its size is unknown). */
+    m->pending = 1;
+    uv_timer_start(&m->debounce, on_debounce, 0, 0);
     if (m->resync_ms) uv_timer_start(&m->resync, on_resync, m->resync_ms, m->resync_ms);
     *out = m;
     return 0;
 fail_watch:
-    watch_close(m->w, NULL, NULL);
+    /* handles are open: close like monitor_close, without done */
+    watch_set_unwatched_cb(m->w, NULL, NULL);
+    monitor_close(m, NULL, NULL);
+    return rc;
 fail:
     for (size_t i = 0; i < m->nroots; i++) free(m->roots[i]);
-    for (size_t i = 0; i < m->nignore; i++) free(m->ignore[i]);
     free(m->roots);
     free(m->seen);
-    free(m->ignore);
+    free(m->forget);
+    free(m->cache);
+    cls_free(&m->cls);
     free(m);
     return rc;
 }
@@ -286,6 +674,12 @@ void monitor_set_timing(struct monitor *m, int64_t debounce_ns, int64_t resync_n
     }
 }
 
+void monitor_set_sub_rules(struct monitor *m, const struct monitor_sub_rule *rules, size_t n,
+                           int sub_default)
+{
+    cls_set_rules(&m->cls, rules, n, sub_default);
+}
+
 void monitor_kick(struct monitor *m)
 {
     m->pending = 1;
@@ -297,6 +691,10 @@ uint64_t monitor_changes(const struct monitor *m) { return m->changes; }
 size_t monitor_root_count(const struct monitor *m) { return m->nroots; }
 const char *monitor_root(const struct monitor *m, size_t i) { return m->roots[i]; }
 int monitor_root_present(const struct monitor *m, size_t i) { return watch_root_present(m->w, i); }
+size_t monitor_unwatched(const struct monitor *m) { return m->unwatched; }
+int monitor_has_baseline(const struct monitor *m) { return m->have_base; }
+int monitor_hashing(const struct monitor *m) { return m->job != NULL; }
+int monitor_ready(const struct monitor *m) { return m->have_base && m->unwatched == 0; }
 
 static void maybe_free(struct monitor *m)
 {
@@ -304,12 +702,13 @@ static void maybe_free(struct monitor *m)
     void (*done)(void *) = m->done;
     void *dud = m->done_ud;
     for (size_t i = 0; i < m->nroots; i++) free(m->roots[i]);
-    for (size_t i = 0; i < m->nignore; i++) free(m->ignore[i]);
     free(m->roots);
     free(m->seen);
-    free(m->ignore);
+    free(m->forget);
+    cls_free(&m->cls);
     hash_manifest_free(&m->cur);
-    hash_cache_free(&m->roots_real);
+    if (m->cache) hash_cache_free(m->cache);
+    free(m->cache);
     free(m);
     if (done) done(dud);
 }
@@ -328,12 +727,36 @@ static void on_watch_closed(void *ud)
     maybe_free(m);
 }
 
+/* Stops waiting for the job: its result is dropped. A job still running
+ * stops at its next file and frees itself (and the cache, which it is
+ * using) on its own thread. */
+static void abandon_job(struct monitor *m)
+{
+    struct job *j = m->job;
+    m->job = NULL;
+    pthread_mutex_lock(&j->mu);
+    j->abandoned = 1;
+    atomic_store(&j->cancel, 1);
+    int done = j->done;
+    if (!done) {
+        j->owns_cache = 1;
+        m->cache = NULL;
+    }
+    pthread_mutex_unlock(&j->mu);
+    log_debug("%s",
+              done ? "dropping the result of a finished hash" : "abandoning the hash in progress");
+    if (done) job_free(j);
+}
+
 void monitor_close(struct monitor *m, void (*done)(void *), void *ud)
 {
     m->done = done;
     m->done_ud = ud;
+    if (m->job) abandon_job(m);
     m->open_handles++; /* the watch */
     watch_close(m->w, on_watch_closed, m);
     uv_close((uv_handle_t *)&m->debounce, on_closed);
     uv_close((uv_handle_t *)&m->resync, on_closed);
+    uv_close((uv_handle_t *)&m->rearm, on_closed);
+    uv_close((uv_handle_t *)&m->job_done, on_closed);
 }

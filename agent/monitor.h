@@ -11,7 +11,26 @@
  * Roots that have never existed are left out of the hash; a root that
  * existed and disappeared defers every evaluation until it is back (a
  * vanishing volume is not "all files removed"). Hash errors (an unreadable
- * file) are logged and the evaluation is retried with backoff.
+ * file) are logged, naming the path, and the evaluation is retried with
+ * backoff.
+ *
+ * The baseline is the first hash that succeeds: until then there is no
+ * baseline (monitor_has_baseline() = 0), and when it is taken the baseline
+ * callback runs; it is never reported as a change.
+ *
+ * Hashing never stalls the loop on content: trees that were small last time
+ * (<= 256 files and <= 1 MiB, checked again file by file as they are read)
+ * are hashed inline; anything larger, and the baseline, by a job on a thread
+ * of its own, while the loop keeps serving. A hint during a job drops the
+ * job's result (stale) and hashes again; after 5 such jobs in a row, or
+ * when the hash itself reports a file that keeps changing, a hash-error is
+ * logged and the next attempt waits for the backoff even if events keep
+ * coming. monitor_close() never waits for a job: it is abandoned at once
+ * (result dropped; it stops at its next file and cleans up on its thread).
+ *
+ * Directories that could not be watched (fs.inotify.max_user_watches) are
+ * counted (monitor_unwatched(), the reload_agent_unwatched_directories
+ * gauge) and armed again every 2 s while any is missing, and on each resync.
  */
 #ifndef RA_MONITOR_H
 #define RA_MONITOR_H
@@ -36,16 +55,30 @@ struct monitor_extra {
     void *ud;
 };
 
+/* Files that also feed manifest.sub (e.g. rollout-class files): the first
+ * rule whose glob matches the logical path (fnmatch, no flags) decides, and
+ * sub_default when none does. Rules are data, not a callback, because they
+ * are read on the hashing thread. */
+struct monitor_sub_rule {
+    const char *glob;
+    int sub;
+};
+
+/* Called once, on the loop thread, when the baseline is taken (the manifest
+ * is owned by the monitor; see monitor_current). */
+typedef void (*monitor_baseline_cb)(void *ud, const struct hash_manifest *base);
+
 struct monitor_opts {
     const char *const *roots;
     size_t nroots;
     int64_t debounce_ns;
-    int64_t resync_ns;          /* 0 = no resync */
-    const char *const *ignore;  /* globs; files matching are left out */
+    int64_t resync_ns;         /* 0 = no resync */
+    const char *const *ignore; /* globs; files matching are left out */
     size_t nignore;
-    /* Optional: marks files that also feed manifest.sub (e.g. rollout files). */
-    int (*is_sub)(void *ud, const char *logical_path);
-    void *sub_ud;
+    const struct monitor_sub_rule *sub_rules; /* copied; may be NULL */
+    size_t nsub_rules;
+    int sub_default;
+    monitor_baseline_cb baseline;      /* optional; gets the ud of monitor_start */
     const struct monitor_extra *extra; /* may be NULL */
     size_t nextra;
 };
@@ -55,9 +88,10 @@ struct monitor_opts {
 typedef void (*monitor_change_cb)(void *ud, const struct hash_manifest *cur,
                                   const struct hash_diff *diff);
 
-/* Starts watching and takes the baseline synchronously (logged as
- * "baseline"). opts is copied. Returns 0 and *out, or <0 with nothing left
- * open. */
+/* Starts watching; the baseline is taken by the first evaluation, which
+ * runs from the loop (logged as "baseline", then opts->baseline runs). opts
+ * is copied. Returns 0 and *out, or <0 (the handles it opened close on the
+ * loop by themselves). */
 int monitor_start(uv_loop_t *loop, const struct monitor_opts *opts, monitor_change_cb cb, void *ud,
                   struct monitor **out);
 
@@ -66,6 +100,11 @@ const struct hash_manifest *monitor_current(const struct monitor *m);
 
 /* Changes debounce and resync at run time. */
 void monitor_set_timing(struct monitor *m, int64_t debounce_ns, int64_t resync_ns);
+
+/* Replaces the manifest.sub rules (copied) for the hashes that start from
+ * now on. */
+void monitor_set_sub_rules(struct monitor *m, const struct monitor_sub_rule *rules, size_t n,
+                           int sub_default);
 
 /* Evaluates now (SIGHUP, tests). */
 void monitor_kick(struct monitor *m);
@@ -76,8 +115,17 @@ uint64_t monitor_changes(const struct monitor *m);
 size_t monitor_root_count(const struct monitor *m);
 const char *monitor_root(const struct monitor *m, size_t i);
 int monitor_root_present(const struct monitor *m, size_t i);
+/* Directories that exist but are not watched (see above). */
+size_t monitor_unwatched(const struct monitor *m);
+/* 1 once the baseline is taken. */
+int monitor_has_baseline(const struct monitor *m);
+/* 1 while a hash runs on a worker thread. */
+int monitor_hashing(const struct monitor *m);
+/* Ready: the baseline is taken and every directory is watched. */
+int monitor_ready(const struct monitor *m);
 
-/* Stops everything; m is freed after its handles closed, then done(ud). */
+/* Stops everything; m is freed after its handles closed, then done(ud).
+ * A hash in progress is abandoned, not waited for. */
 void monitor_close(struct monitor *m, void (*done)(void *), void *ud);
 
 #endif

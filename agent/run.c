@@ -123,11 +123,16 @@ static void on_change(void *ud, const struct hash_manifest *cur, const struct ha
     if (R.eng) engine_observe(R.eng, cur);
 }
 
-/* Rollout-class files feed the rollout hash (manifest.sub). */
-static int is_rollout_file(void *ud, const char *path)
+/* Rollout-class files feed the rollout hash (manifest.sub): the rules of
+ * engine_action_for as data (they are read on the hashing thread). The
+ * globs point into c. */
+static struct monitor_sub_rule *sub_rules(const struct config *c)
 {
-    (void)ud;
-    return engine_action_for(&R.cfg, path) == ACTION_ROLLOUT;
+    struct monitor_sub_rule *v = calloc(c->nrules + 1, sizeof *v);
+    if (!v) ra_oom();
+    for (size_t i = 0; i < c->nrules; i++)
+        v[i] = (struct monitor_sub_rule){c->rules[i].glob, c->rules[i].action == ACTION_ROLLOUT};
+    return v;
 }
 
 static int uses_rollout(const struct config *c)
@@ -220,16 +225,37 @@ static int start_kube(char *err, size_t errlen)
 
 static void on_annot_event(void *ud, size_t root, enum watch_why why);
 
+/* The monitor's baseline is taken (at start, or after a --watch change):
+ * the engine starts from it; the first one makes the agent ready. */
+static void on_baseline(void *ud, const struct hash_manifest *base)
+{
+    (void)ud;
+    if (R.eng) engine_start(R.eng, base);
+    if (R.ready || R.stopping) return;
+    start_reconcile();
+    struct log_rec r;
+    R.ready = 1;
+    if (log_rec_begin(&r, RA_LOG_INFO, "ready")) {
+        log_rec_str(&r, "action", cfg_action_name(R.cfg.action));
+        if (R.srv) log_rec_int(&r, "port", httpd_port(R.srv));
+        log_rec_end(&r, "watching %zu roots", R.cfg.watch.n);
+    }
+}
+
 static int start_monitor(void)
 {
     struct monitor_extra extra[2];
     size_t nextra = 0;
     if (R.annot_path) extra[nextra++] = (struct monitor_extra){R.annot_path, on_annot_event, NULL};
     if (R.kube) extra[nextra++] = (struct monitor_extra){kube_token_path(R.kube), on_token_event, NULL};
+    struct monitor_sub_rule *rules = sub_rules(&R.cfg);
     struct monitor_opts o = {
         .extra = extra,
         .nextra = nextra,
-        .is_sub = is_rollout_file,
+        .sub_rules = rules,
+        .nsub_rules = R.cfg.nrules,
+        .sub_default = R.cfg.action == ACTION_ROLLOUT,
+        .baseline = on_baseline,
         .roots = (const char *const *)R.cfg.watch.v,
         .nroots = R.cfg.watch.n,
         .debounce_ns = R.cfg.debounce_ns,
@@ -238,11 +264,12 @@ static int start_monitor(void)
         .nignore = R.cfg.ignore.n,
     };
     int rc = monitor_start(&R.loop, &o, on_change, NULL, &R.mon);
+    free(rules);
     if (rc < 0) {
+        R.mon = NULL;
         log_error("cannot start watching: %s", uv_strerror(rc));
         return rc;
     }
-    engine_start(R.eng, monitor_current(R.mon));
     return 0;
 }
 
@@ -280,7 +307,10 @@ static void apply_config(struct config *next)
         R.mon = NULL;
         monitor_close(old, on_old_monitor_closed, NULL);
     } else if (R.mon) {
+        struct monitor_sub_rule *rules = sub_rules(&R.cfg);
         monitor_set_timing(R.mon, R.cfg.debounce_ns, R.cfg.resync_ns);
+        monitor_set_sub_rules(R.mon, rules, R.cfg.nrules, R.cfg.action == ACTION_ROLLOUT);
+        free(rules);
     }
     engine_config_changed(R.eng);
 }
@@ -450,16 +480,8 @@ int run_main(int argc, char **argv)
     } else if (start_monitor() < 0) {
         shutdown_all();
         rc = 1;
-    } else {
-        start_reconcile();
-        struct log_rec r;
-        R.ready = 1;
-        if (log_rec_begin(&r, RA_LOG_INFO, "ready")) {
-            log_rec_str(&r, "action", cfg_action_name(R.cfg.action));
-            if (R.srv) log_rec_int(&r, "port", httpd_port(R.srv));
-            log_rec_end(&r, "watching %zu roots", R.cfg.watch.n);
-        }
     }
+    /* "ready" is logged when the monitor's baseline is taken (on_baseline). */
     uv_run(&R.loop, UV_RUN_DEFAULT);
     int lc = uv_loop_close(&R.loop);
     if (lc != 0) {

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -93,7 +94,10 @@ static int rm_one(const char *p, const struct stat *st, int type, struct FTW *ft
     return type == FTW_DP ? rmdir(p) : unlink(p);
 }
 
-static void rm_rf(const char *path) { assert_int_equal(nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS), 0); }
+static void rm_rf(const char *path)
+{
+    assert_int_equal(nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS), 0);
+}
 
 static void on_deadline(uv_timer_t *t) { *(int *)t->data = 1; }
 
@@ -192,7 +196,8 @@ static int teardown(void **state)
 {
     struct fx *f = *state;
     if (f->w) watch_close(f->w, on_done, &f->closed);
-    for (int i = 0; i < 100 && uv_run(&f->loop, UV_RUN_NOWAIT); i++) {}
+    for (int i = 0; i < 100 && uv_run(&f->loop, UV_RUN_NOWAIT); i++) {
+    }
     if (f->w) assert_int_equal(f->closed, 1);
     assert_int_equal(uv_loop_close(&f->loop), 0);
     assert_int_equal(f->sent.wrong_root, 0);
@@ -796,6 +801,146 @@ static void test_bad_input(void **state)
     assert_int_equal(watch_wd_count(f->w), 1);
 }
 
+/* --- directories that cannot be watched (fs.inotify.max_user_watches) --- */
+
+static const char *enospc_substr; /* paths containing it get ENOSPC */
+
+static int fake_add_watch(int fd, const char *path, uint32_t mask)
+{
+    if (enospc_substr && strstr(path, enospc_substr)) {
+        errno = ENOSPC;
+        return -1;
+    }
+    return inotify_add_watch(fd, path, mask);
+}
+
+static void on_unw(void *ud, size_t n)
+{
+    int *v = ud;
+    v[0]++;
+    v[1] = (int)n;
+}
+
+static void test_unwatched_dirs_counted_and_rearmed(void **state)
+{
+    struct fx *f = *state;
+    int unw[2] = {0, -1}; /* callbacks, last count */
+    mkd(at(f, "d"));
+    mkd(at(f, "d/ok"));
+    mkd(at(f, "d/full1"));
+    mkd(at(f, "d/full1/below"));
+    watch_set_unwatched_cb(f->w, on_unw, unw);
+    enospc_substr = "/full";
+    watch__test_add_watch = fake_add_watch;
+    add(f, 0, at(f, "d"));
+    assert_true(watch_root_present(f->w, f->rec[0].root));
+    assert_int_equal(watch_unwatched_count(f->w), 1); /* full1 (below it is not reached) */
+    assert_int_equal(unw[0], 1);
+    assert_int_equal(unw[1], 1);
+    /* one created later fails too */
+    mkd(at(f, "d/full2"));
+    sync_events(f);
+    assert_int_equal(watch_unwatched_count(f->w), 2);
+    assert_int_equal(unw[1], 2);
+    settle_reset(f, &f->rec[0]);
+    /* changes in them are not seen */
+    put(at(f, "d/full1/a"), "x");
+    put(at(f, "d/full1/below/b"), "x");
+    sync_events(f);
+    assert_int_equal(f->rec[0].n[WATCH_EVENT], 0);
+    /* still full: a re-arm changes nothing */
+    watch_rearm(f->w);
+    assert_int_equal(watch_unwatched_count(f->w), 2);
+    assert_int_equal(f->rec[0].n[WATCH_EVENT], 0);
+    /* the limit is raised: a re-arm watches both, each reported as changed */
+    enospc_substr = NULL;
+    watch_rearm(f->w);
+    assert_int_equal(watch_unwatched_count(f->w), 0);
+    assert_int_equal(unw[1], 0);
+    assert_int_equal(f->rec[0].n[WATCH_EVENT], 2);
+    /* and now seen, at every level */
+    settle_reset(f, &f->rec[0]);
+    put(at(f, "d/full1/below/b"), "y");
+    assert_true(wait_count(f, &f->rec[0].n[WATCH_EVENT], 1));
+    put(at(f, "d/full2/c"), "y");
+    assert_true(wait_count(f, &f->rec[0].n[WATCH_EVENT], 2));
+    /* a removed unwatched directory is no longer counted */
+    enospc_substr = "/full";
+    mkd(at(f, "d/full3"));
+    sync_events(f);
+    assert_int_equal(watch_unwatched_count(f->w), 1);
+    assert_int_equal(rmdir(at(f, "d/full3")), 0);
+    sync_events(f);
+    assert_int_equal(watch_unwatched_count(f->w), 0);
+    assert_int_equal(unw[1], 0);
+    watch__test_add_watch = NULL;
+    enospc_substr = NULL;
+}
+
+static void test_unwatched_root_rearmed(void **state)
+{
+    struct fx *f = *state;
+    mkd(at(f, "r"));
+    add(f, 0, at(f, "r"));
+    /* the root is replaced while the limit is reached: it cannot be armed */
+    enospc_substr = "/r";
+    watch__test_add_watch = fake_add_watch;
+    assert_int_equal(rename(at(f, "r"), at(f, "old")), 0);
+    mkd(at(f, "r"));
+    sync_events(f);
+    assert_false(watch_root_present(f->w, f->rec[0].root));
+    assert_int_equal(watch_root_wait_reason(f->w, f->rec[0].root), -EIO);
+    assert_int_equal(watch_unwatched_count(f->w), 1);
+    enospc_substr = NULL;
+    watch_rearm(f->w);
+    assert_true(watch_root_present(f->w, f->rec[0].root));
+    assert_int_equal(watch_unwatched_count(f->w), 0);
+    assert_true(f->rec[0].n[WATCH_ROOT_BACK] >= 1);
+    watch__test_add_watch = NULL;
+}
+
+static void test_symlink_loop_root_reason(void **state)
+{
+    struct fx *f = *state;
+    assert_int_equal(symlink("loop", at(f, "loop")), 0);
+    size_t i = add(f, 0, at(f, "loop"));
+    assert_false(watch_root_present(f->w, i));
+    assert_int_equal(watch_root_wait_reason(f->w, i), -ELOOP);
+    size_t j = add(f, 1, at(f, "nothing"));
+    assert_int_equal(watch_root_wait_reason(f->w, j), -ENOENT);
+    /* the loop is fixed: the root arrives */
+    assert_int_equal(unlink(at(f, "loop")), 0);
+    mkd(at(f, "loop"));
+    assert_true(wait_count(f, &f->rec[0].n[WATCH_ROOT_BACK], 1));
+    assert_int_equal(watch_root_wait_reason(f->w, i), 0);
+}
+
+static int fake_init_emfile(int flags)
+{
+    (void)flags;
+    errno = EMFILE;
+    return -1;
+}
+
+static void test_instance_limit_named(void **state)
+{
+    struct fx *f = *state;
+    char logpath[PATH_MAX], logbuf[8192];
+    struct watch *w2 = NULL;
+    snprintf(logpath, sizeof logpath, "%s/log", f->base);
+    int logfd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    assert_true(logfd >= 0);
+    log_set_fd(logfd);
+    watch__test_inotify_init1 = fake_init_emfile;
+    assert_int_equal(watch_create(&f->loop, &w2), -EMFILE);
+    watch__test_inotify_init1 = NULL;
+    log_set_fd(2);
+    close(logfd);
+    assert_null(w2);
+    read_log(logpath, logbuf, sizeof logbuf);
+    assert_int_equal(count_substr(logbuf, "fs.inotify.max_user_instances"), 1);
+}
+
 int main(void)
 {
     log_configure(RA_LOG_WARN, RA_LOG_FORMAT_TEXT);
@@ -819,6 +964,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_close_calls_done, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idle_makes_no_wakeups, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unwatched_dirs_counted_and_rearmed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unwatched_root_rearmed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_symlink_loop_root_reason, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_instance_limit_named, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

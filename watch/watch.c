@@ -22,6 +22,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,13 +31,14 @@
 #include <unistd.h>
 
 /* What a directory root, its subdirectories and a file root's parent get. */
-#define DIR_MASK                                                                            \
-    (IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_CLOSE_WRITE | IN_MODIFY |     \
+#define DIR_MASK                                                                                   \
+    (IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_CLOSE_WRITE | IN_MODIFY |            \
      IN_DELETE_SELF | IN_MOVE_SELF)
 /* What the nearest existing ancestor of a missing root gets. */
 #define ANCESTOR_MASK (IN_CREATE | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF)
 /* Events about a named entry inside a watched directory. */
-#define CONTENT_MASK (IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_CLOSE_WRITE | IN_MODIFY)
+#define CONTENT_MASK                                                                               \
+    (IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_CLOSE_WRITE | IN_MODIFY)
 /* The watched directory itself went away (or its watch did). */
 #define SELF_GONE_MASK (IN_DELETE_SELF | IN_MOVE_SELF | IN_UNMOUNT | IN_IGNORED)
 
@@ -66,6 +68,14 @@ struct root {
     void *ud;
     int present; /* armed as a directory or file root */
     int warned;  /* the "waiting for it" line was logged for this absence */
+    int why;     /* while waiting: errno of stat(path) (ENOENT, ENOTDIR, ELOOP) */
+    int failed;  /* arming failed (e.g. ENOSPC): counted as unwatched, retried */
+};
+
+/* A real subdirectory that could not be watched (not a missing one). */
+struct unw {
+    size_t root;
+    char *rel;
 };
 
 struct watch {
@@ -76,6 +86,11 @@ struct watch {
     size_t nroots, caproots;
     struct ent *ents;
     size_t nents, capents;
+    struct unw *unw; /* subdirectories that could not be watched */
+    size_t nunw, capunw;
+    size_t unw_reported; /* the count unw_cb was last told */
+    void (*unw_cb)(void *, size_t);
+    void *unw_ud;
     uint64_t events;
     void (*count)(void *ud, uint64_t n); /* push counter, may be NULL */
     void *count_ud;
@@ -110,13 +125,68 @@ static char *parent_of(const char *path, size_t end, size_t *name_at)
     while (slash > 0 && path[slash - 1] != '/') slash--;
     *name_at = slash;
     if (slash == 0) return need(strdup("."));
-    for (pend = slash; pend > 1 && path[pend - 1] == '/'; pend--) {}
+    for (pend = slash; pend > 1 && path[pend - 1] == '/'; pend--) {
+    }
     return need(strndup(path, pend));
 }
 
 static int is_private(const char *name) { return name[0] == '.' && name[1] == '.'; }
 
 static int is_missing(int err) { return err == ENOENT || err == ENOTDIR || err == ELOOP; }
+
+int (*watch__test_add_watch)(int fd, const char *path, uint32_t mask);
+int (*watch__test_inotify_init1)(int flags);
+
+static int unw_find(const struct watch *w, size_t r, const char *rel)
+{
+    for (size_t i = 0; i < w->nunw; i++)
+        if (w->unw[i].root == r && strcmp(w->unw[i].rel, rel) == 0) return (int)i;
+    return -1;
+}
+
+/* Records directory rel of root r as unwatched; 1 if it was not yet. */
+static int unw_add(struct watch *w, size_t r, const char *rel)
+{
+    if (unw_find(w, r, rel) >= 0) return 0;
+    if (w->nunw == w->capunw) {
+        w->capunw = w->capunw ? w->capunw * 2 : 8;
+        w->unw = need(realloc(w->unw, w->capunw * sizeof *w->unw));
+    }
+    w->unw[w->nunw++] = (struct unw){r, need(strdup(rel))};
+    return 1;
+}
+
+static void unw_remove_at(struct watch *w, size_t i)
+{
+    free(w->unw[i].rel);
+    w->unw[i] = w->unw[--w->nunw];
+}
+
+/* Forgets the unwatched entries of root r at rel and below ("" = all of r). */
+static void unw_drop(struct watch *w, size_t r, const char *rel)
+{
+    size_t n = strlen(rel);
+    for (size_t i = w->nunw; i-- > 0;)
+        if (w->unw[i].root == r && (!n || (strncmp(w->unw[i].rel, rel, n) == 0 &&
+                                           (w->unw[i].rel[n] == '\0' || w->unw[i].rel[n] == '/'))))
+            unw_remove_at(w, i);
+}
+
+size_t watch_unwatched_count(const struct watch *w)
+{
+    size_t n = w->nunw;
+    for (size_t r = 0; r < w->nroots; r++) n += w->roots[r].failed != 0;
+    return n;
+}
+
+/* Tells unw_cb when the count changed since it was last told. */
+static void unw_report(struct watch *w)
+{
+    size_t n = watch_unwatched_count(w);
+    if (n == w->unw_reported || w->closing) return;
+    w->unw_reported = n;
+    if (w->unw_cb) w->unw_cb(w->unw_ud, n);
+}
 
 static int wd_in_use(const struct watch *w, int wd)
 {
@@ -145,6 +215,7 @@ static void ent_remove(struct watch *w, size_t i)
 
 static void root_drop(struct watch *w, size_t r)
 {
+    unw_drop(w, r, "");
     for (size_t i = w->nents; i-- > 0;)
         if (w->ents[i].root == r) ent_remove(w, i);
 }
@@ -153,6 +224,7 @@ static void root_drop(struct watch *w, size_t r)
 static void tree_drop(struct watch *w, size_t r, const char *rel)
 {
     size_t n = strlen(rel);
+    unw_drop(w, r, rel);
     for (size_t i = w->nents; i-- > 0;) {
         const struct ent *e = &w->ents[i];
         if (e->root == r && e->kind == ENT_DIR && strncmp(e->rel, rel, n) == 0 &&
@@ -172,14 +244,17 @@ static const struct ent *ent_find(const struct watch *w, size_t r, enum ent_kind
 
 static int add_watch(struct watch *w, const char *path, uint32_t mask)
 {
-    int wd = inotify_add_watch(w->fd, path, mask | IN_MASK_ADD);
+    int wd = watch__test_add_watch ? watch__test_add_watch(w->fd, path, mask | IN_MASK_ADD)
+                                   : inotify_add_watch(w->fd, path, mask | IN_MASK_ADD);
     return wd < 0 ? -errno : wd;
 }
 
 /* Watches directory rel of root r ("" = the root, symlinks followed; below
  * it never through symlinks) and every real subdirectory under it that is
- * not yet watched. Returns <0 only when rel itself cannot be watched;
- * failures further down are logged and skipped. */
+ * not yet watched. Returns <0 only when rel itself cannot be watched. A
+ * subdirectory that exists but cannot be watched (ENOSPC at the
+ * fs.inotify.max_user_watches limit, EACCES...) is recorded as unwatched
+ * (logged once) for watch_rearm(); one that vanished is skipped. */
 static int tree_add(struct watch *w, size_t r, const char *rel0)
 {
     char **queue = need(malloc(sizeof *queue));
@@ -194,11 +269,19 @@ static int tree_add(struct watch *w, size_t r, const char *rel0)
         const struct ent *old = ent_find(w, r, ENT_DIR, rel);
         if (wd < 0) {
             if (head == 0) rc = wd;
-            else if (!is_missing(-wd))
-                log_warn("cannot watch directory %s: %s%s", path, strerror(-wd),
-                         wd == -ENOSPC ? " (inotify watch limit fs.inotify.max_user_watches?)" : "");
+            if (rel[0] && !is_missing(-wd) && unw_add(w, r, rel))
+                log_warn("cannot watch directory %s: %s%s; changes there are missed until it "
+                         "can be watched (retried; /readyz reports not ready meanwhile)",
+                         path, strerror(-wd),
+                         wd == -ENOSPC ? " (the inotify watch limit fs.inotify.max_user_watches "
+                                         "is reached: raise it with sysctl)"
+                                       : "");
             free(path);
             continue;
+        }
+        if (rel[0]) {
+            int u = unw_find(w, r, rel);
+            if (u >= 0) unw_remove_at(w, (size_t)u);
         }
         if (old && old->wd == wd) { /* already watched, hence already scanned */
             free(path);
@@ -214,8 +297,8 @@ static int tree_add(struct watch *w, size_t r, const char *rel0)
             if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
             if (!rel[0] && is_private(de->d_name)) continue;
             if (de->d_type != DT_DIR) {
-                if (de->d_type != DT_UNKNOWN || fstatat(dirfd(d), de->d_name, &st,
-                                                        AT_SYMLINK_NOFOLLOW) < 0 ||
+                if (de->d_type != DT_UNKNOWN ||
+                    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
                     !S_ISDIR(st.st_mode))
                     continue;
             }
@@ -254,7 +337,8 @@ static char *ancestor_of(const char *path, size_t *name_at)
         if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) return dir;
         free(dir);
         if (*name_at == 0 || end <= 1) return NULL;
-        for (end = *name_at; end > 1 && path[end - 1] == '/'; end--) {}
+        for (end = *name_at; end > 1 && path[end - 1] == '/'; end--) {
+        }
     }
 }
 
@@ -313,9 +397,13 @@ static int root_start(struct watch *w, size_t r)
     root_drop(w, r);
     int rc = root_arm(w, r);
     struct root *ro = &w->roots[r];
+    struct stat st;
     ro->present = rc == 1;
+    ro->failed = rc < 0;
+    ro->why = rc == 0 ? (stat(ro->path, &st) == 0 ? ENOENT : errno) : 0;
     if (rc == 0 && !ro->warned)
-        log_debug("watch root %s does not exist yet; waiting for it", ro->path);
+        log_debug("watch root %s %s; waiting for it", ro->path,
+                  ro->why == ELOOP ? "is a symlink loop" : "does not exist yet");
     ro->warned = rc == 0;
     return rc;
 }
@@ -328,11 +416,14 @@ static void notify(struct watch *w, size_t r, enum watch_why why)
 /* root_start() at event time: errors are logged, a new arrival reported. */
 static void root_restart(struct watch *w, size_t r)
 {
-    int was = w->roots[r].present, rc = root_start(w, r);
-    if (rc < 0)
-        log_error("cannot watch %s: %s; its changes are not seen until the next inotify "
-                  "overflow rescan",
-                  w->roots[r].path, strerror(-rc));
+    int was = w->roots[r].present, failed = w->roots[r].failed, rc = root_start(w, r);
+    if (rc < 0 && !failed) /* once per failure, not at every retry */
+        log_error("cannot watch %s: %s%s; its changes are missed until it can be watched "
+                  "(retried; /readyz reports not ready meanwhile)",
+                  w->roots[r].path, strerror(-rc),
+                  rc == -ENOSPC ? " (the inotify watch limit fs.inotify.max_user_watches is "
+                                  "reached: raise it with sysctl)"
+                                : "");
     if (rc == 1 && !was) {
         log_debug("watch root %s is present", w->roots[r].path);
         notify(w, r, WATCH_ROOT_BACK);
@@ -352,8 +443,8 @@ static void overflow(struct watch *w)
 {
     size_t n = w->nroots;
     log_debug("inotify event queue overflowed (fs.inotify.max_queued_events); rescanning %zu "
-             "watch roots",
-             n);
+              "watch roots",
+              n);
     for (size_t r = 0; r < n && !w->closing; r++) {
         int was = w->roots[r].present;
         root_restart(w, r); /* reports WATCH_ROOT_BACK itself */
@@ -369,8 +460,8 @@ static void on_entry_event(struct watch *w, const struct ent *e, const struct in
     const char *name = ev->len ? ev->name : "";
     switch (e->kind) {
     case ENT_ANCESTOR:
-        if ((m & SELF_GONE_MASK) || ((m & (IN_CREATE | IN_MOVED_TO)) &&
-                                     (!strcmp(name, e->rel) || !strcmp(name, "..data"))))
+        if ((m & SELF_GONE_MASK) ||
+            ((m & (IN_CREATE | IN_MOVED_TO)) && (!strcmp(name, e->rel) || !strcmp(name, "..data"))))
             root_restart(w, e->root);
         return;
     case ENT_PARENT:
@@ -384,8 +475,10 @@ static void on_entry_event(struct watch *w, const struct ent *e, const struct in
         if (e->kind == ENT_LINK) { /* the link may point elsewhere now: follow it */
             int was = w->roots[e->root].present;
             root_restart(w, e->root);
-            if (w->roots[e->root].present) notify(w, e->root, WATCH_EVENT);
-            else if (was) notify(w, e->root, WATCH_ROOT_GONE);
+            if (w->roots[e->root].present)
+                notify(w, e->root, WATCH_EVENT);
+            else if (was)
+                notify(w, e->root, WATCH_ROOT_GONE);
             return;
         }
         int gone = stat(w->roots[e->root].path, &st) < 0 && is_missing(errno);
@@ -405,13 +498,15 @@ static void on_entry_event(struct watch *w, const struct ent *e, const struct in
             return;
         }
         /* IN_MOVE_SELF of a subdirectory: its parent's IN_MOVED_FROM handles it. */
-        if (!(m & CONTENT_MASK) || !*name || (!e->rel[0] && is_private(name) &&
-                                              strcmp(name, "..data")))
+        if (!(m & CONTENT_MASK) || !*name ||
+            (!e->rel[0] && is_private(name) && strcmp(name, "..data")))
             return;
         if (m & IN_ISDIR) {
             char *child = join(e->rel, name);
-            if (m & (IN_CREATE | IN_MOVED_TO)) tree_add(w, e->root, child);
-            else if (m & (IN_MOVED_FROM | IN_DELETE)) tree_drop(w, e->root, child);
+            if (m & (IN_CREATE | IN_MOVED_TO))
+                tree_add(w, e->root, child);
+            else if (m & (IN_MOVED_FROM | IN_DELETE))
+                tree_drop(w, e->root, child);
             free(child);
         }
         notify(w, e->root, !e->rel[0] && !strcmp(name, "..data") ? WATCH_DATA_LINK : WATCH_EVENT);
@@ -427,6 +522,7 @@ static void on_event(struct watch *w, const struct inotify_event *ev)
     if (w->count) w->count(w->count_ud, 1);
     if (ev->wd == -1) {
         if (ev->mask & IN_Q_OVERFLOW) overflow(w);
+        unw_report(w);
         return;
     }
     for (size_t i = 0; i < w->nents; i++)
@@ -441,6 +537,7 @@ static void on_event(struct watch *w, const struct inotify_event *ev)
         free(copy[i].rel);
     }
     free(copy);
+    unw_report(w);
 }
 
 static void stop_reading(struct watch *w, const char *what, int err)
@@ -481,10 +578,22 @@ int watch_create(uv_loop_t *loop, struct watch **out)
     struct watch *w = calloc(1, sizeof *w);
     int rc;
     if (!w) return -ENOMEM;
-    w->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    w->fd = watch__test_inotify_init1 ? watch__test_inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
+                                      : inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     if (w->fd < 0) {
         rc = -errno;
         free(w);
+        if (rc == -EMFILE) { /* two limits give EMFILE: tell which one */
+            int probe = open("/dev/null", O_RDONLY | O_CLOEXEC);
+            if (probe >= 0) close(probe);
+            log_error(
+                "cannot create an inotify instance: %s",
+                probe >= 0
+                    ? "the per-user limit on inotify instances is reached (sysctl "
+                      "fs.inotify.max_user_instances; every process of this user that "
+                      "watches files holds some): raise it, or run fewer watchers as this user"
+                    : "the process's open-file limit is reached (ulimit -n)");
+        }
         return rc;
     }
     if ((rc = uv_poll_init(loop, &w->poll, w->fd)) < 0) {
@@ -525,7 +634,45 @@ int watch_add(struct watch *w, const char *path, watch_cb cb, void *ud, size_t *
         return rc;
     }
     *index = r;
+    unw_report(w);
     return 0;
+}
+
+int watch_root_wait_reason(const struct watch *w, size_t index)
+{
+    if (index >= w->nroots || w->roots[index].present) return 0;
+    return w->roots[index].failed ? -EIO : -(w->roots[index].why ? w->roots[index].why : ENOENT);
+}
+
+void watch_set_unwatched_cb(struct watch *w, void (*cb)(void *ud, size_t n), void *ud)
+{
+    w->unw_cb = cb;
+    w->unw_ud = ud;
+}
+
+void watch_rearm(struct watch *w)
+{
+    for (size_t r = 0; r < w->nroots && !w->closing; r++)
+        if (w->roots[r].failed) root_restart(w, r); /* reports WATCH_ROOT_BACK itself */
+    /* tree_add changes the list: work on a snapshot */
+    size_t n = w->nunw;
+    struct unw *snap = need(malloc((n ? n : 1) * sizeof *snap));
+    for (size_t i = 0; i < n; i++)
+        snap[i] = (struct unw){w->unw[i].root, need(strdup(w->unw[i].rel))};
+    for (size_t i = 0; i < n; i++) {
+        if (!w->closing && unw_find(w, snap[i].root, snap[i].rel) >= 0 &&
+            w->roots[snap[i].root].present) {
+            tree_add(w, snap[i].root, snap[i].rel);
+            if (unw_find(w, snap[i].root, snap[i].rel) < 0) {
+                log_info("directory %s/%s is watched now", w->roots[snap[i].root].path,
+                         snap[i].rel);
+                notify(w, snap[i].root, WATCH_EVENT); /* it may have changed meanwhile */
+            }
+        }
+        free(snap[i].rel);
+    }
+    free(snap);
+    unw_report(w);
 }
 
 int watch_root_present(const struct watch *w, size_t index)
@@ -559,7 +706,9 @@ static void on_closed(uv_handle_t *h)
     void *done_ud = w->done_ud;
     close(w->fd); /* drops every kernel watch */
     for (size_t i = 0; i < w->nents; i++) free(w->ents[i].rel);
+    for (size_t i = 0; i < w->nunw; i++) free(w->unw[i].rel);
     for (size_t i = 0; i < w->nroots; i++) free(w->roots[i].path);
+    free(w->unw);
     free(w->ents);
     free(w->roots);
     free(w);

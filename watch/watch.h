@@ -43,12 +43,12 @@
 #include <uv.h>
 
 enum watch_why {
-    WATCH_EVENT = 0,    /* a relevant event under the root */
-    WATCH_DATA_LINK,    /* only the root directory's "..data" entry changed (an
+    WATCH_EVENT = 0, /* a relevant event under the root */
+    WATCH_DATA_LINK, /* only the root directory's "..data" entry changed (an
                          * AtomicWriter swap): its other top-level entries did not */
-    WATCH_OVERFLOW,     /* the inotify queue overflowed: rescan needed */
-    WATCH_ROOT_GONE,    /* the root disappeared; now waiting for it */
-    WATCH_ROOT_BACK,    /* the root (re)appeared and is armed again */
+    WATCH_OVERFLOW,  /* the inotify queue overflowed: rescan needed */
+    WATCH_ROOT_GONE, /* the root disappeared; now waiting for it */
+    WATCH_ROOT_BACK, /* the root (re)appeared and is armed again */
 };
 
 struct watch;
@@ -56,7 +56,9 @@ struct watch;
 /* Called on the loop thread. `root` is the index watch_add returned. */
 typedef void (*watch_cb)(void *ud, size_t root, enum watch_why why);
 
-/* Creates a watcher on loop. Returns 0 and *out, or <0 (-errno/UV_E*). */
+/* Creates a watcher on loop. Returns 0 and *out, or <0 (-errno/UV_E*).
+ * -EMFILE is logged, naming the limit that was hit: the per-user
+ * fs.inotify.max_user_instances or the process's open-file limit. */
 int watch_create(uv_loop_t *loop, struct watch **out);
 
 /* Adds a root (copied; trailing '/' removed). cb/ud receive its events. Never
@@ -83,10 +85,40 @@ void watch_set_counter(struct watch *w, void (*fn)(void *ud, uint64_t n), void *
  * /status; a wd shared by several roots counts once). */
 size_t watch_wd_count(const struct watch *w);
 
+/* Why root index is not present: 0 when it is, -ENOENT or -ENOTDIR while it
+ * is waited for because a path component is missing, -ELOOP when the path
+ * is a symlink loop (also waited for: the links may be fixed), -EIO when
+ * arming it failed for another reason (logged; counted as unwatched). */
+int watch_root_wait_reason(const struct watch *w, size_t index);
+
+/* Directories that exist but could not be watched (e.g. ENOSPC once
+ * fs.inotify.max_user_watches is reached): real subdirectories of a root,
+ * plus roots whose arming failed. Changes there are missed until
+ * watch_rearm() succeeds. Each is logged once at warn (error for a root). */
+size_t watch_unwatched_count(const struct watch *w);
+
+/* Tries to watch every unwatched directory again (a root through a full
+ * re-arm). One that is watched now gets WATCH_EVENT (or WATCH_ROOT_BACK for
+ * a root), since it may have changed meanwhile. Call it on the loop thread,
+ * not from inside a watch_cb. */
+void watch_rearm(struct watch *w);
+
+/* cb(ud, n) runs on the loop thread whenever watch_unwatched_count()
+ * changes (after the event, watch_add or watch_rearm that changed it).
+ * cb may be NULL. */
+void watch_set_unwatched_cb(struct watch *w, void (*cb)(void *ud, size_t n), void *ud);
+
 /* Stops watching and closes the handles; w is freed in the last close
  * callback, after which done(done_ud) runs (done may be NULL). No callback
  * for any root runs after this call, which may be made from a callback.
  * Call it once. */
 void watch_close(struct watch *w, void (*done)(void *), void *done_ud);
+
+/* Test seams, never set outside tests: when set, they replace
+ * inotify_add_watch(2) and inotify_init1(2) (same contract: -1 and errno on
+ * failure), so tests can make chosen paths hit ENOSPC or the instance
+ * limit. */
+extern int (*watch__test_add_watch)(int fd, const char *path, uint32_t mask);
+extern int (*watch__test_inotify_init1)(int flags);
 
 #endif
