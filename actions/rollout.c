@@ -41,6 +41,8 @@ struct rollout {
     size_t nflips;
     int blocked;
     int warned_not_possible;
+    void (*close_done)(void *); /* rollout_close's callback */
+    void *close_ud;
 };
 
 struct req_ctx {
@@ -435,15 +437,22 @@ void rollout_abort(struct rollout *r)
 static void on_closed(uv_handle_t *h)
 {
     struct rollout *r = h->data;
+    void (*done)(void *) = r->close_done;
+    void *ud = r->close_ud;
     if (r->owner) owner_info_free(r->owner);
     free(r->files);
     free((char *)r->p.hash_annotation);
     free(r);
+    if (done) done(ud);
 }
 
-void rollout_close(struct rollout *r)
+void rollout_close(struct rollout *r, void (*done)(void *), void *ud)
 {
-    r->gen++;
+    r->gen++; /* replies still on their way are ignored */
     r->busy = 0;
+    r->rcb = NULL;
+    r->close_done = done;
+    r->close_ud = ud;
+    uv_timer_stop(&r->timer);
     uv_close((uv_handle_t *)&r->timer, on_closed);
 }

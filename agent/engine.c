@@ -605,7 +605,10 @@ void engine_close(struct engine *e, void (*done)(void *), void *ud)
     e->done = done;
     e->done_ud = ud;
     uv_timer_stop(&e->timer);
+    /* The abort ends the attempt synchronously: part_done then closes the
+     * timer itself, so it must not be closed again here. */
     if (e->inflight && (e->inflight_mask & BIT(ACTION_ROLLOUT)) && e->ro) rollout_abort(e->ro);
-    if (!e->inflight) uv_close((uv_handle_t *)&e->timer, on_timer_closed);
+    if (!e->inflight && !uv_is_closing((uv_handle_t *)&e->timer))
+        uv_close((uv_handle_t *)&e->timer, on_timer_closed);
     /* else: part_done closes the timer when the attempt ends */
 }
