@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/backoff.h"
 #include "base/log.h"
 
 struct rollout {
@@ -350,7 +351,7 @@ static void do_get(struct rollout *r)
 static void start_jitter(struct rollout *r)
 {
     uint64_t j = r->p.jitter_ms;
-    uint64_t wait = j ? (uint64_t)rand() % j : 0;
+    uint64_t wait = ra_rng_below(ra_rng_process(), j);
     uv_timer_start(&r->timer, on_timer, wait, 0);
 }
 

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "actions/exec.h"
+#include "base/backoff.h"
 #include "base/log.h"
 #include "agent/metrics.h"
 #include "actions/proc.h"
@@ -56,12 +57,11 @@ struct engine {
     pid_t sig_pid;        /* --pid-file target of the last signal ... */
     int sig_pidfd;        /* ... and its pidfd, kept open: -1 if none */
     struct stat sig_pf;   /* the pid file as stat'ed before sig_pid was read from it */
+    struct ra_rng *rng; /* the retry jitter's generator */
     int closing;
     void (*done)(void *);
     void *done_ud;
 };
-
-static uint64_t ms_of(int64_t ns) { return ns <= 0 ? 0 : (uint64_t)((ns + 999999) / 1000000); }
 
 /* An option for a message: the configuration may have changed (live
  * annotations) while the action ran, and the new one may not set it. */
@@ -170,11 +170,9 @@ static void part_done(struct engine *e, int action, int ok, const char *err)
                  cfg_action_name(ACTION_ROLLOUT));
         return;
     }
-    uint64_t base = ms_of(e->cfg->retry_initial_ns), cap = ms_of(e->cfg->retry_max_ns);
-    uint64_t delay = base;
-    for (int i = 1; i < e->attempt && delay < cap; i++) delay *= 2;
-    if (delay > cap) delay = cap;
-    delay = delay / 2 + (uint64_t)rand() % (delay / 2 + 1); /* equal jitter */
+    struct backoff policy = {ra_ms_of_ns(e->cfg->retry_initial_ns), ra_ms_of_ns(e->cfg->retry_max_ns),
+                             BACKOFF_JITTER_EQUAL};
+    uint64_t delay = backoff_next(&policy, e->attempt, e->rng);
     metrics_retry();
     struct log_rec r;
     if (log_rec_begin(&r, RA_LOG_INFO, "retry")) {
@@ -314,7 +312,7 @@ static void do_http(struct engine *e)
         .url = c->http_url,
         .headers = (const char *const *)c->http_header.v,
         .nheaders = c->http_header.n,
-        .timeout_ms = ms_of(c->http_timeout_ns),
+        .timeout_ms = ra_ms_of_ns(c->http_timeout_ns),
         .max_body = 64 * 1024,
     };
     int rc = e->hc ? 0 : httpc_create(e->loop, &e->hc);
@@ -359,7 +357,7 @@ static void do_exec(struct engine *e)
         part_done(e, ACTION_EXEC, 0, "no --exec-command is configured");
         return;
     }
-    int rc = exec_start(e->loop, e->cfg->exec_command, ms_of(e->cfg->exec_timeout_ns), exec_finished,
+    int rc = exec_start(e->loop, e->cfg->exec_command, ra_ms_of_ns(e->cfg->exec_timeout_ns), exec_finished,
                         e, &e->job);
     if (rc < 0) {
         char buf[512];
@@ -422,8 +420,8 @@ static void do_rollout(struct engine *e)
     char *files = files_json(&e->inflight_target);
     struct rollout_params p = {
         .hash_annotation = e->cfg->hash_annotation,
-        .jitter_ms = ms_of(e->cfg->rollout_jitter_ns),
-        .min_interval_ms = ms_of(e->cfg->min_interval_ns),
+        .jitter_ms = ra_ms_of_ns(e->cfg->rollout_jitter_ns),
+        .min_interval_ms = ra_ms_of_ns(e->cfg->min_interval_ns),
         .events = e->cfg->events,
     };
     int rc = rollout_apply(e->ro, &p, hex, files, rollout_finished, e);
@@ -440,7 +438,7 @@ static void do_restart(struct engine *e)
 {
     const struct config *c = e->cfg;
     struct proc_target t = {.pid_file = c->pid_file, .name = c->process, .all = 0};
-    if (restart_start(e->loop, &t, c->restart_signal, ms_of(c->restart_timeout_ns),
+    if (restart_start(e->loop, &t, c->restart_signal, ra_ms_of_ns(c->restart_timeout_ns),
                       restart_finished, e, NULL) < 0)
         ra_oom();
 }
@@ -485,7 +483,7 @@ static void schedule(struct engine *e)
     if (!mask) return;
     if (memcmp(e->applied.total, e->observed.total, HASH_LEN) == 0 && !e->failed_mask) return;
     uv_update_time(e->loop);
-    uint64_t now = uv_now(e->loop), gap = ms_of(e->cfg->min_interval_ns);
+    uint64_t now = uv_now(e->loop), gap = ra_ms_of_ns(e->cfg->min_interval_ns);
     if (e->have_last_start && gap && now < e->last_start_ms + gap) {
         uv_timer_start(&e->timer, on_timer, e->last_start_ms + gap - now, 0);
         return;
@@ -502,6 +500,7 @@ int engine_create(uv_loop_t *loop, const struct config *cfg, struct engine **out
     e->cfg = cfg;
     e->last_action = e->last_result = "";
     e->sig_pidfd = -1;
+    e->rng = ra_rng_process();
     hash_empty(e->applied.total);
     hash_empty(e->observed.total);
     uv_timer_init(loop, &e->timer);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/backoff.h"
 #include "base/log.h"
 #include "watch/watch.h"
 
@@ -33,6 +34,7 @@ struct monitor {
     int pending;          /* debounce timer armed */
     int overflowed;       /* an overflow is pending evaluation */
     uint64_t retry_ms;    /* current hash-error backoff, 0 = none */
+    int retry_n;          /* hash errors in a row */
     struct hash_manifest cur;
     struct hash_cache roots_real; /* resolved roots, kept between evaluations */
     uint64_t changes;
@@ -42,7 +44,6 @@ struct monitor {
     void *done_ud;
 };
 
-static uint64_t ns_to_ms(int64_t ns) { return ns <= 0 ? 0 : (uint64_t)((ns + 999999) / 1000000); }
 
 static unsigned select_file(void *ud, const char *path)
 {
@@ -104,13 +105,14 @@ static void evaluate(struct monitor *m)
             return;
         }
     if (compute(m, &next) < 0) {
-        m->retry_ms = m->retry_ms ? m->retry_ms * 2 : RETRY_MIN_MS;
-        if (m->retry_ms > RETRY_MAX_MS) m->retry_ms = RETRY_MAX_MS;
+        static const struct backoff policy = {RETRY_MIN_MS, RETRY_MAX_MS, BACKOFF_JITTER_NONE};
+        m->retry_ms = backoff_next(&policy, ++m->retry_n, NULL);
         m->pending = 1;
         uv_timer_start(&m->debounce, on_debounce, m->retry_ms, 0);
         return;
     }
     m->retry_ms = 0;
+    m->retry_n = 0;
     m->overflowed = 0;
     if (memcmp(next.total, m->cur.total, HASH_LEN) == 0) {
         hash_manifest_free(&next);
@@ -208,8 +210,8 @@ int monitor_start(uv_loop_t *loop, const struct monitor_opts *o, monitor_change_
     m->ud = ud;
     m->is_sub = o->is_sub;
     m->sub_ud = o->sub_ud;
-    m->debounce_ms = ns_to_ms(o->debounce_ns);
-    m->resync_ms = ns_to_ms(o->resync_ns);
+    m->debounce_ms = ra_ms_of_ns(o->debounce_ns);
+    m->resync_ms = ra_ms_of_ns(o->resync_ns);
     m->roots = calloc(o->nroots + 1, sizeof *m->roots);
     m->seen = calloc(o->nroots + 1, 1);
     m->ignore = calloc(o->nignore + 1, sizeof *m->ignore);
@@ -275,8 +277,8 @@ const struct hash_manifest *monitor_current(const struct monitor *m) { return &m
 
 void monitor_set_timing(struct monitor *m, int64_t debounce_ns, int64_t resync_ns)
 {
-    m->debounce_ms = ns_to_ms(debounce_ns);
-    uint64_t rs = ns_to_ms(resync_ns);
+    m->debounce_ms = ra_ms_of_ns(debounce_ns);
+    uint64_t rs = ra_ms_of_ns(resync_ns);
     if (rs != m->resync_ms) {
         m->resync_ms = rs;
         uv_timer_stop(&m->resync);
