@@ -3,7 +3,8 @@
  * (--http-url, --http-method, --http-header) with --http-timeout; the reply
  * status decides (--http-expect-status). The HTTP client (libcurl) is
  * created on first use and kept in the action's state, so agents without
- * an http action never load libcurl.
+ * an http action never load libcurl. Its messages show the URL with
+ * userinfo and query values redacted (base/redact.h).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 
 #include "actions/action.h"
 #include "base/log.h"
+#include "base/redact.h"
 #include "net/httpc.h"
 
 #define HTTP_MAX_BODY (64 * 1024)
@@ -47,14 +49,16 @@ static void http_done(void *ud, const struct httpc_result *res)
 {
     struct http_run run = *(struct http_run *)ud;
     const struct action_params *p = run.p;
-    char buf[768];
+    char buf[1200], url[512], why[512];
     free(ud);
+    /* credentials in the URL never reach a message (logs, /status, Events) */
+    redact_url(p->http_url, url, sizeof url);
     if (!res->ok) {
-        snprintf(buf, sizeof buf, "%s %s: %s", p->http_method, p->http_url,
-                 res->error ? res->error : "request failed");
+        redact_text(res->error ? res->error : "request failed", p->http_url, why, sizeof why);
+        snprintf(buf, sizeof buf, "%s %s: %s", p->http_method, url, why);
         report(run.done, run.ud, -EIO, buf);
     } else if (!is_expected(p, res->status)) {
-        snprintf(buf, sizeof buf, "%s %s: unexpected status %ld", p->http_method, p->http_url,
+        snprintf(buf, sizeof buf, "%s %s: unexpected status %ld", p->http_method, url,
                  res->status);
         report(run.done, run.ud, -EIO, buf);
     } else {

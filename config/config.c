@@ -14,6 +14,7 @@
 
 #include "base/addr.h"
 #include "base/log.h"
+#include "base/redact.h"
 #include "config/value.h"
 
 /* OPT_ACTION: an OPT_ENUM whose names are the table of actions' (actions/action.h);
@@ -398,10 +399,12 @@ static int check_action_needs(const struct config *c, const int *used, char *err
     if (used[ACTION_HTTP]) {
         if (!c->http_url || strncmp(c->http_url, "http://", 7) != 0) {
             if (!c->http_url || strncmp(c->http_url, "https://", 8) != 0) {
+                char url[512];
+                redact_url(c->http_url, url, sizeof url);
                 snprintf(err, errlen,
                          "the %s action needs --http-url with an http:// or https:// URL "
                          "(got \"%s\")",
-                         action_name(ACTION_HTTP), c->http_url ? c->http_url : "");
+                         action_name(ACTION_HTTP), url);
                 return -EINVAL;
             }
         }
@@ -595,6 +598,18 @@ void cfg_print(FILE *f, const struct config *c, const struct cfg_layer *flags,
         if (annots && annots->val[i]) src = "annotation";
         else if (flags && flags->val[i]) src = "flag";
         format_value(c, &OPTIONS[i], buf, sizeof buf);
+        /* credentials in the reload endpoint's URL and headers are not shown */
+        if (OPTIONS[i].off == F(http_url)) {
+            redact_url(c->http_url, buf, sizeof buf);
+        } else if (OPTIONS[i].off == F(http_header)) {
+            size_t len = 0;
+            buf[0] = '\0';
+            for (size_t h = 0; h < c->http_header.n && len < sizeof buf; h++) {
+                char one[512];
+                redact_header(c->http_header.v[h], one, sizeof one);
+                len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%s", h ? "," : "", one);
+            }
+        }
         fprintf(f, "%-16s = %-30s # %s\n", OPTIONS[i].name, buf, src);
     }
 }
