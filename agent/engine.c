@@ -13,7 +13,6 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fnmatch.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -256,8 +255,9 @@ static void start_attempt(struct engine *e, unsigned mask)
     uv_update_time(e->loop); /* hashing may have run since the loop cached its time */
     e->last_start_ms = uv_now(e->loop);
     e->attempt_start_ns = uv_hrtime();
-    /* A part may finish inside action_start; the last one ends the attempt
-     * (and may start the next), so the mask is walked from a copy. */
+    /* A part may finish inside action_start. Only the last part to finish
+     * ends the attempt (and may start the next one), and no part after the
+     * last started one is left to start by then. */
     for (int a = 0; a < ACTION__COUNT; a++)
         if (mask & ACTION_BIT(a)) action_start(&e->env, (enum action)a, &e->params, part_done, e);
 }
