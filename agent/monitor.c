@@ -44,7 +44,6 @@ struct monitor {
     void *done_ud;
 };
 
-
 static unsigned select_file(void *ud, const char *path)
 {
     struct monitor *m = ud;
