@@ -12,10 +12,12 @@
  */
 #include "actions/exec.h"
 
+#include "actions/action.h"
 #include "base/log.h"
 
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -249,3 +251,55 @@ void exec_kill(struct exec_job *job)
     uv_timer_stop(&job->timer);
     send_signal(job, SIGKILL);
 }
+
+/* ---- the exec action (actions/action.h) ---- */
+
+struct exec_run {
+    const struct action_params *p;
+    action_done done;
+    void *ud;
+};
+
+static void exec_run_done(void *ud, const struct exec_result *res)
+{
+    struct exec_run run = *(struct exec_run *)ud;
+    const char *cmd = run.p->exec_command;
+    char buf[768];
+    int status = -EIO;
+    free(ud);
+    if (res->spawn_error) {
+        snprintf(buf, sizeof buf, "cannot run \"%s\": %s", cmd, uv_strerror(res->spawn_error));
+        status = res->spawn_error;
+    } else if (res->timed_out) {
+        snprintf(buf, sizeof buf, "\"%s\" timed out and was killed", cmd);
+        status = -ETIMEDOUT;
+    } else if (res->term_signal) {
+        snprintf(buf, sizeof buf, "\"%s\" was killed by signal %d", cmd, res->term_signal);
+    } else if (res->exit_status != 0) {
+        snprintf(buf, sizeof buf, "\"%s\" exited with status %lld", cmd,
+                 (long long)res->exit_status);
+    } else {
+        status = 0;
+    }
+    struct action_result r = {status, 0, status < 0 ? buf : NULL};
+    run.done(run.ud, ACTION_EXEC, &r);
+}
+
+static void exec_action_start(struct action_env *env, const struct action_params *p,
+                              action_done done, void *ud)
+{
+    struct exec_run *run = malloc(sizeof *run);
+    if (!run) ra_oom();
+    *run = (struct exec_run){p, done, ud};
+    struct exec_job *job;
+    int rc = exec_start(env->loop, p->exec_command, p->exec_timeout_ms, exec_run_done, run, &job);
+    if (rc < 0) {
+        char buf[768];
+        free(run);
+        snprintf(buf, sizeof buf, "cannot parse --exec-command \"%s\"", p->exec_command);
+        struct action_result r = {rc, 1, buf};
+        done(ud, ACTION_EXEC, &r);
+    }
+}
+
+const struct action_ops action__exec_ops = {exec_action_start, NULL, NULL};

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "actions/action.h"
 #include "base/log.h"
 
 struct restart_job {
@@ -106,3 +107,32 @@ int restart_start(uv_loop_t *loop, const struct proc_target *t, int sig, uint64_
     log_info("sent signal %d to PID %d; waiting for it to exit", sig, (int)m.pid);
     return 0;
 }
+
+/* ---- the restart action (actions/action.h) ---- */
+
+struct restart_run {
+    action_done done;
+    void *ud;
+};
+
+static void restart_run_done(void *ud, int ok, const char *err)
+{
+    struct restart_run run = *(struct restart_run *)ud;
+    free(ud);
+    struct action_result r = {ok ? 0 : -EIO, 0, ok ? NULL : err};
+    run.done(run.ud, ACTION_RESTART, &r);
+}
+
+static void restart_action_start(struct action_env *env, const struct action_params *p,
+                                 action_done done, void *ud)
+{
+    struct proc_target t = {.pid_file = p->pid_file, .name = p->process, .all = 0};
+    struct restart_run *run = malloc(sizeof *run);
+    if (!run) ra_oom();
+    *run = (struct restart_run){done, ud};
+    if (restart_start(env->loop, &t, p->restart_signal, p->restart_timeout_ms, restart_run_done,
+                      run, NULL) < 0)
+        ra_oom();
+}
+
+const struct action_ops action__restart_ops = {restart_action_start, NULL, NULL};

@@ -15,6 +15,8 @@
 #include <time.h>
 
 #include "actions/rollout_decide.h"
+#include "actions/action.h"
+#include "base/backoff.h"
 #include "base/log.h"
 
 struct rollout {
@@ -38,6 +40,8 @@ struct rollout {
     int resolving;
     struct rollout_guard guard; /* oscillation guard */
     int flip_counted;           /* this apply recorded a flip (then waited) */
+    void (*close_done)(void *); /* rollout_close's callback */
+    void *close_ud;
 };
 
 struct req_ctx {
@@ -288,7 +292,7 @@ static void do_get(struct rollout *r)
 static void start_jitter(struct rollout *r)
 {
     uint64_t j = r->p.jitter_ms;
-    uint64_t wait = j ? (uint64_t)rand() % j : 0;
+    uint64_t wait = ra_rng_below(ra_rng_process(), j);
     uv_timer_start(&r->timer, on_timer, wait, 0);
 }
 
@@ -375,15 +379,74 @@ void rollout_abort(struct rollout *r)
 static void on_closed(uv_handle_t *h)
 {
     struct rollout *r = h->data;
+    void (*done)(void *) = r->close_done;
+    void *ud = r->close_ud;
     if (r->owner) owner_info_free(r->owner);
     free(r->files);
     free((char *)r->p.hash_annotation);
     free(r);
+    if (done) done(ud);
 }
 
-void rollout_close(struct rollout *r)
+void rollout_close(struct rollout *r, void (*done)(void *), void *ud)
 {
-    r->gen++;
+    r->gen++; /* replies still on their way are ignored */
     r->busy = 0;
+    r->rcb = NULL;
+    r->close_done = done;
+    r->close_ud = ud;
+    uv_timer_stop(&r->timer);
     uv_close((uv_handle_t *)&r->timer, on_closed);
+}
+
+/* ---- the rollout action (actions/action.h) ---- */
+
+struct rollout_run {
+    action_done done;
+    void *ud;
+};
+
+static void rollout_run_done(void *ud, enum rollout_result res, const char *err)
+{
+    struct rollout_run run = *(struct rollout_run *)ud;
+    free(ud);
+    int ok = res == ROLLOUT_PATCHED || res == ROLLOUT_ALREADY_CURRENT;
+    struct action_result r = {ok ? 0 : -EIO, res == ROLLOUT_BLOCKED, ok ? NULL : err};
+    run.done(run.ud, ACTION_ROLLOUT, &r);
+}
+
+static void rollout_action_start(struct action_env *env, const struct action_params *p,
+                                 action_done done, void *ud)
+{
+    const char *err = NULL;
+    struct rollout_run *run = malloc(sizeof *run);
+    if (!run) ra_oom();
+    *run = (struct rollout_run){done, ud};
+    struct rollout_params rp = {
+        .hash_annotation = p->hash_annotation,
+        .jitter_ms = p->rollout_jitter_ms,
+        .min_interval_ms = p->min_interval_ms,
+        .events = p->events,
+    };
+    if (!env->ro) err = "no Kubernetes API client (internal error)";
+    else if (rollout_apply(env->ro, &rp, p->rollout_hash, p->rollout_files, rollout_run_done,
+                           run) < 0)
+        err = "cannot start the rollout";
+    if (err) {
+        free(run);
+        struct action_result r = {-EIO, 0, err};
+        done(ud, ACTION_ROLLOUT, &r);
+    }
+}
+
+static void rollout_action_abort(struct action_env *env)
+{
+    if (env->ro) rollout_abort(env->ro);
+}
+
+const struct action_ops action__rollout_ops = {rollout_action_start, rollout_action_abort, NULL};
+
+const struct owner_info *action_env_owner(const struct action_env *env)
+{
+    return env->ro ? rollout_owner(env->ro) : NULL;
 }

@@ -86,8 +86,11 @@ const char *rollout_result_name(enum rollout_result r);
  * ROLLOUT_FAILED ("the agent is stopping"); later replies are ignored. */
 void rollout_abort(struct rollout *r);
 
-/* Stops timers (a pending apply's callback does not run) and frees r after
- * its handle closed. Call before kube_destroy. */
-void rollout_close(struct rollout *r);
+/* Closes r: stops its timer (a pending apply's callback never runs; call
+ * rollout_abort first to have it run), ignores replies still on their way,
+ * and frees r in its handle's close callback, after which done(ud) runs
+ * (done may be NULL). r must not be used after this call. Call before
+ * kube_destroy (the client cancels the requests still pending). */
+void rollout_close(struct rollout *r, void (*done)(void *), void *ud);
 
 #endif

@@ -1,45 +1,47 @@
 /*
  * engine.c - the action state machine (see engine.h): what to do for a
  * change, one attempt at a time, retries, min-interval, commit on success.
+ *
+ * What an action is lives in actions/action.h: the engine looks actions up
+ * in that table (strength, pod Events, start, abort) and includes no single
+ * action. It reads the configuration only when scheduling (rules,
+ * --min-interval, the retry policy); an attempt runs on a copy of the
+ * parameters its actions read (struct action_params), made when it starts.
  */
 #include "agent/engine.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fnmatch.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
-#include "actions/exec.h"
-#include "base/log.h"
+#include "actions/action.h"
 #include "agent/metrics.h"
-#include "actions/proc.h"
-#include "actions/restart.h"
-#include "actions/rollout.h"
+#include "base/backoff.h"
+#include "base/log.h"
+#include "kube/kevents.h"
+#include "kube/kube.h"
+#include "kube/owner.h"
 
-#define MAX_TARGETS 64
-#define BIT(a) (1u << (a))
 #define ENGINE_FILES_MAX (64 * 1024)
-#define INPLACE_MASK (BIT(ACTION_SIGNAL) | BIT(ACTION_HTTP) | BIT(ACTION_EXEC))
 
 struct engine {
     uv_loop_t *loop;
     const struct config *cfg;
-    struct httpc *hc; /* the http action's client, created on first use */
-    uv_timer_t timer; /* retry backoff or min-interval wait */
+    struct action_env env; /* the actions' shared state */
+    uv_timer_t timer;      /* retry backoff or min-interval wait */
     struct hash_manifest applied;
     struct hash_manifest observed;
     struct hash_manifest inflight_target;
-    unsigned failed_mask; /* actions of the failed job awaiting retry */
+    struct action_params params; /* the attempt in flight's copy */
+    unsigned failed_mask;        /* actions of the failed job awaiting retry */
     int inflight;
     unsigned inflight_mask;
-    int parts_left;   /* actions of the current attempt still running */
+    int parts_left; /* actions of the current attempt still running */
     int parts_failed;
+    int permanent; /* a failing part said a retry cannot help */
     int attempt;
     int started;
     int have_last_start;
@@ -48,39 +50,19 @@ struct engine {
     const char *last_action;
     const char *last_result;
     char last_error[512];
-    struct exec_job *job; /* the exec action's process, while it runs */
-    struct kube *kube;    /* NULL outside a cluster */
-    struct rollout *ro;   /* NULL without a Kubernetes client */
-    struct kevents *ev;   /* NULL when Events are off */
-    int permanent;        /* the failing part said a retry cannot help */
-    pid_t sig_pid;        /* --pid-file target of the last signal ... */
-    int sig_pidfd;        /* ... and its pidfd, kept open: -1 if none */
-    struct stat sig_pf;   /* the pid file as stat'ed before sig_pid was read from it */
+    struct kube *kube;  /* NULL outside a cluster */
+    struct kevents *ev; /* NULL when Events are off */
+    struct ra_rng *rng; /* the retry jitter's generator */
     int closing;
     void (*done)(void *);
     void *done_ud;
 };
-
-static uint64_t ms_of(int64_t ns) { return ns <= 0 ? 0 : (uint64_t)((ns + 999999) / 1000000); }
-
-/* An option for a message: the configuration may have changed (live
- * annotations) while the action ran, and the new one may not set it. */
-static const char *opt_str(const char *s) { return s && *s ? s : "(unset)"; }
 
 int engine_action_for(const struct config *cfg, const char *path)
 {
     for (size_t i = 0; i < cfg->nrules; i++)
         if (fnmatch(cfg->rules[i].glob, path, 0) == 0) return cfg->rules[i].action;
     return cfg->action;
-}
-
-/* Strongest action set for a mask of required actions. */
-static unsigned strongest(unsigned mask)
-{
-    if (mask & BIT(ACTION_ROLLOUT)) return BIT(ACTION_ROLLOUT);
-    if (mask & BIT(ACTION_RESTART)) return BIT(ACTION_RESTART);
-    if (mask & INPLACE_MASK) return mask & INPLACE_MASK;
-    return mask ? BIT(ACTION_NONE) : 0;
 }
 
 /* Actions needed to go from the applied state to the observed one. */
@@ -93,26 +75,17 @@ static unsigned needed_mask(struct engine *e)
     const char **lists[] = {d.added, d.removed, d.modified};
     size_t ns[] = {d.nadded, d.nremoved, d.nmodified};
     for (int l = 0; l < 3; l++)
-        for (size_t i = 0; i < ns[l]; i++) mask |= BIT(engine_action_for(e->cfg, lists[l][i]));
+        for (size_t i = 0; i < ns[l]; i++)
+            mask |= ACTION_BIT(engine_action_for(e->cfg, lists[l][i]));
     hash_diff_free(&d);
     /* Content differs but only ignored files: nothing differs in the manifest. */
-    return mask ? mask : BIT(ACTION_NONE);
+    return mask ? mask : ACTION_BIT(ACTION_NONE);
 }
 
 static void schedule(struct engine *e);
 static void on_timer_closed(uv_handle_t *h);
-static void pod_event(struct engine *e, int action, int ok, const char *err);
 
 static void on_timer(uv_timer_t *t) { schedule(t->data); }
-
-static void set_error(struct engine *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void set_error(struct engine *e, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->last_error, sizeof e->last_error, fmt, ap);
-    va_end(ap);
-}
 
 static void log_action(struct engine *e, int action, int ok, double secs, const char *err)
 {
@@ -120,61 +93,44 @@ static void log_action(struct engine *e, int action, int ok, double secs, const 
     struct log_rec r;
     hash_hex(e->inflight_target.total, hex);
     if (log_rec_begin(&r, ok ? RA_LOG_INFO : RA_LOG_WARN, "action")) {
-        log_rec_str(&r, "action", cfg_action_name(action));
+        log_rec_str(&r, "action", action_name(action));
         log_rec_str(&r, "result", ok ? "success" : "failure");
         log_rec_int(&r, "attempt", e->attempt);
         log_rec_str(&r, "hash", hex);
         log_rec_num(&r, "duration_ms", secs * 1000.0);
-        if (e->cfg->dry_run) log_rec_bool(&r, "dry_run", 1);
+        if (e->params.dry_run) log_rec_bool(&r, "dry_run", 1);
         if (!ok) log_rec_str(&r, "error", err);
-        log_rec_end(&r, "%s %s%s%s", cfg_action_name(action), ok ? "succeeded" : "failed",
+        log_rec_end(&r, "%s %s%s%s", action_name(action), ok ? "succeeded" : "failed",
                     ok ? "" : ": ", ok ? "" : err);
     }
 }
 
-/* One action of the current attempt finished. */
-static void part_done(struct engine *e, int action, int ok, const char *err)
+/* Normal Reloaded / Warning ReloadFailed on the agent's own pod. */
+static void pod_event(struct engine *e, int action, int ok, const char *err)
 {
-    double secs = (double)(uv_hrtime() - e->attempt_start_ns) / 1e9;
-    metrics_action(action, ok, secs);
-    log_action(e, action, ok, secs, err ? err : "");
-    if (action != ACTION_NONE && action != ACTION_ROLLOUT && !e->cfg->dry_run) pod_event(e, action, ok, err);
-    e->last_action = cfg_action_name(action);
-    if (!ok) {
-        e->parts_failed++;
-        set_error(e, "%s: %s", cfg_action_name(action), err ? err : "failed");
-    }
-    if (--e->parts_left > 0) return;
+    const struct owner_info *o = action_env_owner(&e->env);
+    if (!e->ev || !e->kube || !e->params.events) return;
+    struct kev_object obj = {"v1", "Pod", kube_pod_name(e->kube), kube_namespace(e->kube),
+                             o && o->have_pod ? o->pod.uid : NULL};
+    char msg[700];
+    char hex[HASH_HEX_LEN + 1];
+    hash_hex(e->inflight_target.total, hex);
+    if (ok) snprintf(msg, sizeof msg, "%s reload for content hash %.12s", action_name(action), hex);
+    else snprintf(msg, sizeof msg, "%s reload failed: %s", action_name(action), err ? err : "");
+    kev_post(e->ev, &obj, ok ? "Normal" : "Warning", ok ? "Reloaded" : "ReloadFailed", msg);
+}
 
-    e->inflight = 0;
-    if (e->parts_failed == 0) {
-        e->last_result = "success";
-        hash_manifest_free(&e->applied);
-        e->applied = e->inflight_target;
-        memset(&e->inflight_target, 0, sizeof e->inflight_target);
-        e->failed_mask = 0;
-        e->attempt = 0;
-        if (e->closing) goto closing;
-        schedule(e); /* the content may have moved on meanwhile */
-        return;
-    }
-    e->last_result = "failure";
-    e->failed_mask = e->inflight_mask;
-    hash_manifest_free(&e->inflight_target);
-    if (e->closing) goto closing;
+/* The attempt failed: retry after the backoff, unless a part said a retry
+ * cannot help (then the next content change tries again). */
+static void arm_retry(struct engine *e)
+{
     if (e->permanent) {
-        /* Retrying cannot help (no workload to roll, pods disagree): wait
-         * for the next change instead of retrying on a timer. */
-        e->permanent = 0;
-        log_warn("not retrying %s until the content changes",
-                 cfg_action_name(ACTION_ROLLOUT));
+        log_warn("not retrying %s until the content changes", e->last_action);
         return;
     }
-    uint64_t base = ms_of(e->cfg->retry_initial_ns), cap = ms_of(e->cfg->retry_max_ns);
-    uint64_t delay = base;
-    for (int i = 1; i < e->attempt && delay < cap; i++) delay *= 2;
-    if (delay > cap) delay = cap;
-    delay = delay / 2 + (uint64_t)rand() % (delay / 2 + 1); /* equal jitter */
+    struct backoff policy = {ra_ms_of_ns(e->cfg->retry_initial_ns),
+                             ra_ms_of_ns(e->cfg->retry_max_ns), BACKOFF_JITTER_EQUAL};
+    uint64_t delay = backoff_next(&policy, e->attempt, e->rng);
     metrics_retry();
     struct log_rec r;
     if (log_rec_begin(&r, RA_LOG_INFO, "retry")) {
@@ -183,214 +139,51 @@ static void part_done(struct engine *e, int action, int ok, const char *err)
         log_rec_end(&r, "retrying in %llums", (unsigned long long)delay);
     }
     uv_timer_start(&e->timer, on_timer, delay, 0);
-    return;
-closing:
-    uv_close((uv_handle_t *)&e->timer, on_timer_closed);
 }
 
-/* ---- the actions: each ends in exactly one part_done ---- */
-
-/* 1 if a and b are the same version of one file (same inode, size,
- * modification and change time). */
-static int same_file_version(const struct stat *a, const struct stat *b)
-{
-    return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
-           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
-           a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
-}
-
-/* Keeps st as the pid file version sig_pid was read from, unless the file
- * changed less than a second ago: file times are coarse (a clock tick), so
- * a rewrite within the same tick could look unchanged; such a file is
- * read again next time (as git treats "racily clean" files). */
-static void remember_pid_file(struct engine *e, const struct stat *st)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    if (st->st_ino != 0 && st->st_ctim.tv_sec + 1 < now.tv_sec) e->sig_pf = *st;
-    else e->sig_pf = (struct stat){0};
-}
-
-/* With --pid-file, the pidfd of the last target is kept: while the file
- * names the same PID and that process is alive (one poll on the pidfd, which
- * can never refer to a reused PID), the signal goes straight through it.
- * A pid file whose stat is unchanged since the PID was read from it is not
- * read again; any change (even a touch) re-reads it. pf is the pid file's
- * stat, taken before anything reads it (zeroed if the stat failed). */
-static int signal_cached(struct engine *e, const struct stat *pf)
-{
-    const struct config *c = e->cfg;
-    pid_t pid;
-    if (e->sig_pidfd < 0) return -ENOENT;
-    if (pf->st_ino != 0 &&
-        (same_file_version(pf, &e->sig_pf) ||
-         (proc_pid_file_read(c->pid_file, &pid) == 0 && pid == e->sig_pid)) &&
-        proc_pidfd_alive(e->sig_pidfd) == 1 && proc_pidfd_signal(e->sig_pidfd, c->signal) == 0) {
-        remember_pid_file(e, pf);
-        return 0;
-    }
-    close(e->sig_pidfd);
-    e->sig_pidfd = -1;
-    return -ESRCH;
-}
-
-static void do_signal(struct engine *e)
-{
-    const struct config *c = e->cfg;
-    int by_file = c->pid_file && *c->pid_file;
-    struct proc_target t = {.pid_file = c->pid_file, .name = c->process, .all = c->signal_all};
-    struct proc_match m[MAX_TARGETS];
-    struct proc_scan_info info = {0};
-    const char *who = by_file                        ? c->pid_file
-                      : c->process && *c->process ? c->process
-                                                  : "(no --process or --pid-file configured)";
-    /* stat'ed before it is read: a change in between is seen next time */
-    struct stat pf = {0};
-    if (by_file && stat(c->pid_file, &pf) != 0) pf = (struct stat){0};
-    if (by_file && signal_cached(e, &pf) == 0) {
-        part_done(e, ACTION_SIGNAL, 1, NULL);
-        return;
-    }
-    int n = proc_find(&t, m, MAX_TARGETS, &info);
-    if (n <= 0) {
-        char buf[512];
-        snprintf(buf, sizeof buf, "no target process for %s: %s", who,
-                 proc_hint(n == 0 ? -ESRCH : n, &info));
-        part_done(e, ACTION_SIGNAL, 0, buf);
-        return;
-    }
-    for (int i = 0; i < n; i++) {
-        int rc, fd = by_file ? proc_pidfd(&m[i]) : -1;
-        if (fd >= 0) {
-            rc = proc_pidfd_signal(fd, c->signal);
-            if (rc == 0) {
-                e->sig_pid = m[i].pid;
-                e->sig_pidfd = fd;
-                remember_pid_file(e, &pf);
-            } else {
-                close(fd);
-            }
-        } else {
-            rc = proc_signal(&m[i], c->signal); /* also the no-pidfd (old kernel) path */
-        }
-        if (rc < 0) {
-            char buf[512];
-            snprintf(buf, sizeof buf, "cannot signal PID %d (%s): %s", (int)m[i].pid, who,
-                     proc_hint(rc, &info));
-            part_done(e, ACTION_SIGNAL, 0, buf);
-            return;
-        }
-        log_debug("sent signal %d to PID %d", c->signal, (int)m[i].pid);
-    }
-    part_done(e, ACTION_SIGNAL, 1, NULL);
-}
-
-static void http_done(void *ud, const struct httpc_result *res)
+/* One action of the current attempt finished (action_done). */
+static void part_done(void *ud, enum action action, const struct action_result *res)
 {
     struct engine *e = ud;
-    char buf[512];
-    if (!res->ok) {
-        snprintf(buf, sizeof buf, "%s %s: %s", opt_str(e->cfg->http_method), opt_str(e->cfg->http_url),
-                 res->error ? res->error : "request failed");
-        part_done(e, ACTION_HTTP, 0, buf);
-    } else if (!cfg_status_expected(e->cfg, res->status)) {
-        snprintf(buf, sizeof buf, "%s %s: unexpected status %ld", opt_str(e->cfg->http_method),
-                 opt_str(e->cfg->http_url), res->status);
-        part_done(e, ACTION_HTTP, 0, buf);
+    int ok = res->status == 0;
+    const char *err = ok ? NULL : res->error ? res->error : "failed";
+    double secs = (double)(uv_hrtime() - e->attempt_start_ns) / 1e9;
+    metrics_action(action, ok, secs);
+    log_action(e, action, ok, secs, err ? err : "");
+    if (action_posts_pod_events(action) && !e->params.dry_run) pod_event(e, action, ok, err);
+    e->last_action = action_name(action);
+    if (!ok) {
+        e->parts_failed++;
+        e->permanent |= res->permanent;
+        snprintf(e->last_error, sizeof e->last_error, "%s: %s", action_name(action), err);
+    }
+    if (--e->parts_left > 0) return;
+
+    /* The attempt is over: its parameters go. */
+    e->inflight = 0;
+    action_params_free(&e->params);
+    if (e->parts_failed == 0) {
+        e->last_result = "success";
+        hash_manifest_free(&e->applied);
+        e->applied = e->inflight_target;
+        memset(&e->inflight_target, 0, sizeof e->inflight_target);
+        e->failed_mask = 0;
+        e->attempt = 0;
     } else {
-        part_done(e, ACTION_HTTP, 1, NULL);
+        e->last_result = "failure";
+        e->failed_mask = e->inflight_mask;
+        hash_manifest_free(&e->inflight_target);
     }
-}
-
-static void do_http(struct engine *e)
-{
-    const struct config *c = e->cfg;
-    if (!c->http_url || !*c->http_url) {
-        part_done(e, ACTION_HTTP, 0, "no --http-url is configured");
+    if (e->closing) {
+        uv_close((uv_handle_t *)&e->timer, on_timer_closed);
         return;
     }
-    struct httpc_req req = {
-        .method = c->http_method,
-        .url = c->http_url,
-        .headers = (const char *const *)c->http_header.v,
-        .nheaders = c->http_header.n,
-        .timeout_ms = ms_of(c->http_timeout_ns),
-        .max_body = 64 * 1024,
-    };
-    int rc = e->hc ? 0 : httpc_create(e->loop, &e->hc);
-    if (rc < 0) {
-        part_done(e, ACTION_HTTP, 0, "cannot create the HTTP client (libcurl could not be loaded)");
-        return;
-    }
-    rc = httpc_request(e->hc, &req, http_done, e, NULL);
-    if (rc < 0) {
-        char buf[256];
-        snprintf(buf, sizeof buf, "cannot start the request: %s", strerror(-rc));
-        part_done(e, ACTION_HTTP, 0, buf);
-    }
+    if (e->parts_failed == 0) schedule(e); /* the content may have moved on meanwhile */
+    else arm_retry(e);
 }
 
-static void exec_finished(void *ud, const struct exec_result *res)
-{
-    struct engine *e = ud;
-    char buf[512];
-    e->job = NULL;
-    if (res->spawn_error)
-        snprintf(buf, sizeof buf, "cannot run \"%s\": %s", opt_str(e->cfg->exec_command),
-                 uv_strerror(res->spawn_error));
-    else if (res->timed_out)
-        snprintf(buf, sizeof buf, "\"%s\" timed out and was killed", opt_str(e->cfg->exec_command));
-    else if (res->term_signal)
-        snprintf(buf, sizeof buf, "\"%s\" was killed by signal %d", opt_str(e->cfg->exec_command),
-                 res->term_signal);
-    else if (res->exit_status != 0)
-        snprintf(buf, sizeof buf, "\"%s\" exited with status %lld", opt_str(e->cfg->exec_command),
-                 (long long)res->exit_status);
-    else {
-        part_done(e, ACTION_EXEC, 1, NULL);
-        return;
-    }
-    part_done(e, ACTION_EXEC, 0, buf);
-}
-
-static void do_exec(struct engine *e)
-{
-    if (!e->cfg->exec_command || !*e->cfg->exec_command) { /* e.g. a retry after a live change */
-        part_done(e, ACTION_EXEC, 0, "no --exec-command is configured");
-        return;
-    }
-    int rc = exec_start(e->loop, e->cfg->exec_command, ms_of(e->cfg->exec_timeout_ns), exec_finished,
-                        e, &e->job);
-    if (rc < 0) {
-        char buf[512];
-        snprintf(buf, sizeof buf, "cannot parse --exec-command \"%s\"", e->cfg->exec_command);
-        part_done(e, ACTION_EXEC, 0, buf);
-    }
-}
-
-/* Normal Reloaded / Warning ReloadFailed on the agent's own pod. */
-static void pod_event(struct engine *e, int action, int ok, const char *err)
-{
-    const struct owner_info *o = e->ro ? rollout_owner(e->ro) : NULL;
-    if (!e->ev || !e->kube || !e->cfg->events) return; /* --events=false applies live */
-    struct kev_object obj = {"v1", "Pod", kube_pod_name(e->kube), kube_namespace(e->kube),
-                             o && o->have_pod ? o->pod.uid : NULL};
-    char msg[700];
-    char hex[HASH_HEX_LEN + 1];
-    hash_hex(e->inflight_target.total, hex);
-    if (ok) snprintf(msg, sizeof msg, "%s reload for content hash %.12s", cfg_action_name(action), hex);
-    else snprintf(msg, sizeof msg, "%s reload failed: %s", cfg_action_name(action), err ? err : "");
-    kev_post(e->ev, &obj, ok ? "Normal" : "Warning", ok ? "Reloaded" : "ReloadFailed", msg);
-}
-
-static void rollout_finished(void *ud, enum rollout_result r, const char *err)
-{
-    struct engine *e = ud;
-    e->permanent = r == ROLLOUT_BLOCKED;
-    part_done(e, ACTION_ROLLOUT, r == ROLLOUT_PATCHED || r == ROLLOUT_ALREADY_CURRENT, err);
-}
-
-/* The files annotation: rollout-class path -> 16 hex of its digest. */
+/* The files annotation: rollout-class path -> 16 hex of its digest; NULL
+ * when too big for an annotation. */
 static char *files_json(const struct hash_manifest *m)
 {
     cJSON *o = cJSON_CreateObject();
@@ -404,45 +197,44 @@ static char *files_json(const struct hash_manifest *m)
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     if (!s) ra_oom();
-    if (strlen(s) > ENGINE_FILES_MAX) { /* too big for an annotation: leave it out */
+    if (strlen(s) > ENGINE_FILES_MAX) {
         free(s);
         return NULL;
     }
     return s;
 }
 
-static void do_rollout(struct engine *e)
-{
-    char hex[HASH_HEX_LEN + 1];
-    if (!e->ro) {
-        part_done(e, ACTION_ROLLOUT, 0, "no Kubernetes API client (internal error)");
-        return;
-    }
-    hash_hex(e->inflight_target.sub, hex);
-    char *files = files_json(&e->inflight_target);
-    struct rollout_params p = {
-        .hash_annotation = e->cfg->hash_annotation,
-        .jitter_ms = ms_of(e->cfg->rollout_jitter_ns),
-        .min_interval_ms = ms_of(e->cfg->min_interval_ns),
-        .events = e->cfg->events,
-    };
-    int rc = rollout_apply(e->ro, &p, hex, files, rollout_finished, e);
-    free(files);
-    if (rc < 0) part_done(e, ACTION_ROLLOUT, 0, "cannot start the rollout");
-}
-
-static void restart_finished(void *ud, int ok, const char *err)
-{
-    part_done(ud, ACTION_RESTART, ok, err);
-}
-
-static void do_restart(struct engine *e)
+/* Copies what the actions of mask read from the configuration and the
+ * target content into p (owned by the attempt). */
+static void build_params(struct engine *e, unsigned mask, struct action_params *p)
 {
     const struct config *c = e->cfg;
-    struct proc_target t = {.pid_file = c->pid_file, .name = c->process, .all = 0};
-    if (restart_start(e->loop, &t, c->restart_signal, ms_of(c->restart_timeout_ns),
-                      restart_finished, e, NULL) < 0)
-        ra_oom();
+    *p = (struct action_params){
+        .dry_run = c->dry_run,
+        .events = c->events,
+        .signal = c->signal,
+        .process = ra_strdup(c->process),
+        .pid_file = ra_strdup(c->pid_file),
+        .signal_all = c->signal_all,
+        .http_url = ra_strdup(c->http_url),
+        .http_method = ra_strdup(c->http_method),
+        .http_headers = action_strv_dup(c->http_header.v, c->http_header.n),
+        .nhttp_headers = c->http_header.n,
+        .http_expect = action_strv_dup(c->http_expect_status.v, c->http_expect_status.n),
+        .nhttp_expect = c->http_expect_status.n,
+        .http_timeout_ms = ra_ms_of_ns(c->http_timeout_ns),
+        .exec_command = ra_strdup(c->exec_command),
+        .exec_timeout_ms = ra_ms_of_ns(c->exec_timeout_ns),
+        .restart_signal = c->restart_signal,
+        .restart_timeout_ms = ra_ms_of_ns(c->restart_timeout_ns),
+        .hash_annotation = ra_strdup(c->hash_annotation),
+        .rollout_jitter_ms = ra_ms_of_ns(c->rollout_jitter_ns),
+        .min_interval_ms = ra_ms_of_ns(c->min_interval_ns),
+    };
+    if (mask & ACTION_BIT(ACTION_ROLLOUT)) {
+        hash_hex(e->inflight_target.sub, p->rollout_hash);
+        p->rollout_files = files_json(&e->inflight_target);
+    }
 }
 
 /* Starts an attempt of the actions in mask on the observed state. */
@@ -452,40 +244,32 @@ static void start_attempt(struct engine *e, unsigned mask)
     e->inflight_mask = mask;
     e->attempt++;
     e->parts_failed = 0;
+    e->permanent = 0;
     e->parts_left = 0;
     for (int a = 0; a < ACTION__COUNT; a++)
-        if (mask & BIT(a)) e->parts_left++;
+        if (mask & ACTION_BIT(a)) e->parts_left++;
     hash_manifest_free(&e->inflight_target);
     if (hash_manifest_copy(&e->observed, &e->inflight_target) < 0) ra_oom();
+    build_params(e, mask, &e->params);
     e->have_last_start = 1;
     uv_update_time(e->loop); /* hashing may have run since the loop cached its time */
     e->last_start_ms = uv_now(e->loop);
     e->attempt_start_ns = uv_hrtime();
-    for (int a = 0; a < ACTION__COUNT; a++) {
-        if (!(mask & BIT(a))) continue;
-        if (a == ACTION_NONE || e->cfg->dry_run) {
-            part_done(e, a, 1, NULL);
-            continue;
-        }
-        switch (a) {
-        case ACTION_SIGNAL: do_signal(e); break;
-        case ACTION_HTTP: do_http(e); break;
-        case ACTION_EXEC: do_exec(e); break;
-        case ACTION_RESTART: do_restart(e); break;
-        case ACTION_ROLLOUT: do_rollout(e); break;
-        default: part_done(e, a, 0, "action not implemented in this version"); break;
-        }
-    }
+    /* A part may finish inside action_start. Only the last part to finish
+     * ends the attempt (and may start the next one), and no part after the
+     * last started one is left to start by then. */
+    for (int a = 0; a < ACTION__COUNT; a++)
+        if (mask & ACTION_BIT(a)) action_start(&e->env, (enum action)a, &e->params, part_done, e);
 }
 
 static void schedule(struct engine *e)
 {
     if (e->inflight || e->closing || !e->started) return;
-    unsigned mask = strongest(needed_mask(e));
+    unsigned mask = action_strongest(needed_mask(e));
     if (!mask) return;
     if (memcmp(e->applied.total, e->observed.total, HASH_LEN) == 0 && !e->failed_mask) return;
     uv_update_time(e->loop);
-    uint64_t now = uv_now(e->loop), gap = ms_of(e->cfg->min_interval_ns);
+    uint64_t now = uv_now(e->loop), gap = ra_ms_of_ns(e->cfg->min_interval_ns);
     if (e->have_last_start && gap && now < e->last_start_ms + gap) {
         uv_timer_start(&e->timer, on_timer, e->last_start_ms + gap - now, 0);
         return;
@@ -500,8 +284,9 @@ int engine_create(uv_loop_t *loop, const struct config *cfg, struct engine **out
     if (!e) return -ENOMEM;
     e->loop = loop;
     e->cfg = cfg;
+    e->env.loop = loop;
     e->last_action = e->last_result = "";
-    e->sig_pidfd = -1;
+    e->rng = ra_rng_process();
     hash_empty(e->applied.total);
     hash_empty(e->observed.total);
     uv_timer_init(loop, &e->timer);
@@ -537,7 +322,7 @@ void engine_observe(struct engine *e, const struct hash_manifest *cur)
 void engine_set_kube(struct engine *e, struct kube *k, struct rollout *ro, struct kevents *ev)
 {
     e->kube = k;
-    e->ro = ro;
+    e->env.ro = ro;
     e->ev = ev;
 }
 
@@ -557,7 +342,7 @@ void engine_reconcile(struct engine *e, const char *pod_hash)
                                        : "the pod runs the current content");
     }
     if (!differ) return;
-    e->failed_mask |= BIT(ACTION_ROLLOUT); /* forces a rollout of the current content */
+    e->failed_mask |= ACTION_BIT(ACTION_ROLLOUT); /* forces a rollout of the current content */
     schedule(e);
 }
 
@@ -566,8 +351,8 @@ void engine_config_changed(struct engine *e)
     /* A failed action that the new configuration no longer uses is not
      * retried; the files it was for are still unapplied, so the diff maps
      * them to whatever action the new rules give them. */
-    unsigned used = BIT(e->cfg->action);
-    for (size_t i = 0; i < e->cfg->nrules; i++) used |= BIT(e->cfg->rules[i].action);
+    unsigned used = ACTION_BIT(e->cfg->action);
+    for (size_t i = 0; i < e->cfg->nrules; i++) used |= ACTION_BIT(e->cfg->rules[i].action);
     e->failed_mask &= used;
     if (!e->inflight) schedule(e);
 }
@@ -593,8 +378,8 @@ static void on_timer_closed(uv_handle_t *h)
     hash_manifest_free(&e->applied);
     hash_manifest_free(&e->observed);
     hash_manifest_free(&e->inflight_target);
-    if (e->hc) httpc_close(e->hc, NULL, NULL);
-    if (e->sig_pidfd >= 0) close(e->sig_pidfd);
+    action_params_free(&e->params);
+    action_env_release(&e->env);
     free(e);
     if (done) done(ud);
 }
@@ -605,7 +390,11 @@ void engine_close(struct engine *e, void (*done)(void *), void *ud)
     e->done = done;
     e->done_ud = ud;
     uv_timer_stop(&e->timer);
-    if (e->inflight && (e->inflight_mask & BIT(ACTION_ROLLOUT)) && e->ro) rollout_abort(e->ro);
-    if (!e->inflight) uv_close((uv_handle_t *)&e->timer, on_timer_closed);
-    /* else: part_done closes the timer when the attempt ends */
+    /* Actions that can be aborted end now: their part_done runs inside the
+     * abort and, for the last part, closes the timer. The others finish or
+     * time out on their own; the last part_done closes the timer then. */
+    for (int a = 0; a < ACTION__COUNT && e->inflight; a++)
+        if (e->inflight_mask & ACTION_BIT(a)) action_abort(&e->env, (enum action)a);
+    if (!e->inflight && !uv_is_closing((uv_handle_t *)&e->timer))
+        uv_close((uv_handle_t *)&e->timer, on_timer_closed);
 }

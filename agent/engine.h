@@ -12,6 +12,10 @@
  * against the applied state, keeping the failed actions in the set, so a
  * failed reload is retried even if the content reverts. --min-interval
  * spaces attempts. No call blocks the loop.
+ *
+ * The actions are looked up in the table of actions/action.h; each attempt
+ * runs on its own copy of the options its actions read, so a live
+ * configuration change applies to the next attempt, never to one in flight.
  */
 #ifndef RA_ENGINE_H
 #define RA_ENGINE_H
@@ -67,9 +71,10 @@ void engine_config_changed(struct engine *e);
 
 void engine_get_status(const struct engine *e, struct engine_status *st);
 
-/* Stops scheduling; an action in flight finishes or times out (bounded by
- * --http-timeout / --exec-timeout), then handles close, e is freed and
- * done(ud) runs. */
+/* Stops scheduling. An action in flight that has an abort (the rollout) ends
+ * now; the others finish or time out (bounded by --http-timeout /
+ * --exec-timeout / --restart-timeout). Then the handles close, e is freed
+ * and done(ud) runs (done may be NULL). */
 void engine_close(struct engine *e, void (*done)(void *), void *ud);
 
 /* Action for one logical path under cfg (first matching rule, else

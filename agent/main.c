@@ -5,12 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "agent/cmd_hash.h"
 #include "agent/run.h"
+#include "base/backoff.h"
 
 static void usage(FILE *f)
 {
@@ -20,22 +20,10 @@ static void usage(FILE *f)
                "       reload-agent SUBCOMMAND --help\n");
 }
 
-/* Jitter (rollout, retry backoff) must differ between replicas: seed
- * rand() per process, never with a constant. */
-static void seed_random(void)
-{
-    unsigned seed;
-    if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) != (ssize_t)sizeof seed) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        seed = (unsigned)getpid() ^ (unsigned)ts.tv_nsec ^ (unsigned)ts.tv_sec;
-    }
-    srand(seed);
-}
-
 int main(int argc, char **argv)
 {
-    seed_random();
+    /* Jitter (rollout, retry backoff) must differ between replicas. */
+    ra_rng_seed_process();
     /* Every evaluation allocates and frees the same ~100 KiB (the hash's
      * read buffer and walk state). Keep it in the heap instead of giving it
      * back with brk(2) and faulting fresh pages in the next time. */

@@ -26,6 +26,7 @@
 #include <sys/stat.h>
 
 #include "agent/metrics.h"
+#include "base/backoff.h"
 #include "base/log.h"
 #include "watch/watch.h"
 
@@ -106,6 +107,7 @@ struct monitor {
     int overflowed;       /* an overflow is pending evaluation */
     uint64_t retry_ms;    /* current hash-error backoff, 0 = none */
     uint64_t hold_until;  /* content unstable: no evaluation before this uv_now */
+    int retry_n;          /* hash errors in a row */
     struct hash_manifest cur;
     int have_base;            /* cur is a baseline (or later) taken from the content */
     struct hash_cache *cache; /* resolved roots and listings, kept between evaluations */
@@ -126,8 +128,6 @@ struct monitor {
     void (*done)(void *);
     void *done_ud;
 };
-
-static uint64_t ns_to_ms(int64_t ns) { return ns <= 0 ? 0 : (uint64_t)((ns + 999999) / 1000000); }
 
 static void *need(void *p)
 {
@@ -273,8 +273,8 @@ static void on_debounce(uv_timer_t *t);
  * changing, so hints do not bring the retry forward either. */
 static void hash_failed(struct monitor *m, int hold)
 {
-    m->retry_ms = m->retry_ms ? m->retry_ms * 2 : RETRY_MIN_MS;
-    if (m->retry_ms > RETRY_MAX_MS) m->retry_ms = RETRY_MAX_MS;
+    static const struct backoff policy = {RETRY_MIN_MS, RETRY_MAX_MS, BACKOFF_JITTER_NONE};
+    m->retry_ms = backoff_next(&policy, ++m->retry_n, NULL);
     m->pending = 1;
     uv_timer_start(&m->debounce, on_debounce, m->retry_ms, 0);
     m->hold_until = hold ? uv_now(m->loop) + m->retry_ms : 0;
@@ -287,7 +287,7 @@ static void log_hash_error(const struct job *j)
     if (!log_rec_begin(&r, RA_LOG_ERROR, "hash-error")) return;
     log_rec_str(&r, "path", j->err.path);
     log_rec_str(&r, "op", op);
-    log_rec_str(&r, "error", strerror(-j->rc));
+    log_rec_str(&r, "error", hash_strerror(j->rc));
     if (strcmp(op, "rewalk") == 0)
         log_rec_end(&r,
                     "cannot hash the watched content: %s kept changing while it was read "
@@ -295,7 +295,7 @@ static void log_hash_error(const struct job *j)
                     j->err.path, HASH_MAX_REWALKS + 1);
     else
         log_rec_end(&r, "cannot hash the watched content: %s %s: %s", op, j->err.path,
-                    strerror(-j->rc));
+                    hash_strerror(j->rc));
 }
 
 /* A hash finished and its result is current: act on it. */
@@ -310,6 +310,7 @@ static void finish(struct monitor *m, struct job *j)
         return;
     }
     m->retry_ms = 0;
+    m->retry_n = 0;
     m->hold_until = 0;
     m->overflowed = 0;
     m->sized = 1;
@@ -590,8 +591,8 @@ int monitor_start(uv_loop_t *loop, const struct monitor_opts *o, monitor_change_
     m->cb = cb;
     m->base_cb = o->baseline;
     m->ud = ud;
-    m->debounce_ms = ns_to_ms(o->debounce_ns);
-    m->resync_ms = ns_to_ms(o->resync_ns);
+    m->debounce_ms = ra_ms_of_ns(o->debounce_ns);
+    m->resync_ms = ra_ms_of_ns(o->resync_ns);
     m->roots = calloc(o->nroots + 1, sizeof *m->roots);
     m->seen = calloc(o->nroots + 1, 1);
     m->forget = calloc(o->nroots + 1, 1);
@@ -665,8 +666,8 @@ const struct hash_manifest *monitor_current(const struct monitor *m) { return &m
 
 void monitor_set_timing(struct monitor *m, int64_t debounce_ns, int64_t resync_ns)
 {
-    m->debounce_ms = ns_to_ms(debounce_ns);
-    uint64_t rs = ns_to_ms(resync_ns);
+    m->debounce_ms = ra_ms_of_ns(debounce_ns);
+    uint64_t rs = ra_ms_of_ns(resync_ns);
     if (rs != m->resync_ms) {
         m->resync_ms = rs;
         uv_timer_stop(&m->resync);

@@ -356,18 +356,27 @@ static void on_annot_event(void *ud, size_t root, enum watch_why why)
 
 static void on_closed_noop(uv_handle_t *h) { (void)h; }
 
-static void on_engine_closed(void *ud)
+/* The rollout is gone: its client and Events go next (kube_destroy cancels
+ * the requests still pending, whose replies the rollout already ignores). */
+static void on_rollout_closed(void *ud)
 {
     (void)ud;
-    R.eng = NULL;
-    if (R.ro) rollout_close(R.ro);
-    R.ro = NULL;
     if (R.kev) kev_destroy(R.kev);
     R.kev = NULL;
     if (R.kube) kube_destroy(R.kube);
     R.kube = NULL;
     if (R.hc) httpc_close(R.hc, NULL, NULL);
     R.hc = NULL;
+}
+
+static void on_engine_closed(void *ud)
+{
+    (void)ud;
+    R.eng = NULL;
+    struct rollout *ro = R.ro;
+    R.ro = NULL;
+    if (ro) rollout_close(ro, on_rollout_closed, NULL);
+    else on_rollout_closed(NULL);
 }
 
 static void shutdown_all(void)

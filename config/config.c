@@ -21,6 +21,7 @@
 #include "actions/exec.h"
 #include "base/addr.h"
 #include "base/log.h"
+#include "base/redact.h"
 #include "config/goquote.h"
 #include "config/value.h"
 
@@ -30,7 +31,9 @@
 #define QUOTED_MAX 200
 #define QV(buf, v) (gq_quote_to((buf), sizeof(buf), (v), strlen(v)), (buf))
 
-enum opt_type { OPT_STR, OPT_LIST, OPT_DURATION, OPT_SIGNAL, OPT_BOOL, OPT_ENUM };
+/* OPT_ACTION: an OPT_ENUM whose names are the table of actions' (actions/action.h);
+ * --help appends them to the help text. */
+enum opt_type { OPT_STR, OPT_LIST, OPT_DURATION, OPT_SIGNAL, OPT_BOOL, OPT_ENUM, OPT_ACTION };
 
 #define OPT_REPEAT 1u   /* flag may be repeated; values accumulate */
 #define OPT_NO_ANNOT 2u /* cannot be set by annotation */
@@ -84,7 +87,6 @@ static int check_command(const char *v, char *why, size_t n)
     return 0;
 }
 
-static const char *const ACTIONS[] = {"none", "signal", "http", "exec", "restart", "rollout", NULL};
 static const char *const LEVELS[] = {"debug", "info", "warn", "error", NULL};
 static const char *const FORMATS[] = {"text", "json", NULL};
 static const char *const ON_START[] = {"skip", "reload", "reconcile", "auto", NULL};
@@ -95,8 +97,8 @@ static const struct opt_def OPTIONS[] = {
     {"watch", OPT_LIST, NULL, F(watch), NULL, OPT_REPEAT, "PATH",
      "Directory or file to watch (repeatable). ConfigMap/Secret volume mounts, plain trees, "
      "single files.", NO_RANGE},
-    {"action", OPT_ENUM, "none", F(action), ACTIONS, 0, "ACTION",
-     "Action for changed files no --rule matches: none|signal|http|exec|restart|rollout.", NO_RANGE},
+    {"action", OPT_ACTION, "none", F(action), NULL, 0, "ACTION",
+     "Action for changed files no --rule matches:", NO_RANGE},
     {"rule", OPT_LIST, NULL, F(rule_raw), NULL, OPT_REPEAT, "GLOB=ACTION",
      "Per-file action: the first rule whose glob matches a changed file's logical path wins "
      "(fnmatch, '*' crosses '/'). Repeatable.", NO_RANGE},
@@ -202,9 +204,11 @@ static const char *const RESERVED_ANNOTATIONS[] = {"inject", "inject-status", "c
 
 size_t cfg_option_count(void) { return NOPTS; }
 
-const char *cfg_action_name(int action)
+const char *cfg_action_name(int action) { return action_name(action); }
+
+static const char *const *choices_of(const struct opt_def *o)
 {
-    return action >= 0 && action < ACTION__COUNT ? ACTIONS[action] : "?";
+    return o->type == OPT_ACTION ? action_names() : o->choices;
 }
 
 static const struct opt_def *find_opt(const char *name, size_t len, size_t *idx)
@@ -458,16 +462,18 @@ static int set_value(struct config *c, const struct opt_def *o, const char *v, e
         rc = val_bool(v, (int *)field, why, sizeof why);
         break;
     case OPT_ENUM:
+    case OPT_ACTION:
         rc = -EINVAL;
-        for (int i = 0; o->choices[i]; i++)
-            if (strcmp(o->choices[i], v) == 0) {
+        for (int i = 0; choices_of(o)[i]; i++)
+            if (strcmp(choices_of(o)[i], v) == 0) {
                 *(int *)field = i;
                 rc = 0;
             }
         if (rc) {
             size_t l = (size_t)snprintf(why, sizeof why, "must be one of");
-            for (int i = 0; o->choices[i] && l < sizeof why; i++)
-                l += (size_t)snprintf(why + l, sizeof why - l, "%s%s", i ? "|" : " ", o->choices[i]);
+            for (int i = 0; choices_of(o)[i] && l < sizeof why; i++)
+                l += (size_t)snprintf(why + l, sizeof why - l, "%s%s", i ? "|" : " ",
+                                      choices_of(o)[i]);
         }
         break;
     case OPT_LIST: /* handled by the caller */
@@ -503,31 +509,6 @@ static int apply_layer(struct config *c, const struct cfg_layer *l, char *err, s
     return 0;
 }
 
-static int parse_action(const char *s, int *out)
-{
-    for (int i = 0; ACTIONS[i]; i++)
-        if (strcmp(ACTIONS[i], s) == 0) {
-            *out = i;
-            return 0;
-        }
-    return -EINVAL;
-}
-
-/* Actions this build can perform. */
-static int action_available(int a) { return a < ACTION__COUNT; }
-
-int cfg_status_expected(const struct config *c, long status)
-{
-    for (size_t i = 0; i < c->http_expect_status.n; i++) {
-        const char *e = c->http_expect_status.v[i];
-        if (strlen(e) == 3 && e[1] == 'x' && e[2] == 'x') {
-            if (status / 100 == e[0] - '0') return 1;
-        } else if (strtol(e, NULL, 10) == status) {
-            return 1;
-        }
-    }
-    return 0;
-}
 
 static int check_expect_status(const struct config *c, char *err, size_t errlen)
 {
@@ -554,16 +535,18 @@ static int check_action_needs(const struct config *c, const int *used, char *err
     if ((used[ACTION_SIGNAL] || used[ACTION_RESTART]) && !(c->process && *c->process) &&
         !(c->pid_file && *c->pid_file)) {
         snprintf(err, errlen, "the %s action needs --process NAME or --pid-file PATH",
-                 used[ACTION_SIGNAL] ? "signal" : "restart");
+                 action_name(used[ACTION_SIGNAL] ? ACTION_SIGNAL : ACTION_RESTART));
         return -EINVAL;
     }
     if (used[ACTION_HTTP]) {
         if (!c->http_url || strncmp(c->http_url, "http://", 7) != 0) {
             if (!c->http_url || strncmp(c->http_url, "https://", 8) != 0) {
+                char url[512];
+                redact_url(c->http_url, url, sizeof url);
                 snprintf(err, errlen,
-                         "the http action needs --http-url with an http:// or https:// URL "
+                         "the %s action needs --http-url with an http:// or https:// URL "
                          "(got \"%s\")",
-                         c->http_url ? c->http_url : "");
+                         action_name(ACTION_HTTP), url);
                 return -EINVAL;
             }
         }
@@ -584,7 +567,7 @@ static int check_action_needs(const struct config *c, const int *used, char *err
         }
     }
     if (used[ACTION_EXEC] && !(c->exec_command && *c->exec_command)) {
-        snprintf(err, errlen, "the exec action needs --exec-command COMMAND");
+        snprintf(err, errlen, "the %s action needs --exec-command COMMAND", action_name(ACTION_EXEC));
         return -EINVAL;
     }
     return 0;
@@ -631,27 +614,21 @@ static int validate(struct config *c, const struct cfg_env *env, char *err, size
     if (!c->rules) ra_oom();
     for (size_t i = 0; i < c->rule_raw.n; i++) {
         const char *r = c->rule_raw.v[i], *eq = strrchr(r, '=');
-        int a;
-        if (!eq || eq == r || parse_action(eq + 1, &a) < 0) {
+        enum action a;
+        if (!eq || eq == r || action_by_name(eq + 1, &a) < 0) {
             snprintf(err, errlen,
-                     "invalid value for --rule: \"%s\": want GLOB=ACTION with ACTION one of "
-                     "none|signal|http|exec|restart|rollout",
-                     r);
+                     "invalid value for --rule: \"%s\": want GLOB=ACTION with ACTION one of %s",
+                     r, action_names_joined());
             return -EINVAL;
         }
         c->rules[i].glob = strndup(r, (size_t)(eq - r));
         if (!c->rules[i].glob) ra_oom();
-        c->rules[i].action = (enum action)a;
+        c->rules[i].action = a;
         c->nrules++;
     }
     int used[ACTION__COUNT] = {0};
     used[c->action] = 1;
     for (size_t i = 0; i < c->nrules; i++) used[c->rules[i].action] = 1;
-    for (int a = 0; a < ACTION__COUNT; a++)
-        if (used[a] && !action_available(a)) {
-            snprintf(err, errlen, "action \"%s\" is not implemented", ACTIONS[a]);
-            return -EINVAL;
-        }
     if (check_expect_status(c, err, errlen) < 0 || check_action_needs(c, used, err, errlen) < 0 ||
         check_env(c, env, used, err, errlen) < 0)
         return -EINVAL;
@@ -761,6 +738,7 @@ static int same_value(const struct opt_def *o, const struct config *a, const str
     case OPT_SIGNAL:
     case OPT_BOOL:
     case OPT_ENUM:
+    case OPT_ACTION:
         return *(const int *)fa == *(const int *)fb;
     }
     return 1;
@@ -813,6 +791,8 @@ void cfg_print_help(FILE *f)
         char head[64];
         snprintf(head, sizeof head, "--%s%s%s", o->name, o->metavar[0] ? " " : "", o->metavar);
         fprintf(f, "  %-26s %s", head, o->help);
+        for (int c = 0; o->type == OPT_ACTION && choices_of(o)[c]; c++)
+            fprintf(f, "%s%s%s", c ? "|" : " ", choices_of(o)[c], choices_of(o)[c + 1] ? "" : ".");
         if (o->def) fprintf(f, " (default %s", o->def);
         if (o->type == OPT_DURATION) {
             char range[96];
@@ -850,7 +830,8 @@ static void format_value(const struct config *c, const struct opt_def *o, char *
         snprintf(out, n, "%s", *(const int *)field ? "true" : "false");
         break;
     case OPT_ENUM:
-        snprintf(out, n, "%s", o->choices[*(const int *)field]);
+    case OPT_ACTION:
+        snprintf(out, n, "%s", choices_of(o)[*(const int *)field]);
         break;
     case OPT_LIST: {
         const struct strlist *l = field;
@@ -885,6 +866,18 @@ void cfg_print(FILE *f, const struct config *c, const struct cfg_layer *flags,
         if (annots && annots->val[i]) src = "annotation";
         else if (flags && flags->val[i]) src = "flag";
         format_value(c, &OPTIONS[i], buf, sizeof buf);
+        /* credentials in the reload endpoint's URL and headers are not shown */
+        if (OPTIONS[i].off == F(http_url)) {
+            redact_url(c->http_url, buf, sizeof buf);
+        } else if (OPTIONS[i].off == F(http_header)) {
+            size_t len = 0;
+            buf[0] = '\0';
+            for (size_t h = 0; h < c->http_header.n && len < sizeof buf; h++) {
+                char one[512];
+                redact_header(c->http_header.v[h], one, sizeof one);
+                len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%s", h ? "," : "", one);
+            }
+        }
         fprintf(f, "%-16s = %-30s # %s%s\n", OPTIONS[i].name, one_line_value(buf), src,
                 OPTIONS[i].flags & OPT_RESTART_ONLY ? ", restart-only" : "");
     }

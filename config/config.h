@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "actions/action.h"
 #include "config/annotations.h"
 
 #define CFG_ANNOTATION_PREFIX "reload-agent.io/"
@@ -26,17 +27,6 @@
 struct strlist {
     char **v;
     size_t n;
-};
-
-/* Actions in increasing strength (PRODUCT.md "Rules"). */
-enum action {
-    ACTION_NONE = 0,
-    ACTION_SIGNAL,
-    ACTION_HTTP,
-    ACTION_EXEC,
-    ACTION_RESTART,
-    ACTION_ROLLOUT,
-    ACTION__COUNT
 };
 
 enum on_start { ON_START_SKIP = 0, ON_START_RELOAD, ON_START_RECONCILE, ON_START_AUTO };
@@ -102,7 +92,8 @@ struct cfg_layer {
 /* Number of options in the table. */
 size_t cfg_option_count(void);
 
-/* Returns the action's name ("none", "signal", ...). */
+/* Returns the action's name ("none", "signal", ...): action_name(), from
+ * the table of actions. */
 const char *cfg_action_name(int action);
 
 /* Initialises an empty layer. Returns 0 or -ENOMEM. */
@@ -155,9 +146,6 @@ int cfg_build_env(const struct cfg_layer *flags, const struct cfg_layer *annots,
                   const struct cfg_env *env, struct config *out, char *err, size_t errlen);
 
 void cfg_free(struct config *c);
-
-/* 1 if an HTTP status counts as success under --http-expect-status. */
-int cfg_status_expected(const struct config *c, long status);
 
 /* A deep copy of src into dst (free with cfg_free); aborts on OOM. */
 void cfg_dup(const struct config *src, struct config *dst);

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "base/file.h"
+#include "base/backoff.h"
 #include "base/log.h"
 
 #define TOKEN_MAX 16384        /* bytes; a bound service-account JWT is ~1 KiB */
@@ -58,7 +59,6 @@ struct kube {
     unsigned token_gen;        /* bumped on each successful read */
     int token_stale;
     uint64_t timeout_ms;
-    uint64_t rng;
     struct kube_call *calls;
     struct kube_counters counters;
 };
@@ -274,7 +274,6 @@ int kube_create(uv_loop_t *loop, struct httpc *hc, const struct kube_config *cfg
     k->loop = loop;
     k->hc = hc;
     k->timeout_ms = cfg->timeout_ms ? cfg->timeout_ms : KUBE_TIMEOUT_MS;
-    k->rng = uv_hrtime() ^ ((uint64_t)getpid() << 32) ^ 0x9e3779b97f4a7c15ULL;
     if (!pod) pod = nonempty(getenv("POD_NAME"));
     r = resolve_base(cfg, &k->base_url, err, errlen);
     if (r == 0) r = resolve_namespace(cfg, sa_dir, &k->namespace_, err, errlen);
@@ -399,15 +398,9 @@ static int64_t retry_after(const struct httpc_result *res, const cJSON *status)
 /* 200 ms x 2^(tries-1), capped at 5 s, then scaled by a random 75..125 %. */
 static uint64_t backoff_ms(struct kube *k, int tries)
 {
-    uint64_t d = BACKOFF_BASE_MS;
-    int i;
-
-    for (i = 1; i < tries && d < BACKOFF_CAP_MS; i++) d *= 2;
-    if (d > BACKOFF_CAP_MS) d = BACKOFF_CAP_MS;
-    k->rng ^= k->rng << 13; /* xorshift64 */
-    k->rng ^= k->rng >> 7;
-    k->rng ^= k->rng << 17;
-    return d * 3 / 4 + k->rng % (d / 2 + 1);
+    static const struct backoff policy = {BACKOFF_BASE_MS, BACKOFF_CAP_MS, BACKOFF_JITTER_SPREAD};
+    (void)k;
+    return backoff_next(&policy, tries, ra_rng_process());
 }
 
 /* Transport failures worth another attempt: nothing reached the server, or

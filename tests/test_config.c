@@ -169,6 +169,38 @@ static void test_rules_parse_and_validate(void **state)
     assert_int_equal(cfg_parse_args(2, bad, &l, &help, f->err, sizeof f->err), 0);
     assert_int_equal(cfg_build(&l, NULL, &f->cfg, f->err, sizeof f->err), -22);
     assert_non_null(strstr(f->err, "*.conf=explode"));
+    assert_non_null(strstr(f->err, action_names_joined())); /* the names, from the table */
+    cfg_layer_free(&l);
+}
+
+/* --action and --rule accept exactly the table's names (actions/action.h). */
+static void test_action_names_from_table(void **state)
+{
+    struct fixture *f = *state;
+    int help;
+    for (int a = 0; a < ACTION__COUNT; a++) {
+        struct cfg_layer l;
+        char rule[64];
+        snprintf(rule, sizeof rule, "*.x=%s", action_name(a));
+        char *argv[] = {"--action", (char *)action_name(a), "--rule", rule, "--process", "p",
+                        "--http-url", "http://127.0.0.1:1/", "--exec-command", "true",
+                        "--on-start", "skip"};
+        assert_int_equal(cfg_layer_init(&l, CFG_SRC_FLAG), 0);
+        assert_int_equal(cfg_parse_args(12, argv, &l, &help, f->err, sizeof f->err), 0);
+        if (cfg_build(&l, NULL, &f->cfg, f->err, sizeof f->err) != 0) fail_msg("%s", f->err);
+        assert_int_equal(f->cfg.action, a);
+        assert_int_equal(f->cfg.rules[0].action, a);
+        cfg_free(&f->cfg);
+        cfg_layer_free(&l);
+    }
+    struct cfg_layer l;
+    char *bad[] = {"--action", "reboot"};
+    assert_int_equal(cfg_layer_init(&l, CFG_SRC_FLAG), 0);
+    int rc = cfg_parse_args(2, bad, &l, &help, f->err, sizeof f->err);
+    if (rc == 0) rc = cfg_build(&l, NULL, &f->cfg, f->err, sizeof f->err);
+    assert_int_equal(rc, -22);
+    assert_non_null(strstr(f->err, "reboot"));
+    assert_non_null(strstr(f->err, action_names_joined()));
     cfg_layer_free(&l);
 }
 
@@ -543,6 +575,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_annotation_cannot_set_annotations_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unknown_flag_and_missing_value, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rules_parse_and_validate, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_action_names_from_table, setup, teardown),
         cmocka_unit_test_setup_teardown(test_duplicate_watch_rejected, setup, teardown),
         cmocka_unit_test_setup_teardown(test_help_lists_every_option, setup, teardown),
         cmocka_unit_test_setup_teardown(test_print_config_shows_sources, setup, teardown),

@@ -1,12 +1,21 @@
 /*
- * test_engine.c - the action state machine on a real loop with real exec
- * actions: rule matching, strongest action, commit only on success, retry
- * with backoff, a newer change superseding a pending retry, a failed reload
- * retried even after the content reverts, and clean shutdown.
+ * test_engine.c - the action state machine on a real loop.
  *
- * Manifests are built by hashing real temp directories. The exec action
- * appends a line to a file per run, so the test counts real process runs.
+ * With real exec actions: rule matching, commit only on success, retry with
+ * backoff, a failed reload retried even after the content reverts, and
+ * clean shutdown. The exec action appends a line to a file per run, so the
+ * test counts real process runs.
+ *
+ * With a fake action registered through the table of actions
+ * (action__register_test, the same rows the real actions use): the
+ * strongest action wins, retry after failure with backoff (commit only on
+ * success), a newer change supersedes a pending retry, an attempt owns its
+ * parameters across a live configuration change, and close while an
+ * attempt is in flight (exactly one result, the loop closes clean).
+ *
+ * Manifests are built by hashing real temp directories.
  */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,7 +28,9 @@
 #include <cmocka.h>
 
 #include "config/config.h"
+#include "actions/action.h"
 #include "agent/engine.h"
+#include "base/backoff.h"
 #include "base/log.h"
 #include "hash/hash.h"
 
@@ -285,6 +296,375 @@ static void test_close_waits_for_inflight(void **state)
     hash_manifest_free(&m1);
 }
 
+/* ---- the fake action ---- */
+
+/* What the fake actions did, per action. */
+static struct fake {
+    int starts[ACTION__COUNT];
+    int results[ACTION__COUNT]; /* results delivered to the engine */
+    int aborts[ACTION__COUNT];
+    int fail_left;              /* the next runs that fail */
+    int permanent;              /* failures say a retry cannot help */
+    uint64_t delay_ms;          /* 0: complete inside start; else via a uv timer */
+    uint64_t start_ms[16];      /* loop time of the first starts of any action */
+    int nstart_ms;
+    char seen_url[256];         /* p->http_url as read when a run completed */
+    struct fake_run *pending;   /* runs waiting for their timer */
+} F;
+
+struct fake_run {
+    uv_timer_t t;
+    enum action a;
+    int fail;
+    const struct action_params *p;
+    action_done done;
+    void *ud;
+    struct fake_run *next;
+};
+
+static void fake_finish(enum action a, int fail, const struct action_params *p, action_done done,
+                        void *ud)
+{
+    struct action_result r = {fail ? -EIO : 0, fail && F.permanent, fail ? "fake failure" : NULL};
+    if (a == ACTION_HTTP) snprintf(F.seen_url, sizeof F.seen_url, "%s", p->http_url);
+    F.results[a]++;
+    done(ud, a, &r);
+}
+
+static void fake_run_closed(uv_handle_t *h) { free(h->data); }
+
+static void fake_unlink(struct fake_run *r)
+{
+    for (struct fake_run **pp = &F.pending; *pp; pp = &(*pp)->next)
+        if (*pp == r) {
+            *pp = r->next;
+            return;
+        }
+}
+
+static void fake_timer(uv_timer_t *t)
+{
+    struct fake_run *r = t->data;
+    fake_unlink(r);
+    uv_close((uv_handle_t *)&r->t, fake_run_closed);
+    fake_finish(r->a, r->fail, r->p, r->done, r->ud);
+}
+
+static void fake_start(enum action a, struct action_env *env, const struct action_params *p,
+                       action_done done, void *ud)
+{
+    int fail = F.fail_left > 0;
+    if (fail) F.fail_left--;
+    F.starts[a]++;
+    if (F.nstart_ms < 16) F.start_ms[F.nstart_ms++] = uv_now(env->loop);
+    if (!F.delay_ms) {
+        fake_finish(a, fail, p, done, ud);
+        return;
+    }
+    struct fake_run *r = calloc(1, sizeof *r);
+    assert_non_null(r);
+    *r = (struct fake_run){.a = a, .fail = fail, .p = p, .done = done, .ud = ud, .next = F.pending};
+    F.pending = r;
+    uv_timer_init(env->loop, &r->t);
+    r->t.data = r;
+    uv_timer_start(&r->t, fake_timer, F.delay_ms, 0);
+}
+
+/* Ends every pending run of a now (as the rollout's abort does). */
+static void fake_abort(enum action a)
+{
+    F.aborts[a]++;
+    for (struct fake_run *r = F.pending, *next; r; r = next) {
+        next = r->next;
+        if (r->a != a) continue;
+        fake_unlink(r);
+        uv_close((uv_handle_t *)&r->t, fake_run_closed);
+        fake_finish(a, 1, r->p, r->done, r->ud);
+    }
+}
+
+#define FAKE(name, A)                                                                              \
+    static void fake_start_##name(struct action_env *env, const struct action_params *p,          \
+                                  action_done done, void *ud)                                      \
+    {                                                                                              \
+        fake_start(A, env, p, done, ud);                                                           \
+    }
+FAKE(signal, ACTION_SIGNAL)
+FAKE(http, ACTION_HTTP)
+FAKE(restart, ACTION_RESTART)
+FAKE(rollout, ACTION_ROLLOUT)
+
+static void fake_abort_rollout(struct action_env *env)
+{
+    (void)env;
+    fake_abort(ACTION_ROLLOUT);
+}
+
+/* signal, http and restart finish or time out on their own; rollout aborts */
+static const struct action_ops FAKE_SIGNAL = {fake_start_signal, NULL, NULL};
+static const struct action_ops FAKE_HTTP = {fake_start_http, NULL, NULL};
+static const struct action_ops FAKE_RESTART = {fake_start_restart, NULL, NULL};
+static const struct action_ops FAKE_ROLLOUT = {fake_start_rollout, fake_abort_rollout, NULL};
+
+static int fake_setup(void **state)
+{
+    memset(&F, 0, sizeof F);
+    action__register_test(ACTION_SIGNAL, &FAKE_SIGNAL);
+    action__register_test(ACTION_HTTP, &FAKE_HTTP);
+    action__register_test(ACTION_RESTART, &FAKE_RESTART);
+    action__register_test(ACTION_ROLLOUT, &FAKE_ROLLOUT);
+    ra_rng_seed(ra_rng_process(), 1); /* reproducible retry jitter */
+    return setup(state);
+}
+
+static int fake_teardown(void **state)
+{
+    for (int a = 0; a < ACTION__COUNT; a++) action__register_test((enum action)a, NULL);
+    assert_null(F.pending);
+    return teardown(state);
+}
+
+/* Rules per extension, and what each action needs to validate. */
+#define FAKE_ARGS                                                                                  \
+    "--rule", "*.sig=signal", "--rule", "*.http=http", "--rule", "*.rst=restart", "--action",     \
+        "none", "--process", "x", "--http-url", "http://127.0.0.1:1/a"
+
+static void applied_is(struct engine *e, const struct hash_manifest *m)
+{
+    struct engine_status st;
+    char hex[HASH_HEX_LEN + 1];
+    engine_get_status(e, &st);
+    hash_hex(m->total, hex);
+    assert_string_equal(st.applied, hex);
+}
+
+static void test_fake_strongest_action_wins(void **state)
+{
+    (void)state;
+    struct ctx x;
+    const char *args[] = {FAKE_ARGS};
+    struct hash_manifest m0 = {0}, m1 = {0}, m2 = {0};
+    write_file("a.sig", "1");
+    write_file("b.http", "1");
+    write_file("c.rst", "1");
+    write_file("d.txt", "1");
+    manifest(&m0);
+    ctx_open(&x, args, 12);
+    F.delay_ms = 20; /* http and signal finish later, on a timer */
+    engine_start(x.e, &m0);
+    /* signal and http are equally strong: both run, once; none is dropped */
+    write_file("a.sig", "2");
+    write_file("b.http", "2");
+    write_file("d.txt", "2");
+    manifest(&m1);
+    engine_observe(x.e, &m1);
+    run_ms(&x.loop, 200);
+    assert_int_equal(F.starts[ACTION_SIGNAL], 1);
+    assert_int_equal(F.starts[ACTION_HTTP], 1);
+    assert_int_equal(F.starts[ACTION_RESTART], 0);
+    applied_is(x.e, &m1);
+    /* restart is stronger than signal: only restart runs (synchronously) */
+    F.delay_ms = 0;
+    write_file("a.sig", "3");
+    write_file("c.rst", "2");
+    manifest(&m2);
+    engine_observe(x.e, &m2);
+    run_ms(&x.loop, 100);
+    assert_int_equal(F.starts[ACTION_RESTART], 1);
+    assert_int_equal(F.starts[ACTION_SIGNAL], 1);
+    assert_int_equal(F.results[ACTION_RESTART], 1);
+    applied_is(x.e, &m2);
+    ctx_close(&x);
+    hash_manifest_free(&m0);
+    hash_manifest_free(&m1);
+    hash_manifest_free(&m2);
+}
+
+static void test_fake_retry_with_backoff_commits_on_success(void **state)
+{
+    (void)state;
+    struct ctx x;
+    const char *args[] = {FAKE_ARGS, "--retry-initial", "60ms", "--retry-max", "120ms"};
+    struct hash_manifest m0 = {0}, m1 = {0};
+    struct engine_status st;
+    write_file("a.sig", "1");
+    manifest(&m0);
+    write_file("a.sig", "2");
+    manifest(&m1);
+    ctx_open(&x, args, 16);
+    engine_start(x.e, &m0);
+    F.fail_left = 2;
+    engine_observe(x.e, &m1);
+    /* the first attempt failed at once: nothing committed, a retry pending */
+    assert_int_equal(F.starts[ACTION_SIGNAL], 1);
+    engine_get_status(x.e, &st);
+    assert_string_equal(st.last_result, "failure");
+    assert_true(st.retry_pending);
+    assert_true(st.retry_in_ms <= 60);
+    applied_is(x.e, &m0);
+    run_ms(&x.loop, 1000);
+    /* two failures, then success: committed, no more attempts */
+    assert_int_equal(F.starts[ACTION_SIGNAL], 3);
+    applied_is(x.e, &m1);
+    engine_get_status(x.e, &st);
+    assert_string_equal(st.last_result, "success");
+    assert_false(st.retry_pending);
+    assert_int_equal(st.attempt, 0);
+    /* backoff with equal jitter: at least half the delay between attempts
+     * (60ms then 120ms); no upper bound asserted on a loaded machine */
+    assert_true(F.start_ms[1] - F.start_ms[0] >= 30);
+    assert_true(F.start_ms[2] - F.start_ms[1] >= 60);
+    ctx_close(&x);
+    hash_manifest_free(&m0);
+    hash_manifest_free(&m1);
+}
+
+static void test_fake_newer_change_supersedes_pending_retry(void **state)
+{
+    (void)state;
+    struct ctx x;
+    const char *args[] = {FAKE_ARGS, "--retry-initial", "1h", "--retry-max", "1h"};
+    struct hash_manifest m0 = {0}, m1 = {0}, m2 = {0};
+    struct engine_status st;
+    write_file("a.sig", "1");
+    manifest(&m0);
+    write_file("a.sig", "2");
+    manifest(&m1);
+    write_file("a.sig", "3");
+    manifest(&m2);
+    ctx_open(&x, args, 16);
+    engine_start(x.e, &m0);
+    F.fail_left = 1;
+    engine_observe(x.e, &m1);
+    run_ms(&x.loop, 50);
+    engine_get_status(x.e, &st);
+    assert_true(st.retry_pending); /* in half an hour at the earliest */
+    assert_int_equal(F.starts[ACTION_SIGNAL], 1);
+    engine_observe(x.e, &m2); /* supersedes the retry: attempted now, on m2 */
+    run_ms(&x.loop, 50);
+    assert_int_equal(F.starts[ACTION_SIGNAL], 2);
+    applied_is(x.e, &m2);
+    engine_get_status(x.e, &st);
+    assert_false(st.retry_pending);
+    assert_string_equal(st.last_result, "success");
+    ctx_close(&x);
+    hash_manifest_free(&m0);
+    hash_manifest_free(&m1);
+    hash_manifest_free(&m2);
+}
+
+static void test_fake_attempt_owns_its_parameters(void **state)
+{
+    (void)state;
+    struct ctx x;
+    const char *args[] = {FAKE_ARGS};
+    const char *args2[] = {"--rule", "*.http=http", "--action", "none", "--http-url",
+                           "http://127.0.0.1:2/changed"};
+    struct hash_manifest m0 = {0}, m1 = {0};
+    write_file("b.http", "1");
+    manifest(&m0);
+    write_file("b.http", "2");
+    manifest(&m1);
+    ctx_open(&x, args, 12);
+    F.delay_ms = 100;
+    engine_start(x.e, &m0);
+    engine_observe(x.e, &m1);
+    run_ms(&x.loop, 20);
+    assert_int_equal(F.starts[ACTION_HTTP], 1);
+    /* a live configuration change while the request is in flight */
+    cfg_free(&x.c);
+    config(&x.c, args2, 6);
+    engine_config_changed(x.e);
+    run_ms(&x.loop, 300);
+    assert_int_equal(F.results[ACTION_HTTP], 1);
+    assert_string_equal(F.seen_url, "http://127.0.0.1:1/a"); /* the attempt's own copy */
+    applied_is(x.e, &m1);
+    ctx_close(&x);
+    hash_manifest_free(&m0);
+    hash_manifest_free(&m1);
+}
+
+static int g_closed;
+static void on_engine_closed(void *ud)
+{
+    (void)ud;
+    g_closed++;
+}
+
+/* Closes the engine with an attempt of action `a` in flight. */
+static void close_in_flight(const char *ext, enum action a, const char *const *args, int n)
+{
+    struct ctx x;
+    struct hash_manifest m0 = {0}, m1 = {0};
+    char name[32];
+    snprintf(name, sizeof name, "f.%s", ext);
+    write_file(name, "1");
+    manifest(&m0);
+    write_file(name, "2");
+    manifest(&m1);
+    ctx_open(&x, args, n);
+    F.delay_ms = 200;
+    g_closed = 0;
+    engine_start(x.e, &m0);
+    engine_observe(x.e, &m1);
+    run_ms(&x.loop, 20);
+    assert_int_equal(F.starts[a], 1);
+    assert_int_equal(F.results[a], 0);
+    engine_close(x.e, on_engine_closed, NULL);
+    uv_run(&x.loop, UV_RUN_DEFAULT); /* returns once every handle closed */
+    assert_int_equal(F.results[a], 1); /* exactly one result */
+    assert_int_equal(F.starts[a], 1);  /* and no new attempt while closing */
+    assert_int_equal(g_closed, 1);
+    assert_int_equal(uv_loop_close(&x.loop), 0);
+    cfg_free(&x.c);
+    hash_manifest_free(&m0);
+    hash_manifest_free(&m1);
+}
+
+static void test_fake_close_while_in_flight(void **state)
+{
+    (void)state;
+    const char *args[] = {FAKE_ARGS};
+    /* no abort: the run finishes on its own, then the engine closes */
+    close_in_flight("sig", ACTION_SIGNAL, args, 12);
+    assert_int_equal(F.aborts[ACTION_SIGNAL], 0);
+}
+
+static void test_fake_close_aborts_rollout_in_flight(void **state)
+{
+    (void)state;
+    const char *args[] = {"--action", "rollout", "--on-start", "skip"};
+    /* with an abort: the run ends inside engine_close, synchronously */
+    close_in_flight("any", ACTION_ROLLOUT, args, 4);
+    assert_int_equal(F.aborts[ACTION_ROLLOUT], 1);
+}
+
+static void test_table_lookups(void **state)
+{
+    (void)state;
+    enum action a;
+    assert_string_equal(action_names_joined(), "none|signal|http|exec|restart|rollout");
+    for (int i = 0; i < ACTION__COUNT; i++) {
+        assert_int_equal(action_by_name(action_name(i), &a), 0);
+        assert_int_equal(a, i);
+        assert_string_equal(action_names()[i], action_name(i));
+    }
+    assert_null(action_names()[ACTION__COUNT]);
+    assert_int_equal(action_by_name("reboot", &a), -EINVAL);
+    assert_string_equal(action_name(ACTION__COUNT), "?");
+    assert_int_equal(action_strongest(0), 0);
+    assert_int_equal(action_strongest(ACTION_BIT(ACTION_NONE)), ACTION_BIT(ACTION_NONE));
+    unsigned inplace = ACTION_BIT(ACTION_SIGNAL) | ACTION_BIT(ACTION_HTTP) | ACTION_BIT(ACTION_EXEC);
+    assert_int_equal(action_strongest(inplace | ACTION_BIT(ACTION_NONE)), inplace);
+    assert_int_equal(action_strongest(inplace | ACTION_BIT(ACTION_RESTART)),
+                     ACTION_BIT(ACTION_RESTART));
+    assert_int_equal(action_strongest(~0u), ACTION_BIT(ACTION_ROLLOUT));
+    assert_false(action_posts_pod_events(ACTION_NONE));
+    assert_false(action_posts_pod_events(ACTION_ROLLOUT));
+    assert_true(action_posts_pod_events(ACTION_SIGNAL));
+    assert_true(action_posts_pod_events(ACTION_RESTART));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -295,6 +675,18 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_on_start_reload_acts_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rules_pick_only_needed_action, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_waits_for_inflight, setup, teardown),
+        cmocka_unit_test(test_table_lookups),
+        cmocka_unit_test_setup_teardown(test_fake_strongest_action_wins, fake_setup, fake_teardown),
+        cmocka_unit_test_setup_teardown(test_fake_retry_with_backoff_commits_on_success,
+                                        fake_setup, fake_teardown),
+        cmocka_unit_test_setup_teardown(test_fake_newer_change_supersedes_pending_retry,
+                                        fake_setup, fake_teardown),
+        cmocka_unit_test_setup_teardown(test_fake_attempt_owns_its_parameters, fake_setup,
+                                        fake_teardown),
+        cmocka_unit_test_setup_teardown(test_fake_close_while_in_flight, fake_setup,
+                                        fake_teardown),
+        cmocka_unit_test_setup_teardown(test_fake_close_aborts_rollout_in_flight, fake_setup,
+                                        fake_teardown),
     };
     return cmocka_run_group_tests_name("engine", tests, NULL, NULL);
 }

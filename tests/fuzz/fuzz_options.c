@@ -15,6 +15,7 @@
  * option with its source; --help prints; a copy (cfg_dup) equals the
  * original for the restart-only comparison.
  */
+#include "base/backoff.h"
 #include "config/annotations.h"
 #include "config/config.h"
 #include "config/value.h"
@@ -53,13 +54,6 @@ static const struct {
     {offsetof(struct config, sched_slice_ns), 100 * 1000, 100 * MS, 1},
 };
 
-/* ns -> ms rounded up, as agent/engine.c and agent/monitor.c convert
- * (signed arithmetic: UBSan traps if an out-of-range value gets here). */
-static uint64_t ms_round_up(int64_t ns)
-{
-    return ns <= 0 ? 0 : (uint64_t)((ns + 999999) / 1000000);
-}
-
 static void check_error(const char *err)
 {
     CHECK(err[0] != '\0');
@@ -73,7 +67,7 @@ static void check_durations(const struct config *c)
         char text[40], err[160];
         CHECK((ns == 0 && DURATIONS[i].zero_ok) ||
               (ns >= DURATIONS[i].min && ns <= DURATIONS[i].max));
-        uint64_t ms = ms_round_up(ns);
+        uint64_t ms = ra_ms_of_ns(ns); /* the conversion the agent uses */
         CHECK(ms * 1000000 >= (uint64_t)ns && (ms == 0 || (ms - 1) * 1000000 < (uint64_t)ns));
         val_format_duration(ns, text, sizeof text);
         CHECK(val_duration(text, &back, err, sizeof err) == 0 && back == ns);
