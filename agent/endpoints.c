@@ -23,12 +23,12 @@ static char *status_json(const struct endpoints_ctx *c)
     cJSON *root = cJSON_CreateObject(), *roots = cJSON_AddArrayToObject(root, "roots");
     struct monitor *m = *c->mon;
     char hex[HASH_HEX_LEN + 1] = "";
-    cJSON_AddBoolToObject(root, "ready", *c->ready && m && monitor_ready(m));
+    cJSON_AddBoolToObject(root, "ready", *c->ready && m && monitor_is_ready(m));
     if (m) {
         for (size_t i = 0; i < monitor_root_count(m); i++) {
             cJSON *r = cJSON_CreateObject();
             cJSON_AddStringToObject(r, "path", monitor_root(m, i));
-            cJSON_AddBoolToObject(r, "present", monitor_root_present(m, i));
+            cJSON_AddBoolToObject(r, "present", monitor_is_root_present(m, i));
             cJSON_AddItemToArray(roots, r);
         }
         const struct hash_manifest *cur = monitor_current(m);
@@ -66,7 +66,7 @@ void endpoints_handle(void *ud, const struct httpd_req *req, struct httpd_resp *
     if (strcmp(req->path, "/healthz") == 0) {
         text(resp, 200, "ok\n");
     } else if (strcmp(req->path, "/readyz") == 0) {
-        int ready = *c->ready && *c->mon && monitor_ready(*c->mon);
+        int ready = *c->ready && *c->mon && monitor_is_ready(*c->mon);
         text(resp, ready ? 200 : 503, ready ? "ready\n" : "not ready\n");
     } else if (strcmp(req->path, "/metrics") == 0) {
         resp->status = 200;

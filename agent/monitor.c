@@ -397,14 +397,14 @@ static void evaluate(struct monitor *m)
     }
     m->again = 0;
     for (size_t i = 0; i < m->nroots; i++)
-        if (m->seen[i] && !watch_root_present(m->w, i)) {
+        if (m->seen[i] && !watch_is_root_present(m->w, i)) {
             log_debug("evaluation deferred: watch root %s is missing", m->roots[i]);
             return;
         }
     if (m->nroots > sizeof small / sizeof small[0])
         present = need(malloc(m->nroots * sizeof *present));
     for (size_t i = 0; i < m->nroots; i++)
-        if (watch_root_present(m->w, i)) present[np++] = m->roots[i];
+        if (watch_is_root_present(m->w, i)) present[np++] = m->roots[i];
     /* Only kubelet ..data swaps since last time: the volume holds API
      * objects (ConfigMaps and Secrets are capped at 1 MiB each), so a small
      * tree stays small and the per-file stat (a path walk through the key
@@ -624,7 +624,7 @@ int monitor_start(uv_loop_t *loop, const struct monitor_opts *o, monitor_change_
                                     : "");
             goto fail_watch;
         }
-        m->seen[i] = (unsigned char)watch_root_present(m->w, i);
+        m->seen[i] = (unsigned char)watch_is_root_present(m->w, i);
         if (!m->seen[i] && watch_root_wait_reason(m->w, i) == -ELOOP)
             log_root("waiting", RA_LOG_WARN, m->roots[i],
                      "is a symlink loop (ELOOP); waiting for its links to be fixed (left out "
@@ -691,11 +691,11 @@ uint64_t monitor_watch_events(const struct monitor *m) { return watch_events_tot
 uint64_t monitor_changes(const struct monitor *m) { return m->changes; }
 size_t monitor_root_count(const struct monitor *m) { return m->nroots; }
 const char *monitor_root(const struct monitor *m, size_t i) { return m->roots[i]; }
-int monitor_root_present(const struct monitor *m, size_t i) { return watch_root_present(m->w, i); }
+int monitor_is_root_present(const struct monitor *m, size_t i) { return watch_is_root_present(m->w, i); }
 size_t monitor_unwatched(const struct monitor *m) { return m->unwatched; }
 int monitor_has_baseline(const struct monitor *m) { return m->have_base; }
 int monitor_hashing(const struct monitor *m) { return m->job != NULL; }
-int monitor_ready(const struct monitor *m) { return m->have_base && m->unwatched == 0; }
+int monitor_is_ready(const struct monitor *m) { return m->have_base && m->unwatched == 0; }
 
 static void maybe_free(struct monitor *m)
 {

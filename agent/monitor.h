@@ -114,7 +114,7 @@ uint64_t monitor_watch_events(const struct monitor *m);
 uint64_t monitor_changes(const struct monitor *m);
 size_t monitor_root_count(const struct monitor *m);
 const char *monitor_root(const struct monitor *m, size_t i);
-int monitor_root_present(const struct monitor *m, size_t i);
+int monitor_is_root_present(const struct monitor *m, size_t i);
 /* Directories that exist but are not watched (see above). */
 size_t monitor_unwatched(const struct monitor *m);
 /* 1 once the baseline is taken. */
@@ -122,7 +122,7 @@ int monitor_has_baseline(const struct monitor *m);
 /* 1 while a hash runs on a worker thread. */
 int monitor_hashing(const struct monitor *m);
 /* Ready: the baseline is taken and every directory is watched. */
-int monitor_ready(const struct monitor *m);
+int monitor_is_ready(const struct monitor *m);
 
 /* Stops everything; m is freed after its handles closed, then done(ud).
  * A hash in progress is abandoned, not waited for. */

@@ -282,7 +282,7 @@ static void on_old_monitor_closed(void *ud)
 /* Applies a new valid configuration built from a live annotations update. */
 static void apply_config(struct config *next)
 {
-    int rewatch = !cfg_same_watch(&R.cfg, next) ||
+    int rewatch = !cfg_is_same_watch(&R.cfg, next) ||
                   R.cfg.ignore.n != next->ignore.n; /* ignore set changes the hash */
     for (size_t i = 0; !rewatch && i < next->ignore.n; i++)
         rewatch = strcmp(R.cfg.ignore.v[i], next->ignore.v[i]) != 0;

@@ -702,7 +702,7 @@ void cfg_free(struct config *c)
     c->nrules = 0;
 }
 
-int cfg_same_watch(const struct config *a, const struct config *b)
+int cfg_is_same_watch(const struct config *a, const struct config *b)
 {
     if (a->watch.n != b->watch.n) return 0;
     for (size_t i = 0; i < a->watch.n; i++)

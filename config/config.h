@@ -160,7 +160,7 @@ size_t cfg_restart_only_changed(const struct config *boot, const struct config *
                                 const struct config *next, char *names, size_t n);
 
 /* 1 if both configurations watch the same roots in the same order. */
-int cfg_same_watch(const struct config *a, const struct config *b);
+int cfg_is_same_watch(const struct config *a, const struct config *b);
 
 /* Writes the option reference (for --help) to f. */
 void cfg_print_help(FILE *f);

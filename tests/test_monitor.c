@@ -182,7 +182,7 @@ static void test_baseline_off_the_loop(void **state)
     start(f);
     assert_false(monitor_has_baseline(f->m));
     assert_true(run_until_hashing(f));
-    assert_false(monitor_ready(f->m));
+    assert_false(monitor_is_ready(f->m));
     assert_int_equal(uv_timer_init(&f->loop, &tick), 0);
     tick.data = f;
     assert_int_equal(uv_timer_start(&tick, on_tick, 5, 5), 0);
@@ -191,7 +191,7 @@ static void test_baseline_off_the_loop(void **state)
     uv_run(&f->loop, UV_RUN_NOWAIT); /* the handle is on this stack */
     /* 256 MiB take far more than 15 ms to hash: the loop ran its timers */
     assert_true(f->ticks_while_hashing >= 3);
-    assert_true(monitor_ready(f->m));
+    assert_true(monitor_is_ready(f->m));
     assert_int_equal(f->changes, 0);
     expect_hash_of_root(f);
 }

@@ -242,7 +242,7 @@ static void test_kubelet_swap(void **state)
     struct fx *f = *state;
     aw_init(f, "vol");
     size_t i = add(f, 0, at(f, "vol"));
-    assert_true(watch_root_present(f->w, i));
+    assert_true(watch_is_root_present(f->w, i));
     /* Only the volume dir: no watches below ".." names or through the conf link. */
     assert_int_equal(watch_wd_count(f->w), 2);
 
@@ -375,7 +375,7 @@ static void test_symlinked_dir_root_follows_link(void **state)
     assert_true(wait_count(f, &f->rec[0].n[WATCH_EVENT], 1));
     rm_rf(at(f, "vol/..2024_05_01_12_00_00.1"));
     settle_reset(f, &f->rec[0]);
-    assert_true(watch_root_present(f->w, i));
+    assert_true(watch_is_root_present(f->w, i));
     assert_int_equal(watch_wd_count(f->w), 3);
     put(at(f, "vol/..data/conf/new.yaml"), "x"); /* the new timestamped dir is watched */
     assert_true(wait_count(f, &f->rec[0].n[WATCH_EVENT], 1));
@@ -412,7 +412,7 @@ static void test_file_root_atomic_writer(void **state)
     struct fx *f = *state;
     aw_init(f, "podinfo");
     size_t i = add(f, 0, at(f, "podinfo/annotations"));
-    assert_true(watch_root_present(f->w, i));
+    assert_true(watch_is_root_present(f->w, i));
     assert_int_equal(watch_wd_count(f->w), 2);
     aw_stage(f, "podinfo", "..2024_05_01_12_01_00.2", "v2");
     sync_events(f);
@@ -421,7 +421,7 @@ static void test_file_root_atomic_writer(void **state)
     assert_true(wait_count(f, &f->rec[0].n[WATCH_EVENT], 1));
     rm_rf(at(f, "podinfo/..2024_05_01_12_00_00.1"));
     sync_events(f);
-    assert_true(watch_root_present(f->w, i));
+    assert_true(watch_is_root_present(f->w, i));
     assert_int_equal(f->rec[0].n[WATCH_ROOT_GONE], 0);
 }
 
@@ -458,13 +458,13 @@ static void test_file_root_plain(void **state)
     /* Deleted: gone and waited for; back when it is written again. */
     assert_int_equal(unlink(at(f, "etc/app.conf")), 0);
     assert_true(wait_count(f, &f->rec[0].n[WATCH_ROOT_GONE], 1));
-    assert_false(watch_root_present(f->w, app));
+    assert_false(watch_is_root_present(f->w, app));
     settle_reset(f, &f->rec[1]); /* waiting on etc must not narrow other.conf's events */
     put(at(f, "etc/other.conf"), "3");
     assert_true(wait_count(f, &f->rec[1].n[WATCH_EVENT], 1));
     put(at(f, "etc/app.conf"), "3");
     assert_true(wait_count(f, &f->rec[0].n[WATCH_ROOT_BACK], 1));
-    assert_true(watch_root_present(f->w, app));
+    assert_true(watch_is_root_present(f->w, app));
     assert_int_equal(watch_wd_count(f->w), 2);
     settle_reset(f, &f->rec[0]);
     put(at(f, "etc/app.conf"), "4");
@@ -512,8 +512,8 @@ static void test_missing_root(void **state)
 
     size_t i = add(f, 0, at(f, "a/b/c"));
     size_t j = add(f, 1, at(f, "x/y/app.conf"));
-    assert_false(watch_root_present(f->w, i));
-    assert_false(watch_root_present(f->w, j));
+    assert_false(watch_is_root_present(f->w, i));
+    assert_false(watch_is_root_present(f->w, j));
     assert_int_equal(watch_wd_count(f->w), 2); /* sentinel, t (ancestor of both) */
 
     mkd(at(f, "a"));
@@ -522,10 +522,10 @@ static void test_missing_root(void **state)
     mkd(at(f, "a/b"));
     put(at(f, "a/b/not-c"), "x");
     sync_events(f);
-    assert_false(watch_root_present(f->w, i));
+    assert_false(watch_is_root_present(f->w, i));
     mkd(at(f, "a/b/c"));
     assert_true(wait_count(f, &f->rec[0].n[WATCH_ROOT_BACK], 1));
-    assert_true(watch_root_present(f->w, i));
+    assert_true(watch_is_root_present(f->w, i));
     put(at(f, "a/b/c/f"), "x");
     assert_true(wait_count(f, &f->rec[0].n[WATCH_EVENT], 1));
     assert_int_equal(f->rec[0].n[WATCH_ROOT_GONE], 0);
@@ -535,7 +535,7 @@ static void test_missing_root(void **state)
     mkd(at(f, "x/y"));
     put(at(f, "x/y/app.conf"), "x");
     assert_true(wait_count(f, &f->rec[1].n[WATCH_ROOT_BACK], 1));
-    assert_true(watch_root_present(f->w, j));
+    assert_true(watch_is_root_present(f->w, j));
     put(at(f, "x/y/app.conf"), "y");
     assert_true(wait_count(f, &f->rec[1].n[WATCH_EVENT], 1));
     assert_int_equal(watch_wd_count(f->w), 3); /* sentinel, a/b/c, x/y */
@@ -553,12 +553,12 @@ static void test_root_under_a_file(void **state)
     struct fx *f = *state;
     put(at(f, "plain"), "x");
     size_t i = add(f, 0, at(f, "plain/conf"));
-    assert_false(watch_root_present(f->w, i));
+    assert_false(watch_is_root_present(f->w, i));
     assert_int_equal(unlink(at(f, "plain")), 0);
     mkd(at(f, "plain"));
     mkd(at(f, "plain/conf"));
     assert_true(wait_count(f, &f->rec[0].n[WATCH_ROOT_BACK], 1));
-    assert_true(watch_root_present(f->w, i));
+    assert_true(watch_is_root_present(f->w, i));
 }
 
 static void test_root_deleted(void **state)
@@ -571,14 +571,14 @@ static void test_root_deleted(void **state)
     assert_int_equal(watch_wd_count(f->w), 3);
     rm_rf(at(f, "d"));
     assert_true(wait_count(f, &f->rec[0].n[WATCH_ROOT_GONE], 1));
-    assert_false(watch_root_present(f->w, i));
+    assert_false(watch_is_root_present(f->w, i));
     sync_events(f);
     assert_int_equal(watch_wd_count(f->w), 2); /* sentinel, t */
     assert_int_equal(f->rec[0].n[WATCH_ROOT_BACK], 0);
 
     mkd(at(f, "d"));
     assert_true(wait_count(f, &f->rec[0].n[WATCH_ROOT_BACK], 1));
-    assert_true(watch_root_present(f->w, i));
+    assert_true(watch_is_root_present(f->w, i));
     settle_reset(f, &f->rec[0]);
     put(at(f, "d/f"), "x");
     assert_true(wait_count(f, &f->rec[0].n[WATCH_EVENT], 1));
@@ -600,7 +600,7 @@ static void test_root_replaced_by_rename(void **state)
     assert_int_equal(rename(at(f, "new"), at(f, "d")), 0);
     assert_true(wait_count(f, &f->rec[0].n[WATCH_ROOT_BACK], 1));
     assert_int_equal(f->rec[0].n[WATCH_ROOT_GONE], 1);
-    assert_true(watch_root_present(f->w, i));
+    assert_true(watch_is_root_present(f->w, i));
     settle_reset(f, &f->rec[0]);
     put(at(f, "d.old/g"), "x");
     sync_events(f);
@@ -613,7 +613,7 @@ static void test_root_replaced_by_rename(void **state)
     assert_int_equal(rename(at(f, "new2"), at(f, "e")), 0);
     assert_true(wait_count(f, &f->rec[1].n[WATCH_ROOT_BACK], 1));
     assert_int_equal(f->rec[1].n[WATCH_ROOT_GONE], 1);
-    assert_true(watch_root_present(f->w, j));
+    assert_true(watch_is_root_present(f->w, j));
     put(at(f, "e/g"), "x");
     assert_true(wait_count(f, &f->rec[1].n[WATCH_EVENT], 1));
     assert_int_equal(watch_wd_count(f->w), 3);
@@ -636,7 +636,7 @@ static void test_nested_roots_share_wds(void **state)
 
     rm_rf(at(f, "d/s"));
     assert_true(wait_count(f, &f->rec[1].n[WATCH_ROOT_GONE], 1));
-    assert_false(watch_root_present(f->w, s));
+    assert_false(watch_is_root_present(f->w, s));
     sync_events(f);
     assert_int_equal(watch_wd_count(f->w), 2); /* d/s waits on d's own wd */
     assert_int_equal(f->rec[0].n[WATCH_ROOT_GONE], 0);
@@ -698,7 +698,7 @@ static void test_queue_overflow(void **state)
     assert_int_equal(f->rec[0].n[WATCH_OVERFLOW], 1);
     assert_int_equal(f->sent.n[WATCH_OVERFLOW], 1); /* every root is told */
     assert_true(watch_events_total(f->w) >= (uint64_t)max);
-    assert_true(watch_root_present(f->w, i));
+    assert_true(watch_is_root_present(f->w, i));
     assert_int_equal(watch_wd_count(f->w), 3); /* sentinel, d, d/late */
 
     settle_reset(f, &f->rec[0]);
@@ -792,7 +792,7 @@ static void test_bad_input(void **state)
     assert_int_equal(watch_add(f->w, NULL, rec_cb, &f->rec[0], &idx), -EINVAL);
     assert_int_equal(watch_add(f->w, at(f, "x"), NULL, NULL, &idx), -EINVAL);
     assert_int_equal(idx, 7);
-    assert_false(watch_root_present(f->w, 99));
+    assert_false(watch_is_root_present(f->w, 99));
     char longp[PATH_MAX + 16];
     memset(longp, 'a', sizeof longp - 1);
     longp[0] = '/';
@@ -833,7 +833,7 @@ static void test_unwatched_dirs_counted_and_rearmed(void **state)
     enospc_substr = "/full";
     watch__test_add_watch = fake_add_watch;
     add(f, 0, at(f, "d"));
-    assert_true(watch_root_present(f->w, f->rec[0].root));
+    assert_true(watch_is_root_present(f->w, f->rec[0].root));
     assert_int_equal(watch_unwatched_count(f->w), 1); /* full1 (below it is not reached) */
     assert_int_equal(unw[0], 1);
     assert_int_equal(unw[1], 1);
@@ -888,12 +888,12 @@ static void test_unwatched_root_rearmed(void **state)
     assert_int_equal(rename(at(f, "r"), at(f, "old")), 0);
     mkd(at(f, "r"));
     sync_events(f);
-    assert_false(watch_root_present(f->w, f->rec[0].root));
+    assert_false(watch_is_root_present(f->w, f->rec[0].root));
     assert_int_equal(watch_root_wait_reason(f->w, f->rec[0].root), -EIO);
     assert_int_equal(watch_unwatched_count(f->w), 1);
     enospc_substr = NULL;
     watch_rearm(f->w);
-    assert_true(watch_root_present(f->w, f->rec[0].root));
+    assert_true(watch_is_root_present(f->w, f->rec[0].root));
     assert_int_equal(watch_unwatched_count(f->w), 0);
     assert_true(f->rec[0].n[WATCH_ROOT_BACK] >= 1);
     watch__test_add_watch = NULL;
@@ -904,7 +904,7 @@ static void test_symlink_loop_root_reason(void **state)
     struct fx *f = *state;
     assert_int_equal(symlink("loop", at(f, "loop")), 0);
     size_t i = add(f, 0, at(f, "loop"));
-    assert_false(watch_root_present(f->w, i));
+    assert_false(watch_is_root_present(f->w, i));
     assert_int_equal(watch_root_wait_reason(f->w, i), -ELOOP);
     size_t j = add(f, 1, at(f, "nothing"));
     assert_int_equal(watch_root_wait_reason(f->w, j), -ENOENT);

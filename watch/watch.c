@@ -675,7 +675,7 @@ void watch_rearm(struct watch *w)
     unw_report(w);
 }
 
-int watch_root_present(const struct watch *w, size_t index)
+int watch_is_root_present(const struct watch *w, size_t index)
 {
     return index < w->nroots && w->roots[index].present;
 }

@@ -63,7 +63,7 @@ int watch_create(uv_loop_t *loop, struct watch **out);
 
 /* Adds a root (copied; trailing '/' removed). cb/ud receive its events. Never
  * fails because the path is missing: the root then waits for it
- * (watch_root_present() = 0), and a warn-level log line says so, once per
+ * (watch_is_root_present() = 0), and a warn-level log line says so, once per
  * absence. Returns 0 and *index (0, 1, 2... in call order), or <0:
  * -EINVAL (NULL or empty path, NULL cb or index), -ENOMEM, or the error that
  * keeps an existing root from being watched (-EACCES, -ENAMETOOLONG, -ENOSPC
@@ -72,7 +72,7 @@ int watch_create(uv_loop_t *loop, struct watch **out);
 int watch_add(struct watch *w, const char *path, watch_cb cb, void *ud, size_t *index);
 
 /* 1 if the root exists and is armed, 0 if it is being waited for. */
-int watch_root_present(const struct watch *w, size_t index);
+int watch_is_root_present(const struct watch *w, size_t index);
 
 /* Total raw inotify events read. */
 uint64_t watch_events_total(const struct watch *w);
