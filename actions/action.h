@@ -49,19 +49,19 @@ typedef void (*action_done)(void *ud, enum action a, const struct action_result 
 /* What one attempt's actions read, fixed when the attempt starts. Strings
  * and vectors are owned (malloc'd); action_params_free releases them. */
 struct action_params {
-    int dry_run;           /* --dry-run: report success without acting */
-    int events;            /* --events: post Kubernetes Events */
+    int dry_run; /* --dry-run: report success without acting */
+    int events;  /* --events: post Kubernetes Events */
     /* signal (and the restart action's target) */
-    int signal;            /* --signal */
-    char *process;         /* --process, NULL if unset */
-    char *pid_file;        /* --pid-file, NULL if unset */
-    int signal_all;        /* --signal-all */
+    int signal;     /* --signal */
+    char *process;  /* --process, NULL if unset */
+    char *pid_file; /* --pid-file, NULL if unset */
+    int signal_all; /* --signal-all */
     /* http */
     char *http_url;
     char *http_method;
-    char **http_headers;   /* "Name: value" */
+    char **http_headers; /* "Name: value" */
     size_t nhttp_headers;
-    char **http_expect;    /* --http-expect-status: "200", "2xx", ... */
+    char **http_expect; /* --http-expect-status: "200", "2xx", ... */
     size_t nhttp_expect;
     uint64_t http_timeout_ms;
     /* exec */
@@ -74,8 +74,8 @@ struct action_params {
     char *hash_annotation;
     uint64_t rollout_jitter_ms;
     uint64_t min_interval_ms;
-    char rollout_hash[65];  /* 64 hex of the content's rollout hash */
-    char *rollout_files;    /* JSON map path -> digest prefix, or NULL */
+    char rollout_hash[65]; /* 64 hex of the content's rollout hash */
+    char *rollout_files;   /* JSON map path -> digest prefix, or NULL */
 };
 
 /* Frees what p owns and zeroes it. */
@@ -90,8 +90,8 @@ struct owner_info;
 /* What the actions share across attempts; owned by the engine. */
 struct action_env {
     uv_loop_t *loop;
-    struct rollout *ro;          /* the rollout's state: NULL without a Kubernetes client */
-    void *state[ACTION__COUNT];  /* each action's own state, created by it on first use */
+    struct rollout *ro;         /* the rollout's state: NULL without a Kubernetes client */
+    void *state[ACTION__COUNT]; /* each action's own state, created by it on first use */
 };
 
 /* One action's behaviour. */

@@ -18,10 +18,10 @@
 struct exec_job;
 
 struct exec_result {
-    int spawn_error;   /* 0, or the UV_E* from uv_spawn (e.g. UV_ENOENT) */
+    int spawn_error; /* 0, or the UV_E* from uv_spawn (e.g. UV_ENOENT) */
     int64_t exit_status;
-    int term_signal;   /* signal that ended it, 0 if none */
-    int timed_out;     /* 1 if killed because of the timeout */
+    int term_signal; /* signal that ended it, 0 if none */
+    int timed_out;   /* 1 if killed because of the timeout */
 };
 
 typedef void (*exec_done)(void *ud, const struct exec_result *res);

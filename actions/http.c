@@ -58,8 +58,7 @@ static void http_done(void *ud, const struct httpc_result *res)
         snprintf(buf, sizeof buf, "%s %s: %s", p->http_method, url, why);
         report(run.done, run.ud, -EIO, buf);
     } else if (!is_expected(p, res->status)) {
-        snprintf(buf, sizeof buf, "%s %s: unexpected status %ld", p->http_method, url,
-                 res->status);
+        snprintf(buf, sizeof buf, "%s %s: unexpected status %ld", p->http_method, url, res->status);
         report(run.done, run.ud, -EIO, buf);
     } else {
         report(run.done, run.ud, 0, NULL);

@@ -28,10 +28,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PROC_COMM_MAX 15          /* TASK_COMM_LEN - 1: comm is truncated to this */
-#define PROC_PARENT_STEPS 64      /* bound on the parent-chain walk */
+#define PROC_COMM_MAX 15            /* TASK_COMM_LEN - 1: comm is truncated to this */
+#define PROC_PARENT_STEPS 64        /* bound on the parent-chain walk */
 #define PROC_PF_KTHREAD 0x00200000u /* kernel thread flag, field 9 of stat */
-#define PROC_PID_FILE_MAX 255     /* longer is not a PID file */
+#define PROC_PID_FILE_MAX 255       /* longer is not a PID file */
 
 /* The fields of /proc/PID/stat that we use. */
 struct pstat {
@@ -83,9 +83,10 @@ static int stat_read(pid_t pid, struct pstat *st)
      * from the last ')'. Fields 3 state, 4 ppid, 9 flags, 22 starttime. */
     const char *p = strrchr(buf, ')');
     int ppid;
-    if (!p || sscanf(p + 1,
-                     " %c %d %*s %*s %*s %*s %u %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu",
-                     &st->state, &ppid, &st->flags, &st->start_time) != 4)
+    if (!p ||
+        sscanf(p + 1,
+               " %c %d %*s %*s %*s %*s %u %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu",
+               &st->state, &ppid, &st->flags, &st->start_time) != 4)
         return -EIO;
     st->ppid = (pid_t)ppid;
     return 0;
@@ -157,10 +158,7 @@ static int pid_file_read_st(const char *path, pid_t *out, struct stat *st)
     return 0;
 }
 
-int proc_pid_file_read(const char *path, pid_t *out)
-{
-    return pid_file_read_st(path, out, NULL);
-}
+int proc_pid_file_read(const char *path, pid_t *out) { return pid_file_read_st(path, out, NULL); }
 
 int proc_pidfd_alive(int pidfd)
 {
@@ -185,8 +183,8 @@ static long long start_wall_ns(unsigned long long ticks)
     if (hz <= 0) hz = 100;
     clock_gettime(CLOCK_REALTIME, &real);
     clock_gettime(CLOCK_BOOTTIME, &boot);
-    long long boot_ns = ((long long)real.tv_sec - boot.tv_sec) * 1000000000LL +
-                        (real.tv_nsec - boot.tv_nsec);
+    long long boot_ns =
+        ((long long)real.tv_sec - boot.tv_sec) * 1000000000LL + (real.tv_nsec - boot.tv_nsec);
     return boot_ns + (long long)(ticks / (unsigned long long)hz) * 1000000000LL +
            (long long)(ticks % (unsigned long long)hz) * (1000000000LL / hz);
 }
@@ -366,8 +364,7 @@ const char *proc_hint(int err, const struct proc_scan_info *info)
     case -EPERM:
         return "not permitted to signal the process: run reload-agent with the same UID as the "
                "application (securityContext.runAsUser) or grant CAP_KILL";
-    case -ENOENT:
-        return "the pid file does not exist or is empty";
+    case -ENOENT: return "the pid file does not exist or is empty";
     case -EINVAL:
         return "invalid target: the pid file must be a regular file holding one positive decimal "
                "PID other than 1 and reload-agent's own, and a process name must be non-empty "
@@ -376,11 +373,8 @@ const char *proc_hint(int err, const struct proc_scan_info *info)
         return "stale pid file: the process with that PID started after the file was last "
                "written, so it is not the file's writer (its PID was reused); it is not "
                "signalled, and the pid file is read again on the next attempt";
-    case -ESRCH:
-        return "the process has exited or its PID was reused; it will be looked up again";
-    case -EACCES:
-        return "permission denied reading the pid file or /proc";
-    default:
-        return "unexpected error while looking up or signalling the process";
+    case -ESRCH: return "the process has exited or its PID was reused; it will be looked up again";
+    case -EACCES: return "permission denied reading the pid file or /proc";
+    default: return "unexpected error while looking up or signalling the process";
     }
 }

@@ -49,7 +49,7 @@ struct proc_match {
 
 /* What the scan saw, to explain an empty result. */
 struct proc_scan_info {
-    size_t visible;        /* processes visible in /proc */
+    size_t visible;         /* processes visible in /proc */
     int only_self_and_init; /* 1 if nothing but us and PID 1 is visible */
 };
 

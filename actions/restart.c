@@ -51,9 +51,10 @@ static void on_exit_readable(uv_poll_t *p, int status, int events)
 {
     struct restart_job *j = p->data;
     (void)events;
-    if (status < 0) snprintf(j->err, sizeof j->err, "waiting for PID %d: %s", (int)j->pid,
-                             uv_strerror(status));
-    else log_info("PID %d exited; the kubelet restarts the container", (int)j->pid);
+    if (status < 0)
+        snprintf(j->err, sizeof j->err, "waiting for PID %d: %s", (int)j->pid, uv_strerror(status));
+    else
+        log_info("PID %d exited; the kubelet restarts the container", (int)j->pid);
     finish(j, status >= 0);
 }
 
@@ -90,8 +91,8 @@ int restart_start(uv_loop_t *loop, const struct proc_target *t, int sig, uint64_
         int why = n <= 0 ? (n == 0 ? 0 : n) : fd < 0 ? fd : rc;
         snprintf(j->err, sizeof j->err, "cannot restart %s: %s",
                  t->pid_file && *t->pid_file ? t->pid_file
-                 : t->name && *t->name      ? t->name
-                                            : "(no --process or --pid-file configured)",
+                 : t->name && *t->name       ? t->name
+                                             : "(no --process or --pid-file configured)",
                  proc_hint(why, &info));
         if (fd >= 0) close(fd);
         uv_timer_start(&j->timer, on_timeout, 0, 0); /* report asynchronously */

@@ -120,9 +120,10 @@ static void finish_about(struct rollout *r, const struct owner_info *o, enum rol
     if (res == ROLLOUT_PATCHED) {
         char msg[600];
         if (o && o->via_kind)
-            snprintf(msg, sizeof msg, "reload-agent patched the pod template of %s %s (this "
-                     "%s's spec.workloadRef): content hash %.12s", o->kind, o->name, o->via_kind,
-                     r->hash);
+            snprintf(msg, sizeof msg,
+                     "reload-agent patched the pod template of %s %s (this "
+                     "%s's spec.workloadRef): content hash %.12s",
+                     o->kind, o->name, o->via_kind, r->hash);
         else
             snprintf(msg, sizeof msg, "reload-agent patched the pod template: content hash %.12s",
                      r->hash);
@@ -201,9 +202,13 @@ static void do_patch(struct rollout *r)
     free(lk);
     if (!body) ra_oom();
     snprintf(q, sizeof q, "%s?fieldManager=reload-agent", r->owner->path);
-    struct kube_req req = {.verb = "patch", .resource = r->owner->resource,
-                           .group = r->owner->group, .method = "PATCH", .path = q,
-                           .content_type = r->owner->patch_type, .body = body,
+    struct kube_req req = {.verb = "patch",
+                           .resource = r->owner->resource,
+                           .group = r->owner->group,
+                           .method = "PATCH",
+                           .path = q,
+                           .content_type = r->owner->patch_type,
+                           .body = body,
                            .body_len = strlen(body)};
     if (request(r, &req, on_patched) < 0) finish(r, ROLLOUT_FAILED, "cannot start the PATCH");
     free(body);
@@ -242,9 +247,13 @@ static void on_got(void *ud, const struct kube_resp *resp)
         finish(r, ROLLOUT_FAILED, "the owner's GET reply is not a JSON object");
         return;
     }
-    struct rollout_input in = {.kind = r->owner->ki, .hash = r->hash, .files = r->files,
-                               .min_interval_ms = r->p.min_interval_ms, .now = time(NULL),
-                               .guard = &r->guard, .flip_counted = r->flip_counted};
+    struct rollout_input in = {.kind = r->owner->ki,
+                               .hash = r->hash,
+                               .files = r->files,
+                               .min_interval_ms = r->p.min_interval_ms,
+                               .now = time(NULL),
+                               .guard = &r->guard,
+                               .flip_counted = r->flip_counted};
     struct rollout_decision *d = malloc(sizeof *d);
     if (!d) ra_oom();
     rollout__decide(&st, &in, d);
@@ -254,9 +263,7 @@ static void on_got(void *ud, const struct kube_resp *resp)
         r->flip_counted = 1; /* a GET after a --min-interval wait sees it again */
     }
     switch (d->verdict) {
-    case ROLLOUT_V_CURRENT:
-        finish(r, ROLLOUT_ALREADY_CURRENT, NULL);
-        break;
+    case ROLLOUT_V_CURRENT: finish(r, ROLLOUT_ALREADY_CURRENT, NULL); break;
     case ROLLOUT_V_BLOCKED:
         if (d->owner_blocks) { /* resolve the owner again at the next apply */
             struct owner_info *o = r->owner;
@@ -284,8 +291,11 @@ static void on_got(void *ud, const struct kube_resp *resp)
 
 static void do_get(struct rollout *r)
 {
-    struct kube_req req = {.verb = "get", .resource = r->owner->resource, .group = r->owner->group,
-                           .method = "GET", .path = r->owner->path};
+    struct kube_req req = {.verb = "get",
+                           .resource = r->owner->resource,
+                           .group = r->owner->group,
+                           .method = "GET",
+                           .path = r->owner->path};
     if (request(r, &req, on_got) < 0) finish(r, ROLLOUT_FAILED, "cannot start the GET");
 }
 
@@ -428,9 +438,10 @@ static void rollout_action_start(struct action_env *env, const struct action_par
         .min_interval_ms = p->min_interval_ms,
         .events = p->events,
     };
-    if (!env->ro) err = "no Kubernetes API client (internal error)";
-    else if (rollout_apply(env->ro, &rp, p->rollout_hash, p->rollout_files, rollout_run_done,
-                           run) < 0)
+    if (!env->ro)
+        err = "no Kubernetes API client (internal error)";
+    else if (rollout_apply(env->ro, &rp, p->rollout_hash, p->rollout_files, rollout_run_done, run) <
+             0)
         err = "cannot start the rollout";
     if (err) {
         free(run);

@@ -71,18 +71,16 @@ static void differing_paths(const char *ours, const char *theirs, char *out, siz
     size_t len = 0;
     out[0] = '\0';
     const cJSON *e;
-    if (cJSON_IsObject(a))
-        cJSON_ArrayForEach(e, a)
+    if (cJSON_IsObject(a)) cJSON_ArrayForEach(e, a)
         {
-            const cJSON *o = cJSON_IsObject(b) ? cJSON_GetObjectItemCaseSensitive(b, e->string)
-                                               : NULL;
+            const cJSON *o =
+                cJSON_IsObject(b) ? cJSON_GetObjectItemCaseSensitive(b, e->string) : NULL;
             if (!o || !cJSON_IsString(o) || !cJSON_IsString(e) ||
                 strcmp(o->valuestring, e->valuestring) != 0)
                 len += (size_t)snprintf(out + len, len < outlen ? outlen - len : 0, "%s%s",
                                         len ? ", " : "", e->string);
         }
-    if (cJSON_IsObject(b))
-        cJSON_ArrayForEach(e, b)
+    if (cJSON_IsObject(b)) cJSON_ArrayForEach(e, b)
         {
             if (!cJSON_IsObject(a) || !cJSON_GetObjectItemCaseSensitive(a, e->string))
                 len += (size_t)snprintf(out + len, len < outlen ? outlen - len : 0, "%s%s",
@@ -117,8 +115,7 @@ static uint64_t interval_left(const char *last, uint64_t gap_ms, time_t now)
 {
     struct tm tm = {0};
     const char *end;
-    if (!last || !gap_ms || !(end = strptime(last, "%Y-%m-%dT%H:%M:%SZ", &tm)) || *end)
-        return 0;
+    if (!last || !gap_ms || !(end = strptime(last, "%Y-%m-%dT%H:%M:%SZ", &tm)) || *end) return 0;
     time_t at = timegm(&tm);
     if (at == (time_t)-1) return 0;
     if (now < at) /* another node's clock runs ahead: wait, unless the time is bogus */
@@ -135,8 +132,8 @@ void rollout__decide(const struct rollout_state *st, const struct rollout_input 
     const char *why = NULL;
 
     memset(d, 0, sizeof *d);
-    if (in->kind) why = owner_not_rolling(in->kind, st->root, d->warn_buf, sizeof d->warn_buf,
-                                          &blocks);
+    if (in->kind)
+        why = owner_not_rolling(in->kind, st->root, d->warn_buf, sizeof d->warn_buf, &blocks);
     if (why && blocks) {
         d->verdict = ROLLOUT_V_BLOCKED;
         d->owner_blocks = 1;

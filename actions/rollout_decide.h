@@ -21,49 +21,49 @@
 
 /* What the owner's GET reply says (pointers into root). */
 struct rollout_state {
-    struct cJSON *root;        /* the parsed reply (owned) */
-    const char *current;       /* spec.template.metadata.annotations[hash annotation] */
-    const char *their_files;   /* ... [files annotation] */
-    const char *last_rollout;  /* metadata.annotations[<prefix>/last-rollout] */
+    struct cJSON *root;       /* the parsed reply (owned) */
+    const char *current;      /* spec.template.metadata.annotations[hash annotation] */
+    const char *their_files;  /* ... [files annotation] */
+    const char *last_rollout; /* metadata.annotations[<prefix>/last-rollout] */
 };
 
 /* The oscillation guard's memory, kept by the rollout across applies. */
 struct rollout_guard {
-    char last_set[65];                 /* the hash this agent last PATCHed, "" if none */
-    time_t flips[ROLLOUT_FLIP_LIMIT];  /* when it was found replaced by another hash */
+    char last_set[65];                /* the hash this agent last PATCHed, "" if none */
+    time_t flips[ROLLOUT_FLIP_LIMIT]; /* when it was found replaced by another hash */
     size_t nflips;
 };
 
 /* What decide reads besides the state. */
 struct rollout_input {
-    const struct owner_kind *kind;    /* of the object whose template is patched */
-    const char *hash;                 /* ours, 64 hex */
-    const char *files;                /* our files map (JSON object text), or NULL */
-    uint64_t min_interval_ms;         /* --min-interval, 0 = none */
-    time_t now;                       /* wall-clock seconds */
+    const struct owner_kind *kind; /* of the object whose template is patched */
+    const char *hash;              /* ours, 64 hex */
+    const char *files;             /* our files map (JSON object text), or NULL */
+    uint64_t min_interval_ms;      /* --min-interval, 0 = none */
+    time_t now;                    /* wall-clock seconds */
     const struct rollout_guard *guard;
-    int flip_counted;                 /* this apply already recorded the replaced hash
+    int flip_counted; /* this apply already recorded the replaced hash
                                          it saw (it then waited for --min-interval) */
 };
 
 enum rollout_verdict {
-    ROLLOUT_V_PATCH = 0,   /* send the PATCH now */
-    ROLLOUT_V_CURRENT,     /* the template already carries our hash */
-    ROLLOUT_V_BLOCKED,     /* do not patch: reason says why (permanent for this content) */
-    ROLLOUT_V_WAIT,        /* --min-interval: GET again after wait_ms */
+    ROLLOUT_V_PATCH = 0, /* send the PATCH now */
+    ROLLOUT_V_CURRENT,   /* the template already carries our hash */
+    ROLLOUT_V_BLOCKED,   /* do not patch: reason says why (permanent for this content) */
+    ROLLOUT_V_WAIT,      /* --min-interval: GET again after wait_ms */
 };
 
 struct rollout_decision {
     enum rollout_verdict verdict;
-    uint64_t wait_ms;         /* ROLLOUT_V_WAIT */
-    int flipped;              /* our hash was replaced by another, and this apply has
+    uint64_t wait_ms;    /* ROLLOUT_V_WAIT */
+    int flipped;         /* our hash was replaced by another, and this apply has
                                  not recorded that yet: record it (guard) */
-    int owner_blocks;         /* BLOCKED by the owner itself (owner_not_rolling), not
+    int owner_blocks;    /* BLOCKED by the owner itself (owner_not_rolling), not
                                  by the oscillation guard: resolve the owner again next time */
-    const char *warning;      /* the patch lands but rolls nothing until the user acts
+    const char *warning; /* the patch lands but rolls nothing until the user acts
                                  (paused, OnDelete): warn; NULL if none */
-    char reason[1400];        /* BLOCKED: one line; otherwise "" */
-    char warn_buf[600];       /* storage for warning / owner_not_rolling */
+    char reason[1400];   /* BLOCKED: one line; otherwise "" */
+    char warn_buf[600];  /* storage for warning / owner_not_rolling */
 };
 
 /* The annotation keys derived from --hash-annotation: "<key minus -hash>-files"

@@ -59,8 +59,10 @@ static void remember_pid_file(struct signal_state *s, const struct stat *st)
 {
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
-    if (st->st_ino != 0 && st->st_ctim.tv_sec + 1 < now.tv_sec) s->pf = *st;
-    else s->pf = (struct stat){0};
+    if (st->st_ino != 0 && st->st_ctim.tv_sec + 1 < now.tv_sec)
+        s->pf = *st;
+    else
+        s->pf = (struct stat){0};
 }
 
 /* Signals the cached target if it is still the pid file's process. pf is

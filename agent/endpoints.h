@@ -15,7 +15,7 @@
 struct endpoints_ctx {
     struct monitor **mon;
     struct engine **eng;
-    const int *ready;           /* 1 once the first baseline is done; /readyz also asks
+    const int *ready;              /* 1 once the first baseline is done; /readyz also asks
                                  * the monitor (baseline taken, every directory watched) */
     const char *last_config_error; /* "" if none */
 };

@@ -115,8 +115,10 @@ static void pod_event(struct engine *e, int action, int ok, const char *err)
     char msg[700];
     char hex[HASH_HEX_LEN + 1];
     hash_hex(e->inflight_target.total, hex);
-    if (ok) snprintf(msg, sizeof msg, "%s reload for content hash %.12s", action_name(action), hex);
-    else snprintf(msg, sizeof msg, "%s reload failed: %s", action_name(action), err ? err : "");
+    if (ok)
+        snprintf(msg, sizeof msg, "%s reload for content hash %.12s", action_name(action), hex);
+    else
+        snprintf(msg, sizeof msg, "%s reload failed: %s", action_name(action), err ? err : "");
     kev_post(e->ev, &obj, ok ? "Normal" : "Warning", ok ? "Reloaded" : "ReloadFailed", msg);
 }
 
@@ -178,8 +180,10 @@ static void part_done(void *ud, enum action action, const struct action_result *
         uv_close((uv_handle_t *)&e->timer, on_timer_closed);
         return;
     }
-    if (e->parts_failed == 0) schedule(e); /* the content may have moved on meanwhile */
-    else arm_retry(e);
+    if (e->parts_failed == 0)
+        schedule(e); /* the content may have moved on meanwhile */
+    else
+        arm_retry(e);
 }
 
 /* The files annotation: rollout-class path -> 16 hex of its digest; NULL
@@ -336,10 +340,11 @@ void engine_reconcile(struct engine *e, const char *pod_hash)
         log_rec_str(&r, "pod_hash", pod_hash ? pod_hash : "");
         log_rec_str(&r, "hash", hex);
         log_rec_bool(&r, "rollout", differ);
-        log_rec_end(&r, "%s", !pod_hash || !*pod_hash ? "the pod carries no rollout hash: "
-                                                         "nothing to reconcile"
-                              : differ ? "the pod was created from other content: rolling"
-                                       : "the pod runs the current content");
+        log_rec_end(&r, "%s",
+                    !pod_hash || !*pod_hash ? "the pod carries no rollout hash: "
+                                              "nothing to reconcile"
+                    : differ                ? "the pod was created from other content: rolling"
+                                            : "the pod runs the current content");
     }
     if (!differ) return;
     e->failed_mask |= ACTION_BIT(ACTION_ROLLOUT); /* forces a rollout of the current content */

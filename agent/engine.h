@@ -29,13 +29,13 @@
 struct engine;
 
 struct engine_status {
-    const char *last_action;  /* e.g. "signal", "" if none yet */
-    const char *last_result;  /* "success", "failure", "" */
-    const char *last_error;   /* "" if none */
-    int attempt;              /* attempts of the pending job so far, 0 if none */
-    int inflight;             /* an action is running */
-    int retry_pending;        /* a retry timer is armed */
-    uint64_t retry_in_ms;     /* time until it fires */
+    const char *last_action; /* e.g. "signal", "" if none yet */
+    const char *last_result; /* "success", "failure", "" */
+    const char *last_error;  /* "" if none */
+    int attempt;             /* attempts of the pending job so far, 0 if none */
+    int inflight;            /* an action is running */
+    int retry_pending;       /* a retry timer is armed */
+    uint64_t retry_in_ms;    /* time until it fires */
     char applied[HASH_HEX_LEN + 1];
 };
 

@@ -161,16 +161,14 @@ char *metrics_render(size_t *len)
            "Directories under the watch roots that could not be watched (e.g. the "
            "fs.inotify.max_user_watches limit): changes there are missed until they are.");
     emit(&o, "reload_agent_unwatched_directories %llu\n", (unsigned long long)M.unwatched_dirs);
-    family(&o, "reload_agent_action_duration_seconds", "histogram",
-           "Duration of action attempts.");
+    family(&o, "reload_agent_action_duration_seconds", "histogram", "Duration of action attempts.");
     for (size_t i = 0; i < NBUCKETS; i++)
         emit(&o, "reload_agent_action_duration_seconds_bucket{le=\"%g\"} %llu\n", BUCKETS[i],
              (unsigned long long)M.hist[i]);
     emit(&o, "reload_agent_action_duration_seconds_bucket{le=\"+Inf\"} %llu\n",
          (unsigned long long)M.hist_count);
     emit(&o, "reload_agent_action_duration_seconds_sum %.6f\n", M.hist_sum);
-    emit(&o, "reload_agent_action_duration_seconds_count %llu\n",
-         (unsigned long long)M.hist_count);
+    emit(&o, "reload_agent_action_duration_seconds_count %llu\n", (unsigned long long)M.hist_count);
     if (M.api) {
         family(&o, "reload_agent_api_requests_total", "counter",
                "Kubernetes API requests by HTTP status code (0: no response).");

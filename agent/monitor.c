@@ -691,7 +691,10 @@ uint64_t monitor_watch_events(const struct monitor *m) { return watch_events_tot
 uint64_t monitor_changes(const struct monitor *m) { return m->changes; }
 size_t monitor_root_count(const struct monitor *m) { return m->nroots; }
 const char *monitor_root(const struct monitor *m, size_t i) { return m->roots[i]; }
-int monitor_is_root_present(const struct monitor *m, size_t i) { return watch_is_root_present(m->w, i); }
+int monitor_is_root_present(const struct monitor *m, size_t i)
+{
+    return watch_is_root_present(m->w, i);
+}
 size_t monitor_unwatched(const struct monitor *m) { return m->unwatched; }
 int monitor_has_baseline(const struct monitor *m) { return m->have_base; }
 int monitor_hashing(const struct monitor *m) { return m->job != NULL; }

@@ -34,9 +34,9 @@
 static struct {
     uv_loop_t loop;
     struct cfg_layer flags;
-    struct config cfg;          /* the configuration in force */
-    struct config boot;         /* as at start: what restart-only options hold */
-    char *annot_path;           /* NULL = no annotations file */
+    struct config cfg;  /* the configuration in force */
+    struct config boot; /* as at start: what restart-only options hold */
+    char *annot_path;   /* NULL = no annotations file */
     uv_timer_t annot_timer;
     struct monitor *mon;
     struct engine *eng;
@@ -82,8 +82,10 @@ static void apply_sched(int64_t was, const struct config *c)
                                              "or a seccomp filter refuses sched_setattr)"
                                            : strerror(-rc);
             log_rec_str(&r, "error", why);
-            log_rec_end(&r, "cannot set the scheduler slice (--sched-slice): %s; the agent works "
-                        "on with the slice it has", why);
+            log_rec_end(&r,
+                        "cannot set the scheduler slice (--sched-slice): %s; the agent works "
+                        "on with the slice it has",
+                        why);
         }
     }
 }
@@ -157,14 +159,16 @@ static void on_pod_read(void *ud, const struct owner_info *o)
                 log_rec_str(&r, "container", m->container);
                 log_rec_str(&r, "volume", m->volume);
                 log_rec_str(&r, "mount_path", m->mount_path);
-                log_rec_end(&r, "container %s mounts volume %s at %s with subPath: the kubelet "
-                                "never updates subPath mounts, so that container will not see "
-                                "changes; mount the whole volume instead",
+                log_rec_end(&r,
+                            "container %s mounts volume %s at %s with subPath: the kubelet "
+                            "never updates subPath mounts, so that container will not see "
+                            "changes; mount the whole volume instead",
                             m->container, m->volume, m->mount_path);
             }
         }
     if (reconcile && R.eng)
-        engine_reconcile(R.eng, o->have_pod ? owner_pod_annotation(o, R.cfg.hash_annotation) : NULL);
+        engine_reconcile(R.eng,
+                         o->have_pod ? owner_pod_annotation(o, R.cfg.hash_annotation) : NULL);
 }
 
 /* --on-start reconcile: the pod's template hash comes from the annotations
@@ -194,8 +198,8 @@ static void on_token_event(void *ud, size_t root, enum watch_why why)
 static int start_kube(char *err, size_t errlen)
 {
     int need = uses_rollout(&R.cfg);
-    int want_events = R.cfg.events && ((R.cfg.kube_api && *R.cfg.kube_api) ||
-                                       getenv("KUBERNETES_SERVICE_HOST"));
+    int want_events =
+        R.cfg.events && ((R.cfg.kube_api && *R.cfg.kube_api) || getenv("KUBERNETES_SERVICE_HOST"));
     if (!need && !want_events) return 0;
     int rc = httpc_create(&R.loop, &R.hc);
     if (rc < 0) {
@@ -204,8 +208,10 @@ static int start_kube(char *err, size_t errlen)
         log_info("Kubernetes Events off: %s", err);
         return 0;
     }
-    struct kube_config kc = {.api = R.cfg.kube_api, .token_file = R.cfg.kube_token_file,
-                             .ca_file = R.cfg.kube_ca_file, .pod_name = R.cfg.pod_name,
+    struct kube_config kc = {.api = R.cfg.kube_api,
+                             .token_file = R.cfg.kube_token_file,
+                             .ca_file = R.cfg.kube_ca_file,
+                             .pod_name = R.cfg.pod_name,
                              .namespace_ = R.cfg.namespace_};
     rc = kube_create(&R.loop, R.hc, &kc, &R.kube, err, errlen);
     if (rc < 0) {
@@ -247,7 +253,8 @@ static int start_monitor(void)
     struct monitor_extra extra[2];
     size_t nextra = 0;
     if (R.annot_path) extra[nextra++] = (struct monitor_extra){R.annot_path, on_annot_event, NULL};
-    if (R.kube) extra[nextra++] = (struct monitor_extra){kube_token_path(R.kube), on_token_event, NULL};
+    if (R.kube)
+        extra[nextra++] = (struct monitor_extra){kube_token_path(R.kube), on_token_event, NULL};
     struct monitor_sub_rule *rules = sub_rules(&R.cfg);
     struct monitor_opts o = {
         .extra = extra,
@@ -336,8 +343,9 @@ static void reload_annotations(uv_timer_t *t)
         snprintf(R.last_config_error, sizeof R.last_config_error, "%s", err);
         if (log_rec_begin(&r, RA_LOG_ERROR, "config-error")) {
             log_rec_str(&r, "error", err);
-            log_rec_end(&r, "rejected the annotations update, keeping the last good "
-                            "configuration: %s",
+            log_rec_end(&r,
+                        "rejected the annotations update, keeping the last good "
+                        "configuration: %s",
                         err);
         }
         return;
@@ -375,8 +383,10 @@ static void on_engine_closed(void *ud)
     R.eng = NULL;
     struct rollout *ro = R.ro;
     R.ro = NULL;
-    if (ro) rollout_close(ro, on_rollout_closed, NULL);
-    else on_rollout_closed(NULL);
+    if (ro)
+        rollout_close(ro, on_rollout_closed, NULL);
+    else
+        on_rollout_closed(NULL);
 }
 
 static void shutdown_all(void)
@@ -391,8 +401,10 @@ static void shutdown_all(void)
     if (R.mon) monitor_close(R.mon, NULL, NULL);
     R.mon = NULL;
     /* An action in flight finishes or times out, then the client closes. */
-    if (R.eng) engine_close(R.eng, on_engine_closed, NULL);
-    else on_engine_closed(NULL);
+    if (R.eng)
+        engine_close(R.eng, on_engine_closed, NULL);
+    else
+        on_engine_closed(NULL);
     uv_close((uv_handle_t *)&R.sigterm, on_closed_noop);
     uv_close((uv_handle_t *)&R.sigint, on_closed_noop);
     uv_close((uv_handle_t *)&R.sighup, on_closed_noop);
@@ -433,7 +445,8 @@ int run_main(int argc, char **argv)
         return 0;
     }
     const char *ap = cfg_layer_get(&R.flags, "annotations");
-    if (ap && *ap) R.annot_path = strdup(ap);
+    if (ap && *ap)
+        R.annot_path = strdup(ap);
     else if (!ap && access(CFG_DEFAULT_ANNOTATIONS_FILE, F_OK) == 0)
         R.annot_path = strdup(CFG_DEFAULT_ANNOTATIONS_FILE);
 

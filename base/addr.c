@@ -23,7 +23,8 @@ int addr_parse_listen(const char *listen, struct sockaddr_storage *out, char *er
     size_t nd = strspn(p, "0123456789");
     long port = nd >= 1 && nd <= 5 && p[nd] == '\0' ? strtol(p, NULL, 10) : -1;
     if (port < 0 || port > 65535) {
-        snprintf(err, errlen, "listen address \"%s\": port \"%s\" is not a number 0-65535", listen, p);
+        snprintf(err, errlen, "listen address \"%s\": port \"%s\" is not a number 0-65535", listen,
+                 p);
         return -EINVAL;
     }
     char host[64];
@@ -44,8 +45,10 @@ int addr_parse_listen(const char *listen, struct sockaddr_storage *out, char *er
     int rc = v6 ? uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)out)
                 : uv_ip4_addr(hlen ? host : "0.0.0.0", (int)port, (struct sockaddr_in *)out);
     if (rc != 0 || (v6 && hlen == 0)) {
-        snprintf(err, errlen, "listen address \"%s\": host \"%s\" is not a numeric IPv4 address "
-                 "or a [bracketed] IPv6 address", listen, host);
+        snprintf(err, errlen,
+                 "listen address \"%s\": host \"%s\" is not a numeric IPv4 address "
+                 "or a [bracketed] IPv6 address",
+                 listen, host);
         return -EINVAL;
     }
     return 0;

@@ -81,8 +81,10 @@ static int read_all(int fd, const char *path, size_t max, size_t hint, char **ou
             explicit_bzero(buf, len);
             free(buf);
             if (e == EAGAIN) /* a procfs file that waits for data, like /proc/kmsg */
-                return fail(err, errlen, -e, "%s: cannot read: it would block (not an ordinary "
-                                             "file)", path);
+                return fail(err, errlen, -e,
+                            "%s: cannot read: it would block (not an ordinary "
+                            "file)",
+                            path);
             return fail(err, errlen, -e, "%s: cannot read: %s", path, strerror(e));
         }
         if (r == 0) break;

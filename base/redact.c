@@ -31,10 +31,10 @@ static size_t finish(struct sink *s)
 
 /* The parts of a URL: [scheme://][userinfo@]rest[?query][#fragment]. */
 struct url_parts {
-    size_t auth;      /* where the authority starts (after "://"), 0 if none */
-    size_t at;        /* index of the userinfo's '@', or (size_t)-1 */
-    size_t query;     /* index of '?', or the length */
-    size_t fragment;  /* index of '#', or the length */
+    size_t auth;     /* where the authority starts (after "://"), 0 if none */
+    size_t at;       /* index of the userinfo's '@', or (size_t)-1 */
+    size_t query;    /* index of '?', or the length */
+    size_t fragment; /* index of '#', or the length */
     size_t len;
 };
 

@@ -30,7 +30,8 @@ struct entry {
     size_t line;
 };
 
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
 {
@@ -71,7 +72,8 @@ static void free_entries(struct entry *e, size_t n)
 }
 
 /* Parses one line (without its '\n' and '\r') into *e. */
-static int parse_line(const char *s, size_t len, size_t line, struct entry *e, char *err, size_t errlen)
+static int parse_line(const char *s, size_t len, size_t line, struct entry *e, char *err,
+                      size_t errlen)
 {
     char q[QUOTED_MAX], qerr[160];
     const char *eq = memchr(s, '=', len);
@@ -88,19 +90,21 @@ static int parse_line(const char *s, size_t len, size_t line, struct entry *e, c
     gq_quote_to(q, sizeof q, s, klen);
     for (k = 0; k < klen; k++)
         if (!key_char_ok(s[k]))
-            return fail(err, errlen, -EINVAL, "line %zu: invalid character in key %s at offset %zu", line, q,
-                        k);
+            return fail(err, errlen, -EINVAL, "line %zu: invalid character in key %s at offset %zu",
+                        line, q, k);
     vlen = len - klen - 1;
     if (vlen == 0 || eq[1] != '"')
-        return fail(err, errlen, -EINVAL, "line %zu: value for key %s does not start with '\"'", line, q);
+        return fail(err, errlen, -EINVAL, "line %zu: value for key %s does not start with '\"'",
+                    line, q);
     rc = gq_unquote(eq + 1, vlen, &e->a.val, &e->a.vlen, &used, qerr, sizeof qerr);
     if (rc == -ENOMEM) return fail(err, errlen, rc, "out of memory");
-    if (rc) return fail(err, errlen, rc, "line %zu: bad quoted value for key %s: %s", line, q, qerr);
+    if (rc)
+        return fail(err, errlen, rc, "line %zu: bad quoted value for key %s: %s", line, q, qerr);
     if (used != vlen) {
         free(e->a.val);
         e->a.val = NULL;
-        return fail(err, errlen, -EINVAL, "line %zu: unexpected text after the closing quote of key %s", line,
-                    q);
+        return fail(err, errlen, -EINVAL,
+                    "line %zu: unexpected text after the closing quote of key %s", line, q);
     }
     e->a.key = strndup(s, klen);
     if (!e->a.key) {
@@ -143,8 +147,8 @@ int annot_parse(const char *buf, size_t len, struct annot_set *out, char *err, s
         if (strcmp(e[k - 1].a.key, e[k].a.key) == 0) {
             char q[QUOTED_MAX];
             gq_quote_to(q, sizeof q, e[k].a.key, strlen(e[k].a.key));
-            rc = fail(err, errlen, -EINVAL, "line %zu: duplicate key %s (first on line %zu)", e[k].line, q,
-                      e[k - 1].line);
+            rc = fail(err, errlen, -EINVAL, "line %zu: duplicate key %s (first on line %zu)",
+                      e[k].line, q, e[k - 1].line);
             free_entries(e, n);
             return rc;
         }

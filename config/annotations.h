@@ -10,8 +10,8 @@
 #include <stddef.h>
 
 struct annot {
-    char *key;   /* NUL-terminated */
-    char *val;   /* decoded value, NUL-terminated (may hold NULs: see vlen) */
+    char *key; /* NUL-terminated */
+    char *val; /* decoded value, NUL-terminated (may hold NULs: see vlen) */
     size_t vlen;
 };
 

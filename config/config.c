@@ -49,13 +49,13 @@ enum opt_type { OPT_STR, OPT_LIST, OPT_DURATION, OPT_SIGNAL, OPT_BOOL, OPT_ENUM,
 struct opt_def {
     const char *name;
     enum opt_type type;
-    const char *def;              /* default, in the syntax of a value; NULL = unset */
-    size_t off;                   /* field in struct config */
-    const char *const *choices;   /* OPT_ENUM: NULL-terminated names, index = value */
+    const char *def;            /* default, in the syntax of a value; NULL = unset */
+    size_t off;                 /* field in struct config */
+    const char *const *choices; /* OPT_ENUM: NULL-terminated names, index = value */
     unsigned flags;
     const char *metavar;
     const char *help;
-    int64_t min, max;             /* OPT_DURATION: the accepted range in ns (max > 0 always) */
+    int64_t min, max; /* OPT_DURATION: the accepted range in ns (max > 0 always) */
     /* OPT_STR: judges a value; 0, or -EINVAL with the reason in why. */
     int (*check)(const char *v, char *why, size_t n);
 };
@@ -96,22 +96,24 @@ static const char *const ON_START[] = {"skip", "reload", "reconcile", "auto", NU
 static const struct opt_def OPTIONS[] = {
     {"watch", OPT_LIST, NULL, F(watch), NULL, OPT_REPEAT, "PATH",
      "Directory or file to watch (repeatable). ConfigMap/Secret volume mounts, plain trees, "
-     "single files.", NO_RANGE},
+     "single files.",
+     NO_RANGE},
     {"action", OPT_ACTION, "none", F(action), NULL, 0, "ACTION",
      "Action for changed files no --rule matches:", NO_RANGE},
     {"rule", OPT_LIST, NULL, F(rule_raw), NULL, OPT_REPEAT, "GLOB=ACTION",
      "Per-file action: the first rule whose glob matches a changed file's logical path wins "
-     "(fnmatch, '*' crosses '/'). Repeatable.", NO_RANGE},
+     "(fnmatch, '*' crosses '/'). Repeatable.",
+     NO_RANGE},
     {"ignore", OPT_LIST, NULL, F(ignore), NULL, OPT_REPEAT, "GLOB",
      "Leave matching files out of the content entirely: they never cause a change. "
-     "Repeatable.", NO_RANGE},
+     "Repeatable.",
+     NO_RANGE},
     {"debounce", OPT_DURATION, "200ms", F(debounce_ns), NULL, 0, "DURATION",
      "Quiet period after the last filesystem event before the content is hashed; a burst "
      "is one evaluation. Capped at 10x the debounce (at least 1s) from the first event.",
      RANGE(0, NS_H)},
     {"resync", OPT_DURATION, "3m", F(resync_ns), NULL, OPT_ZERO_OK, "DURATION",
-     "Rehash everything this often as a safety net (0 disables).",
-     RANGE(100 * NS_MS, 30 * NS_DAY)},
+     "Rehash everything this often as a safety net (0 disables).", RANGE(100 * NS_MS, 30 * NS_DAY)},
     {"log-format", OPT_ENUM, "text", F(log_format), FORMATS, 0, "FORMAT",
      "Log line format on stderr: text|json.", NO_RANGE},
     {"log-level", OPT_ENUM, "info", F(log_level), LEVELS, 0, "LEVEL",
@@ -120,12 +122,14 @@ static const struct opt_def OPTIONS[] = {
      "Log the action that would run instead of running it.", NO_RANGE},
     {"on-start", OPT_ENUM, "auto", F(on_start), ON_START, 0, "MODE",
      "At start: skip (take the content as applied), reload (act once on the current "
-     "content), reconcile (rollout only), auto (reconcile when a rule uses rollout, else skip).", NO_RANGE},
+     "content), reconcile (rollout only), auto (reconcile when a rule uses rollout, else skip).",
+     NO_RANGE},
     {"signal", OPT_SIGNAL, "HUP", F(signal), NULL, 0, "SIGNAL",
      "Signal sent by the signal action (name or number).", NO_RANGE},
     {"process", OPT_STR, NULL, F(process), NULL, 0, "NAME",
      "Signal target: processes whose /proc/PID/comm or argv[0] basename is NAME; the "
-     "topmost match only (the nginx master, not its workers).", NO_RANGE},
+     "topmost match only (the nginx master, not its workers).",
+     NO_RANGE},
     {"pid-file", OPT_STR, NULL, F(pid_file), NULL, 0, "PATH",
      "Signal target: the PID in this file (re-read before every delivery).", NO_RANGE},
     {"signal-all", OPT_BOOL, "false", F(signal_all), NULL, 0, "BOOL",
@@ -137,19 +141,20 @@ static const struct opt_def OPTIONS[] = {
     {"http-header", OPT_LIST, NULL, F(http_header), NULL, OPT_REPEAT, "'NAME: VALUE'",
      "Extra request header (repeatable).", NO_RANGE},
     {"http-expect-status", OPT_LIST, "2xx", F(http_expect_status), NULL, OPT_REPEAT, "CODES",
-     "Statuses that mean success: codes and classes like 2xx (repeatable or comma list).", NO_RANGE},
+     "Statuses that mean success: codes and classes like 2xx (repeatable or comma list).",
+     NO_RANGE},
     {"http-timeout", OPT_DURATION, "10s", F(http_timeout_ns), NULL, 0, "DURATION",
-     "Timeout of one reload request.",
-     RANGE(NS_MS, NS_DAY)},
+     "Timeout of one reload request.", RANGE(NS_MS, NS_DAY)},
     {"exec-command", OPT_STR, NULL, F(exec_command), NULL, 0, "COMMAND",
      "Command run by the exec action (split into words like a shell would, no shell is "
-     "run); exit status 0 is success.", CHECKED(check_command)},
+     "run); exit status 0 is success.",
+     CHECKED(check_command)},
     {"exec-timeout", OPT_DURATION, "30s", F(exec_timeout_ns), NULL, 0, "DURATION",
-     "The command is killed (SIGTERM, then SIGKILL) after this long (0: never).",
-     RANGE(0, NS_DAY)},
+     "The command is killed (SIGTERM, then SIGKILL) after this long (0: never).", RANGE(0, NS_DAY)},
     {"kube-api", OPT_STR, NULL, F(kube_api), NULL, OPT_RESTART_ONLY, "URL",
      "Kubernetes API server URL (default in a cluster: https://$KUBERNETES_SERVICE_HOST:"
-     "$KUBERNETES_SERVICE_PORT).", NO_RANGE},
+     "$KUBERNETES_SERVICE_PORT).",
+     NO_RANGE},
     {"kube-token-file", OPT_STR, NULL, F(kube_token_file), NULL, OPT_RESTART_ONLY, "PATH",
      "Bearer token file, re-read when it rotates (default the service-account token).", NO_RANGE},
     {"kube-ca-file", OPT_STR, NULL, F(kube_ca_file), NULL, OPT_RESTART_ONLY, "PATH",
@@ -157,9 +162,11 @@ static const struct opt_def OPTIONS[] = {
     {"pod-name", OPT_STR, NULL, F(pod_name), NULL, OPT_RESTART_ONLY, "NAME",
      "The agent's own pod (default $POD_NAME, from the downward API).", NO_RANGE},
     {"namespace", OPT_STR, NULL, F(namespace_), NULL, OPT_RESTART_ONLY, "NS",
-     "The pod's namespace (default $POD_NAMESPACE, then the service-account namespace file).", NO_RANGE},
-    {"hash-annotation", OPT_STR, "reload-agent.io/config-hash", F(hash_annotation), NULL, 0,
-     "KEY", "Pod-template annotation the rollout action sets to the rollout hash.", CHECKED(val_annotation_key)},
+     "The pod's namespace (default $POD_NAMESPACE, then the service-account namespace file).",
+     NO_RANGE},
+    {"hash-annotation", OPT_STR, "reload-agent.io/config-hash", F(hash_annotation), NULL, 0, "KEY",
+     "Pod-template annotation the rollout action sets to the rollout hash.",
+     CHECKED(val_annotation_key)},
     {"rollout-jitter", OPT_DURATION, "5s", F(rollout_jitter_ns), NULL, 0, "DURATION",
      "Random delay before a rollout, so one replica of many patches and the others see it "
      "done.",
@@ -168,7 +175,8 @@ static const struct opt_def OPTIONS[] = {
      "Post Kubernetes Events about reloads and rollouts (in a cluster).", NO_RANGE},
     {"restart-signal", OPT_SIGNAL, "TERM", F(restart_signal), NULL, 0, "SIGNAL",
      "Signal the restart action sends to the app's main process (found like the signal "
-     "action's target); the kubelet then restarts the container in place.", NO_RANGE},
+     "action's target); the kubelet then restarts the container in place.",
+     NO_RANGE},
     {"restart-timeout", OPT_DURATION, "30s", F(restart_timeout_ns), NULL, 0, "DURATION",
      "How long the restart action waits for the process to exit before reporting failure.",
      RANGE(NS_MS, NS_DAY)},
@@ -176,11 +184,9 @@ static const struct opt_def OPTIONS[] = {
      "First retry delay after a failed action; doubles per failure, with jitter.",
      RANGE(NS_MS, NS_DAY)},
     {"retry-max", OPT_DURATION, "30s", F(retry_max_ns), NULL, 0, "DURATION",
-     "Cap of the retry delay.",
-     RANGE(NS_MS, NS_DAY)},
+     "Cap of the retry delay.", RANGE(NS_MS, NS_DAY)},
     {"min-interval", OPT_DURATION, "0s", F(min_interval_ns), NULL, 0, "DURATION",
-     "At most one action per this interval; changes in between are coalesced.",
-     RANGE(0, NS_DAY)},
+     "At most one action per this interval; changes in between are coalesced.", RANGE(0, NS_DAY)},
     {"sched-slice", OPT_DURATION, "100us", F(sched_slice_ns), NULL, OPT_ZERO_OK, "DURATION",
      "Scheduler time slice the agent asks for (Linux 6.12+): a short one lets a change "
      "preempt other work on the CPU at once instead of waiting behind it; the agent's "
@@ -189,10 +195,12 @@ static const struct opt_def OPTIONS[] = {
      RANGE(100 * NS_US, 100 * NS_MS)},
     {"listen", OPT_STR, NULL, F(listen), NULL, OPT_RESTART_ONLY, "ADDR:PORT",
      "Serve /healthz, /readyz, /metrics and /status here, e.g. 127.0.0.1:9091 "
-     "(default: no server).", NO_RANGE},
+     "(default: no server).",
+     NO_RANGE},
     {"annotations", OPT_STR, NULL, F(annotations), NULL, OPT_NO_ANNOT, "FILE",
      "Downward-API annotations file to read reload-agent.io/<flag> settings from, watched "
-     "for live changes (default " CFG_DEFAULT_ANNOTATIONS_FILE " when it exists; \"\" for none).", NO_RANGE},
+     "for live changes (default " CFG_DEFAULT_ANNOTATIONS_FILE " when it exists; \"\" for none).",
+     NO_RANGE},
     {"print-config", OPT_BOOL, "false", F(print_config), NULL, OPT_NO_ANNOT, "",
      "Print the effective configuration with the source of each value, then exit.", NO_RANGE},
 };
@@ -294,8 +302,10 @@ static void one_line(char *err, size_t errlen)
     if (!*q) return;
     for (const char *p = err; *p && o + 5 < sizeof tmp; p++) {
         unsigned char c = (unsigned char)*p;
-        if (c < 0x20 || c == 0x7f) o += (size_t)snprintf(tmp + o, sizeof tmp - o, "\\x%02x", c);
-        else tmp[o++] = (char)c;
+        if (c < 0x20 || c == 0x7f)
+            o += (size_t)snprintf(tmp + o, sizeof tmp - o, "\\x%02x", c);
+        else
+            tmp[o++] = (char)c;
     }
     tmp[o] = '\0';
     snprintf(err, errlen, "%s", tmp);
@@ -345,9 +355,12 @@ static int parse_args(int argc, char **argv, struct cfg_layer *flags, int *want_
             return -EINVAL;
         }
         const char *val;
-        if (eq) val = eq + 1;
-        else if (o->type == OPT_BOOL) val = "true";
-        else if (i + 1 < argc) val = argv[++i];
+        if (eq)
+            val = eq + 1;
+        else if (o->type == OPT_BOOL)
+            val = "true";
+        else if (i + 1 < argc)
+            val = argv[++i];
         else {
             snprintf(err, errlen, "flag --%s needs a value (%s)", o->name, o->metavar);
             return -EINVAL;
@@ -455,12 +468,8 @@ static int set_value(struct config *c, const struct opt_def *o, const char *v, e
         if (rc == 0) *(int64_t *)field = ns;
         break;
     }
-    case OPT_SIGNAL:
-        rc = val_signal(v, (int *)field, why, sizeof why);
-        break;
-    case OPT_BOOL:
-        rc = val_bool(v, (int *)field, why, sizeof why);
-        break;
+    case OPT_SIGNAL: rc = val_signal(v, (int *)field, why, sizeof why); break;
+    case OPT_BOOL: rc = val_bool(v, (int *)field, why, sizeof why); break;
     case OPT_ENUM:
     case OPT_ACTION:
         rc = -EINVAL;
@@ -476,8 +485,7 @@ static int set_value(struct config *c, const struct opt_def *o, const char *v, e
                                       choices_of(o)[i]);
         }
         break;
-    case OPT_LIST: /* handled by the caller */
-        break;
+    case OPT_LIST: /* handled by the caller */ break;
     }
     if (rc < 0) {
         char q[QUOTED_MAX];
@@ -485,8 +493,8 @@ static int set_value(struct config *c, const struct opt_def *o, const char *v, e
             snprintf(err, errlen, "invalid value for annotation %s%s: %s: %s",
                      CFG_ANNOTATION_PREFIX, o->name, QV(q, v), why);
         else
-            snprintf(err, errlen, "invalid value for --%s (%s): %s: %s", o->name,
-                     src_name(src), QV(q, v), why);
+            snprintf(err, errlen, "invalid value for --%s (%s): %s: %s", o->name, src_name(src),
+                     QV(q, v), why);
         return -EINVAL;
     }
     return 0;
@@ -508,7 +516,6 @@ static int apply_layer(struct config *c, const struct cfg_layer *l, char *err, s
     }
     return 0;
 }
-
 
 static int check_expect_status(const struct config *c, char *err, size_t errlen)
 {
@@ -552,8 +559,9 @@ static int check_action_needs(const struct config *c, const int *used, char *err
         }
         for (const char *p = c->http_method; *p; p++)
             if (!((*p >= 'A' && *p <= 'Z') || *p == '-')) {
-                snprintf(err, errlen, "invalid value for --http-method: \"%s\": want an "
-                                      "upper-case method name such as POST",
+                snprintf(err, errlen,
+                         "invalid value for --http-method: \"%s\": want an "
+                         "upper-case method name such as POST",
                          c->http_method);
                 return -EINVAL;
             }
@@ -567,7 +575,8 @@ static int check_action_needs(const struct config *c, const int *used, char *err
         }
     }
     if (used[ACTION_EXEC] && !(c->exec_command && *c->exec_command)) {
-        snprintf(err, errlen, "the %s action needs --exec-command COMMAND", action_name(ACTION_EXEC));
+        snprintf(err, errlen, "the %s action needs --exec-command COMMAND",
+                 action_name(ACTION_EXEC));
         return -EINVAL;
     }
     return 0;
@@ -617,8 +626,8 @@ static int validate(struct config *c, const struct cfg_env *env, char *err, size
         enum action a;
         if (!eq || eq == r || action_by_name(eq + 1, &a) < 0) {
             snprintf(err, errlen,
-                     "invalid value for --rule: \"%s\": want GLOB=ACTION with ACTION one of %s",
-                     r, action_names_joined());
+                     "invalid value for --rule: \"%s\": want GLOB=ACTION with ACTION one of %s", r,
+                     action_names_joined());
             return -EINVAL;
         }
         c->rules[i].glob = strndup(r, (size_t)(eq - r));
@@ -670,7 +679,8 @@ int cfg_build_env(const struct cfg_layer *flags, const struct cfg_layer *annots,
             char **items, why[128];
             size_t n;
             if (val_list(o->def, &items, &n, why, sizeof why) < 0) ra_oom();
-            for (size_t j = 0; j < n; j++) strlist_push((struct strlist *)((char *)out + o->off), items[j]);
+            for (size_t j = 0; j < n; j++)
+                strlist_push((struct strlist *)((char *)out + o->off), items[j]);
             val_list_free(items);
         } else if (set_value(out, o, o->def, CFG_SRC_DEFAULT, err, errlen) < 0) {
             goto fail; /* a bad default is our bug, but report it anyway */
@@ -690,7 +700,8 @@ void cfg_free(struct config *c)
 {
     for (size_t i = 0; i < NOPTS; i++) {
         void *field = (char *)c + OPTIONS[i].off;
-        if (OPTIONS[i].type == OPT_LIST) strlist_free(field);
+        if (OPTIONS[i].type == OPT_LIST)
+            strlist_free(field);
         else if (OPTIONS[i].type == OPT_STR) {
             free(*(char **)field);
             *(char **)field = NULL;
@@ -733,13 +744,11 @@ static int same_value(const struct opt_def *o, const struct config *a, const str
             if (strcmp(x->v[i], y->v[i]) != 0) return 0;
         return 1;
     }
-    case OPT_DURATION:
-        return *(const int64_t *)fa == *(const int64_t *)fb;
+    case OPT_DURATION: return *(const int64_t *)fa == *(const int64_t *)fb;
     case OPT_SIGNAL:
     case OPT_BOOL:
     case OPT_ENUM:
-    case OPT_ACTION:
-        return *(const int *)fa == *(const int *)fb;
+    case OPT_ACTION: return *(const int *)fa == *(const int *)fb;
     }
     return 1;
 }
@@ -769,7 +778,8 @@ void cfg_dup(const struct config *src, struct config *dst)
         if (OPTIONS[i].type == OPT_STR) {
             *(char **)field = ra_strdup(*(char **)field);
         } else if (OPTIONS[i].type == OPT_LIST) {
-            const struct strlist *from = (const struct strlist *)((const char *)src + OPTIONS[i].off);
+            const struct strlist *from =
+                (const struct strlist *)((const char *)src + OPTIONS[i].off);
             struct strlist *to = field;
             to->v = NULL;
             to->n = 0;
@@ -815,24 +825,16 @@ static void format_value(const struct config *c, const struct opt_def *o, char *
 {
     const void *field = (const char *)c + o->off;
     switch (o->type) {
-    case OPT_STR:
-        snprintf(out, n, "%s", *(char *const *)field ? *(char *const *)field : "");
-        break;
-    case OPT_DURATION:
-        val_format_duration(*(const int64_t *)field, out, n);
-        break;
+    case OPT_STR: snprintf(out, n, "%s", *(char *const *)field ? *(char *const *)field : ""); break;
+    case OPT_DURATION: val_format_duration(*(const int64_t *)field, out, n); break;
     case OPT_SIGNAL: {
         const char *s = val_signal_name(*(const int *)field);
         snprintf(out, n, "%s", s ? s : "?");
         break;
     }
-    case OPT_BOOL:
-        snprintf(out, n, "%s", *(const int *)field ? "true" : "false");
-        break;
+    case OPT_BOOL: snprintf(out, n, "%s", *(const int *)field ? "true" : "false"); break;
     case OPT_ENUM:
-    case OPT_ACTION:
-        snprintf(out, n, "%s", choices_of(o)[*(const int *)field]);
-        break;
+    case OPT_ACTION: snprintf(out, n, "%s", choices_of(o)[*(const int *)field]); break;
     case OPT_LIST: {
         const struct strlist *l = field;
         size_t len = 0;
@@ -863,8 +865,10 @@ void cfg_print(FILE *f, const struct config *c, const struct cfg_layer *flags,
     for (size_t i = 0; i < NOPTS; i++) {
         char buf[4096];
         const char *src = "default";
-        if (annots && annots->val[i]) src = "annotation";
-        else if (flags && flags->val[i]) src = "flag";
+        if (annots && annots->val[i])
+            src = "annotation";
+        else if (flags && flags->val[i])
+            src = "flag";
         format_value(c, &OPTIONS[i], buf, sizeof buf);
         /* credentials in the reload endpoint's URL and headers are not shown */
         if (OPTIONS[i].off == F(http_url)) {

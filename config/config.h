@@ -38,18 +38,18 @@ struct rule {
 
 struct config {
     struct strlist watch;
-    int action;                /* enum action */
-    struct strlist rule_raw;   /* "GLOB=ACTION" as given */
-    struct rule *rules;        /* parsed rule_raw, same order */
+    int action;              /* enum action */
+    struct strlist rule_raw; /* "GLOB=ACTION" as given */
+    struct rule *rules;      /* parsed rule_raw, same order */
     size_t nrules;
     struct strlist ignore;
     int64_t debounce_ns;
     int64_t resync_ns;
-    int log_level;             /* enum log_level */
-    int log_format;            /* enum log_format */
+    int log_level;  /* enum log_level */
+    int log_format; /* enum log_format */
     int dry_run;
-    char *annotations;         /* downward-API annotations file, "" = none */
-    int signal;                /* --signal */
+    char *annotations; /* downward-API annotations file, "" = none */
+    int signal;        /* --signal */
     int signal_all;
     char *process;
     char *pid_file;
@@ -63,8 +63,8 @@ struct config {
     int64_t retry_initial_ns;
     int64_t retry_max_ns;
     int64_t min_interval_ns;
-    int64_t sched_slice_ns;    /* --sched-slice, 0 = the kernel's default */
-    int on_start;              /* enum on_start (AUTO resolved by cfg_build) */
+    int64_t sched_slice_ns; /* --sched-slice, 0 = the kernel's default */
+    int on_start;           /* enum on_start (AUTO resolved by cfg_build) */
     char *listen;
     char *kube_api;
     char *kube_token_file;
@@ -84,8 +84,8 @@ enum cfg_source { CFG_SRC_DEFAULT = 0, CFG_SRC_FLAG, CFG_SRC_ANNOTATION };
 
 /* Raw values of one layer, indexed by option row. */
 struct cfg_layer {
-    char **val;              /* [nopts] last value given, or NULL */
-    struct strlist *list;    /* [nopts] accumulated values of repeatable options */
+    char **val;           /* [nopts] last value given, or NULL */
+    struct strlist *list; /* [nopts] accumulated values of repeatable options */
     enum cfg_source src;
 };
 

@@ -51,7 +51,7 @@
 #define BIG_BUF (1024 * 1024)
 #endif
 #define DIRBUF 8192 /* getdents64 buffer per open directory */
-#define UNSTABLE 1 /* internal: the attempt saw the tree change; redo it */
+#define UNSTABLE 1  /* internal: the attempt saw the tree change; redo it */
 
 void (*hash__test_after_walk)(unsigned attempt);
 int hash__test_no_dtype;
@@ -85,19 +85,22 @@ struct walk {
     size_t nwarns, capwarns;
     size_t ndirs;
     struct hash_error *err;
-    int *rootfds;      /* per root: its open directory, or -1 (closed by walk_free) */
+    int *rootfds; /* per root: its open directory, or -1 (closed by walk_free) */
     size_t nrootfds;
-    int rootfd;        /* the current root's directory fd, or -1 */
-    size_t rootlen;    /* strlen(rootreal) */
-    struct top_list *tops;   /* per root: the top level as read in this attempt */
+    int rootfd;                     /* the current root's directory fd, or -1 */
+    size_t rootlen;                 /* strlen(rootreal) */
+    struct top_list *tops;          /* per root: the top level as read in this attempt */
     const struct top_list *use_top; /* the current root's top level from the cache ... */
     struct top_list *rec_top;       /* ... or where to record it for the cache, or NULL */
-    ssize_t *centry;                 /* per root: its cache entry's index, or -1 */
+    ssize_t *centry;                /* per root: its cache entry's index, or -1 */
     /* The large buffers come last: walk_new() zeroes only what is above. */
-    struct { dev_t dev; ino_t ino; } dirs[HASH_MAX_DEPTH + 1]; /* current walk path */
-    char rootreal[PATH_MAX]; /* realpath of the current root */
-    char ltarget[PATH_MAX];  /* a top-level link's target, read for the listing */
-    char lpath[PATH_MAX];    /* logical path being walked */
+    struct {
+        dev_t dev;
+        ino_t ino;
+    } dirs[HASH_MAX_DEPTH + 1]; /* current walk path */
+    char rootreal[PATH_MAX];    /* realpath of the current root */
+    char ltarget[PATH_MAX];     /* a top-level link's target, read for the listing */
+    char lpath[PATH_MAX];       /* logical path being walked */
 };
 
 /* A walk with empty lists; the buffers are not cleared (they are written
@@ -321,7 +324,8 @@ static int resolve_from(struct walk *w, const char *base, const char *path, char
         n = strlen(out);
         if (w->nmemo < LINK_MEMO) {
             char *a = strdup(link), *b = strdup(out);
-            if (a && b) w->memo[w->nmemo++] = (struct link_memo){a, b};
+            if (a && b)
+                w->memo[w->nmemo++] = (struct link_memo){a, b};
             else {
                 free(a);
                 free(b);
@@ -360,8 +364,8 @@ static int walk_dir(struct walk *w, const char *fsdir, size_t llen, size_t depth
 
 /* The symlink `name` in the resolved directory fsdir (logical path
  * w->lpath): followed only when it resolves inside the root. */
-static int walk_link(struct walk *w, const char *fsdir, const char *name,
-                     const struct stat *lst, const char *target, size_t llen, size_t depth)
+static int walk_link(struct walk *w, const char *fsdir, const char *name, const struct stat *lst,
+                     const char *target, size_t llen, size_t depth)
 {
     char real[PATH_MAX];
     struct stat st;
@@ -450,8 +454,10 @@ static int walk_open_dir(struct walk *w, int fd, const struct stat *known, const
 {
     struct stat st;
     int rc = 0;
-    if (known) st = *known;
-    else if (fstat(fd, &st) != 0) return fail(w->err, -errno, "stat", fsdir);
+    if (known)
+        st = *known;
+    else if (fstat(fd, &st) != 0)
+        return fail(w->err, -errno, "stat", fsdir);
     for (size_t i = 0; i < w->ndirs; i++)
         if (w->dirs[i].dev == st.st_dev && w->dirs[i].ino == st.st_ino)
             return add_warning(w, HASH_WARN_LOOP);
@@ -505,8 +511,9 @@ static int walk_dir(struct walk *w, const char *fsdir, size_t llen, size_t depth
     const char *rel = at_root(w, fsdir, &dfd);
     int fd = openat(dfd, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
-        return errno == ENOENT || errno == ENOTDIR || errno == ELOOP ? unstable(w->err, fsdir)
-                                                                    : fail(w->err, -errno, "opendir", fsdir);
+        return errno == ENOENT || errno == ENOTDIR || errno == ELOOP
+                   ? unstable(w->err, fsdir)
+                   : fail(w->err, -errno, "opendir", fsdir);
     int rc = walk_open_dir(w, fd, NULL, fsdir, llen, depth);
     close(fd);
     return rc;
@@ -655,7 +662,8 @@ static int hash_file(struct hasher *h, struct hash_entry *e, const struct file *
     size_t cap = SMALL_BUF;
     if (e->size >= SMALL_BUF) {
         if (h->big == MAP_FAILED)
-            h->big = mmap(NULL, BIG_BUF, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            h->big =
+                mmap(NULL, BIG_BUF, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (h->big != MAP_FAILED) { /* else the small one does, more slowly */
             buf = h->big;
             cap = BIG_BUF;
@@ -713,7 +721,8 @@ static void put_sha(void *ud, const void *p, size_t n)
 static int fold_manifest(struct hash_manifest *m, struct hash_error *err)
 {
     struct line_sha total = {.bad = 0}, sub = {.bad = 0};
-    if (SHA256_Init(&total.c) != 1 || SHA256_Init(&sub.c) != 1) return fail(err, -EIO, "sha256", "");
+    if (SHA256_Init(&total.c) != 1 || SHA256_Init(&sub.c) != 1)
+        return fail(err, -EIO, "sha256", "");
     for (size_t i = 0; i < m->n; i++) {
         hash_manifest_line(&m->v[i], put_sha, &total);
         if (m->v[i].classes & HASH_CLASS_SUB) hash_manifest_line(&m->v[i], put_sha, &sub);
@@ -795,7 +804,8 @@ static int attempt(struct hasher *h, const char *const *roots, size_t nroots,
             rc = unstable(err, roots[i]);
     }
     if (rc == 0 && opts && opts->warn) {
-        for (size_t i = 0; i < w->nwarns; i++) opts->warn(opts->ud, w->warns[i].w, w->warns[i].lpath);
+        for (size_t i = 0; i < w->nwarns; i++)
+            opts->warn(opts->ud, w->warns[i].w, w->warns[i].lpath);
     }
     if (rc == 0) keep_listings(w, opts ? opts->cache : NULL);
 out:

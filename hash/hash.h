@@ -53,10 +53,10 @@
 #define HASH_MAX_DEPTH 256
 
 struct hash_entry {
-    char *path;          /* logical path, NUL-terminated, owned by the manifest */
-    uint64_t size;       /* content length in bytes */
+    char *path;                     /* logical path, NUL-terminated, owned by the manifest */
+    uint64_t size;                  /* content length in bytes */
     unsigned char digest[HASH_LEN]; /* SHA-256 of the content */
-    unsigned classes;    /* bitmask returned by the select callback (>= 1) */
+    unsigned classes;               /* bitmask returned by the select callback (>= 1) */
 };
 
 struct hash_manifest {
@@ -123,12 +123,12 @@ struct hash_opts {
 
 /* Error detail for a failed computation. */
 struct hash_error {
-    int code;            /* the negative errno of the system call that failed (never
+    int code;        /* the negative errno of the system call that failed (never
                           * one left behind by a later call); hash_strerror says it */
-    const char *op;      /* "stat", "opendir", "readdir", "realpath", "readlink", "open",
+    const char *op;  /* "stat", "opendir", "readdir", "realpath", "readlink", "open",
                           * "read", "walk" (path too long), "malloc", "sha256", or "rewalk"
                           * (still changing after HASH_MAX_REWALKS; path = last change) */
-    char path[4096];     /* the path that failed (as walked), NUL-terminated */
+    char path[4096]; /* the path that failed (as walked), NUL-terminated */
 };
 
 /* Computes the manifest of roots[0..nroots). opts and err may be NULL.

@@ -55,7 +55,7 @@ ssize_t hash__cache_lookup(struct hash_cache *c, const char *root, const struct 
 }
 
 ssize_t hash__cache_store(struct hash_cache *c, const char *root, const struct stat *st,
-                    const char *real)
+                          const char *real)
 {
     struct hash_cache_root *r = NULL;
     char *rr, *rl;

@@ -25,8 +25,8 @@ struct top_list {
 };
 
 struct hash_cache_root {
-    char *root;          /* the root as given */
-    dev_t dev;           /* identity of the directory it named */
+    char *root; /* the root as given */
+    dev_t dev;  /* identity of the directory it named */
     ino_t ino;
     char *real;          /* its resolved path */
     struct top_list top; /* its top-level entries, while top_valid */
@@ -47,6 +47,6 @@ ssize_t hash__cache_lookup(struct hash_cache *c, const char *root, const struct 
 /* Remembers root -> real for the directory st, with no listing yet; returns
  * the entry's index, or -1 (c NULL, or out of memory: no caching). */
 ssize_t hash__cache_store(struct hash_cache *c, const char *root, const struct stat *st,
-                    const char *real);
+                          const char *real);
 
 #endif

@@ -73,8 +73,8 @@ static void posted(void *ud, const struct kube_resp *r)
                   r->error ? r->error : "request failed");
 }
 
-void kev_post(struct kevents *ev, const struct kev_object *o, const char *type,
-              const char *reason, const char *message)
+void kev_post(struct kevents *ev, const struct kev_object *o, const char *type, const char *reason,
+              const char *message)
 {
     if (!admit(ev, o, reason)) {
         kube__count_suppressed(ev->k);
@@ -116,9 +116,13 @@ void kev_post(struct kevents *ev, const struct kev_object *o, const char *type,
     cJSON_Delete(e);
     if (!body) return;
     snprintf(path, sizeof path, "/api/v1/namespaces/%s/events", o->namespace_);
-    struct kube_req req = {.verb = "create", .resource = "events", .group = "",
-                           .method = "POST", .path = path,
-                           .content_type = "application/json", .body = body,
+    struct kube_req req = {.verb = "create",
+                           .resource = "events",
+                           .group = "",
+                           .method = "POST",
+                           .path = path,
+                           .content_type = "application/json",
+                           .body = body,
                            .body_len = strlen(body)};
     if (kube_request(ev->k, &req, posted, NULL) < 0) log_debug("could not queue an Event");
     free(body);

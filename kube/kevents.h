@@ -25,7 +25,7 @@ struct kev_object {
     const char *kind;        /* "Pod", "Deployment", ... */
     const char *name;
     const char *namespace_;
-    const char *uid;         /* may be NULL */
+    const char *uid; /* may be NULL */
 };
 
 /* Creates the sender. k must outlive it. Returns 0 or -ENOMEM. */

@@ -29,24 +29,24 @@
 #include "base/backoff.h"
 #include "base/log.h"
 
-#define TOKEN_MAX 16384        /* bytes; a bound service-account JWT is ~1 KiB */
+#define TOKEN_MAX 16384 /* bytes; a bound service-account JWT is ~1 KiB */
 #define BACKOFF_BASE_MS 200
 #define BACKOFF_CAP_MS 5000
 #define RETRY_AFTER_CAP_S 60
-#define MESSAGE_MAX 600        /* longest API message quoted in an error */
+#define MESSAGE_MAX 600 /* longest API message quoted in an error */
 
 struct kube_call {
     struct kube *k;
-    uv_timer_t timer;          /* waits between attempts */
-    struct httpc_xfer *xfer;   /* attempt in flight, or NULL */
+    uv_timer_t timer;        /* waits between attempts */
+    struct httpc_xfer *xfer; /* attempt in flight, or NULL */
     kube_cb cb;
     void (*on_cancel)(void *ud);
     void *ud;
     char *verb, *resource, *group, *method, *path, *content_type, *body;
     size_t body_len;
     int tries;
-    int auth_retried;          /* a 401 was already answered by a re-read */
-    unsigned token_gen;        /* generation of the token the attempt used */
+    int auth_retried;   /* a 401 was already answered by a re-read */
+    unsigned token_gen; /* generation of the token the attempt used */
     struct kube_call *prev, *next;
 };
 
@@ -55,8 +55,8 @@ struct kube {
     struct httpc *hc;
     char *base_url, *namespace_, *pod_name, *token_path, *ca_path;
     char *token;
-    uint64_t token_at;         /* uv_now() when read */
-    unsigned token_gen;        /* bumped on each successful read */
+    uint64_t token_at;  /* uv_now() when read */
+    unsigned token_gen; /* bumped on each successful read */
     int token_stale;
     uint64_t timeout_ms;
     struct kube_call *calls;
@@ -65,17 +65,12 @@ struct kube {
 
 /* ---- small helpers ---- */
 
-
-
 static int is_blank(char c)
 {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
 }
 
-static const char *nonempty(const char *s)
-{
-    return s && s[0] ? s : NULL;
-}
+static const char *nonempty(const char *s) { return s && s[0] ? s : NULL; }
 
 /* Reads a small regular file whole (never blocking on a FIFO or device:
  * base/file.h), trims surrounding whitespace. Returns 0 and a malloc'd
@@ -89,7 +84,8 @@ static int read_trimmed(const char *path, size_t max, char **out, char *err, siz
 
     if (r == -ENOMEM) ra_oom();
     if (r != 0) return r;
-    for (s = buf; is_blank(*s); s++, len--) {}
+    for (s = buf; is_blank(*s); s++, len--) {
+    }
     while (len > 0 && is_blank(s[len - 1])) len--;
     memmove(buf, s, len);
     buf[len] = '\0';
@@ -176,8 +172,10 @@ static void count_code(struct kube *k, long code)
 
 void kube_set_counters(struct kube *k, const struct kube_counters *c)
 {
-    if (c) k->counters = *c;
-    else memset(&k->counters, 0, sizeof k->counters);
+    if (c)
+        k->counters = *c;
+    else
+        memset(&k->counters, 0, sizeof k->counters);
 }
 
 void kube__count_suppressed(struct kube *k)
@@ -194,8 +192,10 @@ static int resolve_base(const struct kube_config *cfg, char **out, char *err, si
 
     if (api) {
         if (strncmp(api, "https://", 8) != 0 || !api[8]) {
-            snprintf(err, errlen, "--kube-api %s: the URL must start with https:// (the token "
-                     "is never sent unencrypted)", api);
+            snprintf(err, errlen,
+                     "--kube-api %s: the URL must start with https:// (the token "
+                     "is never sent unencrypted)",
+                     api);
             return -EINVAL;
         }
         *out = ra_strdup(api);
@@ -261,8 +261,8 @@ static int resolve_file(const char *given, const char *sa_dir, const char *base,
     return 0;
 }
 
-int kube_create(uv_loop_t *loop, struct httpc *hc, const struct kube_config *cfg,
-                struct kube **out, char *err, size_t errlen)
+int kube_create(uv_loop_t *loop, struct httpc *hc, const struct kube_config *cfg, struct kube **out,
+                char *err, size_t errlen)
 {
     const char *sa_dir = nonempty(cfg->sa_dir) ? cfg->sa_dir : KUBE_SA_DIR;
     const char *pod = nonempty(cfg->pod_name);
@@ -278,8 +278,9 @@ int kube_create(uv_loop_t *loop, struct httpc *hc, const struct kube_config *cfg
     r = resolve_base(cfg, &k->base_url, err, errlen);
     if (r == 0) r = resolve_namespace(cfg, sa_dir, &k->namespace_, err, errlen);
     if (r == 0 && !pod) {
-        snprintf(err, errlen, "pod name unknown: set --pod-name or the POD_NAME environment "
-                              "variable (downward API metadata.name)");
+        snprintf(err, errlen,
+                 "pod name unknown: set --pod-name or the POD_NAME environment "
+                 "variable (downward API metadata.name)");
         r = -EINVAL;
     }
     if (r == 0 && !is_k8s_name(pod, 253, 1)) {
@@ -287,8 +288,9 @@ int kube_create(uv_loop_t *loop, struct httpc *hc, const struct kube_config *cfg
         r = -EINVAL;
     }
     if (r == 0) k->pod_name = ra_strdup(pod);
-    if (r == 0) r = resolve_file(cfg->token_file, sa_dir, "token", "token file", &k->token_path,
-                                 err, errlen);
+    if (r == 0)
+        r = resolve_file(cfg->token_file, sa_dir, "token", "token file", &k->token_path, err,
+                         errlen);
     if (r == 0)
         r = resolve_file(cfg->ca_file, sa_dir, "ca.crt", "CA file", &k->ca_path, err, errlen);
     if (r == 0 && (r = read_token(k->token_path, &tok, err, errlen)) == 0) token_set(k, tok);
@@ -300,20 +302,14 @@ int kube_create(uv_loop_t *loop, struct httpc *hc, const struct kube_config *cfg
     return 0;
 }
 
-int kube_is_object_name(const char *s)
-{
-    return s && is_k8s_name(s, 253, 1);
-}
+int kube_is_object_name(const char *s) { return s && is_k8s_name(s, 253, 1); }
 
 const char *kube_namespace(const struct kube *k) { return k->namespace_; }
 const char *kube_pod_name(const struct kube *k) { return k->pod_name; }
 const char *kube_token_path(const struct kube *k) { return k->token_path; }
 const char *kube_base_url(const struct kube *k) { return k->base_url; }
 
-void kube_token_stale(struct kube *k)
-{
-    k->token_stale = 1;
-}
+void kube_token_stale(struct kube *k) { k->token_stale = 1; }
 
 /* ---- calls ---- */
 
@@ -335,8 +331,10 @@ static void call_unlink(struct kube_call *c)
 {
     struct kube *k = c->k;
 
-    if (c->prev) c->prev->next = c->next;
-    else k->calls = c->next;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        k->calls = c->next;
     if (c->next) c->next->prev = c->prev;
     c->prev = c->next = NULL;
 }
@@ -351,7 +349,7 @@ static void call_finish(struct kube_call *c, const struct kube_resp *r)
 
 static void finish_error(struct kube_call *c, const char *msg)
 {
-    struct kube_resp r = { .ok = 0, .body = "", .error = msg, .tries = c->tries };
+    struct kube_resp r = {.ok = 0, .body = "", .error = msg, .tries = c->tries};
 
     call_finish(c, &r);
 }
@@ -416,10 +414,8 @@ static int is_transient(int curl_code)
     case CURLE_GOT_NOTHING:
     case CURLE_PARTIAL_FILE:
     case CURLE_HTTP2:
-    case CURLE_HTTP2_STREAM:
-        return 1;
-    default:
-        return 0;
+    case CURLE_HTTP2_STREAM: return 1;
+    default: return 0;
     }
 }
 
@@ -453,8 +449,10 @@ static void http_error(const struct kube_call *c, const struct httpc_result *res
                  "\"%s\" (see manifests/rbac.yaml)",
                  c->verb, c->resource, c->group ? c->group : "");
     else if (res->status == 403)
-        snprintf(out + n, outlen - n, "; RBAC: the service account may not %s %s "
-                 "(see manifests/rbac.yaml)", c->method, c->path);
+        snprintf(out + n, outlen - n,
+                 "; RBAC: the service account may not %s %s "
+                 "(see manifests/rbac.yaml)",
+                 c->method, c->path);
     else if (c->tries >= KUBE_MAX_TRIES && (res->status == 429 || res->status >= 500))
         snprintf(out + n, outlen - n, " (gave up after %d attempts)", c->tries);
 }
@@ -514,7 +512,8 @@ static void on_attempt_done(void *ud, const struct httpc_result *res)
         return;
     }
     if (res->status >= 400) status = parse_status(res);
-    if (res->status == 429 || res->status == 503 || res->status == 500) ra = retry_after(res, status);
+    if (res->status == 429 || res->status == 503 || res->status == 500)
+        ra = retry_after(res, status);
     if (c->tries < KUBE_MAX_TRIES &&
         (res->status == 429 || res->status == 503 || (res->status == 500 && ra >= 0))) {
         cJSON_Delete(status);
@@ -522,8 +521,11 @@ static void on_attempt_done(void *ud, const struct httpc_result *res)
         return;
     }
     {
-        struct kube_resp r = { .ok = 1, .status = res->status, .body = res->body,
-                               .body_len = res->body_len, .tries = c->tries };
+        struct kube_resp r = {.ok = 1,
+                              .status = res->status,
+                              .body = res->body,
+                              .body_len = res->body_len,
+                              .tries = c->tries};
 
         if (res->status >= 400) {
             http_error(c, res, status, err, sizeof err);
@@ -539,7 +541,7 @@ static int attempt_start(struct kube_call *c)
     struct kube *k = c->k;
     char *url = ra_asprintf("%s%s", k->base_url, c->path);
     char *ctype = c->content_type ? ra_asprintf("Content-Type: %s", c->content_type) : NULL;
-    const char *headers[] = { "Accept: application/json", "User-Agent: reload-agent", ctype };
+    const char *headers[] = {"Accept: application/json", "User-Agent: reload-agent", ctype};
     struct httpc_req req = {
         .method = c->method,
         .url = url,

@@ -33,7 +33,7 @@
 
 #define KUBE_MAX_TRIES 6
 #define KUBE_SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
-#define KUBE_TIMEOUT_MS 10000    /* per attempt */
+#define KUBE_TIMEOUT_MS 10000 /* per attempt */
 #define KUBE_TOKEN_MAX_AGE_MS 60000
 
 struct kube;
@@ -50,13 +50,13 @@ struct kube_config {
 
 /* What a request needs, for error messages (RBAC hints). */
 struct kube_req {
-    const char *verb;          /* RBAC verb: "get", "patch", "create" */
-    const char *resource;      /* plural: "pods", "deployments" */
-    const char *group;         /* "" for core, "apps", "batch", "argoproj.io" */
-    const char *method;        /* HTTP method */
-    const char *path;          /* absolute path with query, e.g. "/api/v1/namespaces/ns/pods/p" */
-    const char *content_type;  /* for PATCH/POST, else NULL */
-    const char *body;          /* may be NULL */
+    const char *verb;         /* RBAC verb: "get", "patch", "create" */
+    const char *resource;     /* plural: "pods", "deployments" */
+    const char *group;        /* "" for core, "apps", "batch", "argoproj.io" */
+    const char *method;       /* HTTP method */
+    const char *path;         /* absolute path with query, e.g. "/api/v1/namespaces/ns/pods/p" */
+    const char *content_type; /* for PATCH/POST, else NULL */
+    const char *body;         /* may be NULL */
     size_t body_len;
     void (*on_cancel)(void *ud); /* may be NULL: runs (inside kube_destroy)
                                     instead of cb when the request is cancelled,
@@ -64,13 +64,13 @@ struct kube_req {
 };
 
 struct kube_resp {
-    int ok;               /* 1 if a final HTTP response arrived (any status) */
-    long status;          /* HTTP status */
-    const char *body;     /* response body, valid during the callback */
+    int ok;           /* 1 if a final HTTP response arrived (any status) */
+    long status;      /* HTTP status */
+    const char *body; /* response body, valid during the callback */
     size_t body_len;
-    const char *error;    /* when !ok or status >= 400: a one-line explanation
+    const char *error; /* when !ok or status >= 400: a one-line explanation
                              (Status.message, plus the RBAC hint for 403) */
-    int tries;            /* attempts made */
+    int tries;         /* attempts made */
 };
 
 typedef void (*kube_cb)(void *ud, const struct kube_resp *r);
@@ -79,8 +79,8 @@ typedef void (*kube_cb)(void *ud, const struct kube_resp *r);
  * existence). Returns 0 and *out, or -EINVAL with a message in err naming
  * what is missing (e.g. "not in a cluster: KUBERNETES_SERVICE_HOST and
  * KUBERNETES_SERVICE_PORT are not set; use --kube-api"). */
-int kube_create(uv_loop_t *loop, struct httpc *hc, const struct kube_config *cfg,
-                struct kube **out, char *err, size_t errlen);
+int kube_create(uv_loop_t *loop, struct httpc *hc, const struct kube_config *cfg, struct kube **out,
+                char *err, size_t errlen);
 
 const char *kube_namespace(const struct kube *k);
 const char *kube_pod_name(const struct kube *k);

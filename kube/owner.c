@@ -74,8 +74,7 @@ static const char *paused(const cJSON *obj, char *buf, size_t len, int *blocks)
     (void)buf;
     (void)len;
     *blocks = 0;
-    if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(obj_at(obj, "spec"), "paused")))
-        return NULL;
+    if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(obj_at(obj, "spec"), "paused"))) return NULL;
     return "spec.paused is true: a template patch will not roll pods until "
            "`kubectl rollout resume`";
 }
@@ -107,16 +106,18 @@ static const char *rollout_not_rolling(const cJSON *obj, char *buf, size_t len, 
     }
     *blocks = 1;
     if (r > 0) {
-        snprintf(buf, len, "spec.workloadRef names Deployment %.253s: the pod template lives "
-                           "there, and the Rollout itself is never patched",
+        snprintf(buf, len,
+                 "spec.workloadRef names Deployment %.253s: the pod template lives "
+                 "there, and the Rollout itself is never patched",
                  name ? name : "(no name)");
         printable(buf);
         return buf;
     }
     if (!ref) return "spec.workloadRef is not an object: the pod template cannot be found";
-    snprintf(buf, len, "spec.workloadRef names %.63s %.253s (%.100s), not an apps/v1 Deployment: "
-                       "reload-agent patches only a referenced Deployment's pod template; use "
-                       "--action restart or signal",
+    snprintf(buf, len,
+             "spec.workloadRef names %.63s %.253s (%.100s), not an apps/v1 Deployment: "
+             "reload-agent patches only a referenced Deployment's pod template; use "
+             "--action restart or signal",
              str_at(ref, "kind") ? str_at(ref, "kind") : "(no kind)",
              str_at(ref, "name") ? str_at(ref, "name") : "(no name)",
              str_at(ref, "apiVersion") ? str_at(ref, "apiVersion") : "no apiVersion");
@@ -124,32 +125,71 @@ static const char *rollout_not_rolling(const cJSON *obj, char *buf, size_t len, 
     return buf;
 }
 
-#define JOB_WHY "pod template of a Job is immutable; use --action restart or signal, or change " \
-                "the CronJob's jobTemplate"
+#define JOB_WHY                                                                                    \
+    "pod template of a Job is immutable; use --action restart or signal, or change "               \
+    "the CronJob's jobTemplate"
 
 /* The kinds the chain may visit, with their behaviour. */
 static const struct owner_kind KINDS[] = {
-    { .kind = "ReplicaSet", .group = "apps", .version = "v1", .resource = "replicasets",
-      .title = "ReplicaSet", .may_own_pod = 1, .follows_controller = 1,
-      .why_not = "patching a ReplicaSet does not replace its pods" },
-    { .kind = "Deployment", .group = "apps", .version = "v1", .resource = "deployments",
-      .title = "Deployment", .may_own_replicaset = 1, .can_roll = 1,
-      .patch_type = OWNER_STRATEGIC, .not_rolling = paused },
-    { .kind = "StatefulSet", .group = "apps", .version = "v1", .resource = "statefulsets",
-      .title = "StatefulSet", .may_own_pod = 1, .can_roll = 1, .patch_type = OWNER_STRATEGIC,
-      .not_rolling = on_delete },
-    { .kind = "DaemonSet", .group = "apps", .version = "v1", .resource = "daemonsets",
-      .title = "DaemonSet", .may_own_pod = 1, .can_roll = 1, .patch_type = OWNER_STRATEGIC,
-      .not_rolling = on_delete },
+    {.kind = "ReplicaSet",
+     .group = "apps",
+     .version = "v1",
+     .resource = "replicasets",
+     .title = "ReplicaSet",
+     .may_own_pod = 1,
+     .follows_controller = 1,
+     .why_not = "patching a ReplicaSet does not replace its pods"},
+    {.kind = "Deployment",
+     .group = "apps",
+     .version = "v1",
+     .resource = "deployments",
+     .title = "Deployment",
+     .may_own_replicaset = 1,
+     .can_roll = 1,
+     .patch_type = OWNER_STRATEGIC,
+     .not_rolling = paused},
+    {.kind = "StatefulSet",
+     .group = "apps",
+     .version = "v1",
+     .resource = "statefulsets",
+     .title = "StatefulSet",
+     .may_own_pod = 1,
+     .can_roll = 1,
+     .patch_type = OWNER_STRATEGIC,
+     .not_rolling = on_delete},
+    {.kind = "DaemonSet",
+     .group = "apps",
+     .version = "v1",
+     .resource = "daemonsets",
+     .title = "DaemonSet",
+     .may_own_pod = 1,
+     .can_roll = 1,
+     .patch_type = OWNER_STRATEGIC,
+     .not_rolling = on_delete},
     /* custom resources take no strategic merge patch (415) */
-    { .kind = "Rollout", .group = "argoproj.io", .version = "v1alpha1", .resource = "rollouts",
-      .title = "Argo Rollout", .may_own_replicaset = 1, .can_roll = 1,
-      .patch_type = OWNER_MERGE, .not_rolling = rollout_not_rolling },
-    { .kind = "Job", .group = "batch", .version = "v1", .resource = "jobs", .title = "Job",
-      .may_own_pod = 1, .why_not = JOB_WHY },
+    {.kind = "Rollout",
+     .group = "argoproj.io",
+     .version = "v1alpha1",
+     .resource = "rollouts",
+     .title = "Argo Rollout",
+     .may_own_replicaset = 1,
+     .can_roll = 1,
+     .patch_type = OWNER_MERGE,
+     .not_rolling = rollout_not_rolling},
+    {.kind = "Job",
+     .group = "batch",
+     .version = "v1",
+     .resource = "jobs",
+     .title = "Job",
+     .may_own_pod = 1,
+     .why_not = JOB_WHY},
     /* named from a Job's ownerReference, never fetched */
-    { .kind = "CronJob", .group = "batch", .version = "v1", .resource = "cronjobs",
-      .title = "CronJob", .why_not = JOB_WHY },
+    {.kind = "CronJob",
+     .group = "batch",
+     .version = "v1",
+     .resource = "cronjobs",
+     .title = "CronJob",
+     .why_not = JOB_WHY},
 };
 #define NKINDS (sizeof KINDS / sizeof KINDS[0])
 
@@ -206,7 +246,10 @@ static void rollable_list(char *out, size_t n)
         if (!KINDS[i].can_roll) continue;
         seen++;
         len += (size_t)snprintf(out + len, len < n ? n - len : 0, "%s%s",
-                                seen == 1 ? "" : seen == total ? " and " : ", ", KINDS[i].title);
+                                seen == 1       ? ""
+                                : seen == total ? " and "
+                                                : ", ",
+                                KINDS[i].title);
     }
 }
 
@@ -214,7 +257,7 @@ static void rollable_list(char *out, size_t n)
 
 /* A controller ownerReference. */
 struct ref {
-    const struct owner_kind *ki; /* NULL for a kind not in KINDS */
+    const struct owner_kind *ki;                 /* NULL for a kind not in KINDS */
     const char *kind, *api_version, *name, *uid; /* point into the parsed JSON */
 };
 
@@ -257,7 +300,8 @@ static int controller_ref(const cJSON *obj, struct ref *ref)
 {
     const cJSON *refs = arr_at(obj_at(obj, "metadata"), "ownerReferences"), *it;
 
-    cJSON_ArrayForEach(it, refs) {
+    cJSON_ArrayForEach(it, refs)
+    {
         if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(it, "controller"))) continue;
         ref->kind = str_at(it, "kind");
         ref->api_version = str_at(it, "apiVersion");
@@ -280,7 +324,8 @@ static void collect_annotations(struct owner_pod *p, const cJSON *meta)
     p->annotation_keys = calloc(n, sizeof *p->annotation_keys);
     p->annotation_values = calloc(n, sizeof *p->annotation_values);
     if (!p->annotation_keys || !p->annotation_values) ra_oom();
-    cJSON_ArrayForEach(it, ann) {
+    cJSON_ArrayForEach(it, ann)
+    {
         if (!cJSON_IsString(it)) continue;
         p->annotation_keys[p->nannotations] = xstrdup(it->string);
         p->annotation_values[p->nannotations++] = xstrdup(it->valuestring);
@@ -290,11 +335,12 @@ static void collect_annotations(struct owner_pod *p, const cJSON *meta)
 /* 1 if the pod volume named name is one the kubelet updates in place. */
 static int is_updating_volume(const cJSON *volumes, const char *name)
 {
-    static const char *const kinds[] = { "configMap", "secret", "projected", "downwardAPI" };
+    static const char *const kinds[] = {"configMap", "secret", "projected", "downwardAPI"};
     const cJSON *v;
     size_t i;
 
-    cJSON_ArrayForEach(v, volumes) {
+    cJSON_ArrayForEach(v, volumes)
+    {
         const char *vn = str_at(v, "name");
 
         if (!vn || strcmp(vn, name) != 0) continue;
@@ -307,7 +353,7 @@ static int is_updating_volume(const cJSON *volumes, const char *name)
 
 static void collect_subpaths(struct owner_pod *p, const cJSON *spec)
 {
-    static const char *const lists[] = { "initContainers", "containers" };
+    static const char *const lists[] = {"initContainers", "containers"};
     const cJSON *volumes = arr_at(spec, "volumes"), *c, *m;
     size_t i;
 
@@ -315,10 +361,12 @@ static void collect_subpaths(struct owner_pod *p, const cJSON *spec)
     for (i = 0; i < sizeof lists / sizeof lists[0]; i++) {
         const cJSON *cs = arr_at(spec, lists[i]);
 
-        cJSON_ArrayForEach(c, cs) {
+        cJSON_ArrayForEach(c, cs)
+        {
             const cJSON *mounts = arr_at(c, "volumeMounts");
 
-            cJSON_ArrayForEach(m, mounts) {
+            cJSON_ArrayForEach(m, mounts)
+            {
                 const char *sp = str_at(m, "subPath"), *spe = str_at(m, "subPathExpr");
                 const char *vol = str_at(m, "name"), *mp = str_at(m, "mountPath");
                 struct owner_mount *grown;
@@ -366,8 +414,10 @@ static int on_pod(struct owner__chain *c, const cJSON *pod)
     if (has < 0)
         return fail(c, OWNER_API_ERROR, "%s has a malformed controller ownerReference", c->child);
     if (has == 0)
-        return fail(c, OWNER_NO_ROLLOUT, "%s: the pod has no controller: nothing to roll; use "
-                    "restart or signal", c->child);
+        return fail(c, OWNER_NO_ROLLOUT,
+                    "%s: the pod has no controller: nothing to roll; use "
+                    "restart or signal",
+                    c->child);
     if (!ref.ki || !ref.ki->may_own_pod) return unsupported(c, &ref);
     return next(c, ref.ki, ref.name, ref.uid, xstrdup(c->child));
 }
@@ -422,7 +472,8 @@ static int on_workload(struct owner__chain *c, const char *ns, const cJSON *w)
     struct owner_info *o = c->o;
     const char *av = str_at(w, "apiVersion"), *ref_name;
     int ref = ki->not_rolling == rollout_not_rolling && !c->via_ref
-                  ? owner_workload_ref(w, &ref_name) : 0;
+                  ? owner_workload_ref(w, &ref_name)
+                  : 0;
 
     if (ref != 0) { /* a Rollout whose template lives in spec.workloadRef */
         char buf[600], *child = ra_asprintf("%s %s's spec.workloadRef", ki->kind, c->name);
@@ -464,8 +515,8 @@ char *owner__chain_path(const struct owner__chain *c, const char *ns)
     const struct owner_kind *ki = c->fetching;
 
     if (!ki) return ra_asprintf("/api/v1/namespaces/%s/pods/%s", ns, c->name);
-    return ra_asprintf("/apis/%s/%s/namespaces/%s/%s/%s", ki->group, ki->version, ns,
-                       ki->resource, c->name);
+    return ra_asprintf("/apis/%s/%s/namespaces/%s/%s/%s", ki->group, ki->version, ns, ki->resource,
+                       c->name);
 }
 
 int owner__step(struct owner__chain *c, const char *ns, long status, const char *error,
@@ -550,9 +601,12 @@ static int fetch(struct owner_op *op)
 {
     char *path = owner__chain_path(&op->c, kube_namespace(op->k));
     const struct owner_kind *ki = op->c.fetching;
-    struct kube_req req = { .verb = "get", .method = "GET", .path = path,
-                            .resource = ki ? ki->resource : "pods", .group = ki ? ki->group : "",
-                            .on_cancel = op_cancel };
+    struct kube_req req = {.verb = "get",
+                           .method = "GET",
+                           .path = path,
+                           .resource = ki ? ki->resource : "pods",
+                           .group = ki ? ki->group : "",
+                           .on_cancel = op_cancel};
     int r = kube_request(op->k, &req, on_reply, op);
 
     free(path);
@@ -565,7 +619,10 @@ static void on_reply(void *ud, const struct kube_resp *r)
     int rc;
 
     if (!owner__step(&op->c, kube_namespace(op->k), r->ok ? r->status : 0,
-                     r->error ? r->error : r->ok ? NULL : "no response", r->body, r->body_len)) {
+                     r->error ? r->error
+                     : r->ok  ? NULL
+                              : "no response",
+                     r->body, r->body_len)) {
         op_done(op);
         return;
     }

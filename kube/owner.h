@@ -32,13 +32,13 @@ struct cJSON;
 /* One owner kind and its behaviour (a row of the table in owner.c). */
 struct owner_kind {
     const char *kind, *group, *version, *resource; /* resource: the URL/RBAC plural */
-    const char *title;            /* for messages: "Deployment", "Argo Rollout" */
-    int may_own_pod;              /* a Pod's controller may be of this kind */
-    int may_own_replicaset;       /* a ReplicaSet's controller may be of this kind */
-    int follows_controller;       /* not a workload: the chain goes on to its controller */
-    int can_roll;                 /* a pod-template patch makes its controller replace pods */
-    const char *patch_type;       /* content type of that patch; NULL if it cannot roll */
-    const char *why_not;          /* can_roll == 0: why, and what to do instead */
+    const char *title;                             /* for messages: "Deployment", "Argo Rollout" */
+    int may_own_pod;                               /* a Pod's controller may be of this kind */
+    int may_own_replicaset; /* a ReplicaSet's controller may be of this kind */
+    int follows_controller; /* not a workload: the chain goes on to its controller */
+    int can_roll;           /* a pod-template patch makes its controller replace pods */
+    const char *patch_type; /* content type of that patch; NULL if it cannot roll */
+    const char *why_not;    /* can_roll == 0: why, and what to do instead */
     /* Why a template patch of obj (an object of this kind, as read from the
      * API) does not replace pods now, or NULL when it does (see
      * owner_not_rolling). NULL pointer: the kind has no such case. */
@@ -96,20 +96,20 @@ struct owner_pod {
 
 struct owner_info {
     enum owner_status status;
-    char *error;        /* NULL when OWNER_OK; else one line */
-    int have_pod;       /* pod is filled (the pod GET succeeded) */
+    char *error;  /* NULL when OWNER_OK; else one line */
+    int have_pod; /* pod is filled (the pod GET succeeded) */
     struct owner_pod pod;
 
     /* The object whose pod template is patched, valid when status ==
      * OWNER_OK: the pod's workload, or the Deployment a Rollout's
      * spec.workloadRef names. */
     const struct owner_kind *ki; /* its row in the table */
-    const char *kind;       /* "Deployment", "StatefulSet", "DaemonSet", "Rollout" */
-    const char *resource;   /* RBAC/URL plural: "deployments", ... */
-    const char *group;      /* "apps" or "argoproj.io" */
-    const char *patch_type; /* OWNER_STRATEGIC for apps/v1, OWNER_MERGE for Rollouts */
+    const char *kind;            /* "Deployment", "StatefulSet", "DaemonSet", "Rollout" */
+    const char *resource;        /* RBAC/URL plural: "deployments", ... */
+    const char *group;           /* "apps" or "argoproj.io" */
+    const char *patch_type;      /* OWNER_STRATEGIC for apps/v1, OWNER_MERGE for Rollouts */
     char *name, *namespace_, *uid, *api_version;
-    char *path;             /* e.g. /apis/apps/v1/namespaces/NS/deployments/NAME */
+    char *path; /* e.g. /apis/apps/v1/namespaces/NS/deployments/NAME */
 
     /* The pod's workload when it is not the patched object (a Rollout with
      * spec.workloadRef): Events about the rollout go to it. Also set with

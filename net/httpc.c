@@ -53,7 +53,7 @@ struct httpc_xfer {
     size_t body_len, body_cap, max_body;
     int whole_body; /* a body over max_body fails (else it is cut there) */
     int too_big;
-    int truncated;  /* cut at max_body: the transfer was ended on purpose */
+    int truncated; /* cut at max_body: the transfer was ended on purpose */
     int no_memory;
     int completing; /* its callback is running */
     int64_t retry_after_s;
@@ -76,20 +76,22 @@ struct httpc {
 
 /* ---- lists ---- */
 
-#define LIST_PUSH(head, e)                     \
-    do {                                       \
-        (e)->prev = NULL;                      \
-        (e)->next = (head);                    \
-        if (head) (head)->prev = (e);          \
-        (head) = (e);                          \
+#define LIST_PUSH(head, e)                                                                         \
+    do {                                                                                           \
+        (e)->prev = NULL;                                                                          \
+        (e)->next = (head);                                                                        \
+        if (head) (head)->prev = (e);                                                              \
+        (head) = (e);                                                                              \
     } while (0)
 
-#define LIST_UNLINK(head, e)                        \
-    do {                                            \
-        if ((e)->prev) (e)->prev->next = (e)->next; \
-        else (head) = (e)->next;                    \
-        if ((e)->next) (e)->next->prev = (e)->prev; \
-        (e)->prev = (e)->next = NULL;               \
+#define LIST_UNLINK(head, e)                                                                       \
+    do {                                                                                           \
+        if ((e)->prev)                                                                             \
+            (e)->prev->next = (e)->next;                                                           \
+        else                                                                                       \
+            (head) = (e)->next;                                                                    \
+        if ((e)->next) (e)->next->prev = (e)->prev;                                                \
+        (e)->prev = (e)->next = NULL;                                                              \
     } while (0)
 
 /* ---- closing and freeing ---- */
@@ -119,10 +121,7 @@ static void sock_close_cb(uv_handle_t *h)
     handle_closed(c);
 }
 
-static void timer_close_cb(uv_handle_t *h)
-{
-    handle_closed(h->data);
-}
+static void timer_close_cb(uv_handle_t *h) { handle_closed(h->data); }
 
 static void sock_close(struct httpc_sock *s)
 {
@@ -153,7 +152,7 @@ static void xfer_free(struct httpc_xfer *x)
 
 static void xfer_complete(struct httpc_xfer *x, CURLcode code)
 {
-    struct httpc_result res = { 0 };
+    struct httpc_result res = {0};
     char msg[96];
 
     curl_dl.easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &res.status);
@@ -324,11 +323,13 @@ static int64_t parse_retry_after(const char *v, size_t n)
     time_t when;
 
     while (n > 0 && (*v == ' ' || *v == '\t')) v++, n--;
-    while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t' || v[n - 1] == '\r' || v[n - 1] == '\n')) n--;
+    while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t' || v[n - 1] == '\r' || v[n - 1] == '\n'))
+        n--;
     if (n == 0 || n >= sizeof buf) return -1;
     memcpy(buf, v, n);
     buf[n] = '\0';
-    for (i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; i++) {}
+    for (i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; i++) {
+    }
     if (i == n) return n <= 18 ? strtoll(buf, NULL, 10) : -1;
     when = curl_dl.getdate(buf, NULL);
     if (when == -1) return -1;
@@ -358,10 +359,7 @@ static int is_tchar(unsigned char ch)
            (ch != '\0' && strchr("!#$%&'*+-.^_`|~", ch) != NULL);
 }
 
-static int has_crlf(const char *s)
-{
-    return strpbrk(s, "\r\n") != NULL;
-}
+static int has_crlf(const char *s) { return strpbrk(s, "\r\n") != NULL; }
 
 /* Returns NULL if req is acceptable, else what is wrong with it. Never
  * quotes header values or the token. */
@@ -463,7 +461,7 @@ static int setup_easy(struct httpc_xfer *x, const struct httpc_req *req, const c
     uint64_t timeout = req->timeout_ms ? req->timeout_ms : HTTPC_DEFAULT_TIMEOUT_MS;
     CURLcode rc = CURLE_OK;
 
-#define SET(opt, val) \
+#define SET(opt, val)                                                                              \
     if (rc == CURLE_OK) rc = curl_dl.easy_setopt(e, opt, val)
     SET(CURLOPT_URL, req->url);
     SET(CURLOPT_PROTOCOLS_STR, "http,https");
@@ -557,10 +555,7 @@ void httpc_cancel(struct httpc_xfer *x)
     xfer_free(x);
 }
 
-size_t httpc_active(const struct httpc *c)
-{
-    return c->nxfers;
-}
+size_t httpc_active(const struct httpc *c) { return c->nxfers; }
 
 void httpc_close(struct httpc *c, void (*done)(void *), void *ud)
 {

@@ -21,25 +21,25 @@ struct httpc_xfer;
  * and host name verification are always on. Proxy environment variables
  * (http_proxy, https_proxy, no_proxy) are honoured as libcurl does. */
 struct httpc_req {
-    const char *method;          /* "GET", "POST", "PATCH", ... (a token,
+    const char *method; /* "GET", "POST", "PATCH", ... (a token,
                                     case-sensitive); NULL = "GET". POST, PUT
                                     and PATCH always send a body (maybe
                                     empty); HEAD must have none. */
     const char *url;
-    const char *const *headers;  /* "Name: value" lines, may be NULL; no CR/LF.
+    const char *const *headers; /* "Name: value" lines, may be NULL; no CR/LF.
                                     A body without a Content-Type header is
                                     sent as libcurl's default,
                                     application/x-www-form-urlencoded. */
     size_t nheaders;
-    const char *body;            /* may be NULL */
+    const char *body; /* may be NULL */
     size_t body_len;
-    uint64_t timeout_ms;         /* whole-transfer timeout; 0 = 30 s */
-    const char *ca_file;         /* PEM bundle to verify against; NULL = system.
+    uint64_t timeout_ms;      /* whole-transfer timeout; 0 = 30 s */
+    const char *ca_file;      /* PEM bundle to verify against; NULL = system.
                                     One that is not a regular file (a FIFO
                                     would block the loop in libcurl) makes
                                     httpc_request fail with -EINVAL. */
-    size_t max_body;             /* response body cap in bytes; 0 = 1 MiB */
-    int whole_body;              /* what a body over max_body means:
+    size_t max_body;          /* response body cap in bytes; 0 = 1 MiB */
+    int whole_body;           /* what a body over max_body means:
                                     0 (default): the status decides; the
                                     first max_body bytes are kept, the rest
                                     is not read (the connection is dropped)
@@ -49,28 +49,28 @@ struct httpc_req {
                                     1: the caller needs the whole body (an
                                     API reply to parse): the transfer fails
                                     with "response body exceeds N bytes". */
-    const char *bearer_token;    /* NULL = none; else sent as "Authorization:
+    const char *bearer_token; /* NULL = none; else sent as "Authorization:
                                     Bearer <token>". Never logged. */
 };
 
 struct httpc_result {
-    int ok;                 /* 1 if a response (any status) was received:
+    int ok;            /* 1 if a response (any status) was received:
                                complete, or cut at max_body (truncated) when
                                the request allowed that (whole_body 0) */
-    int truncated;          /* 1 if the body was longer than max_body and
+    int truncated;     /* 1 if the body was longer than max_body and
                                only its first max_body bytes are in body */
-    long status;            /* HTTP status, 0 if none */
-    int curl_code;          /* CURLcode */
-    const char *error;      /* human-readable reason when !ok (curl's error
+    long status;       /* HTTP status, 0 if none */
+    int curl_code;     /* CURLcode */
+    const char *error; /* human-readable reason when !ok (curl's error
                                buffer, or "response body exceeds N bytes"
                                under whole_body); NULL when ok */
-    const char *body;       /* response body (NUL-terminated, never NULL), valid
+    const char *body;  /* response body (NUL-terminated, never NULL), valid
                                during the callback; partial when !ok */
     size_t body_len;
-    int64_t retry_after_s;  /* parsed Retry-After (delta seconds; an HTTP-date
+    int64_t retry_after_s; /* parsed Retry-After (delta seconds; an HTTP-date
                                becomes seconds from now, >= 0), -1 if absent
                                or unparsable */
-    double seconds;         /* total time */
+    double seconds;        /* total time */
 };
 
 /* Runs on the loop thread when the transfer ends (success or failure), never

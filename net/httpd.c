@@ -72,9 +72,9 @@ struct httpd {
     int listener_open, spare_busy, reject_wanted, closing;
     uint64_t last_reject_log;
     struct conn *conns;
-    size_t nconns;  /* in the list, closing ones included */
-    size_t nlive;   /* not closing: what the limit counts */
-    uint64_t seq;   /* orders conn.since */
+    size_t nconns; /* in the list, closing ones included */
+    size_t nlive;  /* not closing: what the limit counts */
+    uint64_t seq;  /* orders conn.since */
     void (*done)(void *);
     void *done_ud;
 };
@@ -83,7 +83,8 @@ struct httpd {
  * libuv handle behind. Returns the fd or -errno. */
 static int listen_socket(const struct sockaddr_storage *sa)
 {
-    socklen_t len = sa->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+    socklen_t len =
+        sa->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
     int fd = socket(sa->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return -errno;
     int one = 1;
@@ -112,8 +113,10 @@ static void conn_close_cb(uv_handle_t *h)
     struct conn *c = h->data;
     if (--c->open_handles > 0) return;
     struct httpd *s = c->srv;
-    if (c->prev) c->prev->next = c->next;
-    else s->conns = c->next;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        s->conns = c->next;
     if (c->next) c->next->prev = c->prev;
     s->nconns--;
     free(c);
@@ -269,8 +272,10 @@ static void write_cb(uv_write_t *req, int status)
         /* Lingering close: FIN, then discard input until EOF or timeout. */
         c->draining = 1;
         c->sreq.data = c;
-        if (uv_shutdown(&c->sreq, (uv_stream_t *)&c->tcp, shutdown_cb) != 0) conn_close(c);
-        else start_reading(c);
+        if (uv_shutdown(&c->sreq, (uv_stream_t *)&c->tcp, shutdown_cb) != 0)
+            conn_close(c);
+        else
+            start_reading(c);
         return;
     }
     conn_parse(c); /* a pipelined request may already be buffered */
@@ -284,9 +289,10 @@ static void conn_send(struct conn *c, int status, const char *ctype, char *body,
 {
     const char *reason = http_status_str((enum http_status)status);
     if (reason[0] == '<') reason = "Unknown";
-    int n = snprintf(c->whead, sizeof c->whead,
-                     "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%sConnection: %s\r\n\r\n",
-                     status, reason, ctype, body_len, extra_header, c->keep ? "keep-alive" : "close");
+    int n = snprintf(
+        c->whead, sizeof c->whead,
+        "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%sConnection: %s\r\n\r\n",
+        status, reason, ctype, body_len, extra_header, c->keep ? "keep-alive" : "close");
     uv_buf_t bufs[2] = {uv_buf_init(c->whead, (unsigned)n), uv_buf_init(body, (unsigned)body_len)};
     unsigned nbufs = body_len > 0 && c->parser.method != HTTP_HEAD ? 2 : 1;
     c->wbody = owned ? body : NULL;
@@ -392,7 +398,8 @@ static void conn_request(struct conn *c)
     if (!resp.content_type) resp.content_type = HTTPD_DEFAULT_TYPE;
     if (resp.status < 100 || resp.status > 599 || !valid_content_type(resp.content_type)) {
         log_error("httpd: handler for \"%s\" returned status %d with an invalid status or "
-                  "content type; answering 500", path, resp.status);
+                  "content type; answering 500",
+                  path, resp.status);
         free(resp.body);
         conn_error(c, 500);
         return;
@@ -605,15 +612,9 @@ int httpd_start(uv_loop_t *loop, const char *listen, httpd_handler h, void *ud, 
     return 0;
 }
 
-int httpd_port(const struct httpd *s)
-{
-    return s->port;
-}
+int httpd_port(const struct httpd *s) { return s->port; }
 
-void httpd_set_timeout(struct httpd *s, unsigned ms)
-{
-    s->timeout_ms = ms;
-}
+void httpd_set_timeout(struct httpd *s, unsigned ms) { s->timeout_ms = ms; }
 
 static void listener_close_cb(uv_handle_t *h)
 {

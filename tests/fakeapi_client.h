@@ -42,8 +42,8 @@ static int json_str(const cJSON *o, const char *key, char *out, size_t n)
 /* Starts fakeapi.py and parses the JSON line it prints (at most 30 s). */
 static int fake_start(struct fake *f, const char *state, const char *fixture)
 {
-    const char *argv[] = { "python3", "tests/k8s/fakeapi.py", "--state", state, "--fixture",
-                           fixture, "--ipv6", "--exit-on-stdin-eof", NULL };
+    const char *argv[] = {"python3", "tests/k8s/fakeapi.py", "--state", state, "--fixture", fixture,
+                          "--ipv6",  "--exit-on-stdin-eof",  NULL};
     char buf[4096];
     int rc = -1;
     cJSON *j, *pods;
@@ -60,7 +60,8 @@ static int fake_start(struct fake *f, const char *state, const char *fixture)
     if (f->port > 0 && f->control > 0 && json_str(j, "ca", f->ca, sizeof f->ca) == 0 &&
         json_str(j, "ca_bundle", f->ca_bundle, sizeof f->ca_bundle) == 0 &&
         json_str(j, "token_file", f->token_file, sizeof f->token_file) == 0 &&
-        json_str(j, "namespace", f->ns, sizeof f->ns) == 0 && cJSON_IsString(cJSON_GetArrayItem(pods, 0)) &&
+        json_str(j, "namespace", f->ns, sizeof f->ns) == 0 &&
+        cJSON_IsString(cJSON_GetArrayItem(pods, 0)) &&
         strlen(cJSON_GetArrayItem(pods, 0)->valuestring) < sizeof f->pod) {
         strcpy(f->pod, cJSON_GetArrayItem(pods, 0)->valuestring);
         snprintf(f->other_ca, sizeof f->other_ca, "%s/other-ca.crt", state);

@@ -55,7 +55,7 @@ static int helper_start(struct helper *h, const char *const *argv, char *line, s
     close(out[1]);
     h->stdin_fd = in[1];
     while (got < n - 1 && !memchr(line, '\n', got) && uv_hrtime() < deadline) {
-        struct pollfd p = { .fd = out[0], .events = POLLIN };
+        struct pollfd p = {.fd = out[0], .events = POLLIN};
         ssize_t r;
 
         if (poll(&p, 1, 200) <= 0) continue;
@@ -72,8 +72,8 @@ static int helper_start(struct helper *h, const char *const *argv, char *line, s
  * involved (libcurl honours these variables). */
 static void no_proxy_env(void)
 {
-    static const char *const vars[] = { "http_proxy", "HTTP_PROXY", "https_proxy",
-                                        "HTTPS_PROXY", "all_proxy", "ALL_PROXY" };
+    static const char *const vars[] = {"http_proxy",  "HTTP_PROXY", "https_proxy",
+                                       "HTTPS_PROXY", "all_proxy",  "ALL_PROXY"};
 
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
 }

@@ -172,12 +172,16 @@ static void test_errors(void **state)
     (void)state;
     EXPECT_ERROR("a=\"1\"\nfoo", "line 2: missing '=' in \"foo\"");
     EXPECT_ERROR("a=\"1\"\na=\"2\"", "line 2: duplicate key \"a\" (first on line 1)");
-    EXPECT_ERROR("b=\"0\"\na=\"1\"\nc=\"\"\na=\"2\"", "line 4: duplicate key \"a\" (first on line 2)");
+    EXPECT_ERROR("b=\"0\"\na=\"1\"\nc=\"\"\na=\"2\"",
+                 "line 4: duplicate key \"a\" (first on line 2)");
     EXPECT_ERROR("a=\"x\"y", "line 1: unexpected text after the closing quote of key \"a\"");
     EXPECT_ERROR("a=\"x\" ", "line 1: unexpected text after the closing quote of key \"a\"");
     EXPECT_ERROR("a=\"x\"\"", "line 1: unexpected text after the closing quote of key \"a\"");
-    EXPECT_ERROR("a=\"1\"\nx=\"ab\\q\"", "line 2: bad quoted value for key \"x\": invalid escape \\q at offset 3");
-    EXPECT_ERROR("x=\"abc", "line 1: bad quoted value for key \"x\": unterminated string: no closing '\"' (4 bytes)");
+    EXPECT_ERROR("a=\"1\"\nx=\"ab\\q\"",
+                 "line 2: bad quoted value for key \"x\": invalid escape \\q at offset 3");
+    EXPECT_ERROR(
+        "x=\"abc",
+        "line 1: bad quoted value for key \"x\": unterminated string: no closing '\"' (4 bytes)");
     EXPECT_ERROR("=\"x\"", "line 1: empty key");
     EXPECT_ERROR("a b=\"x\"", "line 1: invalid character in key \"a b\" at offset 1");
     EXPECT_ERROR("k\xc3\xa9=\"x\"", "line 1: invalid character in key \"k\xc3\xa9\" at offset 1");
@@ -197,7 +201,8 @@ static void test_many_keys(void **state)
 
     (void)state;
     assert_non_null(buf);
-    for (k = 0; k < n; k++) len += (size_t)sprintf(buf + len, "%sk%zu=\"%zu\"", k ? "\n" : "", n - k, k);
+    for (k = 0; k < n; k++)
+        len += (size_t)sprintf(buf + len, "%sk%zu=\"%zu\"", k ? "\n" : "", n - k, k);
     parse_ok(buf, &s);
     assert_int_equal(s.n, n);
     for (k = 1; k < n; k++) assert_true(strcmp(s.v[k - 1].key, s.v[k].key) < 0);

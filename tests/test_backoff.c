@@ -39,9 +39,9 @@ static void check_range(struct backoff p, uint64_t (*lo)(uint64_t), uint64_t (*h
         uint64_t mn = UINT64_MAX, mx = 0;
         for (int i = 0; i < DRAWS; i++) {
             uint64_t v = backoff_next(&p, attempt, &rng);
-            if (v < l || v > h) fail_msg("attempt %d: %llu outside [%llu, %llu]", attempt,
-                                         (unsigned long long)v, (unsigned long long)l,
-                                         (unsigned long long)h);
+            if (v < l || v > h)
+                fail_msg("attempt %d: %llu outside [%llu, %llu]", attempt, (unsigned long long)v,
+                         (unsigned long long)l, (unsigned long long)h);
             if (v < mn) mn = v;
             if (v > mx) mx = v;
         }
@@ -112,7 +112,8 @@ static void test_no_overflow_at_the_edges(void **s)
     assert_true(prev >= UINT64_MAX / 4);
     for (int a = 64; a <= 70; a++) { /* doubled past 2^63: clamped, no wrap */
         uint64_t e = backoff_next(&(struct backoff){1, UINT64_MAX, BACKOFF_JITTER_EQUAL}, a, &rng);
-        uint64_t sp = backoff_next(&(struct backoff){1, UINT64_MAX, BACKOFF_JITTER_SPREAD}, a, &rng);
+        uint64_t sp =
+            backoff_next(&(struct backoff){1, UINT64_MAX, BACKOFF_JITTER_SPREAD}, a, &rng);
         assert_true(e >= UINT64_MAX / 8);
         assert_true(sp >= UINT64_MAX / 8);
     }

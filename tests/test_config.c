@@ -73,7 +73,7 @@ static void test_defaults(void **state)
 static void test_flags_override_defaults(void **state)
 {
     struct fixture *f = *state;
-    char *argv[] = {"--debounce", "1m30s", "--watch", "/a", "--watch=/b", "--dry-run",
+    char *argv[] = {"--debounce",        "1m30s",    "--watch", "/a", "--watch=/b", "--dry-run",
                     "--log-format=json", "--resync", "0"};
     assert_int_equal(parse(f, 9, argv), 0);
     assert_int_equal(cfg_build(&f->flags, NULL, &f->cfg, f->err, sizeof f->err), 0);
@@ -182,9 +182,9 @@ static void test_action_names_from_table(void **state)
         struct cfg_layer l;
         char rule[64];
         snprintf(rule, sizeof rule, "*.x=%s", action_name(a));
-        char *argv[] = {"--action", (char *)action_name(a), "--rule", rule, "--process", "p",
-                        "--http-url", "http://127.0.0.1:1/", "--exec-command", "true",
-                        "--on-start", "skip"};
+        char *argv[] = {
+            "--action",   (char *)action_name(a), "--rule",         rule,   "--process",  "p",
+            "--http-url", "http://127.0.0.1:1/",  "--exec-command", "true", "--on-start", "skip"};
         assert_int_equal(cfg_layer_init(&l, CFG_SRC_FLAG), 0);
         assert_int_equal(cfg_parse_args(12, argv, &l, &help, f->err, sizeof f->err), 0);
         if (cfg_build(&l, NULL, &f->cfg, f->err, sizeof f->err) != 0) fail_msg("%s", f->err);
@@ -239,9 +239,10 @@ static void test_help_lists_every_option(void **state)
 {
     (void)state;
     char *h = capture(help_fn, NULL);
-    const char *names[] = {"--watch PATH", "--action", "--rule GLOB=ACTION", "--ignore",
-                           "--debounce DURATION", "--resync", "--log-format", "--log-level",
-                           "--dry-run", "--annotations FILE", "--print-config"};
+    const char *names[] = {
+        "--watch PATH",        "--action",           "--rule GLOB=ACTION", "--ignore",
+        "--debounce DURATION", "--resync",           "--log-format",       "--log-level",
+        "--dry-run",           "--annotations FILE", "--print-config"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         if (!strstr(h, names[i])) fail_msg("--help lacks %s", names[i]);
     }
@@ -320,7 +321,8 @@ static void test_duration_ranges(void **state)
         snprintf(opt, sizeof opt, "--%s", RANGES[i].name);
         snprintf(want, sizeof want, "out of range: %s takes %s", opt, RANGES[i].range);
         /* retry-initial <= retry-max is checked too: keep the other one wide. */
-        const char *other = strcmp(RANGES[i].name, "retry-initial") == 0 ? "--retry-max" : "--retry-initial";
+        const char *other =
+            strcmp(RANGES[i].name, "retry-initial") == 0 ? "--retry-max" : "--retry-initial";
         const char *other_val = other[8] == 'm' ? "24h" : "1ms";
         const char *huge[] = {opt, "2562047h47m16.854775807s", NULL};
         if (build_args(f, huge) != -22 || !strstr(f->err, want) || !strstr(f->err, "2562047h"))
@@ -379,11 +381,17 @@ static void test_exec_command_and_hash_annotation_judged(void **state)
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         const char *argv[] = {bad[i].opt, bad[i].val, NULL};
-        if (build_args(f, argv) != -22 || !strstr(f->err, bad[i].opt) || !strstr(f->err, bad[i].why))
+        if (build_args(f, argv) != -22 || !strstr(f->err, bad[i].opt) ||
+            !strstr(f->err, bad[i].why))
             fail_msg("%s '%s': %s", bad[i].opt, bad[i].val, f->err);
     }
-    const char *ok[] = {"--exec-command", "sh -c 'nginx -s reload'", "--hash-annotation",
-                        "example.com/config-hash", "--action", "exec", NULL};
+    const char *ok[] = {"--exec-command",
+                        "sh -c 'nginx -s reload'",
+                        "--hash-annotation",
+                        "example.com/config-hash",
+                        "--action",
+                        "exec",
+                        NULL};
     assert_int_equal(build_args(f, ok), 0);
     const char *unset[] = {"--exec-command", "", NULL};
     assert_int_equal(build_args(f, unset), 0);
@@ -449,11 +457,14 @@ static void test_restart_only_changes(void **state)
     struct config boot, a, b, c, e_off, e_on;
     char names[256];
     const char *boot_args[] = {"--listen", "127.0.0.1:9091", "--debounce", "1s", NULL};
-    const char *a_args[] = {"--listen", "127.0.0.1:9092", "--kube-api", "https://k:6443",
-                            "--debounce", "2s", NULL};
-    const char *b_args[] = {"--listen", "127.0.0.1:9091", "--debounce", "5s", "--events=false", NULL};
-    const char *c_args[] = {"--listen", "127.0.0.1:9091", "--pod-name", "web-0", "--namespace", "prod",
-                            "--kube-token-file", "/t", "--kube-ca-file", "/ca", NULL};
+    const char *a_args[] = {
+        "--listen", "127.0.0.1:9092", "--kube-api", "https://k:6443", "--debounce", "2s", NULL};
+    const char *b_args[] = {"--listen", "127.0.0.1:9091", "--debounce",
+                            "5s",       "--events=false", NULL};
+    const char *c_args[] = {
+        "--listen", "127.0.0.1:9091",    "--pod-name", "web-0",          "--namespace",
+        "prod",     "--kube-token-file", "/t",         "--kube-ca-file", "/ca",
+        NULL};
     const char *off_args[] = {"--events=false", NULL};
     const char *on_args[] = {"--events=true", NULL};
     build_into(boot_args, &boot);
@@ -500,8 +511,8 @@ static void test_restart_only_marked_in_help_and_print(void **state)
 {
     struct fixture *f = *state;
     char *h = capture(help_fn, NULL);
-    const char *marked[] = {"--listen", "--kube-api", "--kube-token-file", "--kube-ca-file",
-                            "--pod-name", "--namespace"};
+    const char *marked[] = {"--listen",       "--kube-api", "--kube-token-file",
+                            "--kube-ca-file", "--pod-name", "--namespace"};
     for (size_t i = 0; i < sizeof marked / sizeof marked[0]; i++) {
         char *line = strstr(h, marked[i]);
         assert_non_null(line);
@@ -539,8 +550,8 @@ static void test_errors_are_one_line(void **state)
     assert_int_equal(parse(f, 1, a1), -22);
     assert_null(strpbrk(f->err, "\r\n\x02"));
     assert_non_null(strstr(f->err, "--wat\\x02-\\x0dlics"));
-    const char *a2[] = {"--action", "http", "--http-url", "ftp://x\n2026-12-03T00:00:00.000Z info  forged",
-                        NULL};
+    const char *a2[] = {"--action", "http", "--http-url",
+                        "ftp://x\n2026-12-03T00:00:00.000Z info  forged", NULL};
     assert_int_equal(build_args(f, a2), -22);
     assert_null(strchr(f->err, '\n'));
     assert_non_null(strstr(f->err, "ftp://x\\x0a2026"));
@@ -551,7 +562,8 @@ static void test_errors_are_one_line(void **state)
 static void test_print_config_one_line_per_option(void **state)
 {
     struct fixture *f = *state;
-    assert_int_equal(annots(f, "reload-agent.io/exec-command=\"echo a\\nlisten = 0.0.0.0:1 # flag\""), 0);
+    assert_int_equal(
+        annots(f, "reload-agent.io/exec-command=\"echo a\\nlisten = 0.0.0.0:1 # flag\""), 0);
     assert_int_equal(cfg_build(&f->flags, &f->annots, &f->cfg, f->err, sizeof f->err), 0);
     char *p = capture(print_fn, f);
     size_t lines = 0;
@@ -569,10 +581,13 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_defaults, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flags_override_defaults, setup, teardown),
         cmocka_unit_test_setup_teardown(test_annotations_override_flags, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_bad_flag_value_names_option_and_value, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_bad_annotation_value_names_annotation, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_flag_value_names_option_and_value, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_bad_annotation_value_names_annotation, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_unknown_annotation_rejected, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_annotation_cannot_set_annotations_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_annotation_cannot_set_annotations_file, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_unknown_flag_and_missing_value, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rules_parse_and_validate, setup, teardown),
         cmocka_unit_test_setup_teardown(test_action_names_from_table, setup, teardown),
@@ -581,10 +596,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_print_config_shows_sources, setup, teardown),
         cmocka_unit_test_setup_teardown(test_duration_ranges, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sched_slice_range, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_exec_command_and_hash_annotation_judged, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_exec_command_and_hash_annotation_judged, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_rollout_needs_an_api_client, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_only_changes, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_restart_only_marked_in_help_and_print, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_restart_only_marked_in_help_and_print, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_errors_are_one_line, setup, teardown),
         cmocka_unit_test_setup_teardown(test_print_config_one_line_per_option, setup, teardown),
     };

@@ -113,12 +113,14 @@ static void test_action_for_first_rule_wins(void **state)
 {
     (void)state;
     struct config c;
-    const char *args[] = {"--rule", "*.conf=signal", "--rule", "*/jvm.options=exec", "--rule",
-                          "*=http", "--action", "none", "--process", "x", "--exec-command",
-                          "true", "--http-url", "http://127.0.0.1:1/"};
+    const char *args[] = {
+        "--rule",         "*.conf=signal", "--rule",     "*/jvm.options=exec", "--rule",
+        "*=http",         "--action",      "none",       "--process",          "x",
+        "--exec-command", "true",          "--http-url", "http://127.0.0.1:1/"};
     config(&c, args, 14);
     assert_int_equal(engine_action_for(&c, "/v/a.conf"), ACTION_SIGNAL);
-    assert_int_equal(engine_action_for(&c, "/v/sub/dir/b.conf"), ACTION_SIGNAL); /* '*' crosses '/' */
+    assert_int_equal(engine_action_for(&c, "/v/sub/dir/b.conf"),
+                     ACTION_SIGNAL); /* '*' crosses '/' */
     assert_int_equal(engine_action_for(&c, "/v/jvm.options"), ACTION_EXEC);
     assert_int_equal(engine_action_for(&c, "/v/other"), ACTION_HTTP);
     cfg_free(&c);
@@ -185,8 +187,8 @@ static void test_failure_retries_then_reverted_content_still_acted(void **state)
     char cmd[600];
     /* Fails while the file "fail" exists; records every run. */
     snprintf(cmd, sizeof cmd, "sh -c 'echo run >> %s/runs; test ! -e %s/fail'", g_dir, g_dir);
-    const char *args[] = {"--action", "exec", "--exec-command", cmd, "--retry-initial", "50ms",
-                          "--retry-max", "100ms"};
+    const char *args[] = {"--action",        "exec", "--exec-command", cmd,
+                          "--retry-initial", "50ms", "--retry-max",    "100ms"};
     struct hash_manifest m0 = {0}, m1 = {0};
     write_file("a", "1");
     manifest(&m0);
@@ -303,13 +305,13 @@ static struct fake {
     int starts[ACTION__COUNT];
     int results[ACTION__COUNT]; /* results delivered to the engine */
     int aborts[ACTION__COUNT];
-    int fail_left;              /* the next runs that fail */
-    int permanent;              /* failures say a retry cannot help */
-    uint64_t delay_ms;          /* 0: complete inside start; else via a uv timer */
-    uint64_t start_ms[16];      /* loop time of the first starts of any action */
+    int fail_left;         /* the next runs that fail */
+    int permanent;         /* failures say a retry cannot help */
+    uint64_t delay_ms;     /* 0: complete inside start; else via a uv timer */
+    uint64_t start_ms[16]; /* loop time of the first starts of any action */
     int nstart_ms;
-    char seen_url[256];         /* p->http_url as read when a run completed */
-    struct fake_run *pending;   /* runs waiting for their timer */
+    char seen_url[256];       /* p->http_url as read when a run completed */
+    struct fake_run *pending; /* runs waiting for their timer */
 } F;
 
 struct fake_run {
@@ -384,7 +386,7 @@ static void fake_abort(enum action a)
 }
 
 #define FAKE(name, A)                                                                              \
-    static void fake_start_##name(struct action_env *env, const struct action_params *p,          \
+    static void fake_start_##name(struct action_env *env, const struct action_params *p,           \
                                   action_done done, void *ud)                                      \
     {                                                                                              \
         fake_start(A, env, p, done, ud);                                                           \
@@ -426,7 +428,7 @@ static int fake_teardown(void **state)
 
 /* Rules per extension, and what each action needs to validate. */
 #define FAKE_ARGS                                                                                  \
-    "--rule", "*.sig=signal", "--rule", "*.http=http", "--rule", "*.rst=restart", "--action",     \
+    "--rule", "*.sig=signal", "--rule", "*.http=http", "--rule", "*.rst=restart", "--action",      \
         "none", "--process", "x", "--http-url", "http://127.0.0.1:1/a"
 
 static void applied_is(struct engine *e, const struct hash_manifest *m)
@@ -558,8 +560,8 @@ static void test_fake_attempt_owns_its_parameters(void **state)
     (void)state;
     struct ctx x;
     const char *args[] = {FAKE_ARGS};
-    const char *args2[] = {"--rule", "*.http=http", "--action", "none", "--http-url",
-                           "http://127.0.0.1:2/changed"};
+    const char *args2[] = {"--rule", "*.http=http", "--action",
+                           "none",   "--http-url",  "http://127.0.0.1:2/changed"};
     struct hash_manifest m0 = {0}, m1 = {0};
     write_file("b.http", "1");
     manifest(&m0);
@@ -611,7 +613,7 @@ static void close_in_flight(const char *ext, enum action a, const char *const *a
     assert_int_equal(F.starts[a], 1);
     assert_int_equal(F.results[a], 0);
     engine_close(x.e, on_engine_closed, NULL);
-    uv_run(&x.loop, UV_RUN_DEFAULT); /* returns once every handle closed */
+    uv_run(&x.loop, UV_RUN_DEFAULT);   /* returns once every handle closed */
     assert_int_equal(F.results[a], 1); /* exactly one result */
     assert_int_equal(F.starts[a], 1);  /* and no new attempt while closing */
     assert_int_equal(g_closed, 1);
@@ -654,7 +656,8 @@ static void test_table_lookups(void **state)
     assert_string_equal(action_name(ACTION__COUNT), "?");
     assert_int_equal(action_strongest(0), 0);
     assert_int_equal(action_strongest(ACTION_BIT(ACTION_NONE)), ACTION_BIT(ACTION_NONE));
-    unsigned inplace = ACTION_BIT(ACTION_SIGNAL) | ACTION_BIT(ACTION_HTTP) | ACTION_BIT(ACTION_EXEC);
+    unsigned inplace =
+        ACTION_BIT(ACTION_SIGNAL) | ACTION_BIT(ACTION_HTTP) | ACTION_BIT(ACTION_EXEC);
     assert_int_equal(action_strongest(inplace | ACTION_BIT(ACTION_NONE)), inplace);
     assert_int_equal(action_strongest(inplace | ACTION_BIT(ACTION_RESTART)),
                      ACTION_BIT(ACTION_RESTART));
@@ -677,14 +680,13 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_close_waits_for_inflight, setup, teardown),
         cmocka_unit_test(test_table_lookups),
         cmocka_unit_test_setup_teardown(test_fake_strongest_action_wins, fake_setup, fake_teardown),
-        cmocka_unit_test_setup_teardown(test_fake_retry_with_backoff_commits_on_success,
-                                        fake_setup, fake_teardown),
-        cmocka_unit_test_setup_teardown(test_fake_newer_change_supersedes_pending_retry,
-                                        fake_setup, fake_teardown),
+        cmocka_unit_test_setup_teardown(test_fake_retry_with_backoff_commits_on_success, fake_setup,
+                                        fake_teardown),
+        cmocka_unit_test_setup_teardown(test_fake_newer_change_supersedes_pending_retry, fake_setup,
+                                        fake_teardown),
         cmocka_unit_test_setup_teardown(test_fake_attempt_owns_its_parameters, fake_setup,
                                         fake_teardown),
-        cmocka_unit_test_setup_teardown(test_fake_close_while_in_flight, fake_setup,
-                                        fake_teardown),
+        cmocka_unit_test_setup_teardown(test_fake_close_while_in_flight, fake_setup, fake_teardown),
         cmocka_unit_test_setup_teardown(test_fake_close_aborts_rollout_in_flight, fake_setup,
                                         fake_teardown),
     };

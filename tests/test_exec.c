@@ -73,7 +73,7 @@ static void test_split_table(void **state)
         {"x'y'\"z\"w", {"xyzw"}, 1},
         {"'' \"\" e", {"", "", "e"}, 1},
         {"one\\\ntwo", {"onetwo"}, 1},
-        {"a\nb", {"a", "b"}, 0}, /* newline separates words (sh: commands) */
+        {"a\nb", {"a", "b"}, 0},                     /* newline separates words (sh: commands) */
         {"echo $HOME *", {"echo", "$HOME", "*"}, 0}, /* no expansion */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -329,8 +329,10 @@ static void test_timeout_kills_process_group(void **state)
         fclose(s);
         buf[n] = '\0';
         char *p = strrchr(buf, ')');
-        if (p && p[2] == 'Z') gone = 1; /* dead, awaiting its reaper */
-        else usleep(10000);
+        if (p && p[2] == 'Z')
+            gone = 1; /* dead, awaiting its reaper */
+        else
+            usleep(10000);
     }
     assert_true(gone);
 }

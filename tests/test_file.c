@@ -251,13 +251,12 @@ static void test_kind_names(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_regular),     cmocka_unit_test(test_empty),
-        cmocka_unit_test(test_limit),       cmocka_unit_test(test_unknown_size),
-        cmocka_unit_test(test_missing),
-        cmocka_unit_test(test_directory),   cmocka_unit_test(test_fifo),
-        cmocka_unit_test(test_char_device), cmocka_unit_test(test_socket),
-        cmocka_unit_test(test_permission),  cmocka_unit_test(test_no_err_buffer),
-        cmocka_unit_test(test_kind_names),
+        cmocka_unit_test(test_regular),       cmocka_unit_test(test_empty),
+        cmocka_unit_test(test_limit),         cmocka_unit_test(test_unknown_size),
+        cmocka_unit_test(test_missing),       cmocka_unit_test(test_directory),
+        cmocka_unit_test(test_fifo),          cmocka_unit_test(test_char_device),
+        cmocka_unit_test(test_socket),        cmocka_unit_test(test_permission),
+        cmocka_unit_test(test_no_err_buffer), cmocka_unit_test(test_kind_names),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

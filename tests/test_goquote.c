@@ -61,7 +61,10 @@ static void test_numeric_escapes(void **state)
     expect_unquote("\"\\101\\000\\377\\011\"", "A\0\xff\t", 4);
     expect_unquote("\"a\\x00b\"", "a\0b", 3);
     expect_unquote("\"\\u00e9\\u65E5\\u0000\"", "\xc3\xa9\xe6\x97\xa5\0", 6);
-    expect_unquote("\"\\U0001F600\\U0010ffff\\U00000041\"", "\xf0\x9f\x98\x80\xf4\x8f\xbf\xbf" "A", 9);
+    expect_unquote("\"\\U0001F600\\U0010ffff\\U00000041\"",
+                   "\xf0\x9f\x98\x80\xf4\x8f\xbf\xbf"
+                   "A",
+                   9);
     expect_unquote("\"\\u007f\\u0080\"", "\x7f\xc2\x80", 3);
 }
 
@@ -141,9 +144,9 @@ static void test_quote_matches_go(void **state)
     expect_quote("\a\b\f\n\r\t\v", 7, "\"\\a\\b\\f\\n\\r\\t\\v\"");
     expect_quote("\x01\x1b\x1f ~", 5, "\"\\x01\\x1b\\x1f ~\"");
     expect_quote("\xff\xfe", 2, "\"\\xff\\xfe\"");
-    expect_quote("\xc3(", 2, "\"\\xc3(\"");             /* truncated sequence */
-    expect_quote("\xed\xa0\x80", 3, "\"\\xed\\xa0\\x80\""); /* encoded surrogate */
-    expect_quote("\xc0\xaf", 2, "\"\\xc0\\xaf\"");         /* overlong */
+    expect_quote("\xc3(", 2, "\"\\xc3(\"");                          /* truncated sequence */
+    expect_quote("\xed\xa0\x80", 3, "\"\\xed\\xa0\\x80\"");          /* encoded surrogate */
+    expect_quote("\xc0\xaf", 2, "\"\\xc0\\xaf\"");                   /* overlong */
     expect_quote("\xf4\x90\x80\x80", 4, "\"\\xf4\\x90\\x80\\x80\""); /* > U+10FFFF */
     expect_quote("\xc3\xa9 \xc3\xbc", 5, "\"\xc3\xa9 \xc3\xbc\"");
     expect_quote("\xc2\x85\xc2\xa0", 4, "\"\\u0085\\u00a0\"");
@@ -190,7 +193,7 @@ static void test_quote_to_bounded(void **state)
     assert_string_equal(dst, "\"abcdefghijklm\"");
     gq_quote_to(dst, 16, "abcdefghijklmn", 14);
     assert_string_equal(dst, "\"abcdefghij...\""); /* 15 chars + NUL */
-    gq_quote_to(dst, 12, "a\nb\nc\nd", 7); /* never cuts inside an escape */
+    gq_quote_to(dst, 12, "a\nb\nc\nd", 7);         /* never cuts inside an escape */
     assert_string_equal(dst, "\"a\\nb\\n...\"");
     gq_quote_to(dst, 6, "abcdef", 6);
     assert_string_equal(dst, "\"...\"");

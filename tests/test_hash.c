@@ -121,7 +121,10 @@ struct exp {
     const char *data;
     size_t len;
 };
-#define E(rel, str) {rel, str, sizeof(str) - 1}
+#define E(rel, str)                                                                                \
+    {                                                                                              \
+        rel, str, sizeof(str) - 1                                                                  \
+    }
 
 /* One manifest line as GNU sha256sum prints it, written here from the
  * contract's text (the tests below also compare it with sha256sum's own). */
@@ -130,15 +133,19 @@ static void put_line(FILE *f, const char *hex, const char *path)
     if (strpbrk(path, "\\\n")) fputc('\\', f);
     fprintf(f, "%s  ", hex);
     for (const char *p = path; *p; p++) {
-        if (*p == '\\') fputs("\\\\", f);
-        else if (*p == '\n') fputs("\\n", f);
-        else fputc(*p, f);
+        if (*p == '\\')
+            fputs("\\\\", f);
+        else if (*p == '\n')
+            fputs("\\n", f);
+        else
+            fputc(*p, f);
     }
     fputc('\n', f);
 }
 
 /* sha256sum of the manifest of e[0..n) with logical paths prefix+rel. */
-static void manifest_hex(const char *prefix, const struct exp *e, size_t n, char hex[HASH_HEX_LEN + 1])
+static void manifest_hex(const char *prefix, const struct exp *e, size_t n,
+                         char hex[HASH_HEX_LEN + 1])
 {
     char tmp[PATH_MAX], path[PATH_MAX], d[HASH_HEX_LEN + 1];
     snprintf(tmp, sizeof tmp, "%s.manifest", g_tmp);
@@ -355,10 +362,8 @@ static void test_kubelet_layout(void **state)
     (void)state;
     const char *ts = "..2024_05_01_12_00_00.123";
     const struct exp payload[] = {
-        E("a.conf", "alpha=1\n"),
-        E("b.conf", "beta=2\n"),
-        E("conf/app.yaml", "port: 80\n"),
-        E("conf/..x", "deeper dot-dot names are user content\n"),
+        E("a.conf", "alpha=1\n"),         E("b.conf", "beta=2\n"),
+        E("conf/app.yaml", "port: 80\n"), E("conf/..x", "deeper dot-dot names are user content\n"),
         E("conf/sub/deep.txt", "deep"),
     };
     aw_payload(P("v"), ts, payload, 5);
@@ -391,7 +396,10 @@ static void test_plain_nested_empty_binary_fifo(void **state)
     struct warns ws = {0};
     assert_int_equal(compute1(P("v"), &ws, &m), 0);
     const struct exp want[] = {
-        {"bin.dat", bin, sizeof bin}, E("d1/d2/d3/leaf", "leaf\n"), E("d1/top", "top"), E("empty", ""),
+        {"bin.dat", bin, sizeof bin},
+        E("d1/d2/d3/leaf", "leaf\n"),
+        E("d1/top", "top"),
+        E("empty", ""),
     };
     expect_manifest(&m, P("v/"), want, 4);
     assert_int_equal(ws.n, 1);
@@ -410,7 +418,7 @@ static void test_escaping_symlinks(void **state)
     link_("../outside", P("v/dir_escape"));
     link_("/etc", P("v/sub/etc"));
     link_("../../v/a", P("v/sub/back_in")); /* leaves and re-enters: inside */
-    link_("sub", P("v/sublink"));            /* a directory link inside */
+    link_("sub", P("v/sublink"));           /* a directory link inside */
     /* a root prefix that is not the root: v2 starts with "v" */
     put(P("v2/x"), "x", 1);
     link_("../v2/x", P("v/prefix_trap"));
@@ -418,7 +426,8 @@ static void test_escaping_symlinks(void **state)
     struct warns ws = {0};
     assert_int_equal(compute1(P("v"), &ws, &m), 0);
     const struct exp want[] = {
-        E("a", "a"), E("sub/b", "b"), E("sub/back_in", "a"), E("sublink/b", "b"), E("sublink/back_in", "a"),
+        E("a", "a"),         E("sub/b", "b"),           E("sub/back_in", "a"),
+        E("sublink/b", "b"), E("sublink/back_in", "a"),
     };
     expect_manifest(&m, P("v/"), want, 5);
     assert_int_equal(ws.n, 6); /* sub/etc is met twice: through sub and sublink */
@@ -483,17 +492,25 @@ static void test_depth_cap(void **state)
 static void test_names_are_bytes_sorted_bytewise(void **state)
 {
     (void)state;
-    const char *names[] = {"a", "B", "caf\xc3\xa9", "\xe6\x97\xa5\xe6\x9c\xac.txt", "\xff\xfe",
-                           "x\ny", "back\\slash", "a-b", "a.b"};
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++) put(P("v/%s", names[i]), names[i], strlen(names[i]));
+    const char *names[] = {"a",        "B",    "caf\xc3\xa9", "\xe6\x97\xa5\xe6\x9c\xac.txt",
+                           "\xff\xfe", "x\ny", "back\\slash", "a-b",
+                           "a.b"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        put(P("v/%s", names[i]), names[i], strlen(names[i]));
     struct hash_manifest m;
     struct warns ws = {0};
     assert_int_equal(compute1(P("v"), &ws, &m), 0);
     /* bytewise: 'B' 0x42 < 'a' 0x61; "a" < "a-b" < "a.b"; 0xc3 < 0xe6 < 0xff */
     const struct exp want[] = {
-        E("B", "B"), E("a", "a"), E("a-b", "a-b"), E("a.b", "a.b"), E("back\\slash", "back\\slash"),
-        E("caf\xc3\xa9", "caf\xc3\xa9"), E("x\ny", "x\ny"),
-        E("\xe6\x97\xa5\xe6\x9c\xac.txt", "\xe6\x97\xa5\xe6\x9c\xac.txt"), E("\xff\xfe", "\xff\xfe"),
+        E("B", "B"),
+        E("a", "a"),
+        E("a-b", "a-b"),
+        E("a.b", "a.b"),
+        E("back\\slash", "back\\slash"),
+        E("caf\xc3\xa9", "caf\xc3\xa9"),
+        E("x\ny", "x\ny"),
+        E("\xe6\x97\xa5\xe6\x9c\xac.txt", "\xe6\x97\xa5\xe6\x9c\xac.txt"),
+        E("\xff\xfe", "\xff\xfe"),
     };
     expect_manifest(&m, P("v/"), want, 9);
     /* the manifest lines are sha256sum's own, escapes included: sha256sum
@@ -664,7 +681,8 @@ static void test_fd_limit_reports_emfile(void **state)
     expect_emfile(P("v"), 1, "opendir", P("v/d"));
     expect_emfile(P("v/d/f"), 0, "open", P("v/d/f"));
     /* the message names the limit */
-    assert_string_equal(hash_strerror(-EMFILE), "too many open files in this process (RLIMIT_NOFILE)");
+    assert_string_equal(hash_strerror(-EMFILE),
+                        "too many open files in this process (RLIMIT_NOFILE)");
     assert_string_equal(hash_strerror(-ENFILE), "too many open files in the system (fs.file-max)");
     assert_string_equal(hash_strerror(-ENOENT), strerror(ENOENT));
 }
@@ -707,7 +725,8 @@ static void test_diff_and_copy(void **state)
 
     assert_int_equal(hash_manifest_copy(&b, &c), 0);
     hash_manifest_free(&b); /* the copy must not share memory */
-    const struct exp want[] = {E("added", "added"), E("edit", "new!"), E("grow", "gg"), E("same", "same")};
+    const struct exp want[] = {E("added", "added"), E("edit", "new!"), E("grow", "gg"),
+                               E("same", "same")};
     expect_manifest(&c, P("v/"), want, 4);
     assert_int_equal(hash_diff(&c, &c, &d), 0);
     assert_int_equal(d.nadded + d.nremoved + d.nmodified, 0);
@@ -721,7 +740,8 @@ static unsigned classify(void *ud, const char *path)
     size_t n = strlen(path);
     (*(unsigned *)ud)++;
     if (n > 4 && strcmp(path + n - 4, ".tmp") == 0) return 0;
-    if (n >= 11 && strcmp(path + n - 11, "jvm.options") == 0) return HASH_CLASS_MAIN | HASH_CLASS_SUB;
+    if (n >= 11 && strcmp(path + n - 11, "jvm.options") == 0)
+        return HASH_CLASS_MAIN | HASH_CLASS_SUB;
     return HASH_CLASS_MAIN;
 }
 
@@ -1000,9 +1020,8 @@ static void test_cached_listing_until_forgotten(void **state)
 static void test_sizes_around_the_read_chunk(void **state)
 {
     (void)state;
-    static const size_t sizes[] = {0,           1,           65535,       65536,      65537,
-                                   131072,      200000,      1048575,     1048576,    1048577,
-                                   2 * 1048576 + 1, 3};
+    static const size_t sizes[] = {0,      1,       65535,   65536,   65537,           131072,
+                                   200000, 1048575, 1048576, 1048577, 2 * 1048576 + 1, 3};
     enum { N = sizeof sizes / sizeof *sizes };
     static char data[2 * 1048576 + 1];
     struct exp want[N];

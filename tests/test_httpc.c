@@ -60,7 +60,7 @@ static const char *server_script(void)
  * it prints, waiting at most 10 s. Returns 0 or -1. */
 static int server_start(struct server *s, const char *const *extra)
 {
-    const char *argv[16] = { "python3", server_script() };
+    const char *argv[16] = {"python3", server_script()};
     char buf[32];
     int n = 2;
 
@@ -99,10 +99,10 @@ static int make_certs(void)
 static int group_setup(void **state)
 {
     char cert[256], key[256];
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t alen = sizeof a;
-    const char *plain[] = { NULL };
-    const char *tls[] = { "--tls", "--cert", cert, "--key", key, NULL };
+    const char *plain[] = {NULL};
+    const char *tls[] = {"--tls", "--cert", cert, "--key", key, NULL};
 
     (void)state;
     no_proxy_env();
@@ -193,10 +193,7 @@ static void bump(int *counter)
     uv_stop(&T->loop);
 }
 
-static void on_closed(void *ud)
-{
-    bump(&((struct t *)ud)->closed);
-}
+static void on_closed(void *ud) { bump(&((struct t *)ud)->closed); }
 
 static int teardown(void **state)
 {
@@ -285,8 +282,8 @@ static void fetch(struct t *t, const struct httpc_req *req, struct got *g)
 static void test_get_ok(void **state)
 {
     struct t *t = *state;
-    struct got g = { 0 };
-    struct httpc_req req = { .method = "GET", .url = url(&g_http, "/ok") };
+    struct got g = {0};
+    struct httpc_req req = {.method = "GET", .url = url(&g_http, "/ok")};
 
     fetch(t, &req, &g);
     assert_int_equal(g.ok, 1);
@@ -318,12 +315,16 @@ static const char *jstr(const cJSON *obj, const char *key)
 static void test_post_echo(void **state)
 {
     struct t *t = *state;
-    struct got g = { 0 };
-    const char *hdrs[] = { "Content-Type: application/json", "X-Test: abc def" };
+    struct got g = {0};
+    const char *hdrs[] = {"Content-Type: application/json", "X-Test: abc def"};
     const char body[] = "{\"a\":1}";
-    struct httpc_req req = { .method = "POST", .url = url(&g_http, "/echo?q=1"), .headers = hdrs,
-                             .nheaders = 2, .body = body, .body_len = strlen(body),
-                             .bearer_token = "tok-123" };
+    struct httpc_req req = {.method = "POST",
+                            .url = url(&g_http, "/echo?q=1"),
+                            .headers = hdrs,
+                            .nheaders = 2,
+                            .body = body,
+                            .body_len = strlen(body),
+                            .bearer_token = "tok-123"};
     cJSON *doc, *h;
 
     fetch(t, &req, &g);
@@ -347,15 +348,16 @@ static void test_post_echo(void **state)
 static void test_binary_body(void **state)
 {
     struct t *t = *state;
-    struct got g = { 0 };
-    const char body[] = { 'a', '\0', 'b' };
-    struct httpc_req req = { .method = "POST", .url = url(&g_http, "/echo"), .body = body,
-                             .body_len = sizeof body };
+    struct got g = {0};
+    const char body[] = {'a', '\0', 'b'};
+    struct httpc_req req = {
+        .method = "POST", .url = url(&g_http, "/echo"), .body = body, .body_len = sizeof body};
     cJSON *doc;
 
     fetch(t, &req, &g);
     doc = echo_json(&g);
-    assert_string_equal(jstr(cJSON_GetObjectItemCaseSensitive(doc, "headers"), "content-length"), "3");
+    assert_string_equal(jstr(cJSON_GetObjectItemCaseSensitive(doc, "headers"), "content-length"),
+                        "3");
     cJSON_Delete(doc);
     got_free(&g);
 }
@@ -363,10 +365,10 @@ static void test_binary_body(void **state)
 static void test_other_methods(void **state)
 {
     struct t *t = *state;
-    struct got g = { 0 };
+    struct got g = {0};
     const char patch[] = "{\"metadata\":{}}";
-    struct httpc_req req = { .method = "PATCH", .url = url(&g_http, "/echo"), .body = patch,
-                             .body_len = strlen(patch) };
+    struct httpc_req req = {
+        .method = "PATCH", .url = url(&g_http, "/echo"), .body = patch, .body_len = strlen(patch)};
     cJSON *doc, *h;
 
     fetch(t, &req, &g);
@@ -377,7 +379,7 @@ static void test_other_methods(void **state)
     got_free(&g);
 
     memset(&g, 0, sizeof g);
-    req = (struct httpc_req){ .method = "DELETE", .url = url(&g_http, "/echo") };
+    req = (struct httpc_req){.method = "DELETE", .url = url(&g_http, "/echo")};
     fetch(t, &req, &g);
     doc = echo_json(&g);
     h = cJSON_GetObjectItemCaseSensitive(doc, "headers");
@@ -387,7 +389,7 @@ static void test_other_methods(void **state)
     got_free(&g);
 
     memset(&g, 0, sizeof g);
-    req = (struct httpc_req){ .method = "PUT", .url = url(&g_http, "/echo") };
+    req = (struct httpc_req){.method = "PUT", .url = url(&g_http, "/echo")};
     fetch(t, &req, &g);
     doc = echo_json(&g);
     h = cJSON_GetObjectItemCaseSensitive(doc, "headers");
@@ -397,7 +399,7 @@ static void test_other_methods(void **state)
     got_free(&g);
 
     memset(&g, 0, sizeof g);
-    req = (struct httpc_req){ .method = "HEAD", .url = url(&g_http, "/ok") };
+    req = (struct httpc_req){.method = "HEAD", .url = url(&g_http, "/ok")};
     fetch(t, &req, &g);
     assert_int_equal(g.ok, 1);
     assert_int_equal(g.status, 200);
@@ -405,7 +407,7 @@ static void test_other_methods(void **state)
     got_free(&g);
 
     memset(&g, 0, sizeof g);
-    req = (struct httpc_req){ .url = url(&g_http, "/echo") }; /* NULL method = GET */
+    req = (struct httpc_req){.url = url(&g_http, "/echo")}; /* NULL method = GET */
     fetch(t, &req, &g);
     doc = echo_json(&g);
     assert_string_equal(jstr(doc, "method"), "GET");
@@ -416,8 +418,8 @@ static void test_other_methods(void **state)
 static void test_status_500(void **state)
 {
     struct t *t = *state;
-    struct got g = { 0 };
-    struct httpc_req req = { .method = "GET", .url = url(&g_http, "/status/500") };
+    struct got g = {0};
+    struct httpc_req req = {.method = "GET", .url = url(&g_http, "/status/500")};
 
     fetch(t, &req, &g);
     assert_int_equal(g.ok, 1);
@@ -430,8 +432,8 @@ static void test_status_500(void **state)
 static void test_redirect_not_followed(void **state)
 {
     struct t *t = *state;
-    struct got g = { 0 };
-    struct httpc_req req = { .method = "GET", .url = url(&g_http, "/redirect") };
+    struct got g = {0};
+    struct httpc_req req = {.method = "GET", .url = url(&g_http, "/redirect")};
 
     fetch(t, &req, &g);
     assert_int_equal(g.ok, 1);
@@ -443,9 +445,9 @@ static void test_redirect_not_followed(void **state)
 static void test_connection_refused(void **state)
 {
     struct t *t = *state;
-    struct got g = { 0 };
+    struct got g = {0};
     char u[64];
-    struct httpc_req req = { .method = "GET", .url = u };
+    struct httpc_req req = {.method = "GET", .url = u};
 
     snprintf(u, sizeof u, "http://127.0.0.1:%d/ok", g_refused_port);
     fetch(t, &req, &g);
@@ -461,8 +463,9 @@ static void test_connection_refused(void **state)
 static void test_timeout(void **state)
 {
     struct t *t = *state;
-    struct got g = { 0 };
-    struct httpc_req req = { .method = "GET", .url = url(&g_http, "/slow?ms=5000"), .timeout_ms = 300 };
+    struct got g = {0};
+    struct httpc_req req = {
+        .method = "GET", .url = url(&g_http, "/slow?ms=5000"), .timeout_ms = 300};
     uint64_t start = uv_hrtime();
 
     fetch(t, &req, &g);
@@ -477,8 +480,8 @@ static void test_timeout(void **state)
 static void test_retry_after_seconds(void **state)
 {
     struct t *t = *state;
-    struct got g = { 0 };
-    struct httpc_req req = { .method = "GET", .url = url(&g_http, "/retry-after") };
+    struct got g = {0};
+    struct httpc_req req = {.method = "GET", .url = url(&g_http, "/retry-after")};
 
     fetch(t, &req, &g);
     assert_int_equal(g.ok, 1);
@@ -491,8 +494,8 @@ static void test_retry_after_seconds(void **state)
 static void test_retry_after_http_date(void **state)
 {
     struct t *t = *state;
-    struct got g = { 0 };
-    struct httpc_req req = { .method = "GET", .url = url(&g_http, "/retry-after?in=120") };
+    struct got g = {0};
+    struct httpc_req req = {.method = "GET", .url = url(&g_http, "/retry-after?in=120")};
 
     fetch(t, &req, &g);
     assert_int_equal(g.status, 429);
@@ -505,9 +508,9 @@ static void test_retry_after_http_date(void **state)
 static void test_body_cap_whole(void **state)
 {
     struct t *t = *state;
-    struct got g = { 0 };
-    struct httpc_req req = { .method = "GET", .url = url(&g_http, "/big?n=5000"), .max_body = 1000,
-                             .whole_body = 1 };
+    struct got g = {0};
+    struct httpc_req req = {
+        .method = "GET", .url = url(&g_http, "/big?n=5000"), .max_body = 1000, .whole_body = 1};
     size_t i;
 
     fetch(t, &req, &g);
@@ -527,8 +530,9 @@ static void test_body_cap_whole(void **state)
     got_free(&g);
 
     memset(&g, 0, sizeof g);
-    req = (struct httpc_req){ .method = "GET", .url = url(&g_http, "/big?n=1048577"),
-                              .whole_body = 1 }; /* default cap 1 MiB */
+    req = (struct httpc_req){.method = "GET",
+                             .url = url(&g_http, "/big?n=1048577"),
+                             .whole_body = 1}; /* default cap 1 MiB */
     fetch(t, &req, &g);
     assert_int_equal(g.ok, 0);
     assert_string_equal(g.error, "response body exceeds 1048576 bytes");
@@ -541,9 +545,9 @@ static void test_body_cap_whole(void **state)
 static void test_body_cap_truncates(void **state)
 {
     struct t *t = *state;
-    struct got g = { 0 };
-    struct httpc_req req = { .method = "POST", .url = url(&g_http, "/big?n=1048576"),
-                             .max_body = 64 * 1024 };
+    struct got g = {0};
+    struct httpc_req req = {
+        .method = "POST", .url = url(&g_http, "/big?n=1048576"), .max_body = 64 * 1024};
     size_t i;
 
     fetch(t, &req, &g);
@@ -574,7 +578,7 @@ static void test_body_cap_truncates(void **state)
 
     /* The client is still usable: the dropped connection is not reused. */
     memset(&g, 0, sizeof g);
-    req = (struct httpc_req){ .method = "GET", .url = url(&g_http, "/ok") };
+    req = (struct httpc_req){.method = "GET", .url = url(&g_http, "/ok")};
     fetch(t, &req, &g);
     assert_int_equal(g.ok, 1);
     assert_string_equal(g.body, "hello from httpsrv\n");
@@ -582,8 +586,10 @@ static void test_body_cap_truncates(void **state)
 
     /* The same over TLS. */
     memset(&g, 0, sizeof g);
-    req = (struct httpc_req){ .method = "GET", .url = url(&g_https, "/big?n=1048576"),
-                              .ca_file = g_ca, .max_body = 64 * 1024 };
+    req = (struct httpc_req){.method = "GET",
+                             .url = url(&g_https, "/big?n=1048576"),
+                             .ca_file = g_ca,
+                             .max_body = 64 * 1024};
     fetch(t, &req, &g);
     assert_int_equal(g.ok, 1);
     assert_int_equal(g.status, 200);
@@ -595,8 +601,8 @@ static void test_body_cap_truncates(void **state)
 static void test_reset(void **state)
 {
     struct t *t = *state;
-    struct got g = { 0 };
-    struct httpc_req req = { .method = "GET", .url = url(&g_http, "/reset"), .timeout_ms = 8000 };
+    struct got g = {0};
+    struct httpc_req req = {.method = "GET", .url = url(&g_http, "/reset"), .timeout_ms = 8000};
 
     fetch(t, &req, &g);
     assert_int_equal(g.ok, 0);
@@ -609,8 +615,8 @@ static void test_reset(void **state)
 static void test_https_with_ca(void **state)
 {
     struct t *t = *state;
-    struct got g = { 0 };
-    struct httpc_req req = { .method = "GET", .url = url(&g_https, "/ok"), .ca_file = g_ca };
+    struct got g = {0};
+    struct httpc_req req = {.method = "GET", .url = url(&g_https, "/ok"), .ca_file = g_ca};
 
     fetch(t, &req, &g);
     assert_int_equal(g.ok, 1);
@@ -622,8 +628,8 @@ static void test_https_with_ca(void **state)
 static void test_https_unverified(void **state)
 {
     struct t *t = *state;
-    struct got g = { 0 };
-    struct httpc_req req = { .method = "GET", .url = url(&g_https, "/ok") }; /* system CAs */
+    struct got g = {0};
+    struct httpc_req req = {.method = "GET", .url = url(&g_https, "/ok")}; /* system CAs */
 
     fetch(t, &req, &g);
     assert_int_equal(g.ok, 0);
@@ -659,9 +665,9 @@ static void on_alarm(int sig)
 static void test_https_ca_not_regular(void **state)
 {
     struct t *t = *state;
-    struct got g = { 0 };
+    struct got g = {0};
     char fifo[300];
-    struct httpc_req req = { .method = "GET", .url = url(&g_https, "/ok") };
+    struct httpc_req req = {.method = "GET", .url = url(&g_https, "/ok")};
 
     snprintf(fifo, sizeof fifo, "%s/ca.fifo", g_dir);
     assert_int_equal(mkfifo(fifo, 0600), 0);
@@ -687,8 +693,8 @@ static void test_https_ca_not_regular(void **state)
 static void test_unsupported_protocol(void **state)
 {
     struct t *t = *state;
-    struct got g = { 0 };
-    struct httpc_req req = { .method = "GET", .url = "file:///etc/hostname" };
+    struct got g = {0};
+    struct httpc_req req = {.method = "GET", .url = "file:///etc/hostname"};
 
     fetch(t, &req, &g);
     assert_int_equal(g.ok, 0);
@@ -703,13 +709,14 @@ static void test_concurrent(void **state)
 {
     enum { N = 6 };
     struct t *t = *state;
-    struct got g[N] = { 0 };
+    struct got g[N] = {0};
     char u[128];
     int i;
 
-    snprintf(u, sizeof u, "http://127.0.0.1:%d/barrier?id=concurrent-%d&n=%d", g_http.port, (int)getpid(), N);
+    snprintf(u, sizeof u, "http://127.0.0.1:%d/barrier?id=concurrent-%d&n=%d", g_http.port,
+             (int)getpid(), N);
     for (i = 0; i < N; i++) {
-        struct httpc_req req = { .method = "GET", .url = u };
+        struct httpc_req req = {.method = "GET", .url = u};
 
         assert_int_equal(httpc_request(t->c, &req, record, &g[i], NULL), 0);
     }
@@ -728,10 +735,10 @@ static void test_concurrent(void **state)
 static void test_cancel(void **state)
 {
     struct t *t = *state;
-    struct got never1 = { 0 }, never2 = { 0 }, ok = { 0 }, slow = { 0 };
-    struct httpc_req r_slow = { .method = "GET", .url = url(&g_http, "/slow?ms=300") };
-    struct httpc_req r_ok = { .method = "GET", .url = url(&g_http, "/ok") };
-    struct httpc_req r_later = { .method = "GET", .url = url(&g_http, "/slow?ms=800") };
+    struct got never1 = {0}, never2 = {0}, ok = {0}, slow = {0};
+    struct httpc_req r_slow = {.method = "GET", .url = url(&g_http, "/slow?ms=300")};
+    struct httpc_req r_ok = {.method = "GET", .url = url(&g_http, "/ok")};
+    struct httpc_req r_later = {.method = "GET", .url = url(&g_http, "/slow?ms=800")};
     struct httpc_xfer *x1, *x2;
 
     /* Cancelled before the loop ever ran. */
@@ -760,12 +767,13 @@ static void test_cancel(void **state)
 static void test_close_in_flight(void **state)
 {
     struct t *t = *state;
-    struct got slow[3] = { 0 }, ok = { 0 };
-    struct httpc_req r_slow = { .method = "GET", .url = url(&g_http, "/slow?ms=3000") };
-    struct httpc_req r_ok = { .method = "GET", .url = url(&g_https, "/ok"), .ca_file = g_ca };
+    struct got slow[3] = {0}, ok = {0};
+    struct httpc_req r_slow = {.method = "GET", .url = url(&g_http, "/slow?ms=3000")};
+    struct httpc_req r_ok = {.method = "GET", .url = url(&g_https, "/ok"), .ca_file = g_ca};
     int i;
 
-    for (i = 0; i < 3; i++) assert_int_equal(httpc_request(t->c, &r_slow, record, &slow[i], NULL), 0);
+    for (i = 0; i < 3; i++)
+        assert_int_equal(httpc_request(t->c, &r_slow, record, &slow[i], NULL), 0);
     assert_int_equal(httpc_request(t->c, &r_ok, record, &ok, NULL), 0);
     run_until(t, &ok.calls, 1);
     assert_int_equal(httpc_active(t->c), 3);
@@ -785,7 +793,7 @@ static struct got g_never; /* for a request the close must cancel */
 static void close_from_cb(void *ud, const struct httpc_result *res)
 {
     struct t *t = ud;
-    struct httpc_req req = { .url = url(&g_http, "/ok") };
+    struct httpc_req req = {.url = url(&g_http, "/ok")};
 
     assert_int_equal(res->status, 200);
     assert_int_equal(httpc_request(t->c, &req, record, &g_never, NULL), 0);
@@ -797,9 +805,9 @@ static void close_from_cb(void *ud, const struct httpc_result *res)
 static void test_close_from_callback(void **state)
 {
     struct t *t = *state;
-    struct got slow = { 0 };
-    struct httpc_req r_slow = { .method = "GET", .url = url(&g_http, "/slow?ms=3000") };
-    struct httpc_req r_ok = { .method = "GET", .url = url(&g_http, "/ok") };
+    struct got slow = {0};
+    struct httpc_req r_slow = {.method = "GET", .url = url(&g_http, "/slow?ms=3000")};
+    struct httpc_req r_ok = {.method = "GET", .url = url(&g_http, "/ok")};
 
     assert_int_equal(httpc_request(t->c, &r_slow, record, &slow, NULL), 0);
     assert_int_equal(httpc_request(t->c, &r_ok, close_from_cb, t, NULL), 0);
@@ -820,7 +828,7 @@ static void chain_next(void *ud, const struct httpc_result *res);
 
 static void chain_start(struct chain *ch)
 {
-    struct httpc_req req = { .method = "GET", .url = url(&g_http, ch->step % 2 ? "/reset" : "/ok") };
+    struct httpc_req req = {.method = "GET", .url = url(&g_http, ch->step % 2 ? "/reset" : "/ok")};
 
     assert_int_equal(httpc_request(T->c, &req, chain_next, ch, NULL), 0);
 }
@@ -838,14 +846,16 @@ static void chain_next(void *ud, const struct httpc_result *res)
         assert_int_equal(res->ok, 0);
         ch->fail_count++;
     }
-    if (++ch->step < ch->n) chain_start(ch);
-    else bump(&T->done);
+    if (++ch->step < ch->n)
+        chain_start(ch);
+    else
+        bump(&T->done);
 }
 
 static void test_chained_requests_reuse_fds(void **state)
 {
     struct t *t = *state;
-    struct chain ch = { .n = 20 };
+    struct chain ch = {.n = 20};
 
     chain_start(&ch);
     run_until(t, &t->done, 1);
@@ -857,29 +867,29 @@ static void test_chained_requests_reuse_fds(void **state)
 static void test_bad_requests(void **state)
 {
     struct t *t = *state;
-    struct got g = { 0 };
-    const char *crlf[] = { "X-A: b\r\nX-Injected: 1" };
-    const char *nocolon[] = { "NoColonHere" };
-    const char *nullhdr[] = { NULL };
+    struct got g = {0};
+    const char *crlf[] = {"X-A: b\r\nX-Injected: 1"};
+    const char *nocolon[] = {"NoColonHere"};
+    const char *nullhdr[] = {NULL};
     const struct httpc_req bad[] = {
-        { .method = "GET", .url = NULL },
-        { .method = "GET", .url = "" },
-        { .method = "GET", .url = "http://127.0.0.1/a b" },
-        { .method = "GE T", .url = url(&g_http, "/ok") },
-        { .method = "", .url = url(&g_http, "/ok") },
-        { .method = "GET\r\n", .url = url(&g_http, "/ok") },
-        { .method = "GET", .url = url(&g_http, "/ok"), .headers = crlf, .nheaders = 1 },
-        { .method = "GET", .url = url(&g_http, "/ok"), .headers = nocolon, .nheaders = 1 },
-        { .method = "GET", .url = url(&g_http, "/ok"), .headers = nullhdr, .nheaders = 1 },
-        { .method = "GET", .url = url(&g_http, "/ok"), .headers = NULL, .nheaders = 2 },
-        { .method = "POST", .url = url(&g_http, "/ok"), .body = NULL, .body_len = 3 },
-        { .method = "HEAD", .url = url(&g_http, "/ok"), .body = "x", .body_len = 1 },
-        { .method = "GET", .url = url(&g_http, "/ok"), .bearer_token = "" },
-        { .method = "GET", .url = url(&g_http, "/ok"), .bearer_token = "a\nb" },
+        {.method = "GET", .url = NULL},
+        {.method = "GET", .url = ""},
+        {.method = "GET", .url = "http://127.0.0.1/a b"},
+        {.method = "GE T", .url = url(&g_http, "/ok")},
+        {.method = "", .url = url(&g_http, "/ok")},
+        {.method = "GET\r\n", .url = url(&g_http, "/ok")},
+        {.method = "GET", .url = url(&g_http, "/ok"), .headers = crlf, .nheaders = 1},
+        {.method = "GET", .url = url(&g_http, "/ok"), .headers = nocolon, .nheaders = 1},
+        {.method = "GET", .url = url(&g_http, "/ok"), .headers = nullhdr, .nheaders = 1},
+        {.method = "GET", .url = url(&g_http, "/ok"), .headers = NULL, .nheaders = 2},
+        {.method = "POST", .url = url(&g_http, "/ok"), .body = NULL, .body_len = 3},
+        {.method = "HEAD", .url = url(&g_http, "/ok"), .body = "x", .body_len = 1},
+        {.method = "GET", .url = url(&g_http, "/ok"), .bearer_token = ""},
+        {.method = "GET", .url = url(&g_http, "/ok"), .bearer_token = "a\nb"},
     };
     size_t i, nbad = sizeof bad / sizeof bad[0];
     int rounds;
-    char logpath[300], logbuf[8192] = { 0 }, *line;
+    char logpath[300], logbuf[8192] = {0}, *line;
     int logfd, lines = 0;
 
     /* Capture the log: each refusal is explained, without header content. */
@@ -902,7 +912,8 @@ static void test_bad_requests(void **state)
     log_set_fd(2);
     assert_true(pread(logfd, logbuf, sizeof logbuf - 1, 0) > 0);
     close(logfd);
-    for (line = logbuf; (line = strstr(line, "http request not started: ")) != NULL; line++) lines++;
+    for (line = logbuf; (line = strstr(line, "http request not started: ")) != NULL; line++)
+        lines++;
     assert_int_equal(lines, (int)nbad);
     assert_non_null(strstr(logbuf, "a header line contains CR/LF"));
     assert_non_null(strstr(logbuf, "the method is not an HTTP token"));
@@ -938,6 +949,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bad_requests, setup, teardown),
     };
 
-    if (getenv("TEST_FILTER")) cmocka_set_test_filter(getenv("TEST_FILTER")); /* e.g. "test_cancel" */
+    if (getenv("TEST_FILTER"))
+        cmocka_set_test_filter(getenv("TEST_FILTER")); /* e.g. "test_cancel" */
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

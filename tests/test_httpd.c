@@ -66,7 +66,8 @@ static void handler(void *ud, const struct httpd_req *req, struct httpd_resp *re
         resp->body_len = 5;
     } else if (strncmp(req->path, "/echo", 5) == 0) {
         resp->content_type = "text/x-echo";
-        int n = asprintf(&resp->body, "method=%s path=%s query=%s", req->method, req->path, req->query);
+        int n =
+            asprintf(&resp->body, "method=%s path=%s query=%s", req->method, req->path, req->query);
         resp->body_len = n > 0 ? (size_t)n : 0;
     } else if (strcmp(req->path, "/big") == 0) {
         resp->body = malloc(BIG_LEN);
@@ -87,15 +88,9 @@ static void handler(void *ud, const struct httpd_req *req, struct httpd_resp *re
     }
 }
 
-static void on_closed(void *ud)
-{
-    ((struct fx *)ud)->closed++;
-}
+static void on_closed(void *ud) { ((struct fx *)ud)->closed++; }
 
-static void deadline_close_cb(uv_handle_t *h)
-{
-    (void)h;
-}
+static void deadline_close_cb(uv_handle_t *h) { (void)h; }
 
 static void stop_server(struct fx *f)
 {
@@ -194,7 +189,9 @@ static char *cli_read_all(int fd, int *end)
             len += (size_t)r;
             continue;
         }
-        *end = r == 0 ? END_EOF : (errno == EAGAIN || errno == EWOULDBLOCK) ? END_TIMEOUT : END_RESET;
+        *end = r == 0                                      ? END_EOF
+               : (errno == EAGAIN || errno == EWOULDBLOCK) ? END_TIMEOUT
+                                                           : END_RESET;
         break;
     }
     buf[len] = '\0';
@@ -224,14 +221,16 @@ static void client_exchanges(struct fx *f)
     for (size_t i = 0; i < f->nreq; i++) {
         int fd = cli_connect(f);
         if (fd < 0) continue;
-        if (cli_send(fd, f->req[i], strlen(f->req[i])) == 0) f->res[i] = cli_read_all(fd, &f->end[i]);
+        if (cli_send(fd, f->req[i], strlen(f->req[i])) == 0)
+            f->res[i] = cli_read_all(fd, &f->end[i]);
         close(fd);
     }
 }
 
 /* ---- test plumbing ---- */
 
-static void run_on(struct fx *f, const char *listen, unsigned timeout_ms, void (*client)(struct fx *))
+static void run_on(struct fx *f, const char *listen, unsigned timeout_ms,
+                   void (*client)(struct fx *))
 {
     assert_int_equal(uv_loop_init(&f->loop), 0);
     assert_int_equal(httpd_start(&f->loop, listen, handler, f, &f->srv), 0);
@@ -253,10 +252,7 @@ static void run_on(struct fx *f, const char *listen, unsigned timeout_ms, void (
     assert_int_equal(uv_loop_close(&f->loop), 0);
 }
 
-static void run(struct fx *f, void (*client)(struct fx *))
-{
-    run_on(f, "127.0.0.1:0", 0, client);
-}
+static void run(struct fx *f, void (*client)(struct fx *)) { run_on(f, "127.0.0.1:0", 0, client); }
 
 static void free_results(struct fx *f)
 {
@@ -268,8 +264,9 @@ static char *reply(const char *status, const char *ctype, const char *body, size
                    const char *extra, int keep, int with_body)
 {
     char *s;
-    int n = asprintf(&s, "HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%sConnection: %s\r\n\r\n%s",
-                     status, ctype, body_len, extra, keep ? "keep-alive" : "close", with_body ? body : "");
+    int n = asprintf(
+        &s, "HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%sConnection: %s\r\n\r\n%s",
+        status, ctype, body_len, extra, keep ? "keep-alive" : "close", with_body ? body : "");
     assert_true(n > 0);
     return s;
 }
@@ -368,7 +365,8 @@ static void test_405_keeps_connection(void **state)
     struct fx f = {0};
     run(&f, client_405_then_get);
     assert_non_null(f.res[0]);
-    char *want = reply("405 Method Not Allowed", PLAIN, "method not allowed\n", 19, "Allow: GET, HEAD\r\n", 1, 1);
+    char *want = reply("405 Method Not Allowed", PLAIN, "method not allowed\n", 19,
+                       "Allow: GET, HEAD\r\n", 1, 1);
     assert_string_equal(f.res[0], want);
     free(want);
     expect_result(&f, 1, hello(0, 1));
@@ -392,7 +390,8 @@ static void test_malformed_400(void **state)
     f.req[9] = "GET / HTTP/1.1\r\nHost: a\rb\r\n\r\n";
     f.nreq = 10;
     run(&f, client_exchanges);
-    for (size_t i = 0; i < f.nreq; i++) expect_result(&f, i, canned("400 Bad Request", "bad request\n"));
+    for (size_t i = 0; i < f.nreq; i++)
+        expect_result(&f, i, canned("400 Bad Request", "bad request\n"));
     assert_int_equal(f.handler_calls, 0);
     free_results(&f);
 }
@@ -408,7 +407,8 @@ static char *big_header_request(size_t value_len, const char *path_prefix, size_
     memset(value, 'v', value_len);
     value[value_len] = '\0';
     char *s;
-    assert_true(asprintf(&s, "GET %s HTTP/1.1\r\nX-Big: %s\r\nConnection: close\r\n\r\n", path, value) > 0);
+    assert_true(
+        asprintf(&s, "GET %s HTTP/1.1\r\nX-Big: %s\r\nConnection: close\r\n\r\n", path, value) > 0);
     free(path);
     free(value);
     return s;
@@ -418,9 +418,9 @@ static void test_head_too_large_413(void **state)
 {
     (void)state;
     struct fx f = {0};
-    char *r0 = big_header_request(9000, "hello", 5);  /* one big header */
-    char *r1 = big_header_request(10, "x", 9000);     /* long URL */
-    char *r2 = big_header_request(7000, "hello", 5);  /* under the limit */
+    char *r0 = big_header_request(9000, "hello", 5);       /* one big header */
+    char *r1 = big_header_request(10, "x", 9000);          /* long URL */
+    char *r2 = big_header_request(7000, "hello", 5);       /* under the limit */
     char *r3 = big_header_request(100 * 1024, "hello", 5); /* far beyond the limit */
     f.req[0] = r0;
     f.req[1] = r1;
@@ -448,9 +448,14 @@ static void test_body_too_large_413(void **state)
     body[5000] = '\0';
     char *r0, *r1, *r2;
     assert_true(asprintf(&r0, "GET /hello HTTP/1.1\r\nContent-Length: 5000\r\n\r\n%s", body) > 0);
-    assert_true(asprintf(&r1, "GET /hello HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1388\r\n%s\r\n0\r\n\r\n", body) > 0);
+    assert_true(
+        asprintf(&r1,
+                 "GET /hello HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1388\r\n%s\r\n0\r\n\r\n",
+                 body) > 0);
     body[100] = '\0';
-    assert_true(asprintf(&r2, "GET /hello HTTP/1.1\r\nContent-Length: 100\r\nConnection: close\r\n\r\n%s", body) > 0);
+    assert_true(
+        asprintf(&r2, "GET /hello HTTP/1.1\r\nContent-Length: 100\r\nConnection: close\r\n\r\n%s",
+                 body) > 0);
     f.req[0] = r0;
     f.req[1] = r1;
     f.req[2] = r2;
@@ -481,10 +486,10 @@ static void two_on_one(struct fx *f, const char *a, const char *b, size_t first_
 static void client_keepalive(struct fx *f)
 {
     char *first = hello(1, 1);
-    two_on_one(f, "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n", "GET /nope HTTP/1.1\r\nConnection: close\r\n\r\n",
-               strlen(first), 0);
-    two_on_one(f, "GET /hello HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", "HEAD /hello HTTP/1.0\r\n\r\n",
-               strlen(first), 2);
+    two_on_one(f, "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n",
+               "GET /nope HTTP/1.1\r\nConnection: close\r\n\r\n", strlen(first), 0);
+    two_on_one(f, "GET /hello HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+               "HEAD /hello HTTP/1.0\r\n\r\n", strlen(first), 2);
     free(first);
     /* HTTP/1.0 without keep-alive: the server closes after the reply. */
     int fd = cli_connect(f);
@@ -526,7 +531,8 @@ static void test_pipelined(void **state)
     run(&f, client_exchanges);
     const char *echo = "method=GET path=/echo query=n=4";
     char *parts[] = {hello(1, 1), hello(1, 0),
-                     reply("405 Method Not Allowed", PLAIN, "method not allowed\n", 19, "Allow: GET, HEAD\r\n", 1, 1),
+                     reply("405 Method Not Allowed", PLAIN, "method not allowed\n", 19,
+                           "Allow: GET, HEAD\r\n", 1, 1),
                      reply("200 OK", "text/x-echo", echo, strlen(echo), "", 1, 1),
                      reply("404 Not Found", PLAIN, "not found\n", 10, "", 0, 1)};
     char *want = calloc(1, 4096);
@@ -544,7 +550,8 @@ static void client_half_close(struct fx *f)
     int fd = cli_connect(f);
     if (fd < 0) return;
     const char *r = "GET /hello HTTP/1.1\r\n\r\nGET /nope HTTP/1.1\r\n\r\n";
-    if (cli_send(fd, r, strlen(r)) == 0 && shutdown(fd, SHUT_WR) == 0) f->res[0] = cli_read_all(fd, &f->end[0]);
+    if (cli_send(fd, r, strlen(r)) == 0 && shutdown(fd, SHUT_WR) == 0)
+        f->res[0] = cli_read_all(fd, &f->end[0]);
     close(fd);
 }
 
@@ -624,7 +631,8 @@ static void client_crowd(struct fx *f)
     int nclosed = 0;
     for (int round = 0; round < 100 && nclosed < CROWD - 64; round++) {
         struct pollfd p[CROWD];
-        for (int i = 0; i < n; i++) p[i] = (struct pollfd){.fd = closed[i] ? -1 : fds[i], .events = POLLIN};
+        for (int i = 0; i < n; i++)
+            p[i] = (struct pollfd){.fd = closed[i] ? -1 : fds[i], .events = POLLIN};
         if (poll(p, (nfds_t)n, 50) <= 0) continue;
         for (int i = 0; i < n; i++) {
             char c;
@@ -636,7 +644,8 @@ static void client_crowd(struct fx *f)
     }
     usleep(200 * 1000); /* no further connection gets closed */
     struct pollfd p[CROWD];
-    for (int i = 0; i < n; i++) p[i] = (struct pollfd){.fd = closed[i] ? -1 : fds[i], .events = POLLIN};
+    for (int i = 0; i < n; i++)
+        p[i] = (struct pollfd){.fd = closed[i] ? -1 : fds[i], .events = POLLIN};
     f->val[2] = poll(p, (nfds_t)n, 0);
     f->val[1] = nclosed;
     /* Every kept connection is served. */
@@ -699,9 +708,9 @@ static int probe(struct fx *f)
     return ok;
 }
 
-#define LORIS 64    /* the connection limit */
-#define ROUNDS 5    /* reconnect waves */
-#define WAVE 8      /* new slow connections per wave */
+#define LORIS 64 /* the connection limit */
+#define ROUNDS 5 /* reconnect waves */
+#define WAVE 8   /* new slow connections per wave */
 static const char partial[] = "GET /hello HTTP/1.1\r\nHost: x\r\nX-Slow: a"; /* never ends */
 
 /* 1 if the connections the server closed are exactly the oldest ones:
@@ -874,9 +883,22 @@ static void test_ipv6_and_any(void **state)
 static void test_listen_strings(void **state)
 {
     (void)state;
-    static const char *bad[] = {"", "9090", "127.0.0.1", "127.0.0.1:", "127.0.0.1:65536", "127.0.0.1:-1",
-                                "127.0.0.1:80x", "127.0.0.1:123456", "[::1:80", "[::1]80", "::1:80",
-                                "localhost:80", "1.2.3:80", "[1.2.3.4]:80", "[]:80", " 127.0.0.1:80"};
+    static const char *bad[] = {"",
+                                "9090",
+                                "127.0.0.1",
+                                "127.0.0.1:",
+                                "127.0.0.1:65536",
+                                "127.0.0.1:-1",
+                                "127.0.0.1:80x",
+                                "127.0.0.1:123456",
+                                "[::1:80",
+                                "[::1]80",
+                                "::1:80",
+                                "localhost:80",
+                                "1.2.3:80",
+                                "[1.2.3.4]:80",
+                                "[]:80",
+                                " 127.0.0.1:80"};
     uv_loop_t loop;
     assert_int_equal(uv_loop_init(&loop), 0);
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
@@ -944,7 +966,8 @@ static void client_open_conns(struct fx *f)
     const char *half = "GET /hello HTTP/1.1\r\nHo";
     const char *big = "GET /big HTTP/1.1\r\n\r\n";
     char buf[1024];
-    if (cli_send(fds[1], half, strlen(half)) != 0 || cli_send(fds[2], big, strlen(big)) != 0) return;
+    if (cli_send(fds[1], half, strlen(half)) != 0 || cli_send(fds[2], big, strlen(big)) != 0)
+        return;
     f->val[0] = recv(fds[2], buf, sizeof buf, 0) > 0; /* the big reply has started */
     signal_close(f);
     for (int i = 0; i < 3; i++) {

@@ -43,7 +43,8 @@ static cJSON *requests_for(const char *path)
     cJSON *all = ctl("GET", "/requests", NULL), *out = cJSON_CreateArray(), *r;
 
     assert_non_null(all);
-    cJSON_ArrayForEach(r, all) {
+    cJSON_ArrayForEach(r, all)
+    {
         const cJSON *p = cJSON_GetObjectItemCaseSensitive(r, "path");
 
         if (cJSON_IsString(p) && strcmp(p->valuestring, path) == 0)
@@ -121,15 +122,9 @@ static void on_resp(void *ud, const struct kube_resp *r)
     t->finished = uv_hrtime();
 }
 
-static void on_cancel(void *ud)
-{
-    ((struct t *)ud)->cancels++;
-}
+static void on_cancel(void *ud) { ((struct t *)ud)->cancels++; }
 
-static void on_tick(uv_timer_t *h)
-{
-    (void)h;
-}
+static void on_tick(uv_timer_t *h) { (void)h; }
 
 static void run_until(struct t *t, int calls, uint64_t limit_ms)
 {
@@ -143,8 +138,8 @@ static void run_until(struct t *t, int calls, uint64_t limit_ms)
 static void expect_status(const struct t *t, long status)
 {
     if (!t->ok || t->status != status)
-        fail_msg("want HTTP %ld, got ok=%d status=%ld tries=%d error=%s", status, t->ok,
-                 t->status, t->tries, t->error);
+        fail_msg("want HTTP %ld, got ok=%d status=%ld tries=%d error=%s", status, t->ok, t->status,
+                 t->tries, t->error);
 }
 
 /* Responses by HTTP code, pushed by the client's counter hook (one test
@@ -173,10 +168,12 @@ static int make_kube(struct t *t, const struct kube_config *cfg)
 {
     char err[512];
     int r = kube_create(&t->loop, t->hc, cfg, &t->k, err, sizeof err);
-    struct kube_counters counters = { .response = count_response };
+    struct kube_counters counters = {.response = count_response};
 
-    if (r != 0) fprintf(stderr, "kube_create: %s\n", err);
-    else kube_set_counters(t->k, &counters);
+    if (r != 0)
+        fprintf(stderr, "kube_create: %s\n", err);
+    else
+        kube_set_counters(t->k, &counters);
     memset(&g_codes, 0, sizeof g_codes);
     return r;
 }
@@ -184,9 +181,11 @@ static int make_kube(struct t *t, const struct kube_config *cfg)
 static struct kube_config default_cfg(char *api, size_t n)
 {
     snprintf(api, n, "https://127.0.0.1:%d", g_fake.port);
-    return (struct kube_config){ .api = api, .token_file = g_fake.token_file,
-                                 .ca_file = g_fake.ca, .pod_name = g_fake.pod,
-                                 .namespace_ = g_fake.ns };
+    return (struct kube_config){.api = api,
+                                .token_file = g_fake.token_file,
+                                .ca_file = g_fake.ca,
+                                .pod_name = g_fake.pod,
+                                .namespace_ = g_fake.ns};
 }
 
 static int setup(void **state)
@@ -209,10 +208,7 @@ static int setup(void **state)
     return make_kube(t, &cfg);
 }
 
-static void closed(void *ud)
-{
-    *(int *)ud = 1;
-}
+static void closed(void *ud) { *(int *)ud = 1; }
 
 static int teardown(void **state)
 {
@@ -241,22 +237,20 @@ static void remake(struct t *t, const struct kube_config *cfg)
 
 static void get(struct t *t, const char *path)
 {
-    struct kube_req req = { .verb = "get", .resource = "pods", .group = "", .method = "GET",
-                            .path = path, .on_cancel = on_cancel };
+    struct kube_req req = {.verb = "get",
+                           .resource = "pods",
+                           .group = "",
+                           .method = "GET",
+                           .path = path,
+                           .on_cancel = on_cancel};
 
     t->started = uv_hrtime();
     assert_int_equal(kube_request(t->k, &req, on_resp, t), 0);
 }
 
-static void fault(const char *json)
-{
-    ctl_ok("POST", "/faults", json);
-}
+static void fault(const char *json) { ctl_ok("POST", "/faults", json); }
 
-static uint64_t elapsed_ms(const struct t *t)
-{
-    return (t->finished - t->started) / 1000000ULL;
-}
+static uint64_t elapsed_ms(const struct t *t) { return (t->finished - t->started) / 1000000ULL; }
 
 static uint64_t code_count(const struct kube *k, long code)
 {
@@ -339,7 +333,7 @@ static void test_in_cluster_config(void **state)
 {
     struct t *t = *state;
     char sa[300], path[400], port[16], want[64], tok[4096], cmd[1024];
-    struct kube_config cfg = { .sa_dir = sa };
+    struct kube_config cfg = {.sa_dir = sa};
 
     snprintf(sa, sizeof sa, "%s/sa", g_dir);
     snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cp '%s' '%s/ca.crt'", sa, g_fake.ca, sa);
@@ -418,10 +412,14 @@ static void test_patch_body_and_type(void **state)
     char path[256], q[256];
     const char *body = "{\"spec\":{\"template\":{\"metadata\":{\"annotations\":"
                        "{\"reload-agent.io/config-hash\":\"abc123\"}}}}}";
-    struct kube_req req = { .verb = "patch", .resource = "deployments", .group = "apps",
-                            .method = "PATCH", .path = path,
-                            .content_type = "application/strategic-merge-patch+json",
-                            .body = body, .body_len = strlen(body) };
+    struct kube_req req = {.verb = "patch",
+                           .resource = "deployments",
+                           .group = "apps",
+                           .method = "PATCH",
+                           .path = path,
+                           .content_type = "application/strategic-merge-patch+json",
+                           .body = body,
+                           .body_len = strlen(body)};
     cJSON *obj, *reqs;
     const cJSON *ann;
 
@@ -452,7 +450,7 @@ static void test_patch_body_and_type(void **state)
 static void test_bad_arguments(void **state)
 {
     struct t *t = *state;
-    struct kube_req req = { .method = "GET", .path = "api/v1/no-slash" };
+    struct kube_req req = {.method = "GET", .path = "api/v1/no-slash"};
 
     assert_int_equal(kube_request(t->k, &req, on_resp, t), -EINVAL);
     req.path = NULL;
@@ -552,21 +550,27 @@ static void test_403_names_rbac_rule(void **state)
     struct t *t = *state;
     char path[256], f[512];
     const char *body = "{}";
-    struct kube_req req = { .verb = "patch", .resource = "deployments", .group = "apps",
-                            .method = "PATCH", .path = path,
-                            .content_type = "application/merge-patch+json", .body = body,
-                            .body_len = 2 };
+    struct kube_req req = {.verb = "patch",
+                           .resource = "deployments",
+                           .group = "apps",
+                           .method = "PATCH",
+                           .path = path,
+                           .content_type = "application/merge-patch+json",
+                           .body = body,
+                           .body_len = 2};
 
     snprintf(path, sizeof path, "/apis/apps/v1/namespaces/%s/deployments/web", g_fake.ns);
-    snprintf(f, sizeof f, "{\"method\":\"PATCH\",\"path_regex\":\"/deployments/web$\",\"status\":403}");
+    snprintf(f, sizeof f,
+             "{\"method\":\"PATCH\",\"path_regex\":\"/deployments/web$\",\"status\":403}");
     fault(f);
     assert_int_equal(kube_request(t->k, &req, on_resp, t), 0);
     run_until(t, 1, RUN_LIMIT_MS);
     expect_status(t, 403);
     assert_int_equal(t->tries, 1);
     assert_non_null(strstr(t->error, "deployments.apps \"web\" is forbidden"));
-    assert_non_null(strstr(t->error, "RBAC: the service account needs verb \"patch\" on resource "
-                                     "\"deployments\" in API group \"apps\" (see manifests/rbac.yaml)"));
+    assert_non_null(strstr(t->error,
+                           "RBAC: the service account needs verb \"patch\" on resource "
+                           "\"deployments\" in API group \"apps\" (see manifests/rbac.yaml)"));
 }
 
 static void test_404_message(void **state)
@@ -589,7 +593,8 @@ static void test_429_plain_retry_after(void **state)
     struct t *t = *state;
     cJSON *reqs;
 
-    fault("{\"path_regex\":\"/pods/\",\"status\":429,\"plain\":true,\"retry_after\":1,\"count\":1}");
+    fault(
+        "{\"path_regex\":\"/pods/\",\"status\":429,\"plain\":true,\"retry_after\":1,\"count\":1}");
     get(t, t->pod_path);
     run_until(t, 1, RUN_LIMIT_MS);
     expect_status(t, 200);
@@ -608,7 +613,8 @@ static void test_429_gives_up(void **state)
     struct t *t = *state;
     cJSON *reqs;
 
-    fault("{\"path_regex\":\"/pods/\",\"status\":429,\"plain\":true,\"retry_after\":0,\"count\":50}");
+    fault(
+        "{\"path_regex\":\"/pods/\",\"status\":429,\"plain\":true,\"retry_after\":0,\"count\":50}");
     get(t, t->pod_path);
     run_until(t, 1, RUN_LIMIT_MS);
     assert_int_equal(t->ok, 1);
@@ -763,10 +769,7 @@ static void test_wrong_ca(void **state)
     cJSON_Delete(reqs);
 }
 
-static void stop_loop(uv_timer_t *h)
-{
-    uv_stop(h->loop);
-}
+static void stop_loop(uv_timer_t *h) { uv_stop(h->loop); }
 
 /* One request in flight, one waiting for its retry: both are cancelled,
  * neither callback runs, both on_cancel do, and the loop closes cleanly. */
@@ -814,9 +817,9 @@ static void count_suppressed(void *ud)
 static void test_kevents_suppressed_counted(void **state)
 {
     struct t *t = *state;
-    struct kube_counters counters = { .response = count_response,
-                                      .event_suppressed = count_suppressed };
-    struct kev_object pod = { "v1", "Pod", g_fake.pod, g_fake.ns, NULL };
+    struct kube_counters counters = {.response = count_response,
+                                     .event_suppressed = count_suppressed};
+    struct kev_object pod = {"v1", "Pod", g_fake.pod, g_fake.ns, NULL};
     struct kevents *ev;
     char path[256], reason[32];
     uint64_t deadline;

@@ -78,8 +78,8 @@ static void test_families_at_start(void **state)
 static void test_pushed_counters(void **state)
 {
     /* the hooks as kube/ and watch/ hold them */
-    struct kube_counters kc = { .response = metrics_api_response,
-                                .event_suppressed = metrics_event_suppressed };
+    struct kube_counters kc = {.response = metrics_api_response,
+                               .event_suppressed = metrics_event_suppressed};
     void (*watch_hook)(void *, uint64_t) = metrics_watch_events;
     char *b;
 

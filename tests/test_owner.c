@@ -47,7 +47,7 @@ struct t {
     uv_timer_t tick; /* wakes uv_run(ONCE) so the deadline is checked */
     struct httpc *hc;
     struct kube *k;
-    uv_timer_t aux;  /* for a test's own use; closed in teardown */
+    uv_timer_t aux;       /* for a test's own use; closed in teardown */
     struct owner_info *o; /* the result */
     int calls;
 };
@@ -61,10 +61,7 @@ static void on_owner(void *ud, struct owner_info *o)
     t->o = o;
 }
 
-static void on_tick(uv_timer_t *h)
-{
-    (void)h;
-}
+static void on_tick(uv_timer_t *h) { (void)h; }
 
 static void run_until(struct t *t, int calls, uint64_t limit_ms)
 {
@@ -77,8 +74,11 @@ static void run_until(struct t *t, int calls, uint64_t limit_ms)
 static int make_kube(struct t *t, const char *pod)
 {
     char api[64], err[512];
-    struct kube_config cfg = { .api = api, .token_file = g_fake.token_file, .ca_file = g_fake.ca,
-                               .pod_name = pod, .namespace_ = g_fake.ns };
+    struct kube_config cfg = {.api = api,
+                              .token_file = g_fake.token_file,
+                              .ca_file = g_fake.ca,
+                              .pod_name = pod,
+                              .namespace_ = g_fake.ns};
     int r;
 
     snprintf(api, sizeof api, "https://127.0.0.1:%d", g_fake.port);
@@ -104,10 +104,7 @@ static struct t *start(void **state, const char *fixture)
     return t;
 }
 
-static void closed(void *ud)
-{
-    *(int *)ud = 1;
-}
+static void closed(void *ud) { *(int *)ud = 1; }
 
 static int teardown(void **state)
 {
@@ -173,11 +170,12 @@ static void request_paths(char *out, size_t n)
 
     assert_non_null(all);
     out[0] = '\0';
-    cJSON_ArrayForEach(r, all) {
+    cJSON_ArrayForEach(r, all)
+    {
         const char *p = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "path"));
 
-        len += (size_t)snprintf(out + len, len < n ? n - len : 0, "%s%s", len ? " " : "",
-                                p ? p : "?");
+        len +=
+            (size_t)snprintf(out + len, len < n ? n - len : 0, "%s%s", len ? " " : "", p ? p : "?");
     }
     cJSON_Delete(all);
 }
@@ -210,8 +208,8 @@ static void expect_workload(const struct t *t, const char *kind, const char *res
     assert_string_equal(t->o->namespace_, g_fake.ns);
     assert_string_equal(t->o->uid, meta_str(w, "uid"));
     assert_string_equal(t->o->api_version, group_version);
-    snprintf(path, sizeof path, "/apis/%s/namespaces/%s/%s/%s", group_version, g_fake.ns,
-             resource, name);
+    snprintf(path, sizeof path, "/apis/%s/namespaces/%s/%s/%s", group_version, g_fake.ns, resource,
+             name);
     assert_string_equal(t->o->path, path);
     assert_string_equal(t->o->patch_type, patch_type);
     assert_true(t->o->have_pod);
@@ -279,8 +277,8 @@ static void test_statefulset(void **state)
     expect_rolls(t, "statefulsets", "db");
     request_paths(paths, sizeof paths);
     snprintf(want, sizeof want,
-             "/api/v1/namespaces/%s/pods/%s /apis/apps/v1/namespaces/%s/statefulsets/db",
-             g_fake.ns, g_fake.pod, g_fake.ns);
+             "/api/v1/namespaces/%s/pods/%s /apis/apps/v1/namespaces/%s/statefulsets/db", g_fake.ns,
+             g_fake.pod, g_fake.ns);
     assert_string_equal(paths, want);
 }
 
@@ -326,9 +324,9 @@ static void test_rollout_workload_ref(void **state)
              g_fake.ns, g_fake.pod, g_fake.ns, g_fake.ns, g_fake.ns);
     assert_string_equal(paths, want);
     /* the Rollout itself would never be patched: the one judgement says so */
-    assert_non_null(strstr(owner_not_rolling(owner_kind_named("Rollout"), r, buf, sizeof buf,
-                                             &blocks),
-                           "spec.workloadRef names Deployment web-template"));
+    assert_non_null(
+        strstr(owner_not_rolling(owner_kind_named("Rollout"), r, buf, sizeof buf, &blocks),
+               "spec.workloadRef names Deployment web-template"));
     assert_int_equal(blocks, 1);
     cJSON_Delete(r);
 }
@@ -338,8 +336,9 @@ static void test_rollout_workload_ref_other(void **state)
     struct t *t = start(state, "workloadref-other");
 
     resolve(t);
-    expect_error(t, OWNER_NO_ROLLOUT, "Rollout web: spec.workloadRef names PodTemplate "
-                                      "web-template (v1), not an apps/v1 Deployment");
+    expect_error(t, OWNER_NO_ROLLOUT,
+                 "Rollout web: spec.workloadRef names PodTemplate "
+                 "web-template (v1), not an apps/v1 Deployment");
     assert_null(t->o->kind);
     assert_string_equal(t->o->via_kind, "Rollout");
     assert_string_equal(t->o->via_name, "web");
@@ -349,10 +348,12 @@ static void test_rollout_workload_ref_unreadable(void **state)
 {
     struct t *t = start(state, "workloadref-rollout");
 
-    ctl_ok("POST", "/faults", "{\"method\":\"GET\",\"path_regex\":\"/deployments/\",\"status\":403}");
+    ctl_ok("POST", "/faults",
+           "{\"method\":\"GET\",\"path_regex\":\"/deployments/\",\"status\":403}");
     resolve(t);
-    expect_error(t, OWNER_NO_ROLLOUT, "cannot get Deployment web-template named by Rollout web's "
-                                      "spec.workloadRef: ");
+    expect_error(t, OWNER_NO_ROLLOUT,
+                 "cannot get Deployment web-template named by Rollout web's "
+                 "spec.workloadRef: ");
     expect_error(t, OWNER_NO_ROLLOUT, "verb \"get\" on resource \"deployments\"");
     assert_string_equal(t->o->via_kind, "Rollout");
 }
@@ -403,13 +404,13 @@ static void test_kind_table(void **state)
         const char *kind, *api_version, *resource, *patch_type;
         int pod, rs, roll;
     } rows[] = {
-        { "ReplicaSet", "apps/v1", "replicasets", NULL, 1, 0, 0 },
-        { "Deployment", "apps/v1", "deployments", STRATEGIC, 0, 1, 1 },
-        { "StatefulSet", "apps/v1", "statefulsets", STRATEGIC, 1, 0, 1 },
-        { "DaemonSet", "apps/v1", "daemonsets", STRATEGIC, 1, 0, 1 },
-        { "Rollout", "argoproj.io/v1alpha1", "rollouts", MERGE, 0, 1, 1 },
-        { "Job", "batch/v1", "jobs", NULL, 1, 0, 0 },
-        { "CronJob", "batch/v1", "cronjobs", NULL, 0, 0, 0 },
+        {"ReplicaSet", "apps/v1", "replicasets", NULL, 1, 0, 0},
+        {"Deployment", "apps/v1", "deployments", STRATEGIC, 0, 1, 1},
+        {"StatefulSet", "apps/v1", "statefulsets", STRATEGIC, 1, 0, 1},
+        {"DaemonSet", "apps/v1", "daemonsets", STRATEGIC, 1, 0, 1},
+        {"Rollout", "argoproj.io/v1alpha1", "rollouts", MERGE, 0, 1, 1},
+        {"Job", "batch/v1", "jobs", NULL, 1, 0, 0},
+        {"CronJob", "batch/v1", "cronjobs", NULL, 0, 0, 0},
     };
     char buf[64];
     int blocks;
@@ -424,8 +425,10 @@ static void test_kind_table(void **state)
         assert_int_equal(k->may_own_pod, rows[i].pod);
         assert_int_equal(k->may_own_replicaset, rows[i].rs);
         assert_int_equal(k->can_roll, rows[i].roll);
-        if (rows[i].patch_type) assert_string_equal(k->patch_type, rows[i].patch_type);
-        else assert_null(k->patch_type);
+        if (rows[i].patch_type)
+            assert_string_equal(k->patch_type, rows[i].patch_type);
+        else
+            assert_null(k->patch_type);
         /* a kind that cannot roll always blocks, with its reason */
         if (!k->can_roll) {
             assert_non_null(k->why_not);
@@ -470,8 +473,9 @@ static void test_orphan_replicaset(void **state)
     struct t *t = start(state, "orphan-rs");
 
     resolve(t);
-    expect_error(t, OWNER_NO_ROLLOUT, "ReplicaSet cache-6b5f4d7c8 has no controller: patching it "
-                                      "does not replace pods");
+    expect_error(t, OWNER_NO_ROLLOUT,
+                 "ReplicaSet cache-6b5f4d7c8 has no controller: patching it "
+                 "does not replace pods");
     assert_string_equal(t->o->error, "ReplicaSet cache-6b5f4d7c8 has no controller: patching it "
                                      "does not replace pods");
 }
@@ -481,8 +485,9 @@ static void test_bare_pod(void **state)
     struct t *t = start(state, "bare-pod");
 
     resolve(t);
-    expect_error(t, OWNER_NO_ROLLOUT, "the pod has no controller: nothing to roll; use restart "
-                                      "or signal");
+    expect_error(t, OWNER_NO_ROLLOUT,
+                 "the pod has no controller: nothing to roll; use restart "
+                 "or signal");
     assert_true(t->o->have_pod);
     assert_string_equal(t->o->pod.name, g_fake.pod);
 }
@@ -518,22 +523,27 @@ static void test_pod_details(void **state)
     cJSON *app = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(spec, "containers"), 0);
     const struct owner_mount *m;
 
-    cJSON_InsertItemInArray(refs, 0, cJSON_Parse("{\"apiVersion\":\"apps/v1\",\"kind\":"
-                                                 "\"Deployment\",\"name\":\"decoy\",\"uid\":\"d\"}"));
+    cJSON_InsertItemInArray(refs, 0,
+                            cJSON_Parse("{\"apiVersion\":\"apps/v1\",\"kind\":"
+                                        "\"Deployment\",\"name\":\"decoy\",\"uid\":\"d\"}"));
     cJSON_ReplaceItemInObjectCaseSensitive(
         meta, "annotations",
         cJSON_Parse("{\"reload-agent.io/config-hash\":\"abc\",\"other\":\"x\"}"));
-    cJSON_AddItemToObject(spec, "volumes", cJSON_Parse(
-        "[{\"name\":\"cfg\",\"configMap\":{\"name\":\"app\"}},"
-        "{\"name\":\"tls\",\"secret\":{\"secretName\":\"tls\"}},"
-        "{\"name\":\"scratch\",\"emptyDir\":{}}]"));
-    cJSON_AddItemToObject(app, "volumeMounts", cJSON_Parse(
-        "[{\"name\":\"cfg\",\"mountPath\":\"/etc/app/app.conf\",\"subPath\":\"app.conf\"},"
-        "{\"name\":\"cfg\",\"mountPath\":\"/etc/cfg\"},"
-        "{\"name\":\"scratch\",\"mountPath\":\"/tmp/x\",\"subPath\":\"x\"}]"));
-    cJSON_AddItemToObject(spec, "initContainers", cJSON_Parse(
-        "[{\"name\":\"init\",\"volumeMounts\":[{\"name\":\"tls\",\"mountPath\":\"/tls/key\","
-        "\"subPathExpr\":\"$(POD_NAME).key\"}]}]"));
+    cJSON_AddItemToObject(spec, "volumes",
+                          cJSON_Parse("[{\"name\":\"cfg\",\"configMap\":{\"name\":\"app\"}},"
+                                      "{\"name\":\"tls\",\"secret\":{\"secretName\":\"tls\"}},"
+                                      "{\"name\":\"scratch\",\"emptyDir\":{}}]"));
+    cJSON_AddItemToObject(
+        app, "volumeMounts",
+        cJSON_Parse(
+            "[{\"name\":\"cfg\",\"mountPath\":\"/etc/app/app.conf\",\"subPath\":\"app.conf\"},"
+            "{\"name\":\"cfg\",\"mountPath\":\"/etc/cfg\"},"
+            "{\"name\":\"scratch\",\"mountPath\":\"/tmp/x\",\"subPath\":\"x\"}]"));
+    cJSON_AddItemToObject(
+        spec, "initContainers",
+        cJSON_Parse(
+            "[{\"name\":\"init\",\"volumeMounts\":[{\"name\":\"tls\",\"mountPath\":\"/tls/key\","
+            "\"subPathExpr\":\"$(POD_NAME).key\"}]}]"));
     put_object("pods", pod);
     cJSON_Delete(pod);
 
@@ -559,8 +569,8 @@ static void test_uid_mismatch(void **state)
     struct t *t = start(state, "deployment");
     cJSON *rs = object("replicasets", "web-5d8f7c9b4");
 
-    cJSON_ReplaceItemInObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(rs, "metadata"),
-                                           "uid", cJSON_CreateString("new-uid-1"));
+    cJSON_ReplaceItemInObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(rs, "metadata"), "uid",
+                                           cJSON_CreateString("new-uid-1"));
     put_object("replicasets", rs);
     cJSON_Delete(rs);
     resolve(t);
@@ -574,11 +584,13 @@ static void test_forbidden_replicaset(void **state)
 {
     struct t *t = start(state, "deployment");
 
-    ctl_ok("POST", "/faults", "{\"method\":\"GET\",\"path_regex\":\"/replicasets/\",\"status\":403}");
+    ctl_ok("POST", "/faults",
+           "{\"method\":\"GET\",\"path_regex\":\"/replicasets/\",\"status\":403}");
     resolve(t);
     expect_error(t, OWNER_API_ERROR, "cannot get ReplicaSet web-5d8f7c9b4: ");
-    expect_error(t, OWNER_API_ERROR, "RBAC: the service account needs verb \"get\" on resource "
-                                     "\"replicasets\" in API group \"apps\"");
+    expect_error(t, OWNER_API_ERROR,
+                 "RBAC: the service account needs verb \"get\" on resource "
+                 "\"replicasets\" in API group \"apps\"");
     assert_true(t->o->have_pod);
 }
 
@@ -593,10 +605,7 @@ static void test_pod_not_found(void **state)
     assert_false(t->o->have_pod);
 }
 
-static void stop_loop(uv_timer_t *h)
-{
-    uv_stop(h->loop);
-}
+static void stop_loop(uv_timer_t *h) { uv_stop(h->loop); }
 
 /* kube_destroy in the middle of the chain: the callback never runs and the
  * state is freed (the sanitizer build checks for leaks). */

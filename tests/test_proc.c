@@ -255,7 +255,7 @@ static void test_find_by_argv0_basename(void **state)
     struct proc_match m[8];
     assert_int_equal(find(name, 0, m, 8, NULL), 1);
     assert_int_equal(m[0].pid, pid);
-    assert_int_equal(find(other, 0, m, 8, NULL), 0); /* same first 15, other name */
+    assert_int_equal(find(other, 0, m, 8, NULL), 0);       /* same first 15, other name */
     assert_int_equal(find(argv0, 0, m, 8, NULL), -EINVAL); /* names have no '/' */
     stop(pid, -1);
 }
@@ -334,9 +334,9 @@ static void test_pid_file(void **state)
         const char *text;
         int err;
     } bad[] = {
-        {"", -ENOENT},       {" \n\t ", -ENOENT},       {"12a", -EINVAL},
-        {"-5", -EINVAL},     {"+5", -EINVAL},           {"0", -EINVAL},
-        {"1 2", -EINVAL},    {"0x10", -EINVAL},         {"99999999999999999999", -EINVAL},
+        {"", -ENOENT},    {" \n\t ", -ENOENT}, {"12a", -EINVAL},
+        {"-5", -EINVAL},  {"+5", -EINVAL},     {"0", -EINVAL},
+        {"1 2", -EINVAL}, {"0x10", -EINVAL},   {"99999999999999999999", -EINVAL},
         {"1\n", -EINVAL}, /* PID 1 is the pause process, never the app */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -476,9 +476,9 @@ static void test_stale_pid_file(void **state)
 
     /* Start time as proc(5) defines it: btime + starttime / CLK_TCK. btime is
      * rounded down, so this is at most 1 s early. */
-    long long start_ns = boot_time_btime() * 1000000000LL +
-                         (long long)(stat_field22(pid, NULL) * 1000000000ULL /
-                                     (unsigned long long)sysconf(_SC_CLK_TCK));
+    long long start_ns =
+        boot_time_btime() * 1000000000LL + (long long)(stat_field22(pid, NULL) * 1000000000ULL /
+                                                       (unsigned long long)sysconf(_SC_CLK_TCK));
     set_mtime_ns(pf, start_ns - 2500000000LL); /* written 2.5 s before it started */
     for (int i = 0; i < 3; i++) assert_int_equal(find_file(pf, m, NULL), -ESTALE);
     set_mtime_ns(pf, start_ns - 30000000000LL);
@@ -504,8 +504,8 @@ static void test_started_after_rule(void **state)
     (void)state;
     unsigned long long t = stat_field22(getpid(), NULL);
     long hz = sysconf(_SC_CLK_TCK);
-    long long start_ns = boot_time_btime() * 1000000000LL +
-                         (long long)(t * 1000000000ULL / (unsigned long long)hz);
+    long long start_ns =
+        boot_time_btime() * 1000000000LL + (long long)(t * 1000000000ULL / (unsigned long long)hz);
     struct timespec long_before = {.tv_sec = (time_t)(start_ns / 1000000000LL) - 10};
     struct timespec after = {.tv_sec = (time_t)(start_ns / 1000000000LL) + 2};
     assert_int_equal(proc_started_after(t, &long_before), 1);
@@ -601,7 +601,8 @@ static void test_enosys_fallback(void **state)
             BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
         };
         struct sock_fprog prog = {sizeof f / sizeof f[0], f};
-        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog))
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
+            prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog))
             _exit(4);
         if (syscall(SYS_pidfd_open, getpid(), 0) != -1 || errno != ENOSYS) _exit(5);
         if (proc_pidfd(&m[0]) != -ENOSYS) _exit(6);

@@ -32,134 +32,134 @@
 
 struct decide_case {
     const char *name;
-    const char *kind;        /* of the patched object */
-    const char *obj;         /* its GET reply; "@" stands for the hash annotation key */
+    const char *kind; /* of the patched object */
+    const char *obj;  /* its GET reply; "@" stands for the hash annotation key */
     uint64_t min_interval_ms;
-    const char *last_set;    /* guard: the hash we set last, NULL = none */
-    int recent_flips;        /* guard: flips within the window */
-    int old_flips;           /* guard: flips outside it */
-    int flip_counted;        /* the apply already recorded its flip */
+    const char *last_set; /* guard: the hash we set last, NULL = none */
+    int recent_flips;     /* guard: flips within the window */
+    int old_flips;        /* guard: flips outside it */
+    int flip_counted;     /* the apply already recorded its flip */
     enum rollout_verdict want;
     uint64_t want_wait_ms;
     int want_flipped;
     int want_owner_blocks;
-    const char *want_text;   /* substring of reason (BLOCKED) or warning, NULL = none */
+    const char *want_text; /* substring of reason (BLOCKED) or warning, NULL = none */
 };
 
 #define TPL(ann) "\"spec\":{\"template\":{\"metadata\":{\"annotations\":{" ann "}}}"
 #define LAST(t) "\"metadata\":{\"annotations\":{\"reload-agent.io/last-rollout\":\"" t "\"}}"
 
 static const struct decide_case DECIDE[] = {
-    { "no hash yet: patch", "Deployment", "{" TPL("") "}}", 0, NULL, 0, 0, 0, ROLLOUT_V_PATCH, 0, 0,
-      0, NULL },
-    { "another hash: patch", "StatefulSet", "{" TPL("\"@\":\"" OLD "\"") "}}", 0, NULL, 0, 0, 0,
-      ROLLOUT_V_PATCH, 0, 0, 0, NULL },
-    { "already current", "Deployment", "{" TPL("\"@\":\"" OURS "\"") "}}", 0, NULL, 0, 0, 0,
-      ROLLOUT_V_CURRENT, 0, 0, 0, NULL },
-    { "already current beats the guard", "Deployment", "{" TPL("\"@\":\"" OURS "\"") "}}", 0,
-      THEIRS, 2, 0, 0, ROLLOUT_V_CURRENT, 0, 0, 0, NULL },
-    { "paused Deployment: patch and warn", "Deployment",
-      "{" TPL("") ",\"paused\":true}}", 0, NULL, 0, 0, 0, ROLLOUT_V_PATCH, 0, 0, 0,
-      "spec.paused is true" },
-    { "paused false: no warning", "Deployment", "{" TPL("") ",\"paused\":false}}", 0, NULL, 0,
-      0, 0, ROLLOUT_V_PATCH, 0, 0, 0, NULL },
-    { "OnDelete StatefulSet: patch and warn", "StatefulSet",
-      "{" TPL("") ",\"updateStrategy\":{\"type\":\"OnDelete\"}}}", 0, NULL, 0, 0, 0,
-      ROLLOUT_V_PATCH, 0, 0, 0, "updateStrategy OnDelete" },
-    { "OnDelete DaemonSet, already current", "DaemonSet",
-      "{" TPL("\"@\":\"" OURS "\"") ",\"updateStrategy\":{\"type\":\"OnDelete\"}}}", 0, NULL,
-      0, 0, 0, ROLLOUT_V_CURRENT, 0, 0, 0, "updateStrategy OnDelete" },
-    { "RollingUpdate DaemonSet: no warning", "DaemonSet",
-      "{" TPL("") ",\"updateStrategy\":{\"type\":\"RollingUpdate\"}}}", 0, NULL, 0, 0, 0,
-      ROLLOUT_V_PATCH, 0, 0, 0, NULL },
-    { "OnDelete means nothing to a Deployment", "Deployment",
-      "{" TPL("") ",\"updateStrategy\":{\"type\":\"OnDelete\"}}}", 0, NULL, 0, 0, 0,
-      ROLLOUT_V_PATCH, 0, 0, 0, NULL },
-    { "Rollout: patch", "Rollout", "{" TPL("") "}}", 0, NULL, 0, 0, 0, ROLLOUT_V_PATCH, 0, 0, 0,
-      NULL },
-    { "paused Rollout: patch and warn", "Rollout", "{" TPL("") ",\"paused\":true}}", 0, NULL, 0,
-      0, 0, ROLLOUT_V_PATCH, 0, 0, 0, "the Rollout will not progress" },
-    { "Rollout with a Deployment workloadRef is never patched", "Rollout",
-      "{\"spec\":{\"workloadRef\":{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\","
-      "\"name\":\"web\"}}}", 0, NULL, 0, 0, 0, ROLLOUT_V_BLOCKED, 0, 0, 1,
-      "spec.workloadRef names Deployment web: the pod template lives there" },
-    { "Rollout with another workloadRef: blocked", "Rollout",
-      "{\"spec\":{\"workloadRef\":{\"apiVersion\":\"apps/v1\",\"kind\":\"StatefulSet\","
-      "\"name\":\"db\"}}}", 0, NULL, 0, 0, 0, ROLLOUT_V_BLOCKED, 0, 0, 1,
-      "names StatefulSet db (apps/v1), not an apps/v1 Deployment" },
-    { "workloadRef Deployment of another group: blocked", "Rollout",
-      "{\"spec\":{\"workloadRef\":{\"apiVersion\":\"extensions/v1beta1\","
-      "\"kind\":\"Deployment\",\"name\":\"web\"}}}", 0, NULL, 0, 0, 0, ROLLOUT_V_BLOCKED, 0, 0, 1,
-      "not an apps/v1 Deployment" },
-    { "API text in the reason stays one line", "Rollout",
-      "{\"spec\":{\"workloadRef\":{\"apiVersion\":\"apps/v1\",\"kind\":\"Stateful\\nSet\","
-      "\"name\":\"db\\r\"}}}", 0, NULL, 0, 0, 0, ROLLOUT_V_BLOCKED, 0, 0, 1,
-      "names Stateful?Set db? (apps/v1)" },
-    { "a Deployment workloadRef's name stays one line", "Rollout",
-      "{\"spec\":{\"workloadRef\":{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\","
-      "\"name\":\"web\\nforged\"}}}", 0, NULL, 0, 0, 0, ROLLOUT_V_BLOCKED, 0, 0, 1,
-      "names Deployment web?forged: the pod template lives there" },
-    { "guard: API paths in the reason stay one line", "Deployment",
-      "{" TPL("\"@\":\"" THEIRS "\",\"reload-agent.io/config-files\":"
-              "\"{\\\"/v/a\\\\nforged\\\":\\\"aaaa\\\"}\"") "}}",
-      0, OLD, 2, 0, 0, ROLLOUT_V_BLOCKED, 0, 1, 0, "/v/a?forged" },
-    { "workloadRef not an object: blocked", "Rollout", "{\"spec\":{\"workloadRef\":\"web\"}}",
-      0, NULL, 0, 0, 0, ROLLOUT_V_BLOCKED, 0, 0, 1, "spec.workloadRef is not an object" },
-    { "workloadRef null: a plain Rollout", "Rollout",
-      "{" TPL("") ",\"workloadRef\":null}}", 0, NULL, 0, 0, 0, ROLLOUT_V_PATCH, 0, 0, 0, NULL },
-    { "min-interval: rolled 10 s ago, wait 50 s", "Deployment",
-      "{" LAST("2025-12-31T23:59:50Z") "," TPL("") "}}", 60000, NULL, 0, 0, 0, ROLLOUT_V_WAIT,
-      50000, 0, 0, NULL },
-    { "min-interval: rolled 2 min ago, patch", "Deployment",
-      "{" LAST("2025-12-31T23:58:00Z") "," TPL("") "}}", 60000, NULL, 0, 0, 0, ROLLOUT_V_PATCH, 0,
-      0, 0, NULL },
-    { "min-interval: exactly at the interval, patch", "Deployment",
-      "{" LAST("2025-12-31T23:59:00Z") "," TPL("") "}}", 60000, NULL, 0, 0, 0, ROLLOUT_V_PATCH, 0,
-      0, 0, NULL },
-    { "min-interval off", "Deployment", "{" LAST("2025-12-31T23:59:59Z") "," TPL("") "}}", 0,
-      NULL, 0, 0, 0, ROLLOUT_V_PATCH, 0, 0, 0, NULL },
-    { "min-interval: a clock 5 s ahead, wait", "Deployment",
-      "{" LAST("2026-01-01T00:00:05Z") "," TPL("") "}}", 60000, NULL, 0, 0, 0, ROLLOUT_V_WAIT,
-      60000, 0, 0, NULL },
-    { "min-interval: a bogus future time is ignored", "Deployment",
-      "{" LAST("2999-01-01T00:00:00Z") "," TPL("") "}}", 60000, NULL, 0, 0, 0, ROLLOUT_V_PATCH, 0,
-      0, 0, NULL },
-    { "min-interval: a malformed time is ignored", "Deployment",
-      "{" LAST("yesterday") "," TPL("") "}}", 60000, NULL, 0, 0, 0, ROLLOUT_V_PATCH, 0, 0, 0,
-      NULL },
-    { "min-interval: trailing junk is malformed", "Deployment",
-      "{" LAST("2025-12-31T23:59:50Zjunk") "," TPL("") "}}", 60000, NULL, 0, 0, 0,
-      ROLLOUT_V_PATCH, 0, 0, 0, NULL },
-    { "already current beats min-interval", "Deployment",
-      "{" LAST("2025-12-31T23:59:50Z") "," TPL("\"@\":\"" OURS "\"") "}}", 60000, NULL, 0, 0, 0,
-      ROLLOUT_V_CURRENT, 0, 0, 0, NULL },
-    { "guard: our hash replaced, first flip: patch", "Deployment",
-      "{" TPL("\"@\":\"" THEIRS "\"") "}}", 0, OLD, 0, 0, 0, ROLLOUT_V_PATCH, 0, 1, 0, NULL },
-    { "guard: second flip: patch", "Deployment", "{" TPL("\"@\":\"" THEIRS "\"") "}}", 0, OLD,
-      1, 0, 0, ROLLOUT_V_PATCH, 0, 1, 0, NULL },
-    { "guard: third flip in the window: blocked", "Deployment",
-      "{" TPL("\"@\":\"" THEIRS "\",\"reload-agent.io/config-files\":"
-              "\"{\\\"/v/a\\\":\\\"aaaa\\\",\\\"/v/b\\\":\\\"bbbb\\\"}\"") "}}",
-      0, OLD, 2, 0, 0, ROLLOUT_V_BLOCKED, 0, 1, 0,
-      "keeps flipping between replicas (111111111111 vs 222222222222): pods see different "
-      "content; differing paths: /v/b. Not rolling again." },
-    { "guard: a flip this apply recorded before its min-interval wait counts once",
-      "Deployment", "{" TPL("\"@\":\"" THEIRS "\"") "}}", 0, OLD, 2, 0, 1, ROLLOUT_V_PATCH,
-      0, 0, 0, NULL },
-    { "guard: ... and a third real flip still blocks", "Deployment",
-      "{" TPL("\"@\":\"" THEIRS "\"") "}}", 0, OLD, 3, 0, 1, ROLLOUT_V_BLOCKED, 0, 0, 0,
-      "keeps flipping" },
-    { "guard: old flips do not count", "Deployment", "{" TPL("\"@\":\"" THEIRS "\"") "}}", 0,
-      OLD, 0, 3, 0, ROLLOUT_V_PATCH, 0, 1, 0, NULL },
-    { "guard: the annotation still holds what we set: no flip", "Deployment",
-      "{" TPL("\"@\":\"" OLD "\"") "}}", 0, OLD, 2, 0, 0, ROLLOUT_V_PATCH, 0, 0, 0, NULL },
-    { "guard: the annotation removed: no flip", "Deployment", "{" TPL("") "}}", 0, OLD, 2, 0, 0,
-      ROLLOUT_V_PATCH, 0, 0, 0, NULL },
-    { "guard before min-interval", "Deployment",
-      "{" LAST("2025-12-31T23:59:50Z") "," TPL("\"@\":\"" THEIRS "\"") "}}", 60000, OLD, 2, 0, 0,
-      ROLLOUT_V_BLOCKED, 0, 1, 0, "keeps flipping" },
-    { "a non-string annotation is no hash", "Deployment", "{" TPL("\"@\":7") "}}", 0, OLD, 2, 0, 0,
-      ROLLOUT_V_PATCH, 0, 0, 0, NULL },
+    {"no hash yet: patch", "Deployment", "{" TPL("") "}}", 0, NULL, 0, 0, 0, ROLLOUT_V_PATCH, 0, 0,
+     0, NULL},
+    {"another hash: patch", "StatefulSet", "{" TPL("\"@\":\"" OLD "\"") "}}", 0, NULL, 0, 0, 0,
+     ROLLOUT_V_PATCH, 0, 0, 0, NULL},
+    {"already current", "Deployment", "{" TPL("\"@\":\"" OURS "\"") "}}", 0, NULL, 0, 0, 0,
+     ROLLOUT_V_CURRENT, 0, 0, 0, NULL},
+    {"already current beats the guard", "Deployment", "{" TPL("\"@\":\"" OURS "\"") "}}", 0, THEIRS,
+     2, 0, 0, ROLLOUT_V_CURRENT, 0, 0, 0, NULL},
+    {"paused Deployment: patch and warn", "Deployment", "{" TPL("") ",\"paused\":true}}", 0, NULL,
+     0, 0, 0, ROLLOUT_V_PATCH, 0, 0, 0, "spec.paused is true"},
+    {"paused false: no warning", "Deployment", "{" TPL("") ",\"paused\":false}}", 0, NULL, 0, 0, 0,
+     ROLLOUT_V_PATCH, 0, 0, 0, NULL},
+    {"OnDelete StatefulSet: patch and warn", "StatefulSet",
+     "{" TPL("") ",\"updateStrategy\":{\"type\":\"OnDelete\"}}}", 0, NULL, 0, 0, 0, ROLLOUT_V_PATCH,
+     0, 0, 0, "updateStrategy OnDelete"},
+    {"OnDelete DaemonSet, already current", "DaemonSet",
+     "{" TPL("\"@\":\"" OURS "\"") ",\"updateStrategy\":{\"type\":\"OnDelete\"}}}", 0, NULL, 0, 0,
+     0, ROLLOUT_V_CURRENT, 0, 0, 0, "updateStrategy OnDelete"},
+    {"RollingUpdate DaemonSet: no warning", "DaemonSet",
+     "{" TPL("") ",\"updateStrategy\":{\"type\":\"RollingUpdate\"}}}", 0, NULL, 0, 0, 0,
+     ROLLOUT_V_PATCH, 0, 0, 0, NULL},
+    {"OnDelete means nothing to a Deployment", "Deployment",
+     "{" TPL("") ",\"updateStrategy\":{\"type\":\"OnDelete\"}}}", 0, NULL, 0, 0, 0, ROLLOUT_V_PATCH,
+     0, 0, 0, NULL},
+    {"Rollout: patch", "Rollout", "{" TPL("") "}}", 0, NULL, 0, 0, 0, ROLLOUT_V_PATCH, 0, 0, 0,
+     NULL},
+    {"paused Rollout: patch and warn", "Rollout", "{" TPL("") ",\"paused\":true}}", 0, NULL, 0, 0,
+     0, ROLLOUT_V_PATCH, 0, 0, 0, "the Rollout will not progress"},
+    {"Rollout with a Deployment workloadRef is never patched", "Rollout",
+     "{\"spec\":{\"workloadRef\":{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\","
+     "\"name\":\"web\"}}}",
+     0, NULL, 0, 0, 0, ROLLOUT_V_BLOCKED, 0, 0, 1,
+     "spec.workloadRef names Deployment web: the pod template lives there"},
+    {"Rollout with another workloadRef: blocked", "Rollout",
+     "{\"spec\":{\"workloadRef\":{\"apiVersion\":\"apps/v1\",\"kind\":\"StatefulSet\","
+     "\"name\":\"db\"}}}",
+     0, NULL, 0, 0, 0, ROLLOUT_V_BLOCKED, 0, 0, 1,
+     "names StatefulSet db (apps/v1), not an apps/v1 Deployment"},
+    {"workloadRef Deployment of another group: blocked", "Rollout",
+     "{\"spec\":{\"workloadRef\":{\"apiVersion\":\"extensions/v1beta1\","
+     "\"kind\":\"Deployment\",\"name\":\"web\"}}}",
+     0, NULL, 0, 0, 0, ROLLOUT_V_BLOCKED, 0, 0, 1, "not an apps/v1 Deployment"},
+    {"API text in the reason stays one line", "Rollout",
+     "{\"spec\":{\"workloadRef\":{\"apiVersion\":\"apps/v1\",\"kind\":\"Stateful\\nSet\","
+     "\"name\":\"db\\r\"}}}",
+     0, NULL, 0, 0, 0, ROLLOUT_V_BLOCKED, 0, 0, 1, "names Stateful?Set db? (apps/v1)"},
+    {"a Deployment workloadRef's name stays one line", "Rollout",
+     "{\"spec\":{\"workloadRef\":{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\","
+     "\"name\":\"web\\nforged\"}}}",
+     0, NULL, 0, 0, 0, ROLLOUT_V_BLOCKED, 0, 0, 1,
+     "names Deployment web?forged: the pod template lives there"},
+    {"guard: API paths in the reason stay one line", "Deployment",
+     "{" TPL("\"@\":\"" THEIRS "\",\"reload-agent.io/config-files\":"
+             "\"{\\\"/v/a\\\\nforged\\\":\\\"aaaa\\\"}\"") "}}",
+     0, OLD, 2, 0, 0, ROLLOUT_V_BLOCKED, 0, 1, 0, "/v/a?forged"},
+    {"workloadRef not an object: blocked", "Rollout", "{\"spec\":{\"workloadRef\":\"web\"}}", 0,
+     NULL, 0, 0, 0, ROLLOUT_V_BLOCKED, 0, 0, 1, "spec.workloadRef is not an object"},
+    {"workloadRef null: a plain Rollout", "Rollout", "{" TPL("") ",\"workloadRef\":null}}", 0, NULL,
+     0, 0, 0, ROLLOUT_V_PATCH, 0, 0, 0, NULL},
+    {"min-interval: rolled 10 s ago, wait 50 s", "Deployment",
+     "{" LAST("2025-12-31T23:59:50Z") "," TPL("") "}}", 60000, NULL, 0, 0, 0, ROLLOUT_V_WAIT, 50000,
+     0, 0, NULL},
+    {"min-interval: rolled 2 min ago, patch", "Deployment",
+     "{" LAST("2025-12-31T23:58:00Z") "," TPL("") "}}", 60000, NULL, 0, 0, 0, ROLLOUT_V_PATCH, 0, 0,
+     0, NULL},
+    {"min-interval: exactly at the interval, patch", "Deployment",
+     "{" LAST("2025-12-31T23:59:00Z") "," TPL("") "}}", 60000, NULL, 0, 0, 0, ROLLOUT_V_PATCH, 0, 0,
+     0, NULL},
+    {"min-interval off", "Deployment", "{" LAST("2025-12-31T23:59:59Z") "," TPL("") "}}", 0, NULL,
+     0, 0, 0, ROLLOUT_V_PATCH, 0, 0, 0, NULL},
+    {"min-interval: a clock 5 s ahead, wait", "Deployment",
+     "{" LAST("2026-01-01T00:00:05Z") "," TPL("") "}}", 60000, NULL, 0, 0, 0, ROLLOUT_V_WAIT, 60000,
+     0, 0, NULL},
+    {"min-interval: a bogus future time is ignored", "Deployment",
+     "{" LAST("2999-01-01T00:00:00Z") "," TPL("") "}}", 60000, NULL, 0, 0, 0, ROLLOUT_V_PATCH, 0, 0,
+     0, NULL},
+    {"min-interval: a malformed time is ignored", "Deployment",
+     "{" LAST("yesterday") "," TPL("") "}}", 60000, NULL, 0, 0, 0, ROLLOUT_V_PATCH, 0, 0, 0, NULL},
+    {"min-interval: trailing junk is malformed", "Deployment",
+     "{" LAST("2025-12-31T23:59:50Zjunk") "," TPL("") "}}", 60000, NULL, 0, 0, 0, ROLLOUT_V_PATCH,
+     0, 0, 0, NULL},
+    {"already current beats min-interval", "Deployment",
+     "{" LAST("2025-12-31T23:59:50Z") "," TPL("\"@\":\"" OURS "\"") "}}", 60000, NULL, 0, 0, 0,
+     ROLLOUT_V_CURRENT, 0, 0, 0, NULL},
+    {"guard: our hash replaced, first flip: patch", "Deployment",
+     "{" TPL("\"@\":\"" THEIRS "\"") "}}", 0, OLD, 0, 0, 0, ROLLOUT_V_PATCH, 0, 1, 0, NULL},
+    {"guard: second flip: patch", "Deployment", "{" TPL("\"@\":\"" THEIRS "\"") "}}", 0, OLD, 1, 0,
+     0, ROLLOUT_V_PATCH, 0, 1, 0, NULL},
+    {"guard: third flip in the window: blocked", "Deployment",
+     "{" TPL("\"@\":\"" THEIRS "\",\"reload-agent.io/config-files\":"
+             "\"{\\\"/v/a\\\":\\\"aaaa\\\",\\\"/v/b\\\":\\\"bbbb\\\"}\"") "}}",
+     0, OLD, 2, 0, 0, ROLLOUT_V_BLOCKED, 0, 1, 0,
+     "keeps flipping between replicas (111111111111 vs 222222222222): pods see different "
+     "content; differing paths: /v/b. Not rolling again."},
+    {"guard: a flip this apply recorded before its min-interval wait counts once", "Deployment",
+     "{" TPL("\"@\":\"" THEIRS "\"") "}}", 0, OLD, 2, 0, 1, ROLLOUT_V_PATCH, 0, 0, 0, NULL},
+    {"guard: ... and a third real flip still blocks", "Deployment",
+     "{" TPL("\"@\":\"" THEIRS "\"") "}}", 0, OLD, 3, 0, 1, ROLLOUT_V_BLOCKED, 0, 0, 0,
+     "keeps flipping"},
+    {"guard: old flips do not count", "Deployment", "{" TPL("\"@\":\"" THEIRS "\"") "}}", 0, OLD, 0,
+     3, 0, ROLLOUT_V_PATCH, 0, 1, 0, NULL},
+    {"guard: the annotation still holds what we set: no flip", "Deployment",
+     "{" TPL("\"@\":\"" OLD "\"") "}}", 0, OLD, 2, 0, 0, ROLLOUT_V_PATCH, 0, 0, 0, NULL},
+    {"guard: the annotation removed: no flip", "Deployment", "{" TPL("") "}}", 0, OLD, 2, 0, 0,
+     ROLLOUT_V_PATCH, 0, 0, 0, NULL},
+    {"guard before min-interval", "Deployment",
+     "{" LAST("2025-12-31T23:59:50Z") "," TPL("\"@\":\"" THEIRS "\"") "}}", 60000, OLD, 2, 0, 0,
+     ROLLOUT_V_BLOCKED, 0, 1, 0, "keeps flipping"},
+    {"a non-string annotation is no hash", "Deployment", "{" TPL("\"@\":7") "}}", 0, OLD, 2, 0, 0,
+     ROLLOUT_V_PATCH, 0, 0, 0, NULL},
 };
 
 /* Replaces "@" with the hash annotation key. */
@@ -194,8 +194,12 @@ static void run_decide(const struct decide_case *c, struct rollout_decision *d)
         g.flips[g.nflips++] = NOW - ROLLOUT_FLIP_WINDOW_S - 1 - i;
     for (i = 0; i < c->recent_flips && g.nflips < ROLLOUT_FLIP_LIMIT; i++)
         g.flips[g.nflips++] = NOW - 60 * (i + 1);
-    struct rollout_input in = {.kind = owner_kind_named(c->kind), .hash = OURS, .files = files,
-                               .min_interval_ms = c->min_interval_ms, .now = NOW, .guard = &g,
+    struct rollout_input in = {.kind = owner_kind_named(c->kind),
+                               .hash = OURS,
+                               .files = files,
+                               .min_interval_ms = c->min_interval_ms,
+                               .now = NOW,
+                               .guard = &g,
                                .flip_counted = c->flip_counted};
     assert_non_null(in.kind);
     assert_int_equal(rollout__parse_state(body, strlen(body), KEY, &st), 0);
@@ -214,12 +218,12 @@ static void test_decide_table(void **state)
 
         run_decide(c, &d);
         text = d.verdict == ROLLOUT_V_BLOCKED ? d.reason : d.warning;
-        if (d.verdict != c->want || d.wait_ms != c->want_wait_ms ||
-            d.flipped != c->want_flipped || d.owner_blocks != c->want_owner_blocks ||
+        if (d.verdict != c->want || d.wait_ms != c->want_wait_ms || d.flipped != c->want_flipped ||
+            d.owner_blocks != c->want_owner_blocks ||
             (c->want_text ? !text || !strstr(text, c->want_text) : text != NULL))
             fail_msg("case \"%s\": verdict %d wait %llu flipped %d owner_blocks %d text \"%s\"",
-                     c->name, d.verdict, (unsigned long long)d.wait_ms, d.flipped,
-                     d.owner_blocks, text ? text : "(none)");
+                     c->name, d.verdict, (unsigned long long)d.wait_ms, d.flipped, d.owner_blocks,
+                     text ? text : "(none)");
         if (d.verdict != ROLLOUT_V_BLOCKED) assert_string_equal(d.reason, "");
     }
 }
@@ -284,18 +288,18 @@ static void test_guard_flip(void **state)
 
 /* ---- the chain: which object is patched ---- */
 
-#define POD_OF(kind, av, name, uid)                                                              \
-    "{\"metadata\":{\"name\":\"p\",\"namespace\":\"ns\",\"uid\":\"pu\",\"ownerReferences\":["   \
-    "{\"apiVersion\":\"" av "\",\"kind\":\"" kind "\",\"name\":\"" name "\",\"uid\":\"" uid     \
+#define POD_OF(kind, av, name, uid)                                                                \
+    "{\"metadata\":{\"name\":\"p\",\"namespace\":\"ns\",\"uid\":\"pu\",\"ownerReferences\":["      \
+    "{\"apiVersion\":\"" av "\",\"kind\":\"" kind "\",\"name\":\"" name "\",\"uid\":\"" uid        \
     "\",\"controller\":true}]}}"
-#define RS_OF(kind, av, name, uid)                                                               \
-    "{\"metadata\":{\"name\":\"rs\",\"uid\":\"ru\",\"ownerReferences\":[{\"apiVersion\":\"" av  \
+#define RS_OF(kind, av, name, uid)                                                                 \
+    "{\"metadata\":{\"name\":\"rs\",\"uid\":\"ru\",\"ownerReferences\":[{\"apiVersion\":\"" av     \
     "\",\"kind\":\"" kind "\",\"name\":\"" name "\",\"uid\":\"" uid "\",\"controller\":true}]}}"
-#define ROLLOUT_REF(ref)                                                                         \
-    "{\"apiVersion\":\"argoproj.io/v1alpha1\",\"metadata\":{\"name\":\"web\",\"uid\":\"wu\"},"  \
+#define ROLLOUT_REF(ref)                                                                           \
+    "{\"apiVersion\":\"argoproj.io/v1alpha1\",\"metadata\":{\"name\":\"web\",\"uid\":\"wu\"},"     \
     "\"spec\":{\"workloadRef\":" ref "}}"
-#define DEPLOY(name, uid, extra)                                                                 \
-    "{\"apiVersion\":\"apps/v1\",\"metadata\":{\"name\":\"" name "\",\"uid\":\"" uid "\"},"     \
+#define DEPLOY(name, uid, extra)                                                                   \
+    "{\"apiVersion\":\"apps/v1\",\"metadata\":{\"name\":\"" name "\",\"uid\":\"" uid "\"},"        \
     "\"spec\":{\"template\":{\"metadata\":{\"annotations\":{}}}" extra "}}"
 
 struct chain_case {
@@ -309,77 +313,134 @@ struct chain_case {
 };
 
 static const struct chain_case CHAIN[] = {
-    { "Deployment",
-      { POD_OF("ReplicaSet", "apps/v1", "rs", "ru"), RS_OF("Deployment", "apps/v1", "web", "du"),
-        DEPLOY("web", "du", "") },
-      OWNER_OK, "Deployment", "web", "/apis/apps/v1/namespaces/ns/deployments/web", NULL, NULL,
-      ROLLOUT_V_PATCH },
-    { "Rollout workloadRef to a Deployment: the Deployment is patched",
-      { POD_OF("ReplicaSet", "apps/v1", "rs", "ru"),
-        RS_OF("Rollout", "argoproj.io/v1alpha1", "web", "wu"),
-        ROLLOUT_REF("{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\",\"name\":\"tpl\"}"),
-        DEPLOY("tpl", "tu", "") },
-      OWNER_OK, "Deployment", "tpl", "/apis/apps/v1/namespaces/ns/deployments/tpl",
-      "Rollout/web", NULL, ROLLOUT_V_PATCH },
-    { "... and a paused referenced Deployment is still patched",
-      { POD_OF("ReplicaSet", "apps/v1", "rs", "ru"),
-        RS_OF("Rollout", "argoproj.io/v1alpha1", "web", "wu"),
-        ROLLOUT_REF("{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\",\"name\":\"tpl\"}"),
-        DEPLOY("tpl", "tu", ",\"paused\":true") },
-      OWNER_OK, "Deployment", "tpl", "/apis/apps/v1/namespaces/ns/deployments/tpl",
-      "Rollout/web", NULL, ROLLOUT_V_PATCH },
-    { "Rollout workloadRef to a StatefulSet: blocked",
-      { POD_OF("ReplicaSet", "apps/v1", "rs", "ru"),
-        RS_OF("Rollout", "argoproj.io/v1alpha1", "web", "wu"),
-        ROLLOUT_REF("{\"apiVersion\":\"apps/v1\",\"kind\":\"StatefulSet\",\"name\":\"db\"}") },
-      OWNER_NO_ROLLOUT, NULL, NULL, NULL, "Rollout/web",
-      "Rollout web: spec.workloadRef names StatefulSet db (apps/v1), not an apps/v1 Deployment",
-      0 },
-    { "Rollout workloadRef without a name: blocked",
-      { POD_OF("ReplicaSet", "apps/v1", "rs", "ru"),
-        RS_OF("Rollout", "argoproj.io/v1alpha1", "web", "wu"),
-        ROLLOUT_REF("{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\"}") },
-      OWNER_NO_ROLLOUT, NULL, NULL, NULL, "Rollout/web",
-      "Rollout web's spec.workloadRef names Deployment \"\", which is not a valid object name",
-      0 },
-    { "Rollout workloadRef to a Deployment that cannot be read: blocked",
-      { POD_OF("ReplicaSet", "apps/v1", "rs", "ru"),
-        RS_OF("Rollout", "argoproj.io/v1alpha1", "web", "wu"),
-        ROLLOUT_REF("{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\",\"name\":\"tpl\"}"),
-        "!404" },
-      OWNER_NO_ROLLOUT, NULL, NULL, NULL, "Rollout/web",
-      "cannot get Deployment tpl named by Rollout web's spec.workloadRef: unexpected HTTP "
-      "status 404", 0 },
-    { "a plain Rollout is patched itself",
-      { POD_OF("ReplicaSet", "apps/v1", "rs", "ru"),
-        RS_OF("Rollout", "argoproj.io/v1alpha1", "web", "wu"),
-        "{\"metadata\":{\"name\":\"web\",\"uid\":\"wu\"},\"spec\":{}}" },
-      OWNER_OK, "Rollout", "web", "/apis/argoproj.io/v1alpha1/namespaces/ns/rollouts/web", NULL,
-      NULL, ROLLOUT_V_PATCH },
-    { "a pod may not be controlled by a Deployment",
-      { POD_OF("Deployment", "apps/v1", "web", "du") },
-      OWNER_NO_ROLLOUT, NULL, NULL, NULL, NULL,
-      "pod p is controlled by Deployment web (apps/v1), which cannot be rolled: only "
-      "Deployment, StatefulSet, DaemonSet and Argo Rollout can", 0 },
-    { "API text in the error stays one line",
-      { POD_OF("Node\\nlevel=error msg=forged", "v1", "n", "nu") },
-      OWNER_NO_ROLLOUT, NULL, NULL, NULL, NULL,
-      "pod p is controlled by Node?level=error msg=forged n (v1)", 0 },
-    { "a ReplicaSet may not be controlled by a StatefulSet",
-      { POD_OF("ReplicaSet", "apps/v1", "rs", "ru"), RS_OF("StatefulSet", "apps/v1", "db", "su") },
-      OWNER_NO_ROLLOUT, NULL, NULL, NULL, NULL,
-      "ReplicaSet rs is controlled by StatefulSet db (apps/v1), which cannot be rolled", 0 },
-    { "StatefulSet",
-      { POD_OF("StatefulSet", "apps/v1", "db", "su"),
-        "{\"metadata\":{\"name\":\"db\",\"uid\":\"su\"},\"spec\":{\"updateStrategy\":"
-        "{\"type\":\"OnDelete\"}}}" },
-      OWNER_OK, "StatefulSet", "db", "/apis/apps/v1/namespaces/ns/statefulsets/db", NULL, NULL,
-      ROLLOUT_V_PATCH },
-    { "a recreated Deployment is not the owner",
-      { POD_OF("ReplicaSet", "apps/v1", "rs", "ru"), RS_OF("Deployment", "apps/v1", "web", "du"),
-        DEPLOY("web", "other", "") },
-      OWNER_API_ERROR, NULL, NULL, NULL, NULL,
-      "Deployment web has uid other, but ReplicaSet rs references uid du (recreated?)", 0 },
+    {"Deployment",
+     {POD_OF("ReplicaSet", "apps/v1", "rs", "ru"), RS_OF("Deployment", "apps/v1", "web", "du"),
+      DEPLOY("web", "du", "")},
+     OWNER_OK,
+     "Deployment",
+     "web",
+     "/apis/apps/v1/namespaces/ns/deployments/web",
+     NULL,
+     NULL,
+     ROLLOUT_V_PATCH},
+    {"Rollout workloadRef to a Deployment: the Deployment is patched",
+     {POD_OF("ReplicaSet", "apps/v1", "rs", "ru"),
+      RS_OF("Rollout", "argoproj.io/v1alpha1", "web", "wu"),
+      ROLLOUT_REF("{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\",\"name\":\"tpl\"}"),
+      DEPLOY("tpl", "tu", "")},
+     OWNER_OK,
+     "Deployment",
+     "tpl",
+     "/apis/apps/v1/namespaces/ns/deployments/tpl",
+     "Rollout/web",
+     NULL,
+     ROLLOUT_V_PATCH},
+    {"... and a paused referenced Deployment is still patched",
+     {POD_OF("ReplicaSet", "apps/v1", "rs", "ru"),
+      RS_OF("Rollout", "argoproj.io/v1alpha1", "web", "wu"),
+      ROLLOUT_REF("{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\",\"name\":\"tpl\"}"),
+      DEPLOY("tpl", "tu", ",\"paused\":true")},
+     OWNER_OK,
+     "Deployment",
+     "tpl",
+     "/apis/apps/v1/namespaces/ns/deployments/tpl",
+     "Rollout/web",
+     NULL,
+     ROLLOUT_V_PATCH},
+    {"Rollout workloadRef to a StatefulSet: blocked",
+     {POD_OF("ReplicaSet", "apps/v1", "rs", "ru"),
+      RS_OF("Rollout", "argoproj.io/v1alpha1", "web", "wu"),
+      ROLLOUT_REF("{\"apiVersion\":\"apps/v1\",\"kind\":\"StatefulSet\",\"name\":\"db\"}")},
+     OWNER_NO_ROLLOUT,
+     NULL,
+     NULL,
+     NULL,
+     "Rollout/web",
+     "Rollout web: spec.workloadRef names StatefulSet db (apps/v1), not an apps/v1 Deployment",
+     0},
+    {"Rollout workloadRef without a name: blocked",
+     {POD_OF("ReplicaSet", "apps/v1", "rs", "ru"),
+      RS_OF("Rollout", "argoproj.io/v1alpha1", "web", "wu"),
+      ROLLOUT_REF("{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\"}")},
+     OWNER_NO_ROLLOUT,
+     NULL,
+     NULL,
+     NULL,
+     "Rollout/web",
+     "Rollout web's spec.workloadRef names Deployment \"\", which is not a valid object name",
+     0},
+    {"Rollout workloadRef to a Deployment that cannot be read: blocked",
+     {POD_OF("ReplicaSet", "apps/v1", "rs", "ru"),
+      RS_OF("Rollout", "argoproj.io/v1alpha1", "web", "wu"),
+      ROLLOUT_REF("{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\",\"name\":\"tpl\"}"), "!404"},
+     OWNER_NO_ROLLOUT,
+     NULL,
+     NULL,
+     NULL,
+     "Rollout/web",
+     "cannot get Deployment tpl named by Rollout web's spec.workloadRef: unexpected HTTP "
+     "status 404",
+     0},
+    {"a plain Rollout is patched itself",
+     {POD_OF("ReplicaSet", "apps/v1", "rs", "ru"),
+      RS_OF("Rollout", "argoproj.io/v1alpha1", "web", "wu"),
+      "{\"metadata\":{\"name\":\"web\",\"uid\":\"wu\"},\"spec\":{}}"},
+     OWNER_OK,
+     "Rollout",
+     "web",
+     "/apis/argoproj.io/v1alpha1/namespaces/ns/rollouts/web",
+     NULL,
+     NULL,
+     ROLLOUT_V_PATCH},
+    {"a pod may not be controlled by a Deployment",
+     {POD_OF("Deployment", "apps/v1", "web", "du")},
+     OWNER_NO_ROLLOUT,
+     NULL,
+     NULL,
+     NULL,
+     NULL,
+     "pod p is controlled by Deployment web (apps/v1), which cannot be rolled: only "
+     "Deployment, StatefulSet, DaemonSet and Argo Rollout can",
+     0},
+    {"API text in the error stays one line",
+     {POD_OF("Node\\nlevel=error msg=forged", "v1", "n", "nu")},
+     OWNER_NO_ROLLOUT,
+     NULL,
+     NULL,
+     NULL,
+     NULL,
+     "pod p is controlled by Node?level=error msg=forged n (v1)",
+     0},
+    {"a ReplicaSet may not be controlled by a StatefulSet",
+     {POD_OF("ReplicaSet", "apps/v1", "rs", "ru"), RS_OF("StatefulSet", "apps/v1", "db", "su")},
+     OWNER_NO_ROLLOUT,
+     NULL,
+     NULL,
+     NULL,
+     NULL,
+     "ReplicaSet rs is controlled by StatefulSet db (apps/v1), which cannot be rolled",
+     0},
+    {"StatefulSet",
+     {POD_OF("StatefulSet", "apps/v1", "db", "su"),
+      "{\"metadata\":{\"name\":\"db\",\"uid\":\"su\"},\"spec\":{\"updateStrategy\":"
+      "{\"type\":\"OnDelete\"}}}"},
+     OWNER_OK,
+     "StatefulSet",
+     "db",
+     "/apis/apps/v1/namespaces/ns/statefulsets/db",
+     NULL,
+     NULL,
+     ROLLOUT_V_PATCH},
+    {"a recreated Deployment is not the owner",
+     {POD_OF("ReplicaSet", "apps/v1", "rs", "ru"), RS_OF("Deployment", "apps/v1", "web", "du"),
+      DEPLOY("web", "other", "")},
+     OWNER_API_ERROR,
+     NULL,
+     NULL,
+     NULL,
+     NULL,
+     "Deployment web has uid other, but ReplicaSet rs references uid du (recreated?)",
+     0},
 };
 
 static void test_chain_table(void **state)

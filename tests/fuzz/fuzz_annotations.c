@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK(c)                 \
-    do {                         \
-        if (!(c)) __builtin_trap(); \
+#define CHECK(c)                                                                                   \
+    do {                                                                                           \
+        if (!(c)) __builtin_trap();                                                                \
     } while (0)
 
 static char *serialize(const struct annot_set *s, size_t *len)
@@ -56,7 +56,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else {
         for (k = 0; k < set.n; k++) {
             CHECK(set.v[k].key[0] != '\0');
-            CHECK(strspn(set.v[k].key, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._/") ==
+            CHECK(strspn(set.v[k].key,
+                         "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._/") ==
                   strlen(set.v[k].key));
             CHECK(k == 0 || strcmp(set.v[k - 1].key, set.v[k].key) < 0);
             CHECK(annot_get(&set, set.v[k].key) == &set.v[k]);

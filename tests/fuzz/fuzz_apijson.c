@@ -28,9 +28,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK(c)                 \
-    do {                         \
-        if (!(c)) __builtin_trap(); \
+#define CHECK(c)                                                                                   \
+    do {                                                                                           \
+        if (!(c)) __builtin_trap();                                                                \
     } while (0)
 
 #define HASH "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -71,9 +71,13 @@ static void decide_as(const struct owner_kind *k, const char *body, size_t len, 
     }
     g.nflips = salt % (ROLLOUT_FLIP_LIMIT + 1);
     for (size_t i = 0; i < g.nflips; i++) g.flips[i] = 1767225600 - (time_t)(i * 300);
-    struct rollout_input in = {.kind = k, .hash = HASH, .files = (salt & 2) ? "{\"/a\":\"x\"}" : NULL,
-                               .min_interval_ms = (salt & 4) ? 60000 : 0, .now = 1767225600,
-                               .guard = &g, .flip_counted = (salt & 8) != 0};
+    struct rollout_input in = {.kind = k,
+                               .hash = HASH,
+                               .files = (salt & 2) ? "{\"/a\":\"x\"}" : NULL,
+                               .min_interval_ms = (salt & 4) ? 60000 : 0,
+                               .now = 1767225600,
+                               .guard = &g,
+                               .flip_counted = (salt & 8) != 0};
     rollout__decide(&st, &in, &d);
     const char *why = owner_not_rolling(k, st.root, buf, sizeof buf, &blocks);
     CHECK(blocks == 0 || blocks == 1);
@@ -93,8 +97,7 @@ static void decide_as(const struct owner_kind *k, const char *body, size_t len, 
         CHECK((d.verdict == ROLLOUT_V_WAIT) == (d.wait_ms > 0));
         CHECK(d.wait_ms <= in.min_interval_ms);
         break;
-    default:
-        CHECK(0);
+    default: CHECK(0);
     }
     rollout__state_free(&st);
 }
@@ -102,7 +105,7 @@ static void decide_as(const struct owner_kind *k, const char *body, size_t len, 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static const char *const kinds[] = {"Deployment", "StatefulSet", "DaemonSet", "Rollout",
-                                        "ReplicaSet", "Job", "CronJob"};
+                                        "ReplicaSet", "Job",         "CronJob"};
     struct owner__chain c;
     const char *p = (const char *)data, *end = p + size, *last = p;
     size_t last_len = 0;

@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK(c)                 \
-    do {                         \
-        if (!(c)) __builtin_trap(); \
+#define CHECK(c)                                                                                   \
+    do {                                                                                           \
+        if (!(c)) __builtin_trap();                                                                \
     } while (0)
 
 static void check_format(int64_t ns)

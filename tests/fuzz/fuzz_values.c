@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK(c)                 \
-    do {                         \
-        if (!(c)) __builtin_trap(); \
+#define CHECK(c)                                                                                   \
+    do {                                                                                           \
+        if (!(c)) __builtin_trap();                                                                \
     } while (0)
 
 static void check_signal(const char *s)
@@ -50,7 +50,8 @@ static void check_list(const char *s)
     for (k = 0; k < n; k++) {
         size_t l = strlen(items[k]);
         CHECK(l > 0 && !strchr(items[k], ','));
-        CHECK(items[k][0] != ' ' && items[k][0] != '\t' && items[k][l - 1] != ' ' && items[k][l - 1] != '\t');
+        CHECK(items[k][0] != ' ' && items[k][0] != '\t' && items[k][l - 1] != ' ' &&
+              items[k][l - 1] != '\t');
         len += l + 1;
     }
     joined = calloc(1, len + 1);

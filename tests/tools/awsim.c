@@ -82,16 +82,14 @@ static void die_oom(void)
 static void *xrealloc(void *p, size_t n)
 {
     p = realloc(p, n ? n : 1);
-    if (!p)
-        die_oom();
+    if (!p) die_oom();
     return p;
 }
 
 static char *xstrdup(const char *s)
 {
     char *d = strdup(s);
-    if (!d)
-        die_oom();
+    if (!d) die_oom();
     return d;
 }
 
@@ -115,8 +113,7 @@ static uint64_t rng_next(void)
 static size_t *shuffled(size_t n)
 {
     size_t *ix = xrealloc(NULL, n * sizeof *ix);
-    for (size_t i = 0; i < n; i++)
-        ix[i] = i;
+    for (size_t i = 0; i < n; i++) ix[i] = i;
     for (size_t i = n; i > 1; i--) {
         size_t j = (size_t)(rng_next() % i);
         size_t t = ix[i - 1];
@@ -137,8 +134,7 @@ static void strv_add(struct strv *s, const char *str)
 
 static void strv_free(struct strv *s)
 {
-    for (size_t i = 0; i < s->n; i++)
-        free(s->v[i]);
+    for (size_t i = 0; i < s->n; i++) free(s->v[i]);
     free(s->v);
     memset(s, 0, sizeof *s);
 }
@@ -165,14 +161,13 @@ static void payload_add(struct payload *p, const char *path, unsigned char *data
         p->cap = p->cap ? 2 * p->cap : 16;
         p->v = xrealloc(p->v, p->cap * sizeof *p->v);
     }
-    p->v[p->n++] = (struct entry){ xstrdup(path), data, len };
+    p->v[p->n++] = (struct entry){xstrdup(path), data, len};
 }
 
 static void sleep_ms(long ms)
 {
-    if (ms <= 0)
-        return;
-    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+    if (ms <= 0) return;
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
 }
@@ -198,8 +193,7 @@ static int join(char *out, const char *a, const char *b)
 /* Like join, but an empty b gives just a, and an empty a just b. */
 static int join_rel(char *out, const char *a, const char *b)
 {
-    if (*a && *b)
-        return join(out, a, b);
+    if (*a && *b) return join(out, a, b);
     if (snprintf(out, PATH_MAX, "%s", *a ? a : b) >= PATH_MAX) {
         fprintf(stderr, "awsim: path too long: %s%s\n", a, b);
         return -1;
@@ -217,13 +211,11 @@ typedef int (*walk_fn)(void *ud, const char *path, const struct stat *st);
 static int walk_post(const char *path, walk_fn fn, void *ud)
 {
     struct stat st;
-    if (lstat(path, &st) != 0)
-        return fail("lstat", path, errno);
+    if (lstat(path, &st) != 0) return fail("lstat", path, errno);
     if (S_ISDIR(st.st_mode)) {
         DIR *d = opendir(path);
-        if (!d)
-            return fail("opendir", path, errno);
-        struct strv names = { 0 };
+        if (!d) return fail("opendir", path, errno);
+        struct strv names = {0};
         struct dirent *de;
         errno = 0;
         while ((de = readdir(d)) != NULL) {
@@ -281,8 +273,7 @@ static int validate_key(const char *key)
 static int read_file(const char *path, unsigned char **data, size_t *len)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return fail("open", path, errno);
+    if (fd < 0) return fail("open", path, errno);
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = errno;
@@ -292,19 +283,16 @@ static int read_file(const char *path, unsigned char **data, size_t *len)
     size_t cap = (size_t)st.st_size + 1, n = 0;
     unsigned char *buf = xrealloc(NULL, cap);
     for (;;) {
-        if (n == cap)
-            buf = xrealloc(buf, cap *= 2);
+        if (n == cap) buf = xrealloc(buf, cap *= 2);
         ssize_t r = read(fd, buf + n, cap - n);
-        if (r < 0 && errno == EINTR)
-            continue;
+        if (r < 0 && errno == EINTR) continue;
         if (r < 0) {
             int e = errno;
             free(buf);
             close(fd);
             return fail("read", path, e);
         }
-        if (r == 0)
-            break;
+        if (r == 0) break;
         n += (size_t)r;
     }
     close(fd);
@@ -317,12 +305,10 @@ static int read_file(const char *path, unsigned char **data, size_t *len)
 static int load_dir(const char *dir, const char *rel, struct payload *p)
 {
     char path[PATH_MAX];
-    if (join_rel(path, dir, rel) != 0)
-        return -1;
+    if (join_rel(path, dir, rel) != 0) return -1;
     DIR *d = opendir(path);
-    if (!d)
-        return fail("opendir", path, errno);
-    struct strv names = { 0 };
+    if (!d) return fail("opendir", path, errno);
+    struct strv names = {0};
     struct dirent *de;
     while ((de = readdir(d)) != NULL)
         if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
@@ -342,10 +328,10 @@ static int load_dir(const char *dir, const char *rel, struct payload *p)
             unsigned char *data;
             size_t len;
             rc = validate_key(key);
-            if (rc == 0 && (rc = read_file(full, &data, &len)) == 0)
-                payload_add(p, key, data, len);
+            if (rc == 0 && (rc = read_file(full, &data, &len)) == 0) payload_add(p, key, data, len);
         } else {
-            fprintf(stderr, "awsim: %s: not a regular file or directory (payload entries must be)\n", full);
+            fprintf(stderr,
+                    "awsim: %s: not a regular file or directory (payload entries must be)\n", full);
             rc = -1;
         }
     }
@@ -373,8 +359,8 @@ static int collect_old(void *ud, const char *path, const struct stat *st)
  * their parent prefixes). */
 static int paths_to_remove(const char *oldts_path, const struct payload *p, struct strv *out)
 {
-    struct strv found = { 0 }, keep = { 0 };
-    struct old_walk w = { strlen(oldts_path) + 1, &found };
+    struct strv found = {0}, keep = {0};
+    struct old_walk w = {strlen(oldts_path) + 1, &found};
     int rc = walk_post(oldts_path, collect_old, &w);
     for (size_t i = 0; rc == 0 && i < p->n; i++) {
         char buf[PATH_MAX];
@@ -382,13 +368,11 @@ static int paths_to_remove(const char *oldts_path, const struct payload *p, stru
         for (;;) {
             strv_add(&keep, buf);
             char *slash = strrchr(buf, '/');
-            if (!slash)
-                break;
+            if (!slash) break;
             *slash = '\0';
         }
     }
-    if (keep.n)
-        qsort(keep.v, keep.n, sizeof *keep.v, cmp_str);
+    if (keep.n) qsort(keep.v, keep.n, sizeof *keep.v, cmp_str);
     for (size_t i = 0; rc == 0 && i < found.n; i++)
         if (!keep.n || !bsearch(&found.v[i], keep.v, keep.n, sizeof *keep.v, cmp_str))
             strv_add(out, found.v[i]);
@@ -402,18 +386,17 @@ static int paths_to_remove(const char *oldts_path, const struct payload *p, stru
 static int entry_differs(const char *oldts_path, const struct entry *e)
 {
     char path[PATH_MAX];
-    if (join(path, oldts_path, e->path) != 0)
-        return -1;
+    if (join(path, oldts_path, e->path) != 0) return -1;
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0)
-        return (errno == ENOENT || errno == ENOTDIR || errno == ELOOP) ? 1 : fail("open", path, errno);
+        return (errno == ENOENT || errno == ENOTDIR || errno == ELOOP) ? 1
+                                                                       : fail("open", path, errno);
     struct stat st;
     int differs = fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size != e->len;
     unsigned char buf[65536];
     for (size_t off = 0; !differs && off < e->len;) {
         ssize_t r = read(fd, buf, sizeof buf);
-        if (r < 0 && errno == EINTR)
-            continue;
+        if (r < 0 && errno == EINTR) continue;
         if (r <= 0 || (size_t)r > e->len - off || memcmp(buf, e->data + off, (size_t)r) != 0)
             differs = 1;
         else
@@ -433,12 +416,9 @@ static int make_ts_dir(const char *dir, char *name, size_t namesz, char *path)
         gmtime_r(&now, &tm);
         size_t n = strftime(name, namesz, "..%Y_%m_%d_%H_%M_%S.", &tm);
         snprintf(name + n, namesz - n, "%" PRIu32, (uint32_t)rng_next());
-        if (join(path, dir, name) != 0)
-            return -1;
-        if (mkdir(path, 0700) == 0)
-            return chmod(path, 0755) == 0 ? 0 : fail("chmod", path, errno);
-        if (errno != EEXIST)
-            return fail("mkdir", path, errno);
+        if (join(path, dir, name) != 0) return -1;
+        if (mkdir(path, 0700) == 0) return chmod(path, 0755) == 0 ? 0 : fail("chmod", path, errno);
+        if (errno != EEXIST) return fail("mkdir", path, errno);
     }
     fprintf(stderr, "awsim: could not find a free timestamped directory name in %s\n", dir);
     return -1;
@@ -448,12 +428,10 @@ static int make_ts_dir(const char *dir, char *name, size_t namesz, char *path)
 static int mkdir_parents(const char *base, const char *key)
 {
     char path[PATH_MAX];
-    if (join(path, base, key) != 0)
-        return -1;
+    if (join(path, base, key) != 0) return -1;
     for (char *s = path + strlen(base) + 1; (s = strchr(s, '/')) != NULL; s++) {
         *s = '\0';
-        if (mkdir(path, 0777) != 0 && errno != EEXIST)
-            return fail("mkdir", path, errno);
+        if (mkdir(path, 0777) != 0 && errno != EEXIST) return fail("mkdir", path, errno);
         *s = '/';
     }
     return 0;
@@ -463,15 +441,12 @@ static int mkdir_parents(const char *base, const char *key)
 static int write_entry(const char *tspath, const struct entry *e, mode_t mode)
 {
     char path[PATH_MAX];
-    if (mkdir_parents(tspath, e->path) != 0 || join(path, tspath, e->path) != 0)
-        return -1;
+    if (mkdir_parents(tspath, e->path) != 0 || join(path, tspath, e->path) != 0) return -1;
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-    if (fd < 0)
-        return fail("open", path, errno);
+    if (fd < 0) return fail("open", path, errno);
     for (size_t off = 0; off < e->len;) {
         ssize_t w = write(fd, e->data + off, e->len - off);
-        if (w < 0 && errno == EINTR)
-            continue;
+        if (w < 0 && errno == EINTR) continue;
         if (w < 0) {
             int err = errno;
             close(fd);
@@ -479,8 +454,7 @@ static int write_entry(const char *tspath, const struct entry *e, mode_t mode)
         }
         off += (size_t)w;
     }
-    if (close(fd) != 0)
-        return fail("close", path, errno);
+    if (close(fd) != 0) return fail("close", path, errno);
     return chmod(path, mode) == 0 ? 0 : fail("chmod", path, errno);
 }
 
@@ -489,13 +463,10 @@ static int write_entry(const char *tspath, const struct entry *e, mode_t mode)
 static int fsgroup_entry(void *ud, const char *path, const struct stat *st)
 {
     gid_t gid = *(const gid_t *)ud;
-    if (lchown(path, (uid_t)-1, gid) != 0)
-        return fail("lchown", path, errno);
-    if (S_ISLNK(st->st_mode))
-        return 0;
+    if (lchown(path, (uid_t)-1, gid) != 0) return fail("lchown", path, errno);
+    if (S_ISLNK(st->st_mode)) return 0;
     mode_t m = (st->st_mode & 07777) | 0440;
-    if (S_ISDIR(st->st_mode))
-        m |= S_ISGID | 0110;
+    if (S_ISDIR(st->st_mode)) m |= S_ISGID | 0110;
     return chmod(path, m) == 0 ? 0 : fail("chmod", path, errno);
 }
 
@@ -510,15 +481,13 @@ static int remove_entry(void *ud, const char *path, const struct stat *st)
  * ..data/<first> if it does not exist; in random order. */
 static int create_user_links(const char *dir, const struct payload *p)
 {
-    struct strv firsts = { 0 };
+    struct strv firsts = {0};
     for (size_t i = 0; i < p->n; i++) {
         char first[256 + 1];
         snprintf(first, sizeof first, "%.*s", (int)strcspn(p->v[i].path, "/"), p->v[i].path);
         size_t j = 0;
-        while (j < firsts.n && strcmp(firsts.v[j], first) != 0)
-            j++;
-        if (j == firsts.n)
-            strv_add(&firsts, first);
+        while (j < firsts.n && strcmp(firsts.v[j], first) != 0) j++;
+        if (j == firsts.n) strv_add(&firsts, first);
     }
     size_t *ix = shuffled(firsts.n);
     int rc = 0;
@@ -549,8 +518,7 @@ static int remove_user_paths(const char *dir, const struct strv *rm)
     for (size_t i = 0; i < rm->n; i++) {
         const char *p = rm->v[ix[i]];
         char path[PATH_MAX];
-        if (strchr(p, '/'))
-            continue;
+        if (strchr(p, '/')) continue;
         if (join(path, dir, p) != 0)
             rc = -1;
         else if (unlink(path) != 0)
@@ -568,29 +536,25 @@ static int aw_write(const struct opts *o, const struct payload *p, uint64_t *swi
     const char *dir = o->dir;
     char datalink[PATH_MAX], tmplink[PATH_MAX], oldts[PATH_MAX] = "", oldts_path[PATH_MAX] = "";
     char tsname[64], tspath[PATH_MAX];
-    struct strv rm = { 0 };
+    struct strv rm = {0};
     size_t *ix = NULL;
     int rc = -1;
     *switched_ns = 0;
-    if (join(datalink, dir, "..data") != 0 || join(tmplink, dir, "..data_tmp") != 0)
-        return -1;
+    if (join(datalink, dir, "..data") != 0 || join(tmplink, dir, "..data_tmp") != 0) return -1;
 
     /* 2: readlink ..data */
     ssize_t n = readlink(datalink, oldts, sizeof oldts - 1);
-    if (n < 0 && errno != ENOENT)
-        return fail("readlink", datalink, errno);
+    if (n < 0 && errno != ENOENT) return fail("readlink", datalink, errno);
     oldts[n > 0 ? n : 0] = '\0';
 
     /* 3 + 4: paths to remove, and whether anything differs */
     int should_write = 1;
     if (*oldts) {
-        if (join(oldts_path, dir, oldts) != 0 || paths_to_remove(oldts_path, p, &rm) != 0)
-            goto out;
+        if (join(oldts_path, dir, oldts) != 0 || paths_to_remove(oldts_path, p, &rm) != 0) goto out;
         should_write = rm.n > 0;
         for (size_t i = 0; !should_write && i < p->n; i++) {
             int d = entry_differs(oldts_path, &p->v[i]);
-            if (d < 0)
-                goto out;
+            if (d < 0) goto out;
             should_write = d;
         }
     }
@@ -600,20 +564,16 @@ static int aw_write(const struct opts *o, const struct payload *p, uint64_t *swi
     }
 
     /* 5 + 6: new ts dir, files in random order */
-    if (make_ts_dir(dir, tsname, sizeof tsname, tspath) != 0)
-        goto out;
+    if (make_ts_dir(dir, tsname, sizeof tsname, tspath) != 0) goto out;
     ix = shuffled(p->n);
     for (size_t i = 0; i < p->n; i++)
-        if (write_entry(tspath, &p->v[ix[i]], o->mode) != 0)
-            goto out;
+        if (write_entry(tspath, &p->v[ix[i]], o->mode) != 0) goto out;
 
     /* 7: fsGroup walk over the whole volume, the volume dir itself last */
-    if (o->have_fsgroup && walk_post(dir, fsgroup_entry, (void *)&o->fsgroup) != 0)
-        goto out;
+    if (o->have_fsgroup && walk_post(dir, fsgroup_entry, (void *)&o->fsgroup) != 0) goto out;
 
     /* legacy (before kubernetes#97642): 10 before 8-9 */
-    if (o->legacy && create_user_links(dir, p) != 0)
-        goto out;
+    if (o->legacy && create_user_links(dir, p) != 0) goto out;
 
     /* 8: ..data_tmp -> <newts> */
     if (symlink(tsname, tmplink) != 0) {
@@ -634,20 +594,17 @@ static int aw_write(const struct opts *o, const struct payload *p, uint64_t *swi
 
     /* 10: missing top-level links */
     if (!o->legacy) {
-        if (create_user_links(dir, p) != 0)
-            goto out;
+        if (create_user_links(dir, p) != 0) goto out;
         sleep_ms(o->pause_ms);
     }
 
     /* 11: top-level links of removed keys */
-    if (remove_user_paths(dir, &rm) != 0)
-        goto out;
+    if (remove_user_paths(dir, &rm) != 0) goto out;
 
     /* 12: the old ts dir */
     if (*oldts) {
         sleep_ms(o->pause_ms);
-        if (walk_post(oldts_path, remove_entry, NULL) != 0)
-            goto out;
+        if (walk_post(oldts_path, remove_entry, NULL) != 0) goto out;
     }
     rc = 0;
 out:
@@ -674,7 +631,7 @@ static void synth_content(struct entry *e, uint64_t nonce, long k, uint64_t v, l
 
 static int run_loop(const struct opts *o)
 {
-    struct payload p = { 0 };
+    struct payload p = {0};
     uint64_t *version = NULL;
     FILE *stamps = NULL;
     int rc = -1;
@@ -682,8 +639,7 @@ static int run_loop(const struct opts *o)
 
     if (o->noop) {
         char data[PATH_MAX];
-        if (join(data, o->dir, "..data") != 0 || load_dir(data, "", &p) != 0)
-            goto out;
+        if (join(data, o->dir, "..data") != 0 || load_dir(data, "", &p) != 0) goto out;
     } else {
         version = xrealloc(NULL, (size_t)o->files * sizeof *version);
         for (long k = 0; k < o->files; k++) {
@@ -704,17 +660,13 @@ static int run_loop(const struct opts *o)
             synth_content(&p.v[k], nonce, k, ++version[k], o->size);
         }
         uint64_t t;
-        if (aw_write(o, &p, &t) != 0)
-            goto out;
-        if (stamps)
-            fprintf(stamps, "%" PRIu64 "\n", t ? t : mono_ns());
-        if (i + 1 < o->count)
-            sleep_ms(o->interval_ms);
+        if (aw_write(o, &p, &t) != 0) goto out;
+        if (stamps) fprintf(stamps, "%" PRIu64 "\n", t ? t : mono_ns());
+        if (i + 1 < o->count) sleep_ms(o->interval_ms);
     }
     rc = 0;
 out:
-    if (stamps && fclose(stamps) != 0 && rc == 0)
-        rc = fail("write", o->stamps, errno);
+    if (stamps && fclose(stamps) != 0 && rc == 0) rc = fail("write", o->stamps, errno);
     free(version);
     payload_free(&p);
     return rc;
@@ -748,7 +700,7 @@ static int parse_num(const char *opt, const char *s, int base, unsigned long lon
 
 static int parse_args(int argc, char **argv, struct opts *o)
 {
-    *o = (struct opts){ .mode = 0644, .files = 1, .size = 64, .count = -1 };
+    *o = (struct opts){.mode = 0644, .files = 1, .size = 64, .count = -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -776,27 +728,24 @@ static int parse_args(int argc, char **argv, struct opts *o)
         else if (!strcmp(a, "--stamps"))
             o->stamps = v;
         else if (!strcmp(a, "--seed")) {
-            if (parse_num(a, v, 10, UINT64_MAX, &n))
-                return -1;
+            if (parse_num(a, v, 10, UINT64_MAX, &n)) return -1;
             o->seed = n;
             o->have_seed = 1;
         } else if (!strcmp(a, "--fsgroup")) {
-            if (parse_num(a, v, 10, UINT32_MAX - 1, &n))
-                return -1;
+            if (parse_num(a, v, 10, UINT32_MAX - 1, &n)) return -1;
             o->fsgroup = (gid_t)n;
             o->have_fsgroup = 1;
         } else if (!strcmp(a, "--mode")) {
-            if (parse_num(a, v, 8, 07777, &n))
-                return -1;
+            if (parse_num(a, v, 8, 07777, &n)) return -1;
             o->mode = (mode_t)n;
         } else if (!strcmp(a, "--pause-ms") || !strcmp(a, "--interval-ms") ||
                    !strcmp(a, "--count") || !strcmp(a, "--files") || !strcmp(a, "--size")) {
-            if (parse_num(a, v, 10, 100000000, &n))
-                return -1;
-            long *dst = !strcmp(a, "--pause-ms") ? &o->pause_ms
-                      : !strcmp(a, "--interval-ms") ? &o->interval_ms
-                      : !strcmp(a, "--count") ? &o->count
-                      : !strcmp(a, "--files") ? &o->files : &o->size;
+            if (parse_num(a, v, 10, 100000000, &n)) return -1;
+            long *dst = !strcmp(a, "--pause-ms")      ? &o->pause_ms
+                        : !strcmp(a, "--interval-ms") ? &o->interval_ms
+                        : !strcmp(a, "--count")       ? &o->count
+                        : !strcmp(a, "--files")       ? &o->files
+                                                      : &o->size;
             *dst = (long)n;
         } else {
             fprintf(stderr, "awsim: unknown option %s\n", a);
@@ -823,8 +772,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 int main(int argc, char **argv)
 {
     struct opts o;
-    if (parse_args(argc, argv, &o) != 0)
-        return 1;
+    if (parse_args(argc, argv, &o) != 0) return 1;
     rng_state = o.have_seed ? o.seed : mono_ns() ^ ((uint64_t)getpid() << 40);
     struct stat st;
     if (stat(o.dir, &st) != 0) {
@@ -835,9 +783,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "awsim: --dir %s: not a directory\n", o.dir);
         return 1;
     }
-    if (o.count >= 0)
-        return run_loop(&o) == 0 ? 0 : 1;
-    struct payload p = { 0 };
+    if (o.count >= 0) return run_loop(&o) == 0 ? 0 : 1;
+    struct payload p = {0};
     uint64_t t;
     int rc = load_dir(o.payload, "", &p) == 0 && aw_write(&o, &p, &t) == 0 ? 0 : 1;
     payload_free(&p);

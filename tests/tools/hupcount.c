@@ -23,10 +23,14 @@ int main(int argc, char **argv)
     int sig = SIGHUP;
     size_t max = 100000, n = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--pid-file")) pid_file = argv[i + 1];
-        else if (!strcmp(argv[i], "--out")) out = argv[i + 1];
-        else if (!strcmp(argv[i], "--signal")) sig = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--max")) max = (size_t)atol(argv[i + 1]);
+        if (!strcmp(argv[i], "--pid-file"))
+            pid_file = argv[i + 1];
+        else if (!strcmp(argv[i], "--out"))
+            out = argv[i + 1];
+        else if (!strcmp(argv[i], "--signal"))
+            sig = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--max"))
+            max = (size_t)atol(argv[i + 1]);
         else {
             fprintf(stderr, "hupcount: unknown option %s\n", argv[i]);
             return 2;
