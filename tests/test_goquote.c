@@ -1,5 +1,5 @@
 /*
- * test_goquote.c - unit tests for agent/goquote.c: every escape form Go's
+ * test_goquote.c - unit tests for config/goquote.c: every escape form Go's
  * strconv.Unquote accepts, the invalid ones it rejects, strconv.Quote
  * output checked against strings written by hand from Go's rules, round
  * trips, and the bounded gq_quote_to.

@@ -1,5 +1,5 @@
 /*
- * test_httpc.c - tests of the asynchronous HTTP client (agent/httpc.c)
+ * test_httpc.c - tests of the asynchronous HTTP client (net/httpc.c)
  * against real servers over loopback: tests/helpers/httpsrv.py runs as a
  * child process, once as HTTP and once as HTTPS with a CA and server
  * certificate made here with the openssl CLI. Every test runs a real libuv

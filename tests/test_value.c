@@ -1,5 +1,5 @@
 /*
- * test_value.c - unit tests for agent/value.c: Go durations (parsing per
+ * test_value.c - unit tests for config/value.c: Go durations (parsing per
  * time.ParseDuration, formatting per Duration.String, expected strings
  * taken from Go's own time_test.go table), signals (checked against
  * glibc's sigabbrev_np and <signal.h>), booleans, lists and integers.

@@ -1,5 +1,5 @@
 /*
- * fuzz_goquote.c - libFuzzer target for agent/goquote.c. Invariants:
+ * fuzz_goquote.c - libFuzzer target for config/goquote.c. Invariants:
  * quoting any bytes and unquoting gives the bytes back; a literal that
  * unquotes re-quotes to a literal that unquotes to the same bytes; the
  * bounded gq_quote_to output is a prefix of gq_quote's (or all of it).
