@@ -17,6 +17,7 @@
  */
 #include "hash/hash.h"
 #include "hash/hash_cache.h"
+#include "hash/hash_test.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -30,8 +30,7 @@
  * the calling thread. A cache is not locked: while a computation that uses
  * it runs, no other thread may touch it (hash_cache_forget_listing
  * included: note what to forget and forget it once the computation has
- * returned, before the next one starts). The hash__test_* seams are for
- * tests only.
+ * returned, before the next one starts). The test seams are in hash/hash_test.h.
  *
  * Skipped entries (see enum hash_warning) are reported once, after the
  * computation that produced the result, never for discarded attempts.
@@ -183,14 +182,5 @@ void hash_diff_free(struct hash_diff *d);
 
 /* Deep copy of a manifest. Returns 0 or -ENOMEM. */
 int hash_manifest_copy(const struct hash_manifest *src, struct hash_manifest *dst);
-
-/* Test seam: when set, called after each walk, before the files are read,
- * with the attempt number (0 for the first). Tests use it to swap a volume
- * mid-computation. Never set outside tests. */
-extern void (*hash__test_after_walk)(unsigned attempt);
-
-/* Test seam: when set, directory-entry types are ignored (as on a file
- * system that reports DT_UNKNOWN), so every entry is stat'ed. */
-extern int hash__test_no_dtype;
 
 #endif

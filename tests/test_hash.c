@@ -27,6 +27,7 @@
 #include <cmocka.h>
 
 #include "hash/hash.h"
+#include "hash/hash_test.h"
 
 static char g_tmp[256]; /* this test's scratch directory */
 static char g_cwd[PATH_MAX];
