@@ -10,6 +10,8 @@
  */
 #include "base/file.h"
 
+#include "base/log.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -35,20 +37,6 @@ const char *ra_file_kind(unsigned mode)
     }
 }
 
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-    va_list ap;
-    if (err && errlen) {
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
-
 /* Reads fd to EOF into a buffer of at most max + 1 bytes. */
 static int read_all(int fd, const char *path, size_t max, size_t hint, char **out, size_t *outlen,
                     char *err, size_t errlen)
@@ -61,7 +49,7 @@ static int read_all(int fd, const char *path, size_t max, size_t hint, char **ou
     cap = hint ? hint + 1 : READ_FIRST;
     if (cap > max + 1) cap = max + 1;
     buf = malloc(cap + 1);
-    if (!buf) return fail(err, errlen, -ENOMEM, "%s: out of memory", path);
+    if (!buf) return ra_errf(err, errlen, -ENOMEM, "%s: out of memory", path);
     for (;;) {
         if (len == cap) {
             if (cap > max) break; /* read max + 1 bytes: too large */
@@ -69,7 +57,7 @@ static int read_all(int fd, const char *path, size_t max, size_t hint, char **ou
             nb = realloc(buf, ncap + 1);
             if (!nb) {
                 free(buf);
-                return fail(err, errlen, -ENOMEM, "%s: out of memory", path);
+                return ra_errf(err, errlen, -ENOMEM, "%s: out of memory", path);
             }
             buf = nb;
             cap = ncap;
@@ -81,11 +69,11 @@ static int read_all(int fd, const char *path, size_t max, size_t hint, char **ou
             explicit_bzero(buf, len);
             free(buf);
             if (e == EAGAIN) /* a procfs file that waits for data, like /proc/kmsg */
-                return fail(err, errlen, -e,
-                            "%s: cannot read: it would block (not an ordinary "
-                            "file)",
-                            path);
-            return fail(err, errlen, -e, "%s: cannot read: %s", path, strerror(e));
+                return ra_errf(err, errlen, -e,
+                               "%s: cannot read: it would block (not an ordinary "
+                               "file)",
+                               path);
+            return ra_errf(err, errlen, -e, "%s: cannot read: %s", path, strerror(e));
         }
         if (r == 0) break;
         len += (size_t)r;
@@ -93,7 +81,7 @@ static int read_all(int fd, const char *path, size_t max, size_t hint, char **ou
     if (len > max) {
         explicit_bzero(buf, len); /* may hold a secret (a token) */
         free(buf);
-        return fail(err, errlen, -EFBIG, "%s: larger than %zu bytes", path, max);
+        return ra_errf(err, errlen, -EFBIG, "%s: larger than %zu bytes", path, max);
     }
     buf[len] = '\0';
     *out = buf;
@@ -113,21 +101,21 @@ int ra_read_file_st(const char *path, size_t max, char **buf, size_t *len, struc
     fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
     if (fd < 0) {
         int e = errno;
-        return fail(err, errlen, -e, "%s: cannot open: %s", path, strerror(e));
+        return ra_errf(err, errlen, -e, "%s: cannot open: %s", path, strerror(e));
     }
     if (fstat(fd, &sb) != 0) {
         int e = errno;
         close(fd);
-        return fail(err, errlen, -e, "%s: cannot stat: %s", path, strerror(e));
+        return ra_errf(err, errlen, -e, "%s: cannot stat: %s", path, strerror(e));
     }
     if (!S_ISREG(sb.st_mode)) {
         close(fd);
-        return fail(err, errlen, S_ISDIR(sb.st_mode) ? -EISDIR : -EINVAL,
-                    "%s: is %s, not a regular file", path, ra_file_kind(sb.st_mode));
+        return ra_errf(err, errlen, S_ISDIR(sb.st_mode) ? -EISDIR : -EINVAL,
+                       "%s: is %s, not a regular file", path, ra_file_kind(sb.st_mode));
     }
     if (sb.st_size > 0 && (unsigned long long)sb.st_size > max) {
         close(fd);
-        return fail(err, errlen, -EFBIG, "%s: larger than %zu bytes", path, max);
+        return ra_errf(err, errlen, -EFBIG, "%s: larger than %zu bytes", path, max);
     }
     rc = read_all(fd, path, max, sb.st_size > 0 ? (size_t)sb.st_size : 0, buf, len, err, errlen);
     close(fd);

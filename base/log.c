@@ -382,3 +382,14 @@ char *ra_asprintf(const char *fmt, ...)
     if (n < 0) ra_oom();
     return s;
 }
+
+int ra_errf(char *err, size_t errlen, int rc, const char *fmt, ...)
+{
+    va_list ap;
+    if (err && errlen) {
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}

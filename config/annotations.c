@@ -13,6 +13,7 @@
 
 #include "config/goquote.h"
 #include "base/file.h"
+#include "base/log.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -29,21 +30,6 @@ struct entry {
     struct annot a;
     size_t line;
 };
-
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err && errlen) {
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
 
 static int key_char_ok(char c)
 {
@@ -80,37 +66,37 @@ static int parse_line(const char *s, size_t len, size_t line, struct entry *e, c
     size_t klen, vlen, used, k;
     int rc;
 
-    if (len == 0) return fail(err, errlen, -EINVAL, "line %zu: empty line", line);
+    if (len == 0) return ra_errf(err, errlen, -EINVAL, "line %zu: empty line", line);
     if (!eq) {
         gq_quote_to(q, sizeof q, s, len);
-        return fail(err, errlen, -EINVAL, "line %zu: missing '=' in %s", line, q);
+        return ra_errf(err, errlen, -EINVAL, "line %zu: missing '=' in %s", line, q);
     }
     klen = (size_t)(eq - s);
-    if (klen == 0) return fail(err, errlen, -EINVAL, "line %zu: empty key", line);
+    if (klen == 0) return ra_errf(err, errlen, -EINVAL, "line %zu: empty key", line);
     gq_quote_to(q, sizeof q, s, klen);
     for (k = 0; k < klen; k++)
         if (!key_char_ok(s[k]))
-            return fail(err, errlen, -EINVAL, "line %zu: invalid character in key %s at offset %zu",
-                        line, q, k);
+            return ra_errf(err, errlen, -EINVAL,
+                           "line %zu: invalid character in key %s at offset %zu", line, q, k);
     vlen = len - klen - 1;
     if (vlen == 0 || eq[1] != '"')
-        return fail(err, errlen, -EINVAL, "line %zu: value for key %s does not start with '\"'",
-                    line, q);
+        return ra_errf(err, errlen, -EINVAL, "line %zu: value for key %s does not start with '\"'",
+                       line, q);
     rc = gq_unquote(eq + 1, vlen, &e->a.val, &e->a.vlen, &used, qerr, sizeof qerr);
-    if (rc == -ENOMEM) return fail(err, errlen, rc, "out of memory");
+    if (rc == -ENOMEM) return ra_errf(err, errlen, rc, "out of memory");
     if (rc)
-        return fail(err, errlen, rc, "line %zu: bad quoted value for key %s: %s", line, q, qerr);
+        return ra_errf(err, errlen, rc, "line %zu: bad quoted value for key %s: %s", line, q, qerr);
     if (used != vlen) {
         free(e->a.val);
         e->a.val = NULL;
-        return fail(err, errlen, -EINVAL,
-                    "line %zu: unexpected text after the closing quote of key %s", line, q);
+        return ra_errf(err, errlen, -EINVAL,
+                       "line %zu: unexpected text after the closing quote of key %s", line, q);
     }
     e->a.key = strndup(s, klen);
     if (!e->a.key) {
         free(e->a.val);
         e->a.val = NULL;
-        return fail(err, errlen, -ENOMEM, "out of memory");
+        return ra_errf(err, errlen, -ENOMEM, "out of memory");
     }
     e->line = line;
     return 0;
@@ -129,7 +115,7 @@ int annot_parse(const char *buf, size_t len, struct annot_set *out, char *err, s
     if (len == 0) return 0;
     for (p = buf; (p = memchr(p, '\n', (size_t)(buf + len - p))) != NULL; p++) nlines++;
     e = calloc(nlines, sizeof *e);
-    if (!e) return fail(err, errlen, -ENOMEM, "out of memory");
+    if (!e) return ra_errf(err, errlen, -ENOMEM, "out of memory");
     for (p = buf, end = buf + len; n < nlines; p = nl + 1) {
         nl = memchr(p, '\n', (size_t)(end - p));
         if (!nl) nl = end;
@@ -147,8 +133,8 @@ int annot_parse(const char *buf, size_t len, struct annot_set *out, char *err, s
         if (strcmp(e[k - 1].a.key, e[k].a.key) == 0) {
             char q[QUOTED_MAX];
             gq_quote_to(q, sizeof q, e[k].a.key, strlen(e[k].a.key));
-            rc = fail(err, errlen, -EINVAL, "line %zu: duplicate key %s (first on line %zu)",
-                      e[k].line, q, e[k - 1].line);
+            rc = ra_errf(err, errlen, -EINVAL, "line %zu: duplicate key %s (first on line %zu)",
+                         e[k].line, q, e[k - 1].line);
             free_entries(e, n);
             return rc;
         }
@@ -156,7 +142,7 @@ int annot_parse(const char *buf, size_t len, struct annot_set *out, char *err, s
     out->v = malloc(n * sizeof *out->v);
     if (!out->v) {
         free_entries(e, n);
-        return fail(err, errlen, -ENOMEM, "out of memory");
+        return ra_errf(err, errlen, -ENOMEM, "out of memory");
     }
     for (k = 0; k < n; k++) out->v[k] = e[k].a;
     out->n = n;
@@ -178,7 +164,7 @@ int annot_parse_file(const char *path, struct annot_set *out, char *err, size_t 
     if (rc) return rc;
     rc = annot_parse(data, len, out, perr, sizeof perr);
     free(data);
-    if (rc) return fail(err, errlen, rc, "%s: %s", path, perr);
+    if (rc) return ra_errf(err, errlen, rc, "%s: %s", path, perr);
     return 0;
 }
 
