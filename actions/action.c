@@ -68,8 +68,6 @@ const char *action_names_joined(void)
     return joined;
 }
 
-int action_strength(enum action a) { return valid(a) ? ROWS[a].strength : -1; }
-
 int action_posts_pod_events(enum action a) { return valid(a) && ROWS[a].pod_events; }
 
 unsigned action_strongest(unsigned mask)

@@ -121,9 +121,6 @@ const char *const *action_names(void);
 /* The names joined with '|': "none|signal|http|exec|restart|rollout". */
 const char *action_names_joined(void);
 
-/* Strength rank: none 0, signal = http = exec 1, restart 2, rollout 3. */
-int action_strength(enum action a);
-
 /* 1 if the action posts Reloaded / ReloadFailed Events on the pod. */
 int action_posts_pod_events(enum action a);
 

@@ -687,7 +687,6 @@ void monitor_kick(struct monitor *m)
     uv_timer_start(&m->debounce, on_debounce, 0, 0);
 }
 
-uint64_t monitor_watch_events(const struct monitor *m) { return watch_events_total(m->w); }
 uint64_t monitor_changes(const struct monitor *m) { return m->changes; }
 size_t monitor_root_count(const struct monitor *m) { return m->nroots; }
 const char *monitor_root(const struct monitor *m, size_t i) { return m->roots[i]; }

@@ -109,8 +109,7 @@ void monitor_set_sub_rules(struct monitor *m, const struct monitor_sub_rule *rul
 /* Evaluates now (SIGHUP, tests). */
 void monitor_kick(struct monitor *m);
 
-/* Counters for metrics and /status. */
-uint64_t monitor_watch_events(const struct monitor *m);
+/* Counters for /status. */
 uint64_t monitor_changes(const struct monitor *m);
 size_t monitor_root_count(const struct monitor *m);
 const char *monitor_root(const struct monitor *m, size_t i);
