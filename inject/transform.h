@@ -1,0 +1,93 @@
+/*
+ * transform.h - the one sidecar-injection transform (issue 10), shared by
+ * `reload-agent inject` (CLI, manifests) and `reload-agent webhook`
+ * (admission). It reads an object (cJSON) and returns the RFC 6902 JSON
+ * Patch operations that add the reload-agent sidecar to its pod template;
+ * it never modifies its input.
+ *
+ * Where the pod template is (the path prefix of every operation):
+ *   Pod                                              ""   (the pod itself)
+ *   Deployment, StatefulSet, DaemonSet, ReplicaSet,
+ *   Job, argoproj.io Rollout                         "/spec/template"
+ *   CronJob                                          "/spec/jobTemplate/spec/template"
+ * Anything else is not a workload (INJECT_NOT_WORKLOAD).
+ *
+ * What is added (see docs/inject.md for the full reference):
+ *   - a native sidecar named INJECT_CONTAINER ("reload-agent"): appended
+ *     last to initContainers with restartPolicy: Always (never a plain
+ *     container), args "run" then one --watch per mirror and one
+ *     --env-watch per env volume, POD_NAME/POD_NAMESPACE from fieldRef,
+ *     resources, a hardened securityContext;
+ *   - a read-only mirror mount of every ConfigMap, Secret and projected
+ *     volume the app containers mount (not subPath mounts: warned; never
+ *     the service-account token volume), at the app's mountPath, or under
+ *     /reload-agent/volumes/<volume> when that path is taken;
+ *   - for each ConfigMap/Secret referenced by envFrom or valueFrom, an
+ *     agent-only volume mounted at /reload-agent/env/configmap/<name> or
+ *     /reload-agent/env/secret/<name> (watched with --env-watch);
+ *   - the downward-API annotations volume at /etc/podinfo;
+ *   - shareProcessNamespace: true only when signal or restart is among the
+ *     effective actions;
+ *   - the service-account token mount copied from the app container, only
+ *     at admission (opts->admission) and only when rollout or Events need
+ *     the API;
+ *   - the annotation reload-agent.io/inject-status recording what was added.
+ */
+#ifndef RA_INJECT_TRANSFORM_H
+#define RA_INJECT_TRANSFORM_H
+
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+#define INJECT_CONTAINER "reload-agent"
+#define INJECT_STATUS_ANNOTATION "reload-agent.io/inject-status"
+#define INJECT_ENABLE_ANNOTATION "reload-agent.io/inject"
+/* The image this version builds (Dockerfile tag). */
+#define INJECT_DEFAULT_IMAGE "reload-agent:" RA_VERSION
+
+struct inject_opts {
+    const char *image;          /* NULL = INJECT_DEFAULT_IMAGE */
+    const char *cpu_request;    /* NULL = "5m" */
+    const char *memory_request; /* NULL = "16Mi" */
+    const char *memory_limit;   /* NULL = "32Mi" */
+    int all;       /* 1: inject every workload not annotated inject: "false" (CLI --all) */
+    int admission; /* 1: the object is a Pod being created (webhook): copy the token mount */
+};
+
+enum inject_outcome {
+    INJECT_INJECTED,     /* ops add the sidecar (or, already injected, mirrors added since) */
+    INJECT_UNCHANGED,    /* already injected and nothing to add: ops is an empty array */
+    INJECT_SKIPPED,      /* refused or not opted in: reason says why; ops is empty */
+    INJECT_NOT_WORKLOAD, /* not a kind with a pod template: ops is empty */
+};
+
+struct inject_result {
+    enum inject_outcome outcome;
+    cJSON *ops;        /* owned: the RFC 6902 operations (a JSON array, never NULL on success) */
+    char **warnings;   /* owned: one line each, <= 120 characters where possible */
+    size_t nwarnings;
+    char reason[256];  /* INJECT_SKIPPED / INJECT_NOT_WORKLOAD: why, e.g. "hostPID pods are not injected" */
+    const char *prefix; /* static: the path prefix used ("" for a Pod), or NULL when not a workload */
+};
+
+/* Returns the pod-template path prefix for an object's apiVersion and kind
+ * (see the table above), or NULL when the kind carries no pod template.
+ * apiVersion may be NULL (then only the kind is looked at). */
+const char *inject_prefix_for(const char *api_version, const char *kind);
+
+/* Computes the injection for obj (a whole object with apiVersion, kind,
+ * metadata and spec). The pod template's annotations decide: inject:
+ * "true" (or opts->all) opts in, inject: "false" always opts out. Returns
+ * 0 and fills *out (free with inject_result_free) whatever the outcome;
+ * -EINVAL with a message in err when obj is not an object or the template
+ * is malformed (a field of the wrong JSON type: the message names its
+ * path); -ENOMEM. Refusals (a foreign container named "reload-agent",
+ * hostPID, inject: "false") are INJECT_SKIPPED with a reason, never errors. */
+int inject_object(const cJSON *obj, const struct inject_opts *opts, struct inject_result *out,
+                  char *err, size_t errlen);
+
+/* Frees what *r owns and zeroes it. Safe on a zeroed result. */
+void inject_result_free(struct inject_result *r);
+
+#endif
