@@ -25,6 +25,8 @@ COPY config/ config/
 COPY net/ net/
 COPY kube/ kube/
 COPY actions/ actions/
+COPY inject/ inject/
+COPY webhook/ webhook/
 ARG GIT_COMMIT=unknown
 RUN make -j"$(nproc)" build/reload-agent GIT_COMMIT="${GIT_COMMIT}"
 

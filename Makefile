@@ -27,7 +27,7 @@ RA_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I. $(PKG_CFLAGS) \
             -DRA_VERSION='"$(VERSION)"' -DRA_GIT_COMMIT='"$(GIT_COMMIT)"'
 LDLIBS   += $(PKG_LIBS) -lhttp_parser -lm -ldl -lpthread
 
-SRC_DIRS := agent actions kube net config watch hash base
+SRC_DIRS := agent webhook inject actions kube net config watch hash base
 LIB_SRC  := $(filter-out agent/main.c,$(wildcard $(SRC_DIRS:%=%/*.c)))
 LIB_HDR  := $(wildcard $(SRC_DIRS:%=%/*.h))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
