@@ -19,7 +19,7 @@
 
 #include <stddef.h>
 
-#include <cjson/cJSON.h>
+#include <cJSON.h>
 
 /* The ConfigMaps and Secrets of one input, looked up by namespace and name. */
 struct stamp_sources {
@@ -37,7 +37,7 @@ struct stamp_sources {
  *      in why ("no rollout-class content", "configmap/app-config is not in
  *      the input", "projected volume cfg has a downwardAPI source", ...);
  *   <0 (-EINVAL with why: a malformed source such as bad base64, -ENOMEM). */
-int stamp_compute(const cJSON *tmpl, const char *ns, const struct stamp_sources *src,
-                  char hex[65], char *key, size_t keylen, char *why, size_t whylen);
+int stamp_compute(const cJSON *tmpl, const char *ns, const struct stamp_sources *src, char hex[65],
+                  char *key, size_t keylen, char *why, size_t whylen);
 
 #endif

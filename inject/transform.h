@@ -38,7 +38,7 @@
 
 #include <stddef.h>
 
-#include <cjson/cJSON.h>
+#include <cJSON.h>
 
 #define INJECT_CONTAINER "reload-agent"
 #define INJECT_STATUS_ANNOTATION "reload-agent.io/inject-status"
@@ -64,11 +64,13 @@ enum inject_outcome {
 
 struct inject_result {
     enum inject_outcome outcome;
-    cJSON *ops;        /* owned: the RFC 6902 operations (a JSON array, never NULL on success) */
-    char **warnings;   /* owned: one line each, <= 120 characters where possible */
+    cJSON *ops;      /* owned: the RFC 6902 operations (a JSON array, never NULL on success) */
+    char **warnings; /* owned: one line each, <= 120 characters where possible */
     size_t nwarnings;
-    char reason[256];  /* INJECT_SKIPPED / INJECT_NOT_WORKLOAD: why, e.g. "hostPID pods are not injected" */
-    const char *prefix; /* static: the path prefix used ("" for a Pod), or NULL when not a workload */
+    char reason
+        [256]; /* INJECT_SKIPPED / INJECT_NOT_WORKLOAD: why, e.g. "hostPID pods are not injected" */
+    const char
+        *prefix; /* static: the path prefix used ("" for a Pod), or NULL when not a workload */
 };
 
 /* Returns the pod-template path prefix for an object's apiVersion and kind
