@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include <cJSON.h>
+#include <cjson/cJSON.h>
 
 /* Applies ops (a JSON array of operations: add, remove, replace, move,
  * copy, test) to *doc in order. All or nothing: on any failure *doc is left

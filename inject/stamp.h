@@ -19,7 +19,7 @@
 
 #include <stddef.h>
 
-#include <cJSON.h>
+#include <cjson/cJSON.h>
 
 /* The ConfigMaps and Secrets of one input, looked up by namespace and name. */
 struct stamp_sources {

@@ -38,7 +38,7 @@
 
 #include <stddef.h>
 
-#include <cJSON.h>
+#include <cjson/cJSON.h>
 
 #define INJECT_CONTAINER "reload-agent"
 #define INJECT_STATUS_ANNOTATION "reload-agent.io/inject-status"
