@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <http_parser.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -410,9 +411,19 @@ static void tls_flush(struct conn *c)
  * (close_notify, or a TLS error: an alert, if any, is sent first). */
 static int tls_pull(struct conn *c)
 {
+    int was_established = tls_conn_is_established(c->tls);
     long n = tls_conn_read(c->tls, c->in, sizeof c->in);
     tls_flush(c);
     if (c->closing) return -1;
+    if (!was_established && tls_conn_is_established(c->tls)) {
+        /* The client's Finished gets no reply (no session tickets), so
+         * its ACK would be delayed (40 ms), and a client that has Nagle on
+         * holds its request until then: acknowledge it now. */
+        uv_os_fd_t fd;
+        int one = 1;
+        if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0)
+            (void)setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one);
+    }
     if (n > 0) {
         c->in_off = 0;
         c->in_len = (size_t)n;
