@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <http_parser.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,12 +62,14 @@ struct conn {
     int reading;
     int writing;
     int draining;          /* final response sent: discard input until EOF */
+    int in_request;        /* between the first byte of a request and its end */
     int keep;              /* keep-alive decision for the current request */
     int err_status;        /* limit hit in a parser callback (413), or 400 */
     int allowed;           /* the current request's method is allowed */
     const char *close_why; /* why it was closed, for a TLS handshake cut short */
-    uint64_t since;        /* when it began waiting for its current request, as
-                       httpd.seq at accept / at the end of the last reply */
+    /* when it began waiting for its current request, as httpd.seq at accept
+     * / at the end of the last reply */
+    uint64_t since;
     size_t head_len, body_len, url_len;
     /* Content-Type: header name matching across split callbacks, then the
      * value, stored in url[] after the URL and its NUL (the head limit
@@ -98,6 +101,7 @@ struct httpd {
     char allow[128]; /* "Allow: GET, HEAD\r\n" */
     int port;
     int listener_open, spare_busy, reject_wanted, closing;
+    int shutting; /* httpd_shutdown: the listener is closed, requests finish */
     uint64_t last_reject_log;
     struct conn *conns;
     size_t nconns; /* in the list, closing ones included */
@@ -162,7 +166,7 @@ static int listen_socket(const struct sockaddr_storage *sa)
 
 static void maybe_free(struct httpd *s)
 {
-    if (!s->closing || s->listener_open || s->spare_busy || s->conns) return;
+    if (!(s->closing || s->shutting) || s->listener_open || s->spare_busy || s->conns) return;
     void (*done)(void *) = s->done;
     void *ud = s->done_ud;
     free(s);
@@ -181,9 +185,9 @@ static void conn_close_cb(uv_handle_t *h)
     if (c->next) c->next->prev = c->prev;
     s->nconns--;
     /* A handshake cut short is counted, unless the server itself closed it. */
-    tls_conn_free(c->tls, c->close_why ? c->close_why
-                          : s->closing ? NULL
-                                       : "connection closed during the handshake");
+    tls_conn_free(c->tls, c->close_why                ? c->close_why
+                          : s->closing || s->shutting ? NULL
+                                                      : "connection closed during the handshake");
     free(c->body);
     free(c);
     maybe_free(s);
@@ -231,6 +235,7 @@ static int on_message_begin(http_parser *p)
     struct conn *c = p->data;
     c->head_len = c->body_len = c->url_len = 0;
     c->err_status = 0;
+    c->in_request = 1;
     c->hstate = c->fpos = c->fmatch = c->in_ct = c->ct_count = 0;
     c->ct_off = c->ct_len = 0;
     c->expect_len = 0;
@@ -332,6 +337,7 @@ static int on_message_complete(http_parser *p)
 {
     struct conn *c = p->data;
     c->keep = http_should_keep_alive(p) && !p->upgrade;
+    c->in_request = 0;
     http_parser_pause(p, 1);
     return 0;
 }
@@ -405,9 +411,19 @@ static void tls_flush(struct conn *c)
  * (close_notify, or a TLS error: an alert, if any, is sent first). */
 static int tls_pull(struct conn *c)
 {
+    int was_established = tls_conn_is_established(c->tls);
     long n = tls_conn_read(c->tls, c->in, sizeof c->in);
     tls_flush(c);
     if (c->closing) return -1;
+    if (!was_established && tls_conn_is_established(c->tls)) {
+        /* The client's Finished gets no reply (no session tickets), so
+         * its ACK would be delayed (40 ms), and a client that has Nagle on
+         * holds its request until then: acknowledge it now. */
+        uv_os_fd_t fd;
+        int one = 1;
+        if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0)
+            (void)setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one);
+    }
     if (n > 0) {
         c->in_off = 0;
         c->in_len = (size_t)n;
@@ -455,7 +471,7 @@ static void write_cb(uv_write_t *req, int status)
         return;
     }
     restart_timer(c);
-    if (!c->keep) {
+    if (!c->keep || c->srv->shutting) {
         /* Lingering close: close_notify, FIN, then discard input until EOF
          * or timeout. */
         c->draining = 1;
@@ -483,6 +499,7 @@ static void conn_send(struct conn *c, int status, const char *ctype, char *body,
 {
     const char *reason = http_status_str((enum http_status)status);
     if (reason[0] == '<') reason = "Unknown";
+    if (c->srv->shutting) c->keep = 0; /* the last reply on this connection */
     int n = snprintf(
         c->whead, sizeof c->whead,
         "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%sConnection: %s\r\n\r\n",
@@ -711,7 +728,7 @@ static void spare_close_cb(uv_handle_t *h)
 {
     struct httpd *s = h->data;
     s->spare_busy = 0;
-    if (s->reject_wanted && !s->closing) {
+    if (s->reject_wanted && !s->closing && !s->shutting) {
         s->reject_wanted = 0;
         reject(s);
     }
@@ -917,8 +934,24 @@ void httpd_close(struct httpd *s, void (*done)(void *), void *ud)
 {
     if (s->closing) return;
     s->closing = 1;
+    if (!s->shutting) { /* else the listener is closing and done is set */
+        s->done = done;
+        s->done_ud = ud;
+        uv_close((uv_handle_t *)&s->listener, listener_close_cb);
+    }
+    for (struct conn *c = s->conns; c; c = c->next) conn_close(c);
+}
+
+void httpd_shutdown(struct httpd *s, void (*done)(void *), void *ud)
+{
+    if (s->closing || s->shutting) return;
+    s->shutting = 1;
     s->done = done;
     s->done_ud = ud;
     uv_close((uv_handle_t *)&s->listener, listener_close_cb);
-    for (struct conn *c = s->conns; c; c = c->next) conn_close(c);
+    /* Keep only the connections with a request arriving or a reply being
+     * written; the others (idle, in a TLS handshake, lingering after a
+     * final reply) have nothing in flight. */
+    for (struct conn *c = s->conns; c; c = c->next)
+        if (!c->writing && !c->in_request) conn_close(c);
 }

@@ -112,7 +112,22 @@ int httpd_port(const struct httpd *s);
 void httpd_set_timeout(struct httpd *s, unsigned ms);
 
 /* Closes the listener and all connections (call at most once); frees s in
- * the last close callback, then calls done(ud) (done may be NULL). */
+ * the last close callback, then calls done(ud) (done may be NULL). After
+ * httpd_shutdown (and before its done has run) it cuts the connections
+ * still open; done is then the one given to httpd_shutdown, and this
+ * call's done and ud are ignored. */
 void httpd_close(struct httpd *s, void (*done)(void *), void *ud);
+
+/* Graceful close (call at most once, not after httpd_close): closes the
+ * listener (new connections are refused) and every connection with
+ * nothing in flight (idle keep-alive, in its TLS handshake, lingering after
+ * a final reply). A connection whose request is arriving or whose reply is
+ * being written finishes it: a reply made from now on says "Connection:
+ * close", and after the reply the connection ends as after any final
+ * reply (TLS close_notify, FIN, then input is discarded until the client's
+ * EOF). The read timeout still applies. When the last
+ * connection has closed, frees s and calls done(ud) (done may be NULL).
+ * To bound the wait, call httpd_close at a deadline. */
+void httpd_shutdown(struct httpd *s, void (*done)(void *), void *ud);
 
 #endif
