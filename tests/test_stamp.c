@@ -104,9 +104,15 @@ static void assert_no_stamp(const struct result *r, int rc, const char *words)
     if (!strstr(r->why, words)) fail_msg("why \"%s\" does not say \"%s\"", r->why, words);
 }
 
+/* The downward-API annotations file, as the injector adds it. */
+#define PODINFO_MOUNT "{\"name\":\"reload-agent-podinfo\",\"mountPath\":\"/etc/podinfo\"}"
+#define PODINFO_VOLUME                                                                             \
+    "{\"name\":\"reload-agent-podinfo\",\"downwardAPI\":{\"items\":[{\"path\":\"annotations\","    \
+    "\"fieldRef\":{\"fieldPath\":\"metadata.annotations\"}}]}}"
+
 /* A template whose sidecar runs ARGS (a JSON array body), mounts MOUNTS (a
- * JSON array body), with VOLUMES (a JSON array body) and annotations ANN (a
- * JSON object body). */
+ * JSON array body) and the annotations file, with VOLUMES (a JSON array
+ * body) and annotations ANN (a JSON object body). */
 static char *tmpl(const char *ann, const char *args, const char *mounts, const char *volumes)
 {
     char *s = NULL;
@@ -114,8 +120,8 @@ static char *tmpl(const char *ann, const char *args, const char *mounts, const c
                      "{\"metadata\":{\"labels\":{\"app\":\"web\"},\"annotations\":{%s}},"
                      "\"spec\":{\"initContainers\":[{\"name\":\"reload-agent\",\"image\":\"x\","
                      "\"restartPolicy\":\"Always\",\"args\":[\"run\",%s],"
-                     "\"volumeMounts\":[%s]}],\"containers\":[{\"name\":\"app\"}],"
-                     "\"volumes\":[%s]}}",
+                     "\"volumeMounts\":[%s," PODINFO_MOUNT "]}],\"containers\":[{\"name\":"
+                     "\"app\"}],\"volumes\":[%s," PODINFO_VOLUME "]}}",
                      ann, args, mounts, volumes);
     assert_true(n > 0);
     return s;
@@ -389,6 +395,57 @@ static void test_annotations_over_args(void **state)
     free(t);
 }
 
+/* The template's annotations count only when the sidecar gets them: the
+ * downward-API file at --annotations (default /etc/podinfo/annotations). */
+static void test_annotations_only_through_the_file(void **state)
+{
+    (void)state;
+    const char *cm = "[" CM("app", "\"data\":{\"app.conf\":\"c\",\"jvm.options\":\"-X\"}") "]";
+    const struct f one[] = {{"/etc/app/jvm.options", "-X", -1}};
+    const struct f both[] = {{"/etc/app/app.conf", "c", -1}, {"/etc/app/jvm.options", "-X", -1}};
+    /* no annotations volume: the rule in the annotations is not seen */
+    struct result r = stamp(
+        "{\"metadata\":{\"annotations\":{\"reload-agent.io/rule\":\"*.conf=none\"}},\"spec\":{"
+        "\"initContainers\":[{\"name\":\"reload-agent\",\"args\":[\"run\",\"--watch\",\"/etc/app\","
+        "\"--action\",\"rollout\"],\"volumeMounts\":[" MOUNT(
+            "cfg", "/etc/app") "]}],\"volumes\":["
+                               "{\"name\":\"cfg\",\"configMap\":{\"name\":\"app\"}}]}}",
+        "prod", cm);
+    assert_stamp(&r, both, 2);
+    /* a custom path, from a projected downwardAPI source */
+    r = stamp(
+        "{\"metadata\":{\"annotations\":{\"reload-agent.io/rule\":\"*.conf=none\"}},\"spec\":{"
+        "\"initContainers\":[{\"name\":\"reload-agent\",\"args\":[\"run\",\"--watch\","
+        "\"/etc/app\",\"--action\",\"rollout\",\"--annotations\",\"/meta/pod/ann\"],"
+        "\"volumeMounts\":[" MOUNT("cfg", "/etc/app") "," MOUNT(
+            "meta", "/meta/") "]}],\"volumes\":[{\"name\":\"cfg\",\"configMap\":{\"name\":"
+                              "\"app\"}},{\"name\":\"meta\",\"projected\":{\"sources\":[{"
+                              "\"downwardAPI\":{\"items\":[{\"path\":\"pod/ann\","
+                              "\"fieldRef\":{\"fieldPath\":\"metadata.annotations\"}}]}}]}}]}}",
+        "prod", cm);
+    assert_stamp(&r, one, 1);
+    /* the file holds the labels, not the annotations */
+    r = stamp(
+        "{\"metadata\":{\"annotations\":{\"reload-agent.io/rule\":\"*.conf=none\"}},\"spec\":{"
+        "\"initContainers\":[{\"name\":\"reload-agent\",\"args\":[\"run\",\"--watch\","
+        "\"/etc/app\",\"--action\",\"rollout\"],\"volumeMounts\":[" MOUNT(
+            "cfg", "/etc/app") "," MOUNT("pi", "/etc/podinfo") "]}],\"volumes\":[{\"name\":"
+                                                               "\"cfg\",\"configMap\":{"
+                                                               "\"name\":\"app\"}},{\"name\":"
+                                                               "\"pi\",\"downwardAPI\":{"
+                                                               "\"items\":[{\"path\":"
+                                                               "\"annotations\",\"fieldRef\":"
+                                                               "{\"fieldPath\":\"metadata."
+                                                               "labels\"}}]}}]}}",
+        "prod", cm);
+    assert_stamp(&r, both, 2);
+    /* $(VAR) in the args: only the kubelet knows the value */
+    r = stamp("{\"spec\":{\"initContainers\":[{\"name\":\"reload-agent\",\"args\":[\"run\","
+              "\"--watch\",\"$(CFG_DIR)\",\"--action\",\"rollout\"]}]}}",
+              "prod", cm);
+    assert_no_stamp(&r, 0, "$(VAR)");
+}
+
 /* --env-watch roots: their files take --env-action (rollout by default)
  * before any rule; with restart they are not stamped. */
 static void test_env_roots(void **state)
@@ -508,14 +565,11 @@ static void test_nested_mounts(void **state)
 {
     (void)state;
     const char *mounts = MOUNT("outer", "/etc/app") "," MOUNT("inner", "/etc/app/tls") "," MOUNT(
-        "podinfo", "/etc/podinfo") "," MOUNT("token",
-                                             "/var/run/secrets/kubernetes.io/serviceaccount");
+        "token", "/var/run/secrets/kubernetes.io/serviceaccount");
     const char *vols =
         "{\"name\":\"outer\",\"configMap\":{\"name\":\"app\",\"items\":[{\"key\":\"k\",\"path\":"
         "\"tls/k\"},{\"key\":\"k\",\"path\":\"k\"}]}},"
         "{\"name\":\"inner\",\"secret\":{\"secretName\":\"tls\"}},"
-        "{\"name\":\"podinfo\",\"downwardAPI\":{\"items\":[{\"path\":\"annotations\",\"fieldRef\":"
-        "{\"fieldPath\":\"metadata.annotations\"}}]}},"
         "{\"name\":\"token\",\"projected\":{\"sources\":[{\"serviceAccountToken\":{\"path\":"
         "\"token\"}}]}}";
     const char *src = "[" CM("app", "\"data\":{\"k\":\"outer\"}") "," SECRET(
@@ -587,6 +641,7 @@ int main(void)
         cmocka_unit_test(test_optional_and_missing_sources),
         cmocka_unit_test(test_ignore_and_rules_split_classes),
         cmocka_unit_test(test_annotations_over_args),
+        cmocka_unit_test(test_annotations_only_through_the_file),
         cmocka_unit_test(test_env_roots),
         cmocka_unit_test(test_bad_base64_is_einval),
         cmocka_unit_test(test_refusals),

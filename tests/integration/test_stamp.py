@@ -72,7 +72,8 @@ def template(vol, envvol, watch=True):
     if watch:
         args += ["--watch", vol]
     args += ["--env-watch", envvol, "--action", "rollout"]
-    mounts = [{"name": "reload-agent-env-secret-env", "mountPath": envvol, "readOnly": True}]
+    mounts = [{"name": "reload-agent-env-secret-env", "mountPath": envvol, "readOnly": True},
+              {"name": "reload-agent-podinfo", "mountPath": "/etc/podinfo", "readOnly": True}]
     if watch:
         mounts.insert(0, {"name": "cfg", "mountPath": vol, "readOnly": True})
     return {"metadata": {"labels": {"app": "web"},
@@ -85,6 +86,9 @@ def template(vol, envvol, watch=True):
                                      "envFrom": [{"secretRef": {"name": "env"}}],
                                      "volumeMounts": [{"name": "cfg", "mountPath": vol}]}],
                      "volumes": [{"name": "cfg", "configMap": {"name": "app"}},
+                                 {"name": "reload-agent-podinfo", "downwardAPI": {"items": [
+                                     {"path": "annotations",
+                                      "fieldRef": {"fieldPath": "metadata.annotations"}}]}},
                                  {"name": "reload-agent-env-secret-env",
                                   "secret": {"secretName": "env"}}]}}
 
