@@ -78,10 +78,21 @@ struct ctx {
 static int say(struct ctx *c, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int say(struct ctx *c, int rc, const char *fmt, ...)
 {
+    char tmp[1024];
     va_list ap;
     va_start(ap, fmt);
-    if (c->whylen) vsnprintf(c->why, c->whylen, fmt, ap);
+    vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
+    /* one line whatever the input's names hold: control bytes as \xHH */
+    size_t o = 0;
+    for (const char *p = tmp; *p && o + 5 < c->whylen; p++) {
+        unsigned char ch = (unsigned char)*p;
+        if (ch < 0x20 || ch == 0x7f)
+            o += (size_t)snprintf(c->why + o, c->whylen - o, "\\x%02x", ch);
+        else
+            c->why[o++] = (char)ch;
+    }
+    if (c->whylen) c->why[o < c->whylen ? o : c->whylen - 1] = '\0';
     return rc;
 }
 #define NOSTAMP(c, ...) say((c), 0, __VA_ARGS__)
