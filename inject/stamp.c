@@ -275,18 +275,21 @@ static int source_key(struct ctx *c, const cJSON *obj, int secret, const char *w
     const char *b64_field = secret ? "data" : "binaryData";
     const cJSON *v =
         cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, plain_field), key);
+    /* null is the empty value (Go's JSON decoding leaves "" or nil) */
     if (v) {
-        if (!cJSON_IsString(v)) return BAD(c, "%s: %s.%s is not a string", what, plain_field, key);
-        *len = strlen(v->valuestring);
+        const char *str = cJSON_IsNull(v) ? "" : cJSON_IsString(v) ? v->valuestring : NULL;
+        if (!str) return BAD(c, "%s: %s.%s is not a string", what, plain_field, key);
+        *len = strlen(str);
         *bytes = malloc(*len + 1);
         if (!*bytes) return NOMEM(c);
-        memcpy(*bytes, v->valuestring, *len + 1);
+        memcpy(*bytes, str, *len + 1);
         return 1;
     }
     v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, b64_field), key);
     if (!v) return 0;
-    if (!cJSON_IsString(v)) return BAD(c, "%s: %s.%s is not a string", what, b64_field, key);
-    long n = b64_decode(v->valuestring, bytes);
+    if (!cJSON_IsString(v) && !cJSON_IsNull(v))
+        return BAD(c, "%s: %s.%s is not a string", what, b64_field, key);
+    long n = b64_decode(cJSON_IsNull(v) ? "" : v->valuestring, bytes);
     if (n == -ENOMEM) return NOMEM(c);
     if (n < 0) return BAD(c, "%s: %s.%s is not valid base64", what, b64_field, key);
     *len = (size_t)n;

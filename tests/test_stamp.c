@@ -490,6 +490,10 @@ static void test_bad_base64_is_einval(void **state)
     struct result r = stamp(t, "prod", "[" SECRET("tls", "\"data\":{\"k\":\"YW\\nJj\\r\\n\"}") "]");
     const struct f want[] = {{"/etc/tls/k", "abc", -1}};
     assert_stamp(&r, want, 1);
+    /* null is the empty value, as Go's decoding leaves it */
+    r = stamp(t, "prod", "[" SECRET("tls", "\"data\":{\"k\":null}") "]");
+    const struct f empty[] = {{"/etc/tls/k", "", -1}};
+    assert_stamp(&r, empty, 1);
     r = stamp(t, "prod", "[" SECRET("tls", "\"data\":{\"k\":42}") "]");
     assert_no_stamp(&r, -EINVAL, "data.k is not a string");
     r = stamp(t, "prod", "[" SECRET("tls", "\"data\":{\"a/b\":\"YQ==\"}") "]");
