@@ -4,8 +4,9 @@
  * The steps mirror what happens in the pod:
  *   1. the agent's configuration: the sidecar's args after "run" are the
  *      flag layer, the template's reload-agent.io/ annotations the
- *      annotation layer (the pod's downward-API annotations file holds
- *      them), cfg_build judges both;
+ *      annotation layer when the sidecar mounts the downward-API
+ *      annotations file the agent reads (the injected /etc/podinfo),
+ *      cfg_build judges both;
  *   2. the files: every volume the sidecar mounts at or under a watch root
  *      (or whose mount holds one) is laid out as the kubelet's AtomicWriter
  *      writes it (spec/kubernetes.md §1.1): a ConfigMap's data and
@@ -77,10 +78,21 @@ struct ctx {
 static int say(struct ctx *c, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int say(struct ctx *c, int rc, const char *fmt, ...)
 {
+    char tmp[1024];
     va_list ap;
     va_start(ap, fmt);
-    if (c->whylen) vsnprintf(c->why, c->whylen, fmt, ap);
+    vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
+    /* one line whatever the input's names hold: control bytes as \xHH */
+    size_t o = 0;
+    for (const char *p = tmp; *p && o + 5 < c->whylen; p++) {
+        unsigned char ch = (unsigned char)*p;
+        if (ch < 0x20 || ch == 0x7f)
+            o += (size_t)snprintf(c->why + o, c->whylen - o, "\\x%02x", ch);
+        else
+            c->why[o++] = (char)ch;
+    }
+    if (c->whylen) c->why[o < c->whylen ? o : c->whylen - 1] = '\0';
     return rc;
 }
 #define NOSTAMP(c, ...) say((c), 0, __VA_ARGS__)
@@ -263,18 +275,21 @@ static int source_key(struct ctx *c, const cJSON *obj, int secret, const char *w
     const char *b64_field = secret ? "data" : "binaryData";
     const cJSON *v =
         cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, plain_field), key);
+    /* null is the empty value (Go's JSON decoding leaves "" or nil) */
     if (v) {
-        if (!cJSON_IsString(v)) return BAD(c, "%s: %s.%s is not a string", what, plain_field, key);
-        *len = strlen(v->valuestring);
+        const char *str = cJSON_IsNull(v) ? "" : cJSON_IsString(v) ? v->valuestring : NULL;
+        if (!str) return BAD(c, "%s: %s.%s is not a string", what, plain_field, key);
+        *len = strlen(str);
         *bytes = malloc(*len + 1);
         if (!*bytes) return NOMEM(c);
-        memcpy(*bytes, v->valuestring, *len + 1);
+        memcpy(*bytes, str, *len + 1);
         return 1;
     }
     v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, b64_field), key);
     if (!v) return 0;
-    if (!cJSON_IsString(v)) return BAD(c, "%s: %s.%s is not a string", what, b64_field, key);
-    long n = b64_decode(v->valuestring, bytes);
+    if (!cJSON_IsString(v) && !cJSON_IsNull(v))
+        return BAD(c, "%s: %s.%s is not a string", what, b64_field, key);
+    long n = b64_decode(cJSON_IsNull(v) ? "" : v->valuestring, bytes);
     if (n == -ENOMEM) return NOMEM(c);
     if (n < 0) return BAD(c, "%s: %s.%s is not valid base64", what, b64_field, key);
     *len = (size_t)n;
@@ -490,6 +505,15 @@ static int sidecar_flags(struct ctx *c, const cJSON *sc, struct cfg_layer *flags
             idx++;
         }
     }
+    for (size_t i = 0; i < argc; i++)
+        if (strstr(argv[i], "$(")) {
+            int rc = NOSTAMP(c,
+                             "the sidecar's args use $(VAR) expansion (%s): only the pod "
+                             "knows the result",
+                             argv[i]);
+            free(argv);
+            return rc;
+        }
     size_t first = 0;
     if (argc > 0 && !strcmp(argv[0], "run"))
         first = 1;
@@ -505,6 +529,57 @@ static int sidecar_flags(struct ctx *c, const cJSON *sc, struct cfg_layer *flags
     if (rc < 0) return NOSTAMP(c, "the sidecar's args: %s", err);
     if (help) return NOSTAMP(c, "the sidecar's args ask for --help");
     return 1;
+}
+
+/* 1 if the pod gives the agent its annotations file: a downwardAPI volume
+ * (or projected downwardAPI source) item with fieldRef metadata.annotations
+ * at the file's path under one of the sidecar's mounts. */
+static int has_annotations_file(const cJSON *spec, const cJSON *sc, const char *file)
+{
+    const cJSON *vm, *v;
+    cJSON_ArrayForEach(vm, cJSON_GetObjectItemCaseSensitive(sc, "volumeMounts"))
+    {
+        const char *mp = str_of(vm, "mountPath"), *name = str_of(vm, "name");
+        char *m = mp ? norm_mount(mp) : NULL;
+        int under = m && *m && cfg_is_path_under(m, file) && strlen(file) > strlen(m);
+        const char *rel = under ? file + strlen(m) + 1 : NULL;
+        free(m);
+        if (!under || !name || str_of(vm, "subPath") || str_of(vm, "subPathExpr")) continue;
+        cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(spec, "volumes"))
+        {
+            const char *vn = str_of(v, "name");
+            if (!vn || strcmp(vn, name) != 0) continue;
+            /* the downwardAPI item lists: the volume's, or its projected sources' */
+            const cJSON *lists[16], *src;
+            size_t nl = 0;
+            lists[nl++] = cJSON_GetObjectItemCaseSensitive(
+                cJSON_GetObjectItemCaseSensitive(v, "downwardAPI"), "items");
+            cJSON_ArrayForEach(src,
+                               cJSON_GetObjectItemCaseSensitive(
+                                   cJSON_GetObjectItemCaseSensitive(v, "projected"), "sources"))
+            {
+                if (nl < sizeof lists / sizeof lists[0])
+                    lists[nl++] = cJSON_GetObjectItemCaseSensitive(
+                        cJSON_GetObjectItemCaseSensitive(src, "downwardAPI"), "items");
+            }
+            for (size_t l = 0; l < nl; l++) {
+                const cJSON *it;
+                cJSON_ArrayForEach(it, lists[l])
+                {
+                    const char *path = str_of(it, "path");
+                    const char *field =
+                        str_of(cJSON_GetObjectItemCaseSensitive(it, "fieldRef"), "fieldPath");
+                    int bad;
+                    char *cp = path ? clean_item_path(path, &bad) : NULL;
+                    int hit =
+                        cp && field && !strcmp(cp, rel) && !strcmp(field, "metadata.annotations");
+                    free(cp);
+                    if (hit) return 1;
+                }
+            }
+        }
+    }
+    return 0;
 }
 
 static int cmp_annot(const void *a, const void *b)
@@ -758,10 +833,13 @@ int stamp_compute(const cJSON *tmpl, const char *ns, const struct stamp_sources 
         goto out;
     }
     if ((rc = sidecar_flags(&c, sc, &flags)) <= 0) goto out;
-    /* --annotations "" turns the annotations file off; otherwise the pod's
-     * downward-API file (the injected /etc/podinfo) holds the template's */
+    /* The annotation layer: the template's annotations, when the pod gives
+     * the agent its downward-API annotations file (--annotations, default
+     * the injected /etc/podinfo/annotations; "" turns it off). */
     const char *af = cfg_layer_get(&flags, "annotations");
-    if (!(af && !*af) && (rc = template_annots(&c, tmpl, &annots)) <= 0) goto out;
+    if (!af) af = CFG_DEFAULT_ANNOTATIONS_FILE;
+    if (*af && has_annotations_file(spec, sc, af) && (rc = template_annots(&c, tmpl, &annots)) <= 0)
+        goto out;
     char err[1024];
     if (cfg_build(&flags, &annots, &cfg, err, sizeof err) < 0) {
         rc = NOSTAMP(&c, "the agent's configuration: %s", err);
