@@ -285,6 +285,12 @@ static int judge_config(struct inject__ctx *x, struct effective *eff)
         cfg_build(&flags, &annots, &cfg, x->err, x->errlen) < 0)
         goto out_set;
     rc = 0;
+    if (!has_env_action && x->nenvs && ea == ACTION_RESTART && !(cfg.process && *cfg.process) &&
+        !(cfg.pid_file && *cfg.pid_file)) { /* the agent's own check, once it has env-action */
+        snprintf(x->err, x->errlen, "the %s action needs --process NAME or --pid-file PATH",
+                 action_name(ACTION_RESTART));
+        rc = 1;
+    }
     eff->actions = ACTION_BIT(cfg.action);
     for (size_t i = 0; i < cfg.nrules; i++) eff->actions |= ACTION_BIT(cfg.rules[i].action);
     if (x->nenvs && ea < ACTION__COUNT) eff->actions |= ACTION_BIT(ea);
@@ -633,6 +639,11 @@ static int reinvoke(struct inject__ctx *x, const char *prefix, const cJSON *init
 
     cJSON *status = cJSON_Parse(annot(x, A_STATUS));
     const cJSON *mirs = cJSON_GetObjectItemCaseSensitive(status, "mirrors"), *v;
+    if (!status) { /* malformed, or out of memory: cJSON_Parse says NULL for both */
+        cJSON *probe = cJSON_CreateObject();
+        if (!probe) return -ENOMEM;
+        cJSON_Delete(probe);
+    }
     if (!cJSON_IsObject(status) || (mirs && !cJSON_IsArray(mirs))) {
         cJSON_Delete(status);
         set_reason(out, "annotation %s is not the JSON object reload-agent writes", A_STATUS);
@@ -823,7 +834,10 @@ int inject_object(const cJSON *obj, const struct inject_opts *opts, struct injec
         return -EINVAL;
     }
     out->ops = cJSON_CreateArray();
-    if (!out->ops) return -ENOMEM;
+    if (!out->ops) {
+        snprintf(x.err, x.errlen, "out of memory");
+        return -ENOMEM;
+    }
     int rc = run(&x, obj, out);
     if (rc == 0 && x.oom) rc = -ENOMEM;
     if (rc == 0 && out->outcome != INJECT_INJECTED && cJSON_GetArraySize(out->ops) > 0) {

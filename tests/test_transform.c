@@ -449,6 +449,8 @@ static void test_bad_config_is_skipped_with_agents_message(void **state)
         {"\"reload-agent.io/rule\":\"*.conf=reboot\"", "invalid value for --rule"},
         {"\"reload-agent.io/debounce\":\"5\"", "missing unit in duration"},
         {"\"reload-agent.io/env-action\":\"signal\"", "reload-agent.io/env-action"},
+        {"\"reload-agent.io/env-action\":\"restart\"",
+         "the restart action needs --process NAME or --pid-file PATH"},
         {"\"reload-agent.io/sidecar-memory-request\":\"64Mi\"",
          "sidecar memory request 64Mi exceeds its limit 32Mi"},
         {"\"reload-agent.io/sidecar-cpu-request\":\"lots\"", "invalid sidecar cpu request"},
@@ -607,6 +609,62 @@ static void test_messages_are_one_line(void **state)
                              "number");
 }
 
+/* cJSON allocations fail after a budget: every budget gives 0 or -ENOMEM
+ * (with a message and nothing owned), never a crash; under ASan, no leak.
+ * (The transform's own mallocs and the config parser's are not counted:
+ * cJSON's hooks see only cJSON's.) */
+static long alloc_budget = -1;
+static void *budget_malloc(size_t n)
+{
+    if (alloc_budget == 0) return NULL;
+    if (alloc_budget > 0) alloc_budget--;
+    return malloc(n);
+}
+
+static void test_out_of_memory(void **state)
+{
+    (void)state;
+    static const char *const FILES[] = {"deployment", "env-sources", "reinvocation",
+                                        "replicaset-all"};
+    for (size_t f = 0; f < sizeof FILES / sizeof FILES[0]; f++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s.in.json", golden_dir(), FILES[f]);
+        char *text = read_text(path);
+        assert_non_null(text);
+        cJSON *in = cJSON_Parse(text);
+        free(text);
+        assert_non_null(in);
+        struct inject_opts opts = {.admission = strcmp(FILES[f], "reinvocation") == 0,
+                                   .all = strcmp(FILES[f], "replicaset-all") == 0};
+        cJSON_Hooks hooks = {budget_malloc, free};
+        int ok = 0, failed = 0;
+        for (long budget = 0; budget < 5000 && !ok; budget++) {
+            struct inject_result r;
+            char err[256] = "";
+            cJSON_InitHooks(&hooks);
+            alloc_budget = budget;
+            int rc = inject_object(in, &opts, &r, err, sizeof err);
+            alloc_budget = -1;
+            cJSON_InitHooks(NULL);
+            if (rc == 0) {
+                if (r.outcome != INJECT_INJECTED)
+                    print_error("%s, budget %ld: %s\n", FILES[f], budget, r.reason);
+                assert_int_equal(r.outcome, INJECT_INJECTED);
+                ok = 1;
+            } else {
+                assert_int_equal(rc, -ENOMEM);
+                assert_string_equal(err, "out of memory");
+                assert_null(r.ops);
+                failed++;
+            }
+            inject_result_free(&r);
+        }
+        assert_true(ok);
+        assert_true(failed > 10);
+        cJSON_Delete(in);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -621,6 +679,7 @@ int main(void)
         cmocka_unit_test(test_status_without_container),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_messages_are_one_line),
+        cmocka_unit_test(test_out_of_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
