@@ -236,6 +236,8 @@ int inject__path_within(const char *path, const char *root)
     return pl == rl || path[rl] == '/';
 }
 
+int inject__is_dns_label(const char *s) { return !strchr(s, '.') && inject__is_dns_subdomain(s); }
+
 int inject__is_dns_subdomain(const char *s)
 {
     size_t n = strlen(s);

@@ -807,6 +807,18 @@ static int run(struct inject__ctx *x, const cJSON *obj, struct inject_result *ou
         set_reason(out, "hostPID pods are not injected");
         return 0;
     }
+    const cJSON *os;
+    const char *os_name = NULL;
+    char op[112];
+    snprintf(op, sizeof op, "%s.os", sp);
+    if (inject__get_obj(x, spec, sp, "os", &os) < 0 ||
+        (os && inject__get_str(x, os, op, "name", &os_name) < 0))
+        return -EINVAL;
+    if (os_name && strcmp(os_name, "linux") != 0) { /* its securityContext would be rejected */
+        set_reason(out, "%.40s pods are not injected (spec.os.name): the agent runs on Linux",
+                   os_name);
+        return 0;
+    }
 
     size_t nc = (size_t)cJSON_GetArraySize(containers) + (size_t)cJSON_GetArraySize(init);
     x->apps = calloc(nc, sizeof *x->apps);

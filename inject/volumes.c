@@ -254,16 +254,25 @@ static int plan(struct inject__ctx *x, const struct mount *mounts, size_t nm, si
                          vname);
             continue;
         }
-        int clash = chosen[0] != '/' || clashes_with_own(chosen);
-        for (size_t t = 0; !clash && t < ntaken; t++) clash = same_path(chosen, taken[t]);
-        for (size_t k = 0; !clash && k < x->nmirrors; k++)
-            clash = same_path(chosen, x->mirrors[k].mount_path);
+        if (!inject__is_dns_label(vname)) { /* the API server rejects the pod anyway */
+            inject__warn(x, "volume name \"%.64s\" is not a DNS label: not watched", vname);
+            continue;
+        }
+        /* a path the kubelet would expand in args ($(VAR)) is not the app's path */
+        const char *why = chosen[0] != '/'           ? "is not absolute"
+                          : strstr(chosen, "$(")     ? "holds $( (args expand it)"
+                          : clashes_with_own(chosen) ? "is taken in the sidecar"
+                                                     : NULL;
+        for (size_t t = 0; !why && t < ntaken; t++)
+            if (same_path(chosen, taken[t])) why = "is taken in the sidecar";
+        for (size_t k = 0; !why && k < x->nmirrors; k++)
+            if (same_path(chosen, x->mirrors[k].mount_path)) why = "is taken in the sidecar";
         struct inject__mirror *mir = &x->mirrors[x->nmirrors];
         mir->volume = vname;
-        if (clash) {
+        if (why) {
             mir->mount_path = inject__printf(x, INJECT__OWN_ROOT "/volumes/%s", vname);
-            inject__warn(x, "volume %s: mountPath %s is taken in the sidecar; mirrored at %s",
-                         vname, chosen, mir->mount_path ? mir->mount_path : "?");
+            inject__warn(x, "volume %s: mountPath %s %s; mirrored at %s", vname, chosen, why,
+                         mir->mount_path ? mir->mount_path : "?");
         } else {
             mir->mount_path = strdup(chosen);
             if (!mir->mount_path) x->oom = 1;

@@ -665,6 +665,39 @@ static void test_out_of_memory(void **state)
     }
 }
 
+/* Refused or adjusted before the API server would reject the pod. */
+static void test_pods_the_api_server_would_reject(void **state)
+{
+    (void)state;
+    struct inject_result r;
+    char err[256];
+    assert_int_equal(inject_text(POD_HEAD OPT_IN
+                                 "}},\"spec\":{\"os\":{\"name\":\"windows\"}," APP_CM "}}",
+                                 NULL, &r, err, sizeof err),
+                     0);
+    assert_int_equal(r.outcome, INJECT_SKIPPED);
+    assert_string_equal(r.reason,
+                        "windows pods are not injected (spec.os.name): the agent runs on Linux");
+    inject_result_free(&r);
+    /* spec.os.name linux is fine; a mountPath with $( would be expanded in args */
+    cJSON *pod =
+        inject_pod(POD_HEAD OPT_IN "}},\"spec\":{\"os\":{\"name\":\"linux\"},"
+                                   "\"containers\":[{\"name\":\"app\",\"volumeMounts\":[{"
+                                   "\"name\":\"cfg\",\"mountPath\":\"/etc/$(HOME)\"},{\"name\":"
+                                   "\"Bad_Name\",\"mountPath\":\"/s\"}]}],"
+                                   "\"volumes\":[{\"name\":\"cfg\",\"configMap\":{}},{"
+                                   "\"name\":\"Bad_Name\",\"secret\":{}}]}}",
+                   NULL, &r);
+    assert_int_equal(r.outcome, INJECT_INJECTED);
+    assert_true(has_arg(find_sidecar(pod), "--watch=/reload-agent/volumes/cfg"));
+    assert_int_equal(r.nwarnings, 2);
+    assert_string_equal(r.warnings[0], "volume cfg: mountPath /etc/$(HOME) holds $( (args expand "
+                                       "it); mirrored at /reload-agent/volumes/cfg");
+    assert_string_equal(r.warnings[1], "volume name \"Bad_Name\" is not a DNS label: not watched");
+    inject_result_free(&r);
+    cJSON_Delete(pod);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -680,6 +713,7 @@ int main(void)
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_messages_are_one_line),
         cmocka_unit_test(test_out_of_memory),
+        cmocka_unit_test(test_pods_the_api_server_would_reject),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
