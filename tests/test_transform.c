@@ -698,6 +698,133 @@ static void test_pods_the_api_server_would_reject(void **state)
     cJSON_Delete(pod);
 }
 
+static const cJSON *sidecar_mount(const cJSON *side, const char *path)
+{
+    const cJSON *m;
+    cJSON_ArrayForEach(m, cJSON_GetObjectItem(side, "volumeMounts"))
+    {
+        if (strcmp(cJSON_GetObjectItem(m, "mountPath")->valuestring, path) == 0) return m;
+    }
+    return NULL;
+}
+
+#define TOKEN_MOUNT                                                                                \
+    "{\"name\":\"kube-api-access-abcde\",\"readOnly\":true,\"mountPath\":"                         \
+    "\"/var/run/secrets/kubernetes.io/serviceaccount\"}"
+#define TOKEN_VOLUME                                                                               \
+    "{\"name\":\"kube-api-access-abcde\",\"projected\":{\"sources\":[{"                            \
+    "\"serviceAccountToken\":{\"path\":\"token\"}}]}}"
+
+/* Who gets the token, and --events=false, in each mode. */
+static void test_api_access(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *annots;
+        int admission, token, automount_false;
+        int want_token, want_events_off;
+        const char *warning; /* NULL: none */
+    } T[] = {
+        /* admission: Events asked for, token there: copied */
+        {",\"reload-agent.io/events\":\"true\"", 1, 1, 0, 1, 0, NULL},
+        /* admission: Events asked for, no token: warned, off */
+        {",\"reload-agent.io/events\":\"true\"", 1, 0, 0, 0, 1,
+         "Events need the Kubernetes API, but container app has no token mount: Events are off"},
+        /* admission: nothing needs the API: no token, Events off */
+        {"", 1, 1, 0, 0, 1, NULL},
+        /* admission: events explicitly false, rollout: the token still goes in */
+        {",\"reload-agent.io/events\":\"false\",\"reload-agent.io/action\":\"rollout\"", 1, 1, 0, 1,
+         0, NULL},
+        /* CLI: the ServiceAccount plugin mounts the token at pod creation */
+        {",\"reload-agent.io/action\":\"rollout\"", 0, 0, 0, 0, 0, NULL},
+        /* CLI: ... unless automountServiceAccountToken is false */
+        {",\"reload-agent.io/action\":\"rollout\"", 0, 0, 1, 0, 0,
+         "automountServiceAccountToken is false: the sidecar gets no token, but rollout needs the "
+         "API"},
+    };
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
+        char json[2048];
+        snprintf(json, sizeof json,
+                 POD_HEAD OPT_IN
+                 "%s}},\"spec\":{%s\"containers\":[{\"name\":\"app\","
+                 "\"volumeMounts\":[{\"name\":\"cfg\",\"mountPath\":\"/etc/app\"}%s%s]}],"
+                 "\"volumes\":[{\"name\":\"cfg\",\"configMap\":{}}%s%s]}}",
+                 T[i].annots, T[i].automount_false ? "\"automountServiceAccountToken\":false," : "",
+                 T[i].token ? "," : "", T[i].token ? TOKEN_MOUNT : "", T[i].token ? "," : "",
+                 T[i].token ? TOKEN_VOLUME : "");
+        struct inject_opts o = {.admission = T[i].admission};
+        struct inject_result r;
+        cJSON *pod = inject_pod(json, &o, &r);
+        if (r.outcome != INJECT_INJECTED) print_error("case %zu: %s\n", i, r.reason);
+        assert_int_equal(r.outcome, INJECT_INJECTED);
+        const cJSON *side = find_sidecar(pod);
+        const cJSON *tm = sidecar_mount(side, "/var/run/secrets/kubernetes.io/serviceaccount");
+        if ((tm != NULL) != T[i].want_token) print_error("case %zu: token %p\n", i, (void *)tm);
+        assert_int_equal(tm != NULL, T[i].want_token);
+        if (tm)
+            assert_string_equal(cJSON_GetObjectItem(tm, "name")->valuestring,
+                                "kube-api-access-abcde");
+        assert_int_equal(has_arg(side, "--events=false"), T[i].want_events_off);
+        assert_int_equal(r.nwarnings, T[i].warning ? 1 : 0);
+        if (T[i].warning) assert_string_equal(r.warnings[0], T[i].warning);
+        inject_result_free(&r);
+        cJSON_Delete(pod);
+    }
+}
+
+/* A default-container that does not exist: the first container, warned. */
+static void test_default_container_missing(void **state)
+{
+    (void)state;
+    struct inject_result r;
+    cJSON *pod =
+        inject_pod(POD_HEAD OPT_IN ",\"kubectl.kubernetes.io/default-container\":\"nope\","
+                                   "\"reload-agent.io/action\":\"signal\",\"reload-agent.io/"
+                                   "pid-file\":\"/run/app.pid\"}},\"spec\":{\"containers\":[{"
+                                   "\"name\":\"app\",\"securityContext\":{\"runAsUser\":42},"
+                                   "\"volumeMounts\":[{\"name\":\"cfg\",\"mountPath\":"
+                                   "\"/etc/app\"}]}],\"volumes\":[{\"name\":\"cfg\","
+                                   "\"configMap\":{}}]}}",
+                   NULL, &r);
+    assert_int_equal(r.outcome, INJECT_INJECTED);
+    assert_int_equal(r.nwarnings, 1);
+    assert_string_equal(r.warnings[0], "annotation kubectl.kubernetes.io/default-container names "
+                                       "\"nope\", which is not a container; using the first");
+    const cJSON *sc = cJSON_GetObjectItem(find_sidecar(pod), "securityContext");
+    assert_int_equal(cJSON_GetObjectItem(sc, "runAsUser")->valueint, 42);
+    assert_null(cJSON_GetObjectItem(sc, "runAsGroup"));
+    inject_result_free(&r);
+    cJSON_Delete(pod);
+}
+
+/* A status written without "mirrors" (an older or hand-edited one): the
+ * reinvocation adds the list. */
+static void test_reinvocation_status_without_mirrors(void **state)
+{
+    (void)state;
+    struct inject_result r;
+    cJSON *pod = inject_pod(
+        POD_HEAD OPT_IN ",\"reload-agent.io/inject-status\":\"{\\\"version\\\":\\\"0.0.1\\\"}\"}},"
+                        "\"spec\":{\"initContainers\":[{\"name\":\"reload-agent\",\"image\":\"r\","
+                        "\"restartPolicy\":\"Always\"}]," APP_CM "}}",
+        NULL, &r);
+    assert_int_equal(r.outcome, INJECT_INJECTED);
+    const cJSON *side = find_sidecar(pod);
+    assert_true(has_arg(side, "--watch=/etc/app"));
+    assert_non_null(sidecar_mount(side, "/etc/app"));
+    const cJSON *st = cJSON_GetObjectItem(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "metadata"), "annotations"),
+        "reload-agent.io/inject-status");
+    assert_string_equal(st->valuestring, "{\"version\":\"0.0.1\",\"mirrors\":[\"cfg\"]}");
+    inject_result_free(&r);
+    /* and again: nothing to add */
+    char err[128];
+    assert_int_equal(inject_object(pod, NULL, &r, err, sizeof err), 0);
+    assert_int_equal(r.outcome, INJECT_UNCHANGED);
+    inject_result_free(&r);
+    cJSON_Delete(pod);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -714,6 +841,9 @@ int main(void)
         cmocka_unit_test(test_messages_are_one_line),
         cmocka_unit_test(test_out_of_memory),
         cmocka_unit_test(test_pods_the_api_server_would_reject),
+        cmocka_unit_test(test_api_access),
+        cmocka_unit_test(test_default_container_missing),
+        cmocka_unit_test(test_reinvocation_status_without_mirrors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
