@@ -473,6 +473,13 @@ static void test_bad_config_is_skipped_with_agents_message(void **state)
         assert_non_null(strstr(r.reason, T[i].reason));
         assert_int_equal(cJSON_GetArraySize(r.ops), 0);
         assert_int_equal(r.nwarnings, 0);
+        /* the reason does not depend on the caller's error buffer */
+        struct inject_result r2;
+        cJSON *obj = cJSON_Parse(json);
+        assert_int_equal(inject_object(obj, NULL, &r2, NULL, 0), 0);
+        assert_string_equal(r2.reason, r.reason);
+        inject_result_free(&r2);
+        cJSON_Delete(obj);
         inject_result_free(&r);
     }
 }
