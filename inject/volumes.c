@@ -226,8 +226,9 @@ static int plan(struct inject__ctx *x, const struct mount *mounts, size_t nm, si
             snprintf(x->err, x->errlen, "%s.name: missing", vp);
             return -EINVAL;
         }
-        int done = 0;
+        int done = 0; /* already mirrored, or a second volume of that name */
         for (size_t s = 0; s < nskip; s++) done |= strcmp(skip[s], vname) == 0;
+        for (size_t k = 0; k < x->nmirrors; k++) done |= strcmp(x->mirrors[k].volume, vname) == 0;
         int mirrorable = inject__is_mirrorable(vol);
         int token_content = !mirrorable && is_token_volume(vol) && token_volume_has_content(vol);
         if (done || (!mirrorable && !token_content)) continue;

@@ -703,6 +703,18 @@ static void test_pods_the_api_server_would_reject(void **state)
     assert_string_equal(r.warnings[1], "volume name \"Bad_Name\" is not a DNS label: not watched");
     inject_result_free(&r);
     cJSON_Delete(pod);
+    /* a volume name given twice (the API server rejects it): mirrored once */
+    pod = inject_pod(POD_HEAD OPT_IN
+                     "}},\"spec\":{\"containers\":[{\"name\":\"app\",\"volumeMounts\":"
+                     "[{\"name\":\"cfg\",\"mountPath\":\"/a\"},{\"name\":\"cfg\","
+                     "\"mountPath\":\"/b\"}]}],\"volumes\":[{\"name\":\"cfg\","
+                     "\"configMap\":{}},{\"name\":\"cfg\",\"secret\":{}}]}}",
+                     NULL, &r);
+    assert_int_equal(r.outcome, INJECT_INJECTED);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(find_sidecar(pod), "volumeMounts")), 2);
+    assert_true(has_arg(find_sidecar(pod), "--watch=/a"));
+    inject_result_free(&r);
+    cJSON_Delete(pod);
 }
 
 static const cJSON *sidecar_mount(const cJSON *side, const char *path)
