@@ -76,6 +76,9 @@ struct conn {
      * bounds both together). */
     int hstate; /* 0 before headers, 1 in a field name, 2 in a value */
     int fpos, fmatch, in_ct, ct_count;
+    int in_expect; /* in an Expect value: kept in expect[] (longer: not ours) */
+    size_t expect_n;
+    char expect[16];
     size_t ct_off, ct_len;
     uint64_t expect_len; /* Content-Length, 0 if none */
     char *body;          /* malloc'd, grown up to the limit; NULL when empty */
@@ -112,7 +115,7 @@ struct httpd {
     char raw[HTTPD_RAW_BUF]; /* TLS ciphertext, fed to a tls_conn as soon as read */
 };
 
-/* A TLS write that is not a response (handshake records, alerts). */
+/* A write outside a response (TLS handshake records and alerts, 100 Continue). */
 struct wchunk {
     uv_write_t req;
     struct conn *c;
@@ -236,7 +239,8 @@ static int on_message_begin(http_parser *p)
     c->head_len = c->body_len = c->url_len = 0;
     c->err_status = 0;
     c->in_request = 1;
-    c->hstate = c->fpos = c->fmatch = c->in_ct = c->ct_count = 0;
+    c->hstate = c->fpos = c->fmatch = c->in_ct = c->ct_count = c->in_expect = 0;
+    c->expect_n = 0;
     c->ct_off = c->ct_len = 0;
     c->expect_len = 0;
     return 0;
@@ -251,24 +255,35 @@ static int on_url(http_parser *p, const char *at, size_t len)
     return 0;
 }
 
-/* Header names arrive in pieces: match "content-type" as they come. */
+/* The header names the server looks at; bit i of conn.fmatch: name i may
+ * still match what has arrived of the current header name. */
+static const char *const hnames[] = {"content-type", "expect"};
+enum { H_CONTENT_TYPE = 1, H_EXPECT = 2 };
+
+/* Header names arrive in pieces: match them as they come. */
 static int on_header_field(http_parser *p, const char *at, size_t len)
 {
-    static const char name[] = "content-type";
     struct conn *c = p->data;
     if (head_bytes(p, len) != 0) return -1;
     if (c->hstate != 1) {
         c->hstate = 1;
         c->fpos = 0;
-        c->fmatch = 1;
+        c->fmatch = H_CONTENT_TYPE | H_EXPECT;
     }
-    for (size_t i = 0; i < len && c->fmatch; i++) {
-        if (c->fpos < (int)sizeof name - 1 && tolower((unsigned char)at[i]) == name[c->fpos])
-            c->fpos++;
-        else
-            c->fmatch = 0;
-    }
+    for (size_t i = 0; i < len && c->fmatch; i++, c->fpos++)
+        for (int k = 0; k < 2; k++) {
+            const char *name = hnames[k];
+            if ((c->fmatch & (1 << k)) &&
+                ((size_t)c->fpos >= strlen(name) || tolower((unsigned char)at[i]) != name[c->fpos]))
+                c->fmatch &= ~(1 << k);
+        }
     return 0;
+}
+
+/* 1 if the header name that just ended is hnames[k]. */
+static int header_is(const struct conn *c, int k)
+{
+    return (c->fmatch & (1 << k)) && (size_t)c->fpos == strlen(hnames[k]);
 }
 
 static int on_header_value(http_parser *p, const char *at, size_t len)
@@ -277,7 +292,8 @@ static int on_header_value(http_parser *p, const char *at, size_t len)
     if (head_bytes(p, len) != 0) return -1;
     if (c->hstate != 2) {
         c->hstate = 2;
-        c->in_ct = c->fmatch && c->fpos == (int)sizeof "content-type" - 1;
+        c->in_ct = header_is(c, 0);
+        c->in_expect = header_is(c, 1);
         if (c->in_ct && c->ct_count++ > 0) {
             log_debug("httpd: bad request: two Content-Type headers");
             c->err_status = 400;
@@ -289,7 +305,22 @@ static int on_header_value(http_parser *p, const char *at, size_t len)
         memcpy(c->url + c->ct_off + c->ct_len, at, len);
         c->ct_len += len;
     }
+    if (c->in_expect) {
+        if (len <= sizeof c->expect - c->expect_n) memcpy(c->expect + c->expect_n, at, len);
+        c->expect_n += len; /* over sizeof expect: not "100-continue" */
+    }
     return 0;
+}
+
+static void send_continue(struct conn *c);
+
+/* 1 if the request says "Expect: 100-continue" (trailing blanks aside). */
+static int expects_continue(const struct conn *c)
+{
+    size_t n = c->expect_n;
+    if (n > sizeof c->expect) return 0;
+    while (n > 0 && (c->expect[n - 1] == ' ' || c->expect[n - 1] == '\t')) n--;
+    return n == 12 && strncasecmp(c->expect, "100-continue", 12) == 0;
 }
 
 static int on_headers_complete(http_parser *p)
@@ -301,6 +332,11 @@ static int on_headers_complete(http_parser *p)
     }
     c->expect_len = (p->flags & F_CONTENTLENGTH) ? p->content_length : 0;
     c->allowed = allowed_method(c->srv, p->method) != NULL;
+    /* A client that waits for "100 Continue" before its body (curl does
+     * for bigger bodies) gets it at once when the body is welcome. */
+    if (c->allowed && expects_continue(c) && p->http_major == 1 && p->http_minor >= 1 &&
+        (c->expect_len > 0 || (p->flags & F_CHUNKED)))
+        send_continue(c);
     return 0;
 }
 
@@ -376,17 +412,15 @@ static void wchunk_cb(uv_write_t *req, int status)
     free(w->data);
     free(w);
     if (status < 0 && !c->closing) {
-        log_debug("httpd: TLS write failed: %s", uv_strerror(status));
+        log_debug("httpd: write failed: %s", uv_strerror(status));
         conn_close(c);
     }
 }
 
-/* Writes what OpenSSL has produced (handshake records, alerts) outside a
- * response. On failure closes c. */
-static void tls_flush(struct conn *c)
+/* Writes data (malloc'd, n bytes, taken over) outside a response: TLS
+ * handshake records and alerts, "100 Continue". On failure closes c. */
+static void write_aux(struct conn *c, char *data, size_t n)
 {
-    char *data;
-    size_t n = tls_conn_take(c->tls, &data);
     if (n == 0 || c->closing) {
         free(data);
         return;
@@ -399,11 +433,36 @@ static void tls_flush(struct conn *c)
     uv_buf_t b = uv_buf_init(data, (unsigned)n);
     int rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, wchunk_cb);
     if (rc != 0) {
-        log_debug("httpd: TLS write failed: %s", uv_strerror(rc));
+        log_debug("httpd: write failed: %s", uv_strerror(rc));
         free(data);
         free(w);
         conn_close(c);
     }
+}
+
+/* Writes what OpenSSL has produced outside a response. */
+static void tls_flush(struct conn *c)
+{
+    char *data;
+    size_t n = tls_conn_take(c->tls, &data);
+    write_aux(c, data, n);
+}
+
+static void send_continue(struct conn *c)
+{
+    static const char msg[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    if (c->tls) {
+        if (tls_conn_write(c->tls, msg, sizeof msg - 1) != 0) {
+            conn_close(c);
+            return;
+        }
+        tls_flush(c);
+        return;
+    }
+    char *data = malloc(sizeof msg - 1);
+    if (!data) ra_oom();
+    memcpy(data, msg, sizeof msg - 1);
+    write_aux(c, data, sizeof msg - 1);
 }
 
 /* Decrypts the next plaintext into c->in. Returns 1 when there is some, 0

@@ -979,6 +979,16 @@ static void client_big(struct fx *f)
     f->res[1] = tls_post(f, ctx, big, MIB3, 1, &f->val[1]);
     f->res[2] = tls_post(f, ctx, big, MIB3 + 1, 1, &f->val[2]);
     f->res[3] = tls_post(f, ctx, big, 0, 0, &f->val[3]);
+    /* Expect: 100-continue over TLS: the interim reply, then the body */
+    struct tc c;
+    if (tls_open(f, ctx, NULL, &c) == 0) {
+        const char *cont = "HTTP/1.1 100 Continue\r\n\r\n";
+        if (tls_send(&c, "POST /post HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n"
+                         "Connection: close\r\n\r\n") == 0)
+            f->res[5] = tls_read_n(&c, strlen(cont));
+        if (f->res[5] && tls_send(&c, "ok") == 0) f->res[6] = tls_read_all(&c, &f->val[6]);
+        tls_close(&c);
+    }
     /* over the limit by Content-Length: 413 on the head alone */
     struct tc t;
     if (tls_open(f, ctx, NULL, &t) == 0) {
@@ -1018,7 +1028,13 @@ static void test_tls_3mib_bodies(void **state)
     assert_int_equal(f.val[1], END_NOTIFY);
     assert_int_equal(f.val[3], END_NOTIFY);
     assert_int_equal(f.val[4], END_NOTIFY);
-    assert_int_equal(f.handler_calls, 3);
+    assert_non_null(f.res[5]);
+    assert_string_equal(f.res[5], "HTTP/1.1 100 Continue\r\n\r\n");
+    char *two = resp("POST - 2:ok", 0);
+    assert_non_null(f.res[6]);
+    assert_string_equal(f.res[6], two);
+    free(two);
+    assert_int_equal(f.handler_calls, 4);
     free(ok);
     free(empty);
     free(big);
