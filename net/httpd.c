@@ -1012,5 +1012,5 @@ void httpd_shutdown(struct httpd *s, void (*done)(void *), void *ud)
      * written; the others (idle, in a TLS handshake, lingering after a
      * final reply) have nothing in flight. */
     for (struct conn *c = s->conns; c; c = c->next)
-        if (!c->writing && !c->in_request) conn_close(c);
+        if (!c->writing && (!c->in_request || c->draining)) conn_close(c);
 }
