@@ -1161,6 +1161,50 @@ static void test_tls_curl(void **state)
     fx_free(&f);
 }
 
+#define STALLED 8 /* the connection limit in this test */
+
+/* Stalled handshakes hold every slot: a real client still gets through,
+ * and the stalled connection that has waited longest makes room. */
+static void client_stalled_crowd(struct fx *f)
+{
+    char hello[4096];
+    size_t hlen = client_hello(hello, sizeof hello);
+    int fds[STALLED], n = 0;
+    for (; n < STALLED; n++) {
+        if ((fds[n] = cli_connect(f)) < 0) break;
+        if (send(fds[n], hello, hlen / 2, MSG_NOSIGNAL) != (ssize_t)(hlen / 2)) break;
+    }
+    f->val[0] = n;
+    SSL_CTX *ctx = client_ctx(1, 0, 0);
+    struct tc t;
+    if (tls_open(f, ctx, NULL, &t) == 0) {
+        f->val[1] = exchange(&t, "GET /hello HTTP/1.1\r\n\r\n", "hello");
+        tls_close(&t);
+    }
+    SSL_CTX_free(ctx);
+    f->val[2] = n == STALLED && closed_within(fds[0], 5000);
+    int others_open = 1;
+    for (int i = 1; i < n; i++) others_open &= !closed_within(fds[i], 0);
+    f->val[3] = others_open;
+    /* the server closes the rest itself (which is not counted) */
+    signal_close(f);
+    for (int i = 1; i < n; i++) f->val[4] += closed_within(fds[i], 5000);
+    for (int i = 0; i < n; i++) close(fds[i]);
+}
+
+static void test_tls_stalled_handshakes_evicted(void **state)
+{
+    (void)state;
+    struct fx f = {.opts = {.max_conns = STALLED, .timeout_ms = 15000}};
+    run(&f, client_stalled_crowd);
+    assert_int_equal(f.val[0], STALLED);
+    for (int i = 1; i < 4; i++) assert_int_equal(f.val[i], 1);
+    assert_int_equal(f.val[4], STALLED - 1);
+    assert_int_equal(tls_server_handshake_failures(f.ts), 1);
+    assert_string_equal(f.reasons[0], "evicted at the connection limit");
+    fx_free(&f);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN); /* as the agent does; see httpd.h */
@@ -1174,6 +1218,7 @@ int main(void)
         cmocka_unit_test(test_tls_3mib_bodies),
         cmocka_unit_test(test_tls_graceful_shutdown),
         cmocka_unit_test(test_tls_curl),
+        cmocka_unit_test(test_tls_stalled_handshakes_evicted),
     };
     return cmocka_run_group_tests(tests, make_pki, remove_pki);
 }
