@@ -11,7 +11,7 @@
  *
  * TLS: a connection with a tls_conn reads ciphertext into the server's
  * shared raw buffer and feeds it to the tls_conn at once; conn_parse pulls
- * plaintext into c->in whenever the parser has used up what it had, so
+ * plaintext into c->b->in (allocated on demand) whenever the parser has used up what it had, so
  * pipelining works as in plain HTTP (the rest waits in OpenSSL's memory
  * BIO). Handshake records and alerts go out as separate writes; a response
  * is encrypted whole and written in one uv_write.
@@ -49,6 +49,13 @@
 #define HTTPD_DEFAULT_TYPE "text/plain; charset=utf-8"
 #define HTTPD_REJECT_LOG_MS 10000
 
+/* A connection's request buffers. Only a connection with input to parse or
+ * a request in progress holds them: an idle keep-alive one holds none. */
+struct conn_buf {
+    char url[HTTPD_HEAD_MAX + 2]; /* the URL, a NUL, the Content-Type value */
+    char in[HTTPD_READ_BUF];      /* input not parsed yet (TLS: plaintext) */
+};
+
 struct conn {
     uv_tcp_t tcp;
     uv_timer_t timer;
@@ -76,16 +83,18 @@ struct conn {
      * bounds both together). */
     int hstate; /* 0 before headers, 1 in a field name, 2 in a value */
     int fpos, fmatch, in_ct, ct_count;
+    int in_expect; /* in an Expect value: kept in expect[] (longer: not ours) */
+    size_t expect_n;
+    char expect[16];
     size_t ct_off, ct_len;
     uint64_t expect_len; /* Content-Length, 0 if none */
     char *body;          /* malloc'd, grown up to the limit; NULL when empty */
     size_t body_cap;
     struct tls_conn *tls; /* NULL for plain HTTP */
-    char url[HTTPD_HEAD_MAX + 2];
     char whead[768];
-    char *wbody; /* malloc'd buffer being written (body, or TLS ciphertext), or NULL */
+    char *wbody;        /* malloc'd buffer being written (body, or TLS ciphertext), or NULL */
+    struct conn_buf *b; /* while there is input to parse or a request in progress */
     size_t in_off, in_len;
-    char in[HTTPD_READ_BUF];
 };
 
 struct httpd {
@@ -112,7 +121,7 @@ struct httpd {
     char raw[HTTPD_RAW_BUF]; /* TLS ciphertext, fed to a tls_conn as soon as read */
 };
 
-/* A TLS write that is not a response (handshake records, alerts). */
+/* A write outside a response (TLS handshake records and alerts, 100 Continue). */
 struct wchunk {
     uv_write_t req;
     struct conn *c;
@@ -189,6 +198,7 @@ static void conn_close_cb(uv_handle_t *h)
                           : s->closing || s->shutting ? NULL
                                                       : "connection closed during the handshake");
     free(c->body);
+    free(c->b);
     free(c);
     maybe_free(s);
 }
@@ -219,6 +229,22 @@ static void restart_timer(struct conn *c)
     uv_timer_start(&c->timer, timer_cb, c->srv->timeout_ms, 0);
 }
 
+/* The input buffer, allocated if need be. */
+static char *conn_in(struct conn *c)
+{
+    if (!c->b && !(c->b = malloc(sizeof *c->b))) ra_oom();
+    return c->b->in;
+}
+
+/* Gives the buffers back once nothing is left to parse between requests. */
+static void conn_trim(struct conn *c)
+{
+    if (c->b && c->in_off == c->in_len && !c->in_request) {
+        free(c->b);
+        c->b = NULL;
+    }
+}
+
 /* ---- parser callbacks: collect the URL, enforce the limits ---- */
 
 static int head_bytes(http_parser *p, size_t len)
@@ -236,7 +262,8 @@ static int on_message_begin(http_parser *p)
     c->head_len = c->body_len = c->url_len = 0;
     c->err_status = 0;
     c->in_request = 1;
-    c->hstate = c->fpos = c->fmatch = c->in_ct = c->ct_count = 0;
+    c->hstate = c->fpos = c->fmatch = c->in_ct = c->ct_count = c->in_expect = 0;
+    c->expect_n = 0;
     c->ct_off = c->ct_len = 0;
     c->expect_len = 0;
     return 0;
@@ -246,29 +273,40 @@ static int on_url(http_parser *p, const char *at, size_t len)
 {
     struct conn *c = p->data;
     if (head_bytes(p, len) != 0) return -1;
-    memcpy(c->url + c->url_len, at, len);
+    memcpy(c->b->url + c->url_len, at, len);
     c->url_len += len;
     return 0;
 }
 
-/* Header names arrive in pieces: match "content-type" as they come. */
+/* The header names the server looks at; bit i of conn.fmatch: name i may
+ * still match what has arrived of the current header name. */
+static const char *const hnames[] = {"content-type", "expect"};
+enum { H_CONTENT_TYPE = 1, H_EXPECT = 2 };
+
+/* Header names arrive in pieces: match them as they come. */
 static int on_header_field(http_parser *p, const char *at, size_t len)
 {
-    static const char name[] = "content-type";
     struct conn *c = p->data;
     if (head_bytes(p, len) != 0) return -1;
     if (c->hstate != 1) {
         c->hstate = 1;
         c->fpos = 0;
-        c->fmatch = 1;
+        c->fmatch = H_CONTENT_TYPE | H_EXPECT;
     }
-    for (size_t i = 0; i < len && c->fmatch; i++) {
-        if (c->fpos < (int)sizeof name - 1 && tolower((unsigned char)at[i]) == name[c->fpos])
-            c->fpos++;
-        else
-            c->fmatch = 0;
-    }
+    for (size_t i = 0; i < len && c->fmatch; i++, c->fpos++)
+        for (int k = 0; k < 2; k++) {
+            const char *name = hnames[k];
+            if ((c->fmatch & (1 << k)) &&
+                ((size_t)c->fpos >= strlen(name) || tolower((unsigned char)at[i]) != name[c->fpos]))
+                c->fmatch &= ~(1 << k);
+        }
     return 0;
+}
+
+/* 1 if the header name that just ended is hnames[k]. */
+static int header_is(const struct conn *c, int k)
+{
+    return (c->fmatch & (1 << k)) && (size_t)c->fpos == strlen(hnames[k]);
 }
 
 static int on_header_value(http_parser *p, const char *at, size_t len)
@@ -277,7 +315,8 @@ static int on_header_value(http_parser *p, const char *at, size_t len)
     if (head_bytes(p, len) != 0) return -1;
     if (c->hstate != 2) {
         c->hstate = 2;
-        c->in_ct = c->fmatch && c->fpos == (int)sizeof "content-type" - 1;
+        c->in_ct = header_is(c, 0);
+        c->in_expect = header_is(c, 1);
         if (c->in_ct && c->ct_count++ > 0) {
             log_debug("httpd: bad request: two Content-Type headers");
             c->err_status = 400;
@@ -286,10 +325,25 @@ static int on_header_value(http_parser *p, const char *at, size_t len)
         if (c->in_ct) c->ct_off = c->url_len + 1;
     }
     if (c->in_ct) { /* url_len + ct_len <= head_len <= HTTPD_HEAD_MAX */
-        memcpy(c->url + c->ct_off + c->ct_len, at, len);
+        memcpy(c->b->url + c->ct_off + c->ct_len, at, len);
         c->ct_len += len;
     }
+    if (c->in_expect) {
+        if (len <= sizeof c->expect - c->expect_n) memcpy(c->expect + c->expect_n, at, len);
+        c->expect_n += len; /* over sizeof expect: not "100-continue" */
+    }
     return 0;
+}
+
+static void send_continue(struct conn *c);
+
+/* 1 if the request says "Expect: 100-continue" (trailing blanks aside). */
+static int expects_continue(const struct conn *c)
+{
+    size_t n = c->expect_n;
+    if (n > sizeof c->expect) return 0;
+    while (n > 0 && (c->expect[n - 1] == ' ' || c->expect[n - 1] == '\t')) n--;
+    return n == 12 && strncasecmp(c->expect, "100-continue", 12) == 0;
 }
 
 static int on_headers_complete(http_parser *p)
@@ -301,6 +355,11 @@ static int on_headers_complete(http_parser *p)
     }
     c->expect_len = (p->flags & F_CONTENTLENGTH) ? p->content_length : 0;
     c->allowed = allowed_method(c->srv, p->method) != NULL;
+    /* A client that waits for "100 Continue" before its body (curl does
+     * for bigger bodies) gets it at once when the body is welcome. */
+    if (c->allowed && expects_continue(c) && p->http_major == 1 && p->http_minor >= 1 &&
+        (c->expect_len > 0 || (p->flags & F_CHUNKED)))
+        send_continue(c);
     return 0;
 }
 
@@ -361,10 +420,10 @@ static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 {
     struct conn *c = h->data;
     (void)hint;
-    if (c->tls) /* ciphertext is fed to OpenSSL at once: one shared buffer */
+    if (c->tls || c->draining) /* fed to OpenSSL at once, or discarded */
         *buf = uv_buf_init(c->srv->raw, sizeof c->srv->raw);
     else
-        *buf = uv_buf_init(c->in, sizeof c->in);
+        *buf = uv_buf_init(conn_in(c), HTTPD_READ_BUF);
 }
 
 /* ---- TLS output ---- */
@@ -376,17 +435,15 @@ static void wchunk_cb(uv_write_t *req, int status)
     free(w->data);
     free(w);
     if (status < 0 && !c->closing) {
-        log_debug("httpd: TLS write failed: %s", uv_strerror(status));
+        log_debug("httpd: write failed: %s", uv_strerror(status));
         conn_close(c);
     }
 }
 
-/* Writes what OpenSSL has produced (handshake records, alerts) outside a
- * response. On failure closes c. */
-static void tls_flush(struct conn *c)
+/* Writes data (malloc'd, n bytes, taken over) outside a response: TLS
+ * handshake records and alerts, "100 Continue". On failure closes c. */
+static void write_aux(struct conn *c, char *data, size_t n)
 {
-    char *data;
-    size_t n = tls_conn_take(c->tls, &data);
     if (n == 0 || c->closing) {
         free(data);
         return;
@@ -399,20 +456,45 @@ static void tls_flush(struct conn *c)
     uv_buf_t b = uv_buf_init(data, (unsigned)n);
     int rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, wchunk_cb);
     if (rc != 0) {
-        log_debug("httpd: TLS write failed: %s", uv_strerror(rc));
+        log_debug("httpd: write failed: %s", uv_strerror(rc));
         free(data);
         free(w);
         conn_close(c);
     }
 }
 
-/* Decrypts the next plaintext into c->in. Returns 1 when there is some, 0
+/* Writes what OpenSSL has produced outside a response. */
+static void tls_flush(struct conn *c)
+{
+    char *data;
+    size_t n = tls_conn_take(c->tls, &data);
+    write_aux(c, data, n);
+}
+
+static void send_continue(struct conn *c)
+{
+    static const char msg[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    if (c->tls) {
+        if (tls_conn_write(c->tls, msg, sizeof msg - 1) != 0) {
+            conn_close(c);
+            return;
+        }
+        tls_flush(c);
+        return;
+    }
+    char *data = malloc(sizeof msg - 1);
+    if (!data) ra_oom();
+    memcpy(data, msg, sizeof msg - 1);
+    write_aux(c, data, sizeof msg - 1);
+}
+
+/* Decrypts the next plaintext into c->b->in. Returns 1 when there is some, 0
  * when more ciphertext must be read, -1 when the connection was closed
  * (close_notify, or a TLS error: an alert, if any, is sent first). */
 static int tls_pull(struct conn *c)
 {
     int was_established = tls_conn_is_established(c->tls);
-    long n = tls_conn_read(c->tls, c->in, sizeof c->in);
+    long n = tls_conn_read(c->tls, conn_in(c), HTTPD_READ_BUF);
     tls_flush(c);
     if (c->closing) return -1;
     if (!was_established && tls_conn_is_established(c->tls)) {
@@ -609,7 +691,7 @@ static int valid_extra_headers(const char *h)
     return 1;
 }
 
-/* A complete request is in c->url / c->parser: validate, call the handler,
+/* A complete request is in c->b->url / c->parser: validate, call the handler,
  * send its response. */
 static void conn_request(struct conn *c)
 {
@@ -620,19 +702,19 @@ static void conn_request(struct conn *c)
     }
     struct http_parser_url u;
     http_parser_url_init(&u);
-    if (http_parser_parse_url(c->url, c->url_len, 0, &u) != 0) {
+    if (http_parser_parse_url(c->b->url, c->url_len, 0, &u) != 0) {
         conn_error(c, 400);
         return;
     }
-    c->url[c->url_len] = '\0';
+    c->b->url[c->url_len] = '\0';
     const char *path = "/", *query = "";
     if (u.field_set & (1u << UF_QUERY)) {
-        char *q = c->url + u.field_data[UF_QUERY].off;
+        char *q = c->b->url + u.field_data[UF_QUERY].off;
         q[u.field_data[UF_QUERY].len] = '\0'; /* over '#' or the final NUL */
         query = q;
     }
     if (u.field_set & (1u << UF_PATH)) {
-        char *p = c->url + u.field_data[UF_PATH].off;
+        char *p = c->b->url + u.field_data[UF_PATH].off;
         if (percent_decode(p, u.field_data[UF_PATH].len) != 0) {
             conn_error(c, 400);
             return;
@@ -641,7 +723,7 @@ static void conn_request(struct conn *c)
     }
     const char *ctype = NULL;
     if (c->ct_count) {
-        char *t = c->url + c->ct_off;
+        char *t = c->b->url + c->ct_off;
         while (c->ct_len > 0 && (t[c->ct_len - 1] == ' ' || t[c->ct_len - 1] == '\t')) c->ct_len--;
         t[c->ct_len] = '\0';
         ctype = t;
@@ -687,7 +769,7 @@ static void conn_parse(struct conn *c)
             if (!c->tls || tls_pull(c) <= 0) break;
         }
         size_t avail = c->in_len - c->in_off;
-        size_t n = http_parser_execute(&c->parser, &parser_settings, c->in + c->in_off, avail);
+        size_t n = http_parser_execute(&c->parser, &parser_settings, c->b->in + c->in_off, avail);
         c->in_off += n;
         enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
         if (e == HPE_PAUSED) {
@@ -701,6 +783,7 @@ static void conn_parse(struct conn *c)
         }
     }
     if (c->in_off == c->in_len) c->in_off = c->in_len = 0;
+    if (!c->closing) conn_trim(c);
 }
 
 static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
@@ -710,7 +793,10 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         conn_close(c);
         return;
     }
-    if (nread == 0 || c->draining) return;
+    if (nread == 0 || c->draining) {
+        if (!c->tls) conn_trim(c);
+        return;
+    }
     if (c->tls) {
         tls_conn_feed(c->tls, buf->base, (size_t)nread);
     } else {
@@ -788,15 +874,18 @@ static void read_at_accept(struct conn *c)
     uv_os_fd_t fd;
     if (uv_fileno((uv_handle_t *)&c->tcp, &fd) != 0) return;
     ssize_t n;
-    char *into = c->tls ? c->srv->raw : c->in;
-    size_t cap = c->tls ? sizeof c->srv->raw : sizeof c->in;
+    char *into = c->tls ? c->srv->raw : conn_in(c);
+    size_t cap = c->tls ? sizeof c->srv->raw : HTTPD_READ_BUF;
     do n = recv(fd, into, cap, MSG_DONTWAIT);
     while (n < 0 && errno == EINTR);
     if (n == 0) {
         conn_close(c); /* the client has already gone */
         return;
     }
-    if (n < 0) return; /* EAGAIN: nothing yet; errors surface on the next read */
+    if (n < 0) { /* EAGAIN: nothing yet; errors surface on the next read */
+        conn_trim(c);
+        return;
+    }
     if (c->tls) {
         tls_conn_feed(c->tls, into, (size_t)n);
     } else {
@@ -953,5 +1042,5 @@ void httpd_shutdown(struct httpd *s, void (*done)(void *), void *ud)
      * written; the others (idle, in a TLS handshake, lingering after a
      * final reply) have nothing in flight. */
     for (struct conn *c = s->conns; c; c = c->next)
-        if (!c->writing && !c->in_request) conn_close(c);
+        if (!c->writing && (!c->in_request || c->draining)) conn_close(c);
 }

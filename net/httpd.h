@@ -25,7 +25,10 @@
  * the connections accepted after it; the listen backlog is 1024 (capped by
  * net.core.somaxconn). Only the allowed methods (default GET and HEAD)
  * reach the handler; others get 405 with an Allow header listing them.
- * HEAD gets the handler's headers and Content-Length but no body.
+ * HEAD gets the handler's headers and Content-Length but no body. A
+ * request with "Expect: 100-continue" whose body will be read (allowed
+ * method, within the limit) gets "100 Continue" as soon as its head has
+ * arrived.
  *
  * TLS: with opts.tls set, every connection speaks TLS (net/tls.h) over the
  * same socket through memory BIOs: the handshake is driven by the reads on

@@ -1347,6 +1347,60 @@ static void test_graceful_shutdown(void **state)
     free_results(&f);
 }
 
+/* Expect: 100-continue: the interim reply comes before the body is sent
+ * (the client waits for it), only for a body the server will take. */
+static void client_continue(struct fx *f)
+{
+    const char *cont = "HTTP/1.1 100 Continue\r\n\r\n";
+    int fd = cli_connect(f);
+    if (fd < 0) return;
+    const char *head = "POST /post HTTP/1.1\r\nContent-Type: a/b\r\nexpect: 100-Continue \r\n"
+                       "Content-Length: 5\r\nConnection: close\r\n\r\n";
+    if (cli_send(fd, head, strlen(head)) == 0) {
+        f->res[0] = cli_read_n(fd, strlen(cont));
+        if (cli_send(fd, "hello", 5) == 0) f->res[1] = cli_read_all(fd, &f->end[1]);
+    }
+    close(fd);
+    /* chunked, on a keep-alive connection, then a GET that expects nothing */
+    fd = cli_connect(f);
+    if (fd < 0) return;
+    head = "POST /post HTTP/1.1\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n";
+    if (cli_send(fd, head, strlen(head)) == 0) {
+        f->res[2] = cli_read_n(fd, strlen(cont));
+        const char *rest =
+            "2\r\nhi\r\n0\r\n\r\n"
+            "GET /hello HTTP/1.1\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n";
+        if (cli_send(fd, rest, strlen(rest)) == 0) f->res[3] = cli_read_all(fd, &f->end[3]);
+    }
+    close(fd);
+    /* over the limit: 413 at once, no 100 */
+    fd = cli_connect(f);
+    if (fd < 0) return;
+    head = "POST /post HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 5000\r\n\r\n";
+    if (cli_send(fd, head, strlen(head)) == 0) f->res[4] = cli_read_all(fd, &f->end[4]);
+    close(fd);
+}
+
+static void test_expect_continue(void **state)
+{
+    (void)state;
+    struct fx f = {.opts = &post_opts};
+    run_on(&f, "127.0.0.1:0", 0, client_continue);
+    assert_non_null(f.res[0]);
+    assert_string_equal(f.res[0], "HTTP/1.1 100 Continue\r\n\r\n");
+    expect_result(&f, 1, post_reply("POST", "a/b", "hello", 5, 0));
+    assert_non_null(f.res[2]);
+    assert_string_equal(f.res[2], "HTTP/1.1 100 Continue\r\n\r\n");
+    char *a = post_reply("POST", "(none)", "hi", 2, 1), *b = hello(0, 1), *w;
+    assert_true(asprintf(&w, "%s%s", a, b) > 0);
+    free(a);
+    free(b);
+    expect_result(&f, 3, w);
+    expect_result(&f, 4, canned("413 Payload Too Large", "request too large\n"));
+    assert_int_equal(f.handler_calls, 3);
+    free_results(&f);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN); /* as the agent does; see httpd.h */
@@ -1377,6 +1431,7 @@ int main(void)
         cmocka_unit_test(test_extra_headers),
         cmocka_unit_test(test_opts_conns_and_timeout),
         cmocka_unit_test(test_graceful_shutdown),
+        cmocka_unit_test(test_expect_continue),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
