@@ -248,14 +248,14 @@ static void json_at(struct yamlrender_buf *b, const cJSON *v, size_t indent, siz
     int obj = cJSON_IsObject(v);
     yamlrender_put(b, obj ? "{" : "[", 1);
     for (const cJSON *it = v->child; it; it = it->next) {
-        if (it != v->child) yamlrender_put(b, ",", 1);
+        if (it != v->child) yamlrender_put(b, indent ? "," : ", ", indent ? 1 : 2);
         if (indent) {
             yamlrender_put(b, "\n", 1);
             yamlrender_spaces(b, indent * (level + 1));
         }
         if (obj) {
             yamlrender_json_string(b, it->string);
-            yamlrender_put(b, indent ? ": " : ":", indent ? 2 : 1);
+            yamlrender_put(b, ": ", 2); /* libyaml needs the space in flow YAML */
         }
         json_at(b, it, indent, level + 1);
     }

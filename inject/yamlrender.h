@@ -57,7 +57,8 @@ void yamlrender_after_key(struct yamlrender_buf *b, const cJSON *v, size_t col,
 void yamlrender_scalar(struct yamlrender_buf *b, const cJSON *v);
 void yamlrender_key(struct yamlrender_buf *b, const char *key);
 
-/* Writes v as JSON, indented by indent spaces per level (0: one line),
+/* Writes v as JSON, indented by indent spaces per level (0: one line with
+ * ", " and ": " between entries, valid flow YAML for libyaml too),
  * starting at nesting level 0; no final newline. */
 void yamlrender_json(struct yamlrender_buf *b, const cJSON *v, size_t indent);
 

@@ -130,7 +130,12 @@ static int replace_node(const struct state *s, const struct yamltree_node *x, co
 {
     const struct yamltree_node *p = x->parent;
     ed->end = yamltree_content_end(x, s->text);
-    if (p && p->kind == YAMLTREE_MAP) {
+    if (p && p->flow) {
+        /* inside a flow collection: the new value as one line of JSON */
+        ed->start = x->start;
+        if (ed->end < ed->start) ed->end = ed->start;
+        yamlrender_json(&ed->repl, v, 0);
+    } else if (p && p->kind == YAMLTREE_MAP) {
         /* the value of key k: from just after the ':' */
         const struct yamltree_node *k = NULL;
         for (size_t i = 1; i < p->n; i += 2)
@@ -172,6 +177,41 @@ static void append_item(const struct state *s, const struct yamltree_node *q, co
     yamlrender_spaces(&ed->repl, q->col);
     yamlrender_put(&ed->repl, "- ", 2);
     yamlrender_inline(&ed->repl, v, q->col + 2, &s->st);
+}
+
+/* A flow collection that holds a comment keeps its layout (entries are
+ * added in flow style); one without is replaced by its block rendering. */
+static int keep_flow(const struct state *s, const struct yamltree_node *n)
+{
+    if (n->parent && n->parent->flow) return 1;
+    return memchr(s->text + n->start, '#', n->end - n->start) != NULL;
+}
+
+/* Adds an entry (key: value, or an item) at the end of a flow collection,
+ * or before item idx of a flow sequence. */
+static void flow_add(const struct state *s, const struct yamltree_node *c, const char *key,
+                     size_t idx, const cJSON *v, struct edit *ed)
+{
+    if (c->kind == YAMLTREE_SEQ && idx < c->n) {
+        ed->start = ed->end = c->kids[idx]->start;
+        yamlrender_json(&ed->repl, v, 0);
+        yamlrender_puts(&ed->repl, ", ");
+        return;
+    }
+    if (c->n > 0) {
+        ed->start = yamltree_content_end(c->kids[c->n - 1], s->text);
+        yamlrender_puts(&ed->repl, ", ");
+    } else {
+        size_t p = c->start;
+        while (p < c->end && s->text[p] != '{' && s->text[p] != '[') p++;
+        ed->start = p + 1;
+    }
+    ed->end = ed->start;
+    if (key) {
+        yamlrender_json_string(&ed->repl, key);
+        yamlrender_puts(&ed->repl, ": ");
+    }
+    yamlrender_json(&ed->repl, v, 0);
 }
 
 /* Inserts before item idx when its "- " starts its line; returns 0, or 1
@@ -232,7 +272,8 @@ static int plan(const struct state *s, const cJSON *op, const cJSON *after, stru
         i++;
         size_t len = next_token(path, &i, tok, sizeof tok);
         int last = path[i] == '\0';
-        if (cur->kind == YAMLTREE_ALIAS || cur->kind == YAMLTREE_SCALAR || cur->flow) {
+        if (cur->kind == YAMLTREE_ALIAS || cur->kind == YAMLTREE_SCALAR ||
+            (cur->flow && !keep_flow(s, cur))) {
             const cJSON *v = yamlsplice_pointer_get(after, path, here);
             if (!v)
                 return ra_errf(err, errlen, -EINVAL, "internal error: %.*s not found", (int)here,
@@ -244,16 +285,17 @@ static int plan(const struct state *s, const cJSON *op, const cJSON *after, stru
             struct yamltree_node *val = yamltree_map_get(cur, tok, len, NULL);
             if (!val || last) {
                 if (!v) return ra_errf(err, errlen, -EINVAL, "internal error: %s not found", path);
-                if (!val)
-                    add_key(s, cur, tok, v, ed);
+                if (val) return replace_node(s, val, v, ed, err, errlen);
+                if (cur->flow)
+                    flow_add(s, cur, tok, 0, v, ed);
                 else
-                    return replace_node(s, val, v, ed, err, errlen);
+                    add_key(s, cur, tok, v, ed);
                 return 0;
             }
             cur = val;
             continue;
         }
-        /* a block sequence */
+        /* a sequence */
         size_t idx = cur->n;
         if (strcmp(tok, "-") != 0) {
             char *end;
@@ -264,6 +306,10 @@ static int plan(const struct state *s, const cJSON *op, const cJSON *after, stru
         if (last) {
             const cJSON *nv = cJSON_GetObjectItemCaseSensitive(op, "value");
             if (!nv) return ra_errf(err, errlen, -EINVAL, "operation %s has no value", path);
+            if (is_add && cur->flow && idx <= cur->n) {
+                flow_add(s, cur, NULL, idx, nv, ed);
+                return 0;
+            }
             if (is_add && idx == cur->n) {
                 append_item(s, cur, nv, ed);
                 return 0;

@@ -13,9 +13,12 @@
  *     inserted before item N goes on its own lines before it;
  *   - an existing value (add on an existing key, replace) is replaced
  *     wholesale;
- *   - a flow collection ([...], {...}), a scalar or an alias on the way is
- *     replaced by the block rendering of its new value (a flow collection
- *     is always replaced from the outermost one down);
+ *   - a flow collection ([...], {...}) that holds a comment, or sits in
+ *     another one, keeps its layout: entries are added in flow style (one
+ *     line of JSON) after its last entry or before item N;
+ *   - any other flow collection, a scalar or an alias on the way is
+ *     replaced by the block rendering of its new value (JSON in a flow
+ *     collection);
  *   - any other operation (remove, move, copy, test) re-renders the
  *     document's root.
  * New text is rendered in block style with the document's own indentation

@@ -185,6 +185,39 @@ static void flow_collections_become_block(void **state)
            "        medium: Memory\n");
 }
 
+static void flow_with_comments_keeps_its_layout(void **state)
+{
+    (void)state;
+    /* kubernetes/website writes some examples as commented flow YAML */
+    expect("---\n"
+           "{\n"
+           "  kind: \"Pod\",\n"
+           "  spec: {\n"
+           "    volumes: [\n"
+           "      # a comment\n"
+           "      { name: \"a\" },\n"
+           "    ],\n"
+           "    containers: [], # none yet\n"
+           "  },\n"
+           "}\n",
+           "[{\"op\":\"add\",\"path\":\"/spec/volumes/-\",\"value\":{\"name\":\"b\"}},"
+           "{\"op\":\"add\",\"path\":\"/spec/containers/-\",\"value\":\"c\"},"
+           "{\"op\":\"add\",\"path\":\"/spec/x\",\"value\":{\"y\":[1,\"z\"]}},"
+           "{\"op\":\"add\",\"path\":\"/metadata\",\"value\":{}},"
+           "{\"op\":\"add\",\"path\":\"/spec/volumes/0\",\"value\":true}]",
+           "---\n"
+           "{\n"
+           "  kind: \"Pod\",\n"
+           "  spec: {\n"
+           "    volumes: [\n"
+           "      # a comment\n"
+           "      true, { name: \"a\" }, {\"name\": \"b\"},\n"
+           "    ],\n"
+           "    containers: [\"c\"], \"x\": {\"y\": [1, \"z\"]}, # none yet\n"
+           "  }, \"metadata\": {},\n"
+           "}\n");
+}
+
 static void crlf_line_endings(void **state)
 {
     (void)state;
@@ -446,6 +479,7 @@ int main(void)
         cmocka_unit_test(append_to_indented_sequence_with_comments),
         cmocka_unit_test(append_to_unindented_sequence),
         cmocka_unit_test(flow_collections_become_block),
+        cmocka_unit_test(flow_with_comments_keeps_its_layout),
         cmocka_unit_test(crlf_line_endings),
         cmocka_unit_test(no_trailing_newline),
         cmocka_unit_test(multibyte_before_the_edit),
