@@ -2,7 +2,9 @@
  * cli.c - `reload-agent inject` in memory (see cli.h): inputs are parsed
  * into documents (yamltree), each object goes through inject_object(), and
  * the operations are spliced into the document's text (yamlsplice) or
- * rendered as JSON or patches (yamlrender).
+ * rendered as JSON or patches (yamlrender). Each injected workload gets
+ * the render-time stamp (stamp_compute) from every ConfigMap and Secret of
+ * the whole input, as one more operation.
  */
 #include "inject/cli.h"
 
@@ -14,6 +16,7 @@
 
 #include "base/log.h"
 #include "inject/jsonpatch.h"
+#include "inject/stamp.h"
 #include "inject/yamlrender.h"
 #include "inject/yamlsplice.h"
 #include "inject/yamltree.h"
@@ -39,7 +42,8 @@ struct run {
     struct file *files;
     size_t nfiles;
     struct yamlrender_buf report;
-    cJSON *patches; /* [{target, patch: [ops]}] for CLI_OUT_PATCH */
+    cJSON *patches;               /* [{target, patch: [ops]}] for CLI_OUT_PATCH */
+    struct stamp_sources sources; /* every ConfigMap and Secret of the input */
     char *err;
     size_t errlen;
 };
@@ -140,6 +144,67 @@ static int add_patch(struct run *r, const cJSON *obj, const cJSON *ops)
     return 0;
 }
 
+/* Adds the render-time stamp to the operations of an injected object (or
+ * an already injected one, whose stamp may be stale): the annotation op
+ * when stamp_compute stamps and the template does not hold that value yet,
+ * and the report line. */
+static int stamp(struct run *r, struct file *f, size_t di, const cJSON *obj,
+                 struct inject_result *res, const char *name, char *line, size_t linelen)
+{
+    char hex[65], key[256], why[256], perr[256];
+    cJSON *copy = cJSON_Duplicate(obj, 1);
+    int rc = 0;
+    if (!copy) return -ENOMEM;
+    if (cJSON_GetArraySize(res->ops) > 0 &&
+        (rc = jsonpatch_apply(&copy, res->ops, perr, sizeof perr)) < 0) {
+        if (rc != -ENOMEM)
+            ra_errf(r->err, r->errlen, rc, "%s: document %zu: %s: %s", f->in->name, di + 1, name,
+                    perr);
+        goto out;
+    }
+    const cJSON *tmpl = yamlsplice_pointer_get(copy, res->prefix, strlen(res->prefix));
+    rc = stamp_compute(tmpl, str_at(obj, "metadata", "namespace"), &r->sources, hex, key,
+                       sizeof key, why, sizeof why);
+    if (rc < 0) {
+        if (rc != -ENOMEM)
+            ra_errf(r->err, r->errlen, rc, "%s: document %zu: %s: the config-hash stamp: %s",
+                    f->in->name, di + 1, name, why);
+        goto out;
+    }
+    if (rc == 0) {
+        snprintf(line, linelen, "%s not stamped: %s", name, why);
+        goto out;
+    }
+    rc = 0;
+    snprintf(line, linelen, "%s stamped %s=%.12s\u2026", name, key, hex);
+    const cJSON *ann = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(tmpl, "metadata"), "annotations");
+    const cJSON *cur = cJSON_GetObjectItemCaseSensitive(ann, key);
+    if (cJSON_IsString(cur) && strcmp(cur->valuestring, hex) == 0) goto out; /* current */
+    char *esc = jsonpointer_escape(key);
+    char *path = esc ? ra_asprintf("%s/metadata/annotations%s%s", res->prefix,
+                                   cJSON_IsObject(ann) ? "/" : "", cJSON_IsObject(ann) ? esc : "")
+                     : NULL;
+    cJSON *op = cJSON_CreateObject(), *val = NULL;
+    if (cJSON_IsObject(ann))
+        val = cJSON_CreateString(hex);
+    else if ((val = cJSON_CreateObject()))
+        cJSON_AddStringToObject(val, key, hex);
+    if (!esc || !op || !val || !cJSON_AddStringToObject(op, "op", "add") ||
+        !cJSON_AddStringToObject(op, "path", path) || !cJSON_AddItemToObject(op, "value", val)) {
+        cJSON_Delete(val);
+        cJSON_Delete(op);
+        rc = -ENOMEM;
+    } else {
+        cJSON_AddItemToArray(res->ops, op);
+    }
+    free(esc);
+    free(path);
+out:
+    cJSON_Delete(copy);
+    return rc;
+}
+
 /* Runs the transform on one object (a document, or an item of a List). */
 static int process_object(struct run *r, struct file *f, size_t di, const cJSON *obj,
                           const char *prefix)
@@ -155,12 +220,18 @@ static int process_object(struct run *r, struct file *f, size_t di, const cJSON 
                     ierr);
         return rc;
     }
-    switch (res.outcome) {
+    char sline[1024] = "";
+    enum inject_outcome was = res.outcome;
+    if ((was == INJECT_INJECTED || was == INJECT_UNCHANGED) &&
+        (rc = stamp(r, f, di, obj, &res, name, sline, sizeof sline)) < 0)
+        goto out;
+    switch (was) {
     case INJECT_INJECTED: report(r, "%s injected", name); break;
     case INJECT_UNCHANGED: report(r, "%s unchanged: already injected", name); break;
     case INJECT_SKIPPED: report(r, "%s skipped: %s", name, res.reason); break;
     case INJECT_NOT_WORKLOAD: report(r, "%s passed through", name); break;
     }
+    if (*sline) report(r, "%s", sline);
     for (size_t i = 0; i < res.nwarnings; i++) report(r, "  warning: %s", res.warnings[i]);
     if (res.ops && cJSON_GetArraySize(res.ops) > 0) {
         if ((rc = add_ops(&f->docs[di].ops, res.ops, prefix)) < 0) goto out;
@@ -364,8 +435,43 @@ static void render_patches(struct run *r, struct yamlrender_buf *b, int all_json
     }
 }
 
+static int add_source(struct run *r, const cJSON *o, size_t *cap)
+{
+    const char *kind = str_at(o, "kind", NULL);
+    if (!kind || (strcmp(kind, "ConfigMap") != 0 && strcmp(kind, "Secret") != 0)) return 0;
+    if (r->sources.n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 16;
+        const cJSON **v = realloc(r->sources.objs, nc * sizeof *v);
+        if (!v) return -ENOMEM;
+        r->sources.objs = v;
+        *cap = nc;
+    }
+    r->sources.objs[r->sources.n++] = o;
+    return 0;
+}
+
+/* Every ConfigMap and Secret of every input (documents and List items). */
+static int collect_sources(struct run *r)
+{
+    size_t cap = 0;
+    for (size_t i = 0; i < r->nfiles; i++)
+        for (size_t d = 0; d < r->files[i].ndocs; d++) {
+            const cJSON *j = r->files[i].docs[d].json;
+            if (!cJSON_IsObject(j)) continue;
+            if (is_list(j)) {
+                for (const cJSON *it = cJSON_GetObjectItemCaseSensitive(j, "items")->child; it;
+                     it = it->next)
+                    if (cJSON_IsObject(it) && add_source(r, it, &cap) < 0) return -ENOMEM;
+            } else if (add_source(r, j, &cap) < 0) {
+                return -ENOMEM;
+            }
+        }
+    return 0;
+}
+
 static void free_files(struct run *r)
 {
+    free(r->sources.objs);
     for (size_t i = 0; i < r->nfiles; i++) {
         struct file *f = &r->files[i];
         for (size_t j = 0; j < f->ndocs; j++) {
@@ -402,6 +508,7 @@ int cli_run(struct cli_input *in, size_t n, const struct cli_opts *opts, struct 
         if ((rc = parse_file(&r, &r.files[i])) < 0) goto fail;
         all_json &= r.files[i].json;
     }
+    if ((rc = collect_sources(&r)) < 0) goto fail;
     for (size_t i = 0; i < n; i++)
         for (size_t d = 0; d < r.files[i].ndocs; d++)
             if ((rc = process_doc(&r, &r.files[i], d)) < 0) goto fail;

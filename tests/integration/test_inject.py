@@ -156,7 +156,7 @@ def report(err):
     """{"kind/name": outcome line} from the report (warnings skipped)."""
     rep = {}
     for line in err.splitlines():
-        if line.startswith("  warning: "):
+        if line.startswith("  warning: ") or re.match(r"^\S+/\S+ (not )?stamped", line):
             continue
         m = re.match(r"^(\S+/\S+) (injected|passed through|skipped: .+|unchanged: .+)$", line)
         check(m, "unexpected report line: %r" % line)
@@ -389,8 +389,9 @@ def test_inject_patch_output_applies(env):
     jsrc = json.dumps(yaml.safe_load(docs_of(WEB)[0]))
     jout, _ = inject_ok(env, ["-o", "patch", "-"], stdin=jsrc.encode())
     jp = json.loads(jout)
-    check(len(jp) == 1 and jsonpatch.apply_patch(json.loads(jsrc), jp[0]["patch"])
-          == want["deployment/web"], "JSON patch output")
+    jwant = json.loads(inject_ok(env, ["-"], stdin=jsrc.encode())[0])
+    check(len(jp) == 1 and jsonpatch.apply_patch(json.loads(jsrc), jp[0]["patch"]) == jwant,
+          "JSON patch output")
 
 
 def test_inject_in_place_is_atomic(env):
@@ -479,3 +480,53 @@ def test_inject_directories_and_streams(env):
     # a joined stream goes through inject again unchanged
     again, _ = inject_ok(env, ["-"], stdin=out)
     check(again == out, "the joined stream is not stable")
+
+
+def test_inject_stamps_the_config_hash(env):
+    """The stamp `inject` writes equals `reload-agent hash` over the volume
+    the kubelet's AtomicWriter (build/tools/awsim) lays out from the same
+    ConfigMap: every file is rollout-class (action rollout, no rules)."""
+    vol = env.path("vol")
+    os.makedirs(vol)
+    data = {"default.conf": "server { listen 80; }\n", "mime.types": "types {}\n"}
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "web-conf"},
+          "data": data}
+    dep = yaml.safe_load(WEB.split("---\n")[0])
+    dep["metadata"].pop("namespace")
+    spec = dep["spec"]["template"]["spec"]
+    spec["containers"][0]["volumeMounts"] = [{"name": "conf", "mountPath": vol}]
+    spec["volumes"] = [spec["volumes"][0]]
+    src = yaml.safe_dump(dep) + "---\n" + yaml.safe_dump(cm)
+    out, err = inject_ok(env, ["-"], stdin=src.encode())
+    objs = list(yaml.safe_load_all(out))
+    ann = objs[0]["spec"]["template"]["metadata"]["annotations"]
+    stamp = ann.get("reload-agent.io/config-hash")
+    check(stamp and re.match(r"^[0-9a-f]{64}$", stamp), "no stamp: %s" % ann)
+    check("deployment/web stamped reload-agent.io/config-hash=%s\u2026" % stamp[:12]
+          in err.splitlines(), "report: %s" % err)
+    env.awsim(vol, data)
+    check(env.hash_of(vol) == stamp, "the stamp differs from reload-agent hash of the volume")
+    # idempotent; a content change changes only the stamp
+    check(inject_ok(env, ["-"], stdin=out)[0] == out, "stamping twice changed the output")
+    changed = out.decode().replace("listen 80", "listen 81")
+    again, err2 = inject_ok(env, ["-"], stdin=changed.encode())
+    only = [l for l in difflib.unified_diff(changed.splitlines(), again.decode().splitlines(),
+                                            lineterm="", n=0) if l[:1] in "+-" and l[:3] not in
+            ("+++", "---")]
+    check(len(only) == 2 and all("reload-agent.io/config-hash" in l for l in only),
+          "a content change changed more than the stamp: %s" % only)
+    data2 = dict(data, **{"default.conf": "server { listen 81; }\n"})
+    env.awsim(vol, data2)
+    new = list(yaml.safe_load_all(again))[0]["spec"]["template"]["metadata"]["annotations"]
+    check(new["reload-agent.io/config-hash"] == env.hash_of(vol), "restamp differs from the hash")
+    check("deployment/web unchanged: already injected" in err2.splitlines(), err2)
+    # the patch output carries the stamp as one more operation
+    p, _ = inject_ok(env, ["-o", "patch", "-"], stdin=src.encode())
+    ops = yaml.safe_load(yaml.safe_load(p)[0]["patch"])
+    check(ops[-1]["path"] == "/spec/template/metadata/annotations/reload-agent.io~1config-hash"
+          and ops[-1]["value"] == stamp, "last op: %s" % ops[-1])
+    # without the ConfigMap in the input: no stamp, and the report says why
+    out3, err3 = inject_ok(env, ["-"], stdin=yaml.safe_dump(dep).encode())
+    check("config-hash" not in out3.decode(), "stamped without its ConfigMap")
+    check(any(l.startswith("deployment/web not stamped: ") and "web-conf" in l
+              for l in err3.splitlines()), "report: %s" % err3)
