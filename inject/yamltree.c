@@ -701,34 +701,3 @@ struct yamltree_node *yamltree_map_get(const struct yamltree_node *map, const ch
     }
     return NULL;
 }
-
-struct yamltree_node *yamltree_at(struct yamltree_node *n, const char *path,
-                                  struct yamltree_node **keyp)
-{
-    char tok[1024];
-    while (n && *path) {
-        if (*path != '/') return NULL;
-        path++;
-        size_t len = 0;
-        while (*path && *path != '/') {
-            char ch = *path++;
-            if (ch == '~' && (*path == '0' || *path == '1')) ch = *path++ == '0' ? '~' : '/';
-            if (len + 1 >= sizeof tok) return NULL;
-            tok[len++] = ch;
-        }
-        tok[len] = '\0';
-        if (n->kind == YAMLTREE_ALIAS) return NULL;
-        if (n->kind == YAMLTREE_MAP) {
-            n = yamltree_map_get(n, tok, len, keyp);
-        } else if (n->kind == YAMLTREE_SEQ) {
-            char *end;
-            if (len == 0 || (len > 1 && tok[0] == '0') || tok[0] < '0' || tok[0] > '9') return NULL;
-            unsigned long i = strtoul(tok, &end, 10);
-            if (*end || i >= n->n) return NULL;
-            n = n->kids[i];
-        } else {
-            return NULL;
-        }
-    }
-    return n;
-}

@@ -102,13 +102,6 @@ int yamltree_to_json(const struct yamltree_node *n, cJSON **out, struct yamltree
  * counted), alias or flow collection. */
 size_t yamltree_content_end(const struct yamltree_node *n, const char *text);
 
-/* The node at the RFC 6901 pointer path (e.g. "/spec/template/spec"),
- * following aliases; "" is n itself. Returns NULL when it does not exist
- * or passes through a merge key's value. On a MAP, *keyp (if non-NULL) is
- * set to the key node of the last step. */
-struct yamltree_node *yamltree_at(struct yamltree_node *n, const char *path,
-                                  struct yamltree_node **keyp);
-
 /* The value node of key (exact bytes) in a MAP, or NULL; sets *keyp too. */
 struct yamltree_node *yamltree_map_get(const struct yamltree_node *map, const char *key,
                                        size_t keylen, struct yamltree_node **keyp);
