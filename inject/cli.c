@@ -521,11 +521,14 @@ int cli_run(struct cli_input *in, size_t n, const struct cli_opts *opts, struct 
         size_t prev = 0;
         for (size_t i = 0; i < n; i++) {
             if (in[i].outlen == 0) continue;
+            size_t skip = 0;
             if (prev && opts->output == CLI_OUT_MANIFEST) {
                 if (out.p[out.len - 1] != '\n') yamlrender_put(&out, "\n", 1);
                 yamlrender_puts(&out, separator(in[i].out, in[i].outlen));
+                /* a byte order mark only starts a stream */
+                if (in[i].outlen >= 3 && memcmp(in[i].out, "\xEF\xBB\xBF", 3) == 0) skip = 3;
             }
-            yamlrender_put(&out, in[i].out, in[i].outlen);
+            yamlrender_put(&out, in[i].out + skip, in[i].outlen - skip);
             prev = 1;
         }
     }

@@ -338,7 +338,6 @@ int yamltree_parse(const char *text, size_t len, struct yamltree *out, struct ya
         out->arena = NULL;
         return -ENOMEM;
     }
-    yaml_parser_set_encoding(&p, YAML_UTF8_ENCODING);
     yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
     while (!done) {
         yaml_event_t ev;

@@ -260,6 +260,14 @@ static void multibyte_before_the_edit(void **state)
            "c: d\n");
 }
 
+static void byte_order_mark(void **state)
+{
+    (void)state;
+    /* libyaml skips the BOM: offsets start after it (and it stays) */
+    expect("\xEF\xBB\xBF# é\na:\n  b: 1\n", "[{\"op\":\"add\",\"path\":\"/a/c\",\"value\":2}]",
+           "\xEF\xBB\xBF# é\na:\n  b: 1\n  c: 2\n");
+}
+
 static void tabs_are_an_error(void **state)
 {
     (void)state;
@@ -483,6 +491,7 @@ int main(void)
         cmocka_unit_test(crlf_line_endings),
         cmocka_unit_test(no_trailing_newline),
         cmocka_unit_test(multibyte_before_the_edit),
+        cmocka_unit_test(byte_order_mark),
         cmocka_unit_test(tabs_are_an_error),
         cmocka_unit_test(anchors_and_merge_keys),
         cmocka_unit_test(anchored_sequence_is_refused),

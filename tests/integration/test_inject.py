@@ -462,14 +462,14 @@ def test_inject_directories_and_streams(env):
     d = env.path("tree")
     os.makedirs(os.path.join(d, "sub"))
     os.makedirs(os.path.join(d, ".hidden"))
-    files = {"b.yml": "kind: ConfigMap\nmetadata: {name: b}\n",
+    files = {"b.yml": "\ufeffkind: ConfigMap\nmetadata: {name: b}\n",  # a BOM
              "a.yaml": "# a\nkind: ConfigMap\nmetadata: {name: a}",  # no final newline
              "sub/c.json": '{"kind": "ConfigMap", "metadata": {"name": "c"}}',
              "sub/d.txt": "kind: ConfigMap\nmetadata: {name: d}\n",
              ".hidden/e.yaml": "kind: ConfigMap\nmetadata: {name: e}\n",
              "z.yaml": "%YAML 1.1\n---\nkind: ConfigMap\nmetadata: {name: z}\n"}
     for n, t in files.items():
-        with open(os.path.join(d, n), "w") as f:
+        with open(os.path.join(d, n), "w", encoding="utf-8") as f:
             f.write(t)
     out, err = inject_ok(env, [d])
     check(err.splitlines() == ["configmap/a passed through", "configmap/b passed through",
