@@ -130,7 +130,18 @@ static int plain_safe(const char *s)
     if (n == 0 || n > 256) return 0;
     unsigned char c0 = (unsigned char)s[0];
     int letter0 = (c0 >= 'a' && c0 <= 'z') || (c0 >= 'A' && c0 <= 'Z') || c0 == '_' || c0 == '/';
-    if (!letter0) {
+    if (c0 >= '0' && c0 <= '9') {
+        /* a quantity ("5m", "16Mi"): plain when no YAML 1.1 or 1.2 form reads
+         * it as a number or a date, that is when it has a letter other than
+         * an exponent's and no 0x/0o/0b prefix ("1e3", "0xFA", "12:30" and
+         * "2024-01-02" are quoted) */
+        int letter = 0;
+        if (c0 == '0' && s[1] && strchr("xXoObB", s[1])) return 0;
+        for (const char *p = s; *p; p++)
+            if (((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')) && *p != 'e' && *p != 'E')
+                letter = 1;
+        if (!letter) return 0;
+    } else if (!letter0) {
         /* "-x" and "--flag" are plain in block context; "-", "-1" are not */
         if (c0 != '-') return 0;
         const char *q = s + 1;

@@ -4,8 +4,9 @@
  * indented JSON, for `reload-agent inject`.
  *
  * Strings are written plain only when every YAML parser reads them back as
- * the same string (letters, digits and _./:=@+- , not a number, bool or
- * null word in YAML 1.1 or 1.2: "yes", "on", "0644" are quoted); anything
+ * the same string (letters, digits and _./:=@+- , not a number, date, bool
+ * or null word in YAML 1.1 or 1.2: "yes", "on", "0644", "1e3" are quoted,
+ * quantities such as "5m" and "16Mi" are not); anything
  * else is single-quoted when printable, double-quoted with JSON escapes
  * otherwise (YAML reads JSON escapes the same way).
  */

@@ -74,13 +74,20 @@ static void add_key_to_nested_map(void **state)
            "spec:\n"
            "  replicas: 1\n",
            "[{\"op\":\"add\",\"path\":\"/metadata/annotations\","
-           "\"value\":{\"a/b\":\"x y\",\"k\":\"1\",\"n\":\"no\"}}]",
+           "\"value\":{\"a/b\":\"x y\",\"k\":\"1\",\"n\":\"no\",\"cpu\":\"5m\","
+           "\"mem\":\"1.5Gi\",\"h\":\"0xFA\",\"e\":\"1e3\",\"t\":\"12:30\",\"d\":\"2024-01-02\"}}]",
            "metadata:\n"
            "  name: web  # the name\n"
            "  annotations:\n"
            "    a/b: 'x y'\n"
            "    k: '1'\n"
            "    'n': 'no'\n"
+           "    cpu: 5m\n"
+           "    mem: 1.5Gi\n"
+           "    h: '0xFA'\n"
+           "    e: '1e3'\n"
+           "    t: '12:30'\n"
+           "    d: '2024-01-02'\n"
            "spec:\n"
            "  replicas: 1\n");
 }
