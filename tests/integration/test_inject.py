@@ -293,6 +293,36 @@ def test_inject_opt_in_report_and_warnings(env):
     # the second run reports it as already injected
     _, err2 = inject_ok(env, ["-"], stdin=out.encode())
     check("deployment/web unchanged: already injected" in err2.splitlines(), err2)
+    # a volume added after the injection: mirrored on the next run, by
+    # added lines only (the sidecar's mount and --watch, the status replaced)
+    later = out.replace("""        - name: extra
+          mountPath: /etc/extra.conf
+          subPath: extra.conf
+""", """        - name: extra
+          mountPath: /etc/extra.conf
+          subPath: extra.conf
+        - name: later
+          mountPath: /etc/later
+""", 1).replace("""      - name: extra
+        configMap:
+          name: web-conf
+""", """      - name: extra
+        configMap:
+          name: web-conf
+      - name: later   # added later
+        secret: {secretName: later}
+""", 1)
+    check(later.count("later") == 5, "fixture edit failed")
+    out5, err5 = inject_ok(env, ["-"], stdin=later.encode())
+    check(report(err5)["deployment/web"] == "injected", err5)
+    d = list(difflib.unified_diff(later.splitlines(), out5.decode().splitlines(), lineterm="",
+                                  n=0))
+    removed = [l for l in d if l.startswith("-") and not l.startswith("---")]
+    check(len(removed) == 1 and "inject-status" in removed[0], "changed lines: %s" % removed)
+    agent = sidecar(yaml.safe_load_all(out5).__next__())
+    check("--watch=/etc/later" in agent["args"] and
+          {"name": "later", "mountPath": "/etc/later", "readOnly": True} in agent["volumeMounts"],
+          "the later volume is not mirrored: %s" % agent)
     # --all injects the Job too (a native sidecar, never a plain container)
     out3, err3 = inject_ok(env, ["--all", env.path("web.yaml")])
     check(report(err3)["job/once"] == "skipped: nothing to watch: the app mounts no ConfigMap, "
