@@ -456,6 +456,16 @@ def test_inject_in_place_is_atomic(env):
     check(st.st_ino != before[a][1].st_ino, "not replaced by a rename")
     check(os.stat(c).st_ino == before[c][1].st_ino, "an unchanged file was rewritten")
     check(sorted(os.listdir(d)) == ["a.yaml", "c.yaml"], "temp files left")
+    # a symlink: its target is rewritten, the link stays a link
+    t = os.path.join(d, "target.yaml")
+    with open(t, "w") as f:
+        f.write(WEB)
+    link = env.path("link.yaml")
+    os.symlink(t, link)
+    inject_ok(env, ["-i", link])
+    check(os.path.islink(link) and os.readlink(link) == t, "the symlink was replaced")
+    check(open(t).read() == new, "the link's target was not rewritten")
+    os.unlink(t)
     rc, _, err = inject(env, ["-i"], stdin=WEB.encode())
     check(rc == 2 and "stdin" in err, "-i with stdin: exit %d: %s" % (rc, err))
     rc, _, err = inject(env, ["-i", "-o", "json", a])
