@@ -103,6 +103,7 @@ bench: deps
 	python3 tests/bench/fleet.py --binary $(BUILD)/reload-agent --tools $(BUILD)/tools --agents 100
 	python3 tests/bench/hashbench.py --binary $(BUILD)/reload-agent
 	python3 tests/bench/stall.py --binary $(BUILD)/reload-agent
+	python3 tests/bench/webhookbench.py --binary $(BUILD)/reload-agent
 
 image-test: deps
 	$(MAKE) all
