@@ -14,9 +14,10 @@ CC       ?= cc
 PKGS     := libuv libcjson libcurl openssl
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 # libcurl is not linked: agent/curl_dl.c loads it on first use (README,
-# "Memory"). libcrypto is linked statically for SHA-256 only.
+# "Memory"). libssl and libcrypto are linked statically (SHA-256, and TLS
+# for the webhook server: net/tls.c).
 PKG_LIBS   := $(shell pkg-config --libs libuv libcjson 2>/dev/null) \
-              -Wl,-Bstatic $(shell pkg-config --libs-only-l libcrypto 2>/dev/null) -Wl,-Bdynamic
+              -Wl,-Bstatic $(shell pkg-config --libs-only-l libssl libcrypto 2>/dev/null) -Wl,-Bdynamic
 # Tests may drive the fake API server's control port with libcurl directly.
 CMOCKA_LIBS := $(shell pkg-config --libs cmocka libcurl 2>/dev/null)
 

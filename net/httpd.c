@@ -8,9 +8,17 @@
  * callbacks. A response that ends the connection is followed by a shutdown
  * and a "lingering" read that discards input until EOF or the timeout, so
  * the client reads our error reply instead of a reset.
+ *
+ * TLS: a connection with a tls_conn reads ciphertext into the server's
+ * shared raw buffer and feeds it to the tls_conn at once; conn_parse pulls
+ * plaintext into c->in whenever the parser has used up what it had, so
+ * pipelining works as in plain HTTP (the rest waits in OpenSSL's memory
+ * BIO). Handshake records and alerts go out as separate writes; a response
+ * is encrypted whole and written in one uv_write.
  */
 #include "net/httpd.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <http_parser.h>
 #include <netinet/in.h>
@@ -18,20 +26,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "base/log.h"
 #include "base/addr.h"
+#include "net/tls.h"
 
-#define HTTPD_MAX_CONNS 64
+#define HTTPD_MAX_CONNS 64 /* default */
 /* Pending connections the kernel queues (capped by net.core.somaxconn): deep
  * enough that a burst of reconnecting clients does not overflow it, which
  * would drop a probe's SYN and delay it by the 1 s SYN retransmission. */
 #define HTTPD_BACKLOG 1024
 #define HTTPD_HEAD_MAX 8192
-#define HTTPD_BODY_MAX 4096
+#define HTTPD_BODY_MAX 4096 /* default */
 #define HTTPD_READ_BUF 8192
+#define HTTPD_RAW_BUF (16 * 1024 + 512) /* one TLS record */
+#define HTTPD_EXTRA_MAX 256             /* resp.headers */
 #define HTTPD_TIMEOUT_MS 5000
 #define HTTPD_DEFAULT_TYPE "text/plain; charset=utf-8"
 #define HTTPD_REJECT_LOG_MS 10000
@@ -48,15 +60,27 @@ struct conn {
     int closing;
     int reading;
     int writing;
-    int draining;   /* final response sent: discard input until EOF */
-    int keep;       /* keep-alive decision for the current request */
-    int err_status; /* limit hit in a parser callback (413) */
-    uint64_t since; /* when it began waiting for its current request, as
+    int draining;          /* final response sent: discard input until EOF */
+    int keep;              /* keep-alive decision for the current request */
+    int err_status;        /* limit hit in a parser callback (413), or 400 */
+    int allowed;           /* the current request's method is allowed */
+    const char *close_why; /* why it was closed, for a TLS handshake cut short */
+    uint64_t since;        /* when it began waiting for its current request, as
                        httpd.seq at accept / at the end of the last reply */
     size_t head_len, body_len, url_len;
-    char url[HTTPD_HEAD_MAX + 1];
-    char whead[512];
-    char *wbody; /* malloc'd body being written, or NULL */
+    /* Content-Type: header name matching across split callbacks, then the
+     * value, stored in url[] after the URL and its NUL (the head limit
+     * bounds both together). */
+    int hstate; /* 0 before headers, 1 in a field name, 2 in a value */
+    int fpos, fmatch, in_ct, ct_count;
+    size_t ct_off, ct_len;
+    uint64_t expect_len; /* Content-Length, 0 if none */
+    char *body;          /* malloc'd, grown up to the limit; NULL when empty */
+    size_t body_cap;
+    struct tls_conn *tls; /* NULL for plain HTTP */
+    char url[HTTPD_HEAD_MAX + 2];
+    char whead[768];
+    char *wbody; /* malloc'd buffer being written (body, or TLS ciphertext), or NULL */
     size_t in_off, in_len;
     char in[HTTPD_READ_BUF];
 };
@@ -68,6 +92,10 @@ struct httpd {
     httpd_handler handler;
     void *ud;
     unsigned timeout_ms;
+    unsigned methods, max_conns;
+    size_t max_body;
+    struct tls_server *tls;
+    char allow[128]; /* "Allow: GET, HEAD\r\n" */
     int port;
     int listener_open, spare_busy, reject_wanted, closing;
     uint64_t last_reject_log;
@@ -77,7 +105,40 @@ struct httpd {
     uint64_t seq;  /* orders conn.since */
     void (*done)(void *);
     void *done_ud;
+    char raw[HTTPD_RAW_BUF]; /* TLS ciphertext, fed to a tls_conn as soon as read */
 };
+
+/* A TLS write that is not a response (handshake records, alerts). */
+struct wchunk {
+    uv_write_t req;
+    struct conn *c;
+    char *data;
+};
+
+static const struct {
+    unsigned bit;
+    enum http_method m;
+    const char *name;
+} methods[] = {
+    {HTTPD_GET, HTTP_GET, "GET"},
+    {HTTPD_HEAD, HTTP_HEAD, "HEAD"},
+    {HTTPD_POST, HTTP_POST, "POST"},
+    {HTTPD_PUT, HTTP_PUT, "PUT"},
+    {HTTPD_PATCH, HTTP_PATCH, "PATCH"},
+    {HTTPD_DELETE, HTTP_DELETE, "DELETE"},
+    {HTTPD_OPTIONS, HTTP_OPTIONS, "OPTIONS"},
+};
+#define HTTPD_ALL_METHODS                                                                          \
+    (HTTPD_GET | HTTPD_HEAD | HTTPD_POST | HTTPD_PUT | HTTPD_PATCH | HTTPD_DELETE | HTTPD_OPTIONS)
+
+/* The method's name if s allows it, else NULL. */
+static const char *allowed_method(const struct httpd *s, unsigned m)
+{
+    for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
+        if ((unsigned)methods[i].m == m)
+            return (s->methods & methods[i].bit) ? methods[i].name : NULL;
+    return NULL;
+}
 
 /* Binds and listens on a socket of our own, so that a failure leaves no
  * libuv handle behind. Returns the fd or -errno. */
@@ -119,6 +180,11 @@ static void conn_close_cb(uv_handle_t *h)
         s->conns = c->next;
     if (c->next) c->next->prev = c->prev;
     s->nconns--;
+    /* A handshake cut short is counted, unless the server itself closed it. */
+    tls_conn_free(c->tls, c->close_why ? c->close_why
+                          : s->closing ? NULL
+                                       : "connection closed during the handshake");
+    free(c->body);
     free(c);
     maybe_free(s);
 }
@@ -138,6 +204,7 @@ static void timer_cb(uv_timer_t *t)
 {
     struct conn *c = t->data;
     log_debug("httpd: closing connection idle for %u ms", c->srv->timeout_ms);
+    c->close_why = "timeout";
     conn_close(c);
 }
 
@@ -164,6 +231,9 @@ static int on_message_begin(http_parser *p)
     struct conn *c = p->data;
     c->head_len = c->body_len = c->url_len = 0;
     c->err_status = 0;
+    c->hstate = c->fpos = c->fmatch = c->in_ct = c->ct_count = 0;
+    c->ct_off = c->ct_len = 0;
+    c->expect_len = 0;
     return 0;
 }
 
@@ -176,30 +246,86 @@ static int on_url(http_parser *p, const char *at, size_t len)
     return 0;
 }
 
-static int on_header_data(http_parser *p, const char *at, size_t len)
+/* Header names arrive in pieces: match "content-type" as they come. */
+static int on_header_field(http_parser *p, const char *at, size_t len)
 {
-    (void)at;
-    return head_bytes(p, len);
+    static const char name[] = "content-type";
+    struct conn *c = p->data;
+    if (head_bytes(p, len) != 0) return -1;
+    if (c->hstate != 1) {
+        c->hstate = 1;
+        c->fpos = 0;
+        c->fmatch = 1;
+    }
+    for (size_t i = 0; i < len && c->fmatch; i++) {
+        if (c->fpos < (int)sizeof name - 1 && tolower((unsigned char)at[i]) == name[c->fpos])
+            c->fpos++;
+        else
+            c->fmatch = 0;
+    }
+    return 0;
+}
+
+static int on_header_value(http_parser *p, const char *at, size_t len)
+{
+    struct conn *c = p->data;
+    if (head_bytes(p, len) != 0) return -1;
+    if (c->hstate != 2) {
+        c->hstate = 2;
+        c->in_ct = c->fmatch && c->fpos == (int)sizeof "content-type" - 1;
+        if (c->in_ct && c->ct_count++ > 0) {
+            log_debug("httpd: bad request: two Content-Type headers");
+            c->err_status = 400;
+            return -1;
+        }
+        if (c->in_ct) c->ct_off = c->url_len + 1;
+    }
+    if (c->in_ct) { /* url_len + ct_len <= head_len <= HTTPD_HEAD_MAX */
+        memcpy(c->url + c->ct_off + c->ct_len, at, len);
+        c->ct_len += len;
+    }
+    return 0;
 }
 
 static int on_headers_complete(http_parser *p)
 {
     struct conn *c = p->data;
-    if ((p->flags & F_CONTENTLENGTH) && p->content_length > HTTPD_BODY_MAX) {
+    if ((p->flags & F_CONTENTLENGTH) && p->content_length > c->srv->max_body) {
         c->err_status = 413;
         return -1;
     }
+    c->expect_len = (p->flags & F_CONTENTLENGTH) ? p->content_length : 0;
+    c->allowed = allowed_method(c->srv, p->method) != NULL;
     return 0;
 }
 
+/* Keeps the body of an allowed request (others are only counted), in a
+ * buffer that grows with what arrives, never beyond the limit (+1 for the
+ * NUL). */
 static int on_body(http_parser *p, const char *at, size_t len)
 {
     struct conn *c = p->data;
-    (void)at;
+    size_t max = c->srv->max_body;
+    if (len > max - c->body_len) {
+        c->err_status = 413;
+        return -1;
+    }
+    if (c->allowed) {
+        size_t need = c->body_len + len + 1;
+        if (need > c->body_cap) {
+            size_t cap = c->expect_len    ? (size_t)c->expect_len + 1
+                         : 4096 < max + 1 ? 4096
+                                          : max + 1;
+            while (cap < need) cap = cap > (max + 1) / 2 ? max + 1 : cap * 2;
+            char *b = realloc(c->body, cap);
+            if (!b) ra_oom();
+            c->body = b;
+            c->body_cap = cap;
+        }
+        memcpy(c->body + c->body_len, at, len);
+    }
     c->body_len += len;
-    if (c->body_len <= HTTPD_BODY_MAX) return 0;
-    c->err_status = 413;
-    return -1;
+    return 0;
 }
 
 static int on_message_complete(http_parser *p)
@@ -213,8 +339,8 @@ static int on_message_complete(http_parser *p)
 static const http_parser_settings parser_settings = {
     .on_message_begin = on_message_begin,
     .on_url = on_url,
-    .on_header_field = on_header_data,
-    .on_header_value = on_header_data,
+    .on_header_field = on_header_field,
+    .on_header_value = on_header_value,
     .on_headers_complete = on_headers_complete,
     .on_body = on_body,
     .on_message_complete = on_message_complete,
@@ -229,7 +355,68 @@ static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 {
     struct conn *c = h->data;
     (void)hint;
-    *buf = uv_buf_init(c->in, sizeof c->in);
+    if (c->tls) /* ciphertext is fed to OpenSSL at once: one shared buffer */
+        *buf = uv_buf_init(c->srv->raw, sizeof c->srv->raw);
+    else
+        *buf = uv_buf_init(c->in, sizeof c->in);
+}
+
+/* ---- TLS output ---- */
+
+static void wchunk_cb(uv_write_t *req, int status)
+{
+    struct wchunk *w = req->data;
+    struct conn *c = w->c;
+    free(w->data);
+    free(w);
+    if (status < 0 && !c->closing) {
+        log_debug("httpd: TLS write failed: %s", uv_strerror(status));
+        conn_close(c);
+    }
+}
+
+/* Writes what OpenSSL has produced (handshake records, alerts) outside a
+ * response. On failure closes c. */
+static void tls_flush(struct conn *c)
+{
+    char *data;
+    size_t n = tls_conn_take(c->tls, &data);
+    if (n == 0 || c->closing) {
+        free(data);
+        return;
+    }
+    struct wchunk *w = malloc(sizeof *w);
+    if (!w) ra_oom();
+    w->c = c;
+    w->data = data;
+    w->req.data = w;
+    uv_buf_t b = uv_buf_init(data, (unsigned)n);
+    int rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, wchunk_cb);
+    if (rc != 0) {
+        log_debug("httpd: TLS write failed: %s", uv_strerror(rc));
+        free(data);
+        free(w);
+        conn_close(c);
+    }
+}
+
+/* Decrypts the next plaintext into c->in. Returns 1 when there is some, 0
+ * when more ciphertext must be read, -1 when the connection was closed
+ * (close_notify, or a TLS error: an alert, if any, is sent first). */
+static int tls_pull(struct conn *c)
+{
+    long n = tls_conn_read(c->tls, c->in, sizeof c->in);
+    tls_flush(c);
+    if (c->closing) return -1;
+    if (n > 0) {
+        c->in_off = 0;
+        c->in_len = (size_t)n;
+        return 1;
+    }
+    if (n == 0) return 0;
+    c->close_why = n == TLS_CONN_EOF ? "close_notify during the handshake" : "TLS error";
+    conn_close(c);
+    return -1;
 }
 
 static void start_reading(struct conn *c)
@@ -269,8 +456,14 @@ static void write_cb(uv_write_t *req, int status)
     }
     restart_timer(c);
     if (!c->keep) {
-        /* Lingering close: FIN, then discard input until EOF or timeout. */
+        /* Lingering close: close_notify, FIN, then discard input until EOF
+         * or timeout. */
         c->draining = 1;
+        if (c->tls) {
+            tls_conn_shutdown(c->tls);
+            tls_flush(c);
+            if (c->closing) return;
+        }
         c->sreq.data = c;
         if (uv_shutdown(&c->sreq, (uv_stream_t *)&c->tcp, shutdown_cb) != 0)
             conn_close(c);
@@ -283,7 +476,8 @@ static void write_cb(uv_write_t *req, int status)
 }
 
 /* Writes one response: body[0..body_len) (HEAD: only the head). An owned
- * body is malloc'd and freed once written; else it must be static. */
+ * body is malloc'd and freed once written (TLS: once encrypted); else it
+ * must be static. */
 static void conn_send(struct conn *c, int status, const char *ctype, char *body, size_t body_len,
                       int owned, const char *extra_header)
 {
@@ -298,6 +492,22 @@ static void conn_send(struct conn *c, int status, const char *ctype, char *body,
     c->wbody = owned ? body : NULL;
     c->wreq.data = c;
     stop_reading(c);
+    if (c->tls) { /* encrypt it all; the ciphertext replaces the body */
+        int bad = tls_conn_write(c->tls, c->whead, (size_t)n) != 0 ||
+                  (nbufs == 2 && tls_conn_write(c->tls, body, body_len) != 0);
+        free(c->wbody);
+        c->wbody = NULL;
+        char *data = NULL;
+        size_t len = bad ? 0 : tls_conn_take(c->tls, &data);
+        if (bad || len == 0) {
+            free(data);
+            conn_close(c);
+            return;
+        }
+        c->wbody = data;
+        bufs[0] = uv_buf_init(data, (unsigned)len);
+        nbufs = 1;
+    }
     int rc = uv_write(&c->wreq, (uv_stream_t *)&c->tcp, bufs, nbufs, write_cb);
     if (rc != 0) {
         log_debug("httpd: write failed: %s", uv_strerror(rc));
@@ -317,7 +527,7 @@ static void conn_error(struct conn *c, int status)
     char *body = status == 400 ? bad : status == 405 ? method : status == 413 ? large : internal;
     if (status != 405) c->keep = 0;
     conn_send(c, status, HTTPD_DEFAULT_TYPE, body, strlen(body), 0,
-              status == 405 ? "Allow: GET, HEAD\r\n" : "");
+              status == 405 ? c->srv->allow : "");
 }
 
 static int hexval(char ch)
@@ -357,12 +567,37 @@ static int valid_content_type(const char *t)
     return 1;
 }
 
+/* resp.headers: lines "Name: value\r\n" (token name, visible value), at
+ * most HTTPD_EXTRA_MAX bytes, none the server writes itself. */
+static int valid_extra_headers(const char *h)
+{
+    static const char *const ours[] = {
+        "content-type:", "content-length:", "connection:", "transfer-encoding:"};
+    size_t n = strlen(h);
+    if (n > HTTPD_EXTRA_MAX) return 0;
+    while (*h) {
+        const char *colon = h;
+        while (*colon && *colon != ':' &&
+               (isalnum((unsigned char)*colon) || strchr("!#$%&'*+-.^_`|~", *colon)))
+            colon++;
+        if (*colon != ':' || colon == h) return 0;
+        for (size_t i = 0; i < sizeof ours / sizeof ours[0]; i++)
+            if (strncasecmp(h, ours[i], strlen(ours[i])) == 0) return 0;
+        const char *v = colon + 1;
+        for (; *v && *v != '\r'; v++)
+            if (((unsigned char)*v < 0x20 && *v != '\t') || *v == 0x7f) return 0;
+        if (v[0] != '\r' || v[1] != '\n') return 0;
+        h = v + 2;
+    }
+    return 1;
+}
+
 /* A complete request is in c->url / c->parser: validate, call the handler,
  * send its response. */
 static void conn_request(struct conn *c)
 {
-    enum http_method m = (enum http_method)c->parser.method;
-    if (m != HTTP_GET && m != HTTP_HEAD) {
+    const char *method = allowed_method(c->srv, c->parser.method);
+    if (!method) {
         conn_error(c, 405);
         return;
     }
@@ -387,31 +622,53 @@ static void conn_request(struct conn *c)
         }
         path = p;
     }
-    struct httpd_req req = {.method = m == HTTP_GET ? "GET" : "HEAD", .path = path, .query = query};
+    const char *ctype = NULL;
+    if (c->ct_count) {
+        char *t = c->url + c->ct_off;
+        while (c->ct_len > 0 && (t[c->ct_len - 1] == ' ' || t[c->ct_len - 1] == '\t')) c->ct_len--;
+        t[c->ct_len] = '\0';
+        ctype = t;
+    }
+    if (c->body) c->body[c->body_len] = '\0';
+    struct httpd_req req = {.method = method,
+                            .path = path,
+                            .query = query,
+                            .content_type = ctype,
+                            .body = c->body ? c->body : "",
+                            .body_len = c->body ? c->body_len : 0};
     struct httpd_resp resp = {.status = 200, .content_type = HTTPD_DEFAULT_TYPE};
     c->srv->handler(c->srv->ud, &req, &resp);
+    free(c->body); /* an idle keep-alive connection holds no body buffer */
+    c->body = NULL;
+    c->body_cap = 0;
     if (c->closing) { /* the handler closed the server */
         free(resp.body);
         return;
     }
     if (!resp.body) resp.body_len = 0;
     if (!resp.content_type) resp.content_type = HTTPD_DEFAULT_TYPE;
-    if (resp.status < 100 || resp.status > 599 || !valid_content_type(resp.content_type)) {
-        log_error("httpd: handler for \"%s\" returned status %d with an invalid status or "
-                  "content type; answering 500",
+    if (!resp.headers) resp.headers = "";
+    if (resp.status < 100 || resp.status > 599 || !valid_content_type(resp.content_type) ||
+        !valid_extra_headers(resp.headers)) {
+        log_error("httpd: handler for \"%s\" returned status %d with an invalid status, "
+                  "content type or extra header; answering 500",
                   path, resp.status);
         free(resp.body);
         conn_error(c, 500);
         return;
     }
-    conn_send(c, resp.status, resp.content_type, resp.body, resp.body_len, 1, "");
+    conn_send(c, resp.status, resp.content_type, resp.body, resp.body_len, 1, resp.headers);
 }
 
 /* Feeds buffered input to the parser until it is used up, a request is
  * being answered, or the connection ends. */
 static void conn_parse(struct conn *c)
 {
-    while (!c->closing && !c->writing && c->in_off < c->in_len) {
+    while (!c->closing && !c->writing) {
+        if (c->in_off == c->in_len) {
+            c->in_off = c->in_len = 0;
+            if (!c->tls || tls_pull(c) <= 0) break;
+        }
         size_t avail = c->in_len - c->in_off;
         size_t n = http_parser_execute(&c->parser, &parser_settings, c->in + c->in_off, avail);
         c->in_off += n;
@@ -432,14 +689,17 @@ static void conn_parse(struct conn *c)
 static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 {
     struct conn *c = st->data;
-    (void)buf;
     if (nread < 0) { /* EOF or error; reading is off while a write is pending */
         conn_close(c);
         return;
     }
     if (nread == 0 || c->draining) return;
-    c->in_off = 0;
-    c->in_len = (size_t)nread;
+    if (c->tls) {
+        tls_conn_feed(c->tls, buf->base, (size_t)nread);
+    } else {
+        c->in_off = 0;
+        c->in_len = (size_t)nread;
+    }
     conn_parse(c);
 }
 
@@ -495,7 +755,7 @@ static void log_limit(struct httpd *s, const char *what)
 {
     uint64_t now = uv_now(s->loop);
     if (s->last_reject_log == 0 || now - s->last_reject_log >= HTTPD_REJECT_LOG_MS) {
-        log_warn("httpd: %d connections open; %s", HTTPD_MAX_CONNS, what);
+        log_warn("httpd: %u connections open; %s", s->max_conns, what);
         s->last_reject_log = now;
     }
 }
@@ -511,15 +771,21 @@ static void read_at_accept(struct conn *c)
     uv_os_fd_t fd;
     if (uv_fileno((uv_handle_t *)&c->tcp, &fd) != 0) return;
     ssize_t n;
-    do n = recv(fd, c->in, sizeof c->in, MSG_DONTWAIT);
+    char *into = c->tls ? c->srv->raw : c->in;
+    size_t cap = c->tls ? sizeof c->srv->raw : sizeof c->in;
+    do n = recv(fd, into, cap, MSG_DONTWAIT);
     while (n < 0 && errno == EINTR);
     if (n == 0) {
         conn_close(c); /* the client has already gone */
         return;
     }
     if (n < 0) return; /* EAGAIN: nothing yet; errors surface on the next read */
-    c->in_off = 0;
-    c->in_len = (size_t)n;
+    if (c->tls) {
+        tls_conn_feed(c->tls, into, (size_t)n);
+    } else {
+        c->in_off = 0;
+        c->in_len = (size_t)n;
+    }
     conn_parse(c);
 }
 
@@ -530,7 +796,7 @@ static void on_connection(uv_stream_t *server, int status)
         log_warn("httpd: accept failed: %s", uv_strerror(status));
         return;
     }
-    if (s->nlive >= HTTPD_MAX_CONNS) {
+    if (s->nlive >= s->max_conns) {
         /* Slow or idle clients must not lock out health probes: make room
          * by closing the one that has waited longest without a request. */
         struct conn *victim = eviction_victim(s);
@@ -540,6 +806,7 @@ static void on_connection(uv_stream_t *server, int status)
             return;
         }
         log_limit(s, "closing the one waiting longest for a request to serve new ones");
+        victim->close_why = "evicted at the connection limit";
         conn_close(victim);
     }
     struct conn *c = calloc(1, sizeof *c);
@@ -565,6 +832,7 @@ static void on_connection(uv_stream_t *server, int status)
         return;
     }
     uv_tcp_nodelay(&c->tcp, 1);
+    if (s->tls) c->tls = tls_conn_new(s->tls);
     restart_timer(c);
     read_at_accept(c);
     if (!c->closing && !c->writing) start_reading(c);
@@ -572,8 +840,15 @@ static void on_connection(uv_stream_t *server, int status)
 
 /* ---- public API ---- */
 
-int httpd_start(uv_loop_t *loop, const char *listen, httpd_handler h, void *ud, struct httpd **out)
+int httpd_start_opts(uv_loop_t *loop, const char *listen, const struct httpd_opts *opts,
+                     httpd_handler h, void *ud, struct httpd **out)
 {
+    static const struct httpd_opts defaults = {0};
+    if (!opts) opts = &defaults;
+    if (opts->methods & ~(unsigned)HTTPD_ALL_METHODS) {
+        log_error("httpd: unknown method bits 0x%x", opts->methods & ~(unsigned)HTTPD_ALL_METHODS);
+        return UV_EINVAL;
+    }
     struct sockaddr_storage sa;
     char err[160];
     if (addr_parse_listen(listen, &sa, err, sizeof err) != 0) {
@@ -595,7 +870,17 @@ int httpd_start(uv_loop_t *loop, const char *listen, httpd_handler h, void *ud, 
     s->loop = loop;
     s->handler = h;
     s->ud = ud;
-    s->timeout_ms = HTTPD_TIMEOUT_MS;
+    s->timeout_ms = opts->timeout_ms ? opts->timeout_ms : HTTPD_TIMEOUT_MS;
+    s->methods = opts->methods ? opts->methods : HTTPD_GET | HTTPD_HEAD;
+    s->max_body = opts->max_body ? opts->max_body : HTTPD_BODY_MAX;
+    s->max_conns = opts->max_conns ? opts->max_conns : HTTPD_MAX_CONNS;
+    s->tls = opts->tls;
+    size_t off = (size_t)snprintf(s->allow, sizeof s->allow, "Allow:");
+    for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
+        if (s->methods & methods[i].bit)
+            off += (size_t)snprintf(s->allow + off, sizeof s->allow - off, "%s %s",
+                                    off > 6 ? "," : "", methods[i].name);
+    snprintf(s->allow + off, sizeof s->allow - off, "\r\n");
     uv_tcp_init(loop, &s->listener);
     s->listener.data = s;
     s->listener_open = 1;
@@ -610,6 +895,11 @@ int httpd_start(uv_loop_t *loop, const char *listen, httpd_handler h, void *ud, 
     }
     *out = s;
     return 0;
+}
+
+int httpd_start(uv_loop_t *loop, const char *listen, httpd_handler h, void *ud, struct httpd **out)
+{
+    return httpd_start_opts(loop, listen, NULL, h, ud, out);
 }
 
 int httpd_port(const struct httpd *s) { return s->port; }

@@ -8,6 +8,7 @@
  * written out from the wire format the server promises:
  *   HTTP/1.1 <code> <reason>\r\nContent-Type: ...\r\nContent-Length: N\r\n
  *   [Allow: GET, HEAD\r\n]Connection: keep-alive|close\r\n\r\n<body>
+ * Tests that pass httpd_opts (POST bodies, other limits) set f->opts.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -53,7 +54,16 @@ struct fx {
     char *res[MAX_EX];
     int end[MAX_EX];
     int val[8];
+    const struct httpd_opts *opts; /* NULL: httpd_start with the defaults */
 };
+
+/* FNV-1a of a body: the /post handler reports it, the client computes it. */
+static uint32_t fnv(const char *p, size_t n)
+{
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 16777619u;
+    return h;
+}
 
 /* ---- server side (loop thread) ---- */
 
@@ -77,6 +87,34 @@ static void handler(void *ud, const struct httpd_req *req, struct httpd_resp *re
         /* holds the loop, so that connections queue up in the backlog */
         __atomic_store_n(&f->blocking, 1, __ATOMIC_SEQ_CST);
         usleep(300 * 1000);
+    } else if (strcmp(req->path, "/post") == 0) {
+        /* what arrived: method, Content-Type, body length, checksum, and the
+         * body itself when short */
+        resp->content_type = "text/x-post";
+        int n = asprintf(&resp->body, "method=%s ct=%s len=%zu fnv=%08x nul=%d body=%s",
+                         req->method, req->content_type ? req->content_type : "(none)",
+                         req->body_len, fnv(req->body, req->body_len),
+                         req->body[req->body_len] == '\0', req->body_len <= 64 ? req->body : "...");
+        resp->body_len = n > 0 ? (size_t)n : 0;
+    } else if (strcmp(req->path, "/unsupported") == 0) {
+        resp->status = 415;
+        resp->headers = "Accept-Post: application/json\r\nX-Reason: type\r\n";
+        resp->body = strdup("unsupported\n");
+        resp->body_len = 12;
+    } else if (strncmp(req->path, "/badheader", 10) == 0) {
+        static const char *const bad[] = {
+            "X-Injected: 1\r\nHTTP/1.1 200 OK", /* no final CRLF */
+            "X-A: 1\nX-B: 2\r\n",               /* bare LF */
+            "Bad Name: 1\r\n",                  /* space in the name */
+            ": empty\r\n",
+            "Content-Length: 9\r\n", /* the server's own */
+            "X-Long: "
+            "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+            "aaaaaaaa"
+            "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+            "aaaaaaaa"
+            "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n"};
+        resp->headers = bad[atoi(req->path + 10) % 6];
     } else if (strcmp(req->path, "/badstatus") == 0) {
         resp->status = 42;
     } else if (strcmp(req->path, "/badtype") == 0) {
@@ -233,7 +271,10 @@ static void run_on(struct fx *f, const char *listen, unsigned timeout_ms,
                    void (*client)(struct fx *))
 {
     assert_int_equal(uv_loop_init(&f->loop), 0);
-    assert_int_equal(httpd_start(&f->loop, listen, handler, f, &f->srv), 0);
+    if (f->opts)
+        assert_int_equal(httpd_start_opts(&f->loop, listen, f->opts, handler, f, &f->srv), 0);
+    else
+        assert_int_equal(httpd_start(&f->loop, listen, handler, f, &f->srv), 0);
     if (timeout_ms) httpd_set_timeout(f->srv, timeout_ms);
     f->port = httpd_port(f->srv);
     assert_true(f->port > 0);
@@ -987,6 +1028,274 @@ static void test_close_with_open_connections(void **state)
     for (int i = 0; i < 3; i++) assert_true(f.end[i] == END_EOF || f.end[i] == END_RESET);
 }
 
+/* ---- request bodies (httpd_start_opts) ---- */
+
+static const struct httpd_opts post_opts = {.methods = HTTPD_GET | HTTPD_HEAD | HTTPD_POST};
+
+/* The /post handler's reply for a body, as the client predicts it. */
+static char *post_reply(const char *method, const char *ct, const char *body, size_t len, int keep)
+{
+    char *b;
+    assert_true(asprintf(&b, "method=%s ct=%s len=%zu fnv=%08x nul=1 body=%s", method, ct, len,
+                         fnv(body, len), len <= 64 ? body : "...") > 0);
+    char *r = reply("200 OK", "text/x-post", b, strlen(b), "", keep, 1);
+    free(b);
+    return r;
+}
+
+/* Sends r one byte at a time, so that the header name and value reach the
+ * parser in pieces (bounded: r is short, 1 ms apart). */
+static void client_trickle(struct fx *f)
+{
+    client_exchanges(f);
+    int fd = cli_connect(f);
+    if (fd < 0) return;
+    const char *r = "POST /post HTTP/1.1\r\nX-Content-Typo: no\r\ncOnTeNt-TyPe: "
+                    "application/json \t\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}";
+    int ok = 1;
+    for (size_t i = 0; r[i] && ok; i++) {
+        ok = cli_send(fd, r + i, 1) == 0;
+        usleep(1000);
+    }
+    if (ok) f->res[f->nreq] = cli_read_all(fd, &f->end[f->nreq]);
+    close(fd);
+}
+
+static void test_post_body_and_content_type(void **state)
+{
+    (void)state;
+    struct fx f = {.opts = &post_opts};
+    f.req[0] = "POST /post HTTP/1.1\r\nContent-Type: application/json; charset=utf-8  \r\n"
+               "Content-Length: 11\r\nConnection: close\r\n\r\nhello world";
+    f.req[1] = "POST /post HTTP/1.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    f.req[2] = "POST /post HTTP/1.1\r\nTransfer-Encoding: chunked\r\ncontent-type: a/b\r\n"
+               "Connection: close\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n";
+    f.req[3] = "GET /post HTTP/1.1\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n";
+    f.req[4] = "POST /post HTTP/1.1\r\nContent-Type: a/b\r\nContent-Type: c/d\r\n"
+               "Content-Length: 2\r\n\r\nhi";
+    f.req[5] = "POST /post HTTP/1.0\r\nContent-Length: 3\r\n\r\nabc";
+    f.req[6] = "POST /post HTTP/1.1\r\nContent-Typer: x/y\r\nContent-Typ: x/z\r\n"
+               "Content-Length: 0\r\nConnection: close\r\n\r\n";
+    f.nreq = 7;
+    run_on(&f, "127.0.0.1:0", 0, client_trickle);
+    expect_result(&f, 0,
+                  post_reply("POST", "application/json; charset=utf-8", "hello world", 11, 0));
+    expect_result(&f, 1, post_reply("POST", "(none)", "", 0, 0));
+    expect_result(&f, 2, post_reply("POST", "a/b", "hello world", 11, 0));
+    expect_result(&f, 3, post_reply("GET", "text/plain", "", 0, 0));
+    expect_result(&f, 4, canned("400 Bad Request", "bad request\n"));
+    expect_result(&f, 5, post_reply("POST", "(none)", "abc", 3, 0));
+    expect_result(&f, 6, post_reply("POST", "(none)", "", 0, 0));
+    expect_result(&f, 7, post_reply("POST", "application/json", "{}", 2, 0));
+    assert_int_equal(f.handler_calls, 7);
+    free_results(&f);
+}
+
+#define MIB3 (3u << 20)
+
+/* Sends a head and then body[0..len), or (chunked) the body in 64 KiB
+ * chunks; reads to EOF into res[slot]. */
+static void post_big(struct fx *f, int slot, const char *body, size_t len, int chunked)
+{
+    int fd = cli_connect(f);
+    if (fd < 0) return;
+    char head[200];
+    if (chunked)
+        snprintf(head, sizeof head,
+                 "POST /post HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Type: x/y\r\n"
+                 "Connection: close\r\n\r\n");
+    else
+        snprintf(head, sizeof head,
+                 "POST /post HTTP/1.1\r\nContent-Length: %zu\r\nContent-Type: x/y\r\n"
+                 "Connection: close\r\n\r\n",
+                 len);
+    int ok = cli_send(fd, head, strlen(head)) == 0;
+    for (size_t off = 0; ok && off < len;) {
+        size_t n = len - off < 65536 ? len - off : 65536;
+        if (chunked) {
+            char sz[32];
+            snprintf(sz, sizeof sz, "%zx\r\n", n);
+            ok = cli_send(fd, sz, strlen(sz)) == 0 && cli_send(fd, body + off, n) == 0 &&
+                 cli_send(fd, "\r\n", 2) == 0;
+        } else {
+            ok = cli_send(fd, body + off, n) == 0;
+        }
+        off += n;
+    }
+    if (ok && chunked) ok = cli_send(fd, "0\r\n\r\n", 5) == 0;
+    /* a refused body may stop being read: the reply is what counts */
+    f->res[slot] = cli_read_all(fd, &f->end[slot]);
+    close(fd);
+}
+
+static char *big_body;
+
+static void client_3mib(struct fx *f)
+{
+    post_big(f, 0, big_body, MIB3, 0);     /* at the limit */
+    post_big(f, 1, big_body, MIB3 - 1, 0); /* just under */
+    post_big(f, 2, big_body, MIB3 + 1, 0); /* one byte over: refused on the head */
+    post_big(f, 3, big_body, MIB3, 1);     /* chunked, at the limit */
+    post_big(f, 4, big_body, MIB3 + 1, 1); /* chunked, one byte over */
+    /* Content-Length over the limit, and no body sent at all: the 413 comes
+     * from the head alone (nothing of the body is awaited or buffered). */
+    int fd = cli_connect(f);
+    if (fd < 0) return;
+    char head[200];
+    snprintf(head, sizeof head, "POST /post HTTP/1.1\r\nContent-Length: %u\r\n\r\n", MIB3 + 1);
+    if (cli_send(fd, head, strlen(head)) == 0) f->res[5] = cli_read_all(fd, &f->end[5]);
+    close(fd);
+}
+
+static void test_post_3mib_limit(void **state)
+{
+    (void)state;
+    struct httpd_opts o = {.methods = HTTPD_POST, .max_body = MIB3};
+    struct fx f = {.opts = &o};
+    big_body = malloc(MIB3 + 1);
+    for (size_t i = 0; i < MIB3 + 1; i++) big_body[i] = (char)('a' + i % 23);
+    run_on(&f, "127.0.0.1:0", 0, client_3mib);
+    expect_result(&f, 0, post_reply("POST", "x/y", big_body, MIB3, 0));
+    expect_result(&f, 1, post_reply("POST", "x/y", big_body, MIB3 - 1, 0));
+    expect_result(&f, 2, canned("413 Payload Too Large", "request too large\n"));
+    expect_result(&f, 3, post_reply("POST", "x/y", big_body, MIB3, 0));
+    assert_non_null(f.res[4]);
+    char *want = canned("413 Payload Too Large", "request too large\n");
+    assert_string_equal(f.res[4], want);
+    free(want);
+    expect_result(&f, 5, canned("413 Payload Too Large", "request too large\n"));
+    assert_int_equal(f.handler_calls, 3);
+    free(big_body);
+    free_results(&f);
+}
+
+static void test_405_lists_allowed_methods(void **state)
+{
+    (void)state;
+    struct httpd_opts o = {.methods = HTTPD_GET | HTTPD_POST};
+    struct fx f = {.opts = &o};
+    f.req[0] = "HEAD /hello HTTP/1.1\r\nConnection: close\r\n\r\n";
+    f.req[1] = "PUT /hello HTTP/1.1\r\nContent-Length: 1\r\nConnection: close\r\n\r\nx";
+    f.req[2] = "DELETE /hello HTTP/1.1\r\nConnection: close\r\n\r\n";
+    f.req[3] = "POST /post HTTP/1.1\r\nContent-Length: 1\r\nConnection: close\r\n\r\nx";
+    f.nreq = 4;
+    run_on(&f, "127.0.0.1:0", 0, client_exchanges);
+    const char *allow = "Allow: GET, POST\r\n";
+    /* 405 to a HEAD carries no body */
+    expect_result(&f, 0,
+                  reply("405 Method Not Allowed", PLAIN, "method not allowed\n", 19, allow, 0, 0));
+    expect_result(&f, 1,
+                  reply("405 Method Not Allowed", PLAIN, "method not allowed\n", 19, allow, 0, 1));
+    expect_result(&f, 2,
+                  reply("405 Method Not Allowed", PLAIN, "method not allowed\n", 19, allow, 0, 1));
+    expect_result(&f, 3, post_reply("POST", "(none)", "x", 1, 0));
+    assert_int_equal(f.handler_calls, 1);
+    free_results(&f);
+
+    struct httpd_opts bad = {.methods = 1u << 20};
+    uv_loop_t loop;
+    struct httpd *s = NULL;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    assert_int_equal(httpd_start_opts(&loop, "127.0.0.1:0", &bad, handler, NULL, &s), UV_EINVAL);
+    assert_null(s);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+/* Pipelined POSTs with bodies: answered in order, bodies kept apart. */
+static void test_pipelined_posts(void **state)
+{
+    (void)state;
+    struct fx f = {.opts = &post_opts};
+    f.req[0] = "POST /post HTTP/1.1\r\nContent-Type: a/1\r\nContent-Length: 3\r\n\r\none"
+               "POST /post HTTP/1.1\r\nContent-Length: 3\r\n\r\ntwo"
+               "POST /post HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Type: a/3\r\n\r\n"
+               "5\r\nthree\r\n0\r\n\r\n"
+               "GET /hello HTTP/1.1\r\n\r\n"
+               "POST /post HTTP/1.1\r\nContent-Length: 4\r\nConnection: close\r\n\r\nfour";
+    f.nreq = 1;
+    run_on(&f, "127.0.0.1:0", 0, client_exchanges);
+    char *parts[] = {post_reply("POST", "a/1", "one", 3, 1),
+                     post_reply("POST", "(none)", "two", 3, 1),
+                     post_reply("POST", "a/3", "three", 5, 1), hello(1, 1),
+                     post_reply("POST", "(none)", "four", 4, 0)};
+    char *want = calloc(1, 4096);
+    for (size_t i = 0; i < 5; i++) {
+        strcat(want, parts[i]);
+        free(parts[i]);
+    }
+    expect_result(&f, 0, want);
+    assert_int_equal(f.handler_calls, 5);
+    free_results(&f);
+}
+
+static void test_extra_headers(void **state)
+{
+    (void)state;
+    struct fx f = {0};
+    f.req[0] = "GET /unsupported HTTP/1.1\r\nConnection: close\r\n\r\n";
+    for (int i = 0; i < 6; i++) {
+        static char r[6][80];
+        snprintf(r[i], sizeof r[i], "GET /badheader%d HTTP/1.1\r\nConnection: close\r\n\r\n", i);
+        f.req[1 + i] = r[i];
+    }
+    f.nreq = 7;
+    run(&f, client_exchanges);
+    expect_result(&f, 0,
+                  reply("415 Unsupported Media Type", PLAIN, "unsupported\n", 12,
+                        "Accept-Post: application/json\r\nX-Reason: type\r\n", 0, 1));
+    for (int i = 1; i < 7; i++)
+        expect_result(&f, (size_t)i, canned("500 Internal Server Error", "internal error\n"));
+    free_results(&f);
+}
+
+/* max_conns from the options: with 3 slots, a 4th connection closes the
+ * oldest idle one, and only that one. */
+static void client_small_limit(struct fx *f)
+{
+    int fds[4], n = 0;
+    char *want = hello(1, 1);
+    for (; n < 4; n++) {
+        if ((fds[n] = cli_connect(f)) < 0) break;
+        f->val[n] = hello_on(fds[n], want);
+    }
+    if (n == 4) {
+        f->val[4] = closed_within(fds[0], 5000); /* the oldest */
+        f->val[5] =
+            !closed_within(fds[1], 0) && !closed_within(fds[2], 0) && !closed_within(fds[3], 0);
+        f->val[6] = hello_on(fds[3], want); /* still served */
+    }
+    free(want);
+    for (int i = 0; i < n; i++) close(fds[i]);
+}
+
+/* timeout_ms from the options: an idle keep-alive connection is cut long
+ * before the default 5 s would. */
+static void client_idle(struct fx *f)
+{
+    int fd = cli_connect(f);
+    if (fd < 0) return;
+    char *want = hello(1, 1);
+    f->val[0] = hello_on(fd, want);
+    f->val[1] = closed_within(fd, 3000);
+    free(want);
+    close(fd);
+}
+
+static void test_opts_conns_and_timeout(void **state)
+{
+    (void)state;
+    struct httpd_opts o = {.max_conns = 3, .timeout_ms = 15000};
+    struct fx f = {.opts = &o};
+    run_on(&f, "127.0.0.1:0", 0, client_small_limit);
+    for (int i = 0; i < 7; i++) assert_int_equal(f.val[i], 1);
+
+    struct httpd_opts t = {.timeout_ms = 200};
+    struct fx g = {.opts = &t};
+    run_on(&g, "127.0.0.1:0", 0, client_idle);
+    assert_int_equal(g.val[0], 1);
+    assert_int_equal(g.val[1], 1);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN); /* as the agent does; see httpd.h */
@@ -1010,6 +1319,12 @@ int main(void)
         cmocka_unit_test(test_listen_strings),
         cmocka_unit_test(test_bind_failures),
         cmocka_unit_test(test_close_with_open_connections),
+        cmocka_unit_test(test_post_body_and_content_type),
+        cmocka_unit_test(test_post_3mib_limit),
+        cmocka_unit_test(test_405_lists_allowed_methods),
+        cmocka_unit_test(test_pipelined_posts),
+        cmocka_unit_test(test_extra_headers),
+        cmocka_unit_test(test_opts_conns_and_timeout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
