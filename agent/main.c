@@ -1,5 +1,5 @@
 /*
- * main.c - subcommand dispatch: run (default), hash, version.
+ * main.c - subcommand dispatch: run (default), hash, webhook, version.
  */
 #include <malloc.h>
 #include <stdio.h>
@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "agent/cmd_hash.h"
+#include "agent/cmd_webhook.h"
 #include "agent/run.h"
 #include "base/backoff.h"
 
@@ -16,6 +17,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: reload-agent [run] [flags]     watch and act on content changes\n"
                "       reload-agent hash [--list] PATH...  print the content hash\n"
+               "       reload-agent webhook [flags]     serve the injection webhook\n"
                "       reload-agent version             print version and git commit\n"
                "       reload-agent SUBCOMMAND --help\n");
 }
@@ -33,6 +35,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (argc >= 2 && strcmp(argv[1], "hash") == 0) return cmd_hash(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "webhook") == 0) return cmd_webhook(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "run") == 0) return run_main(argc - 2, argv + 2);
     if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
                       strcmp(argv[1], "help") == 0)) {

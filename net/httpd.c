@@ -64,6 +64,7 @@ struct conn {
     int keep;              /* keep-alive decision for the current request */
     int err_status;        /* limit hit in a parser callback (413), or 400 */
     int allowed;           /* the current request's method is allowed */
+    int in_request;        /* between the first byte of a request and its end */
     const char *close_why; /* why it was closed, for a TLS handshake cut short */
     uint64_t since;        /* when it began waiting for its current request, as
                        httpd.seq at accept / at the end of the last reply */
@@ -98,6 +99,10 @@ struct httpd {
     char allow[128]; /* "Allow: GET, HEAD\r\n" */
     int port;
     int listener_open, spare_busy, reject_wanted, closing;
+    int listener_closed; /* uv_close was called on the listener (drain or close) */
+    int drain;           /* httpd_drain: no new connections, replies end them */
+    void (*drained)(void *);
+    void *drained_ud;
     uint64_t last_reject_log;
     struct conn *conns;
     size_t nconns; /* in the list, closing ones included */
@@ -169,6 +174,17 @@ static void maybe_free(struct httpd *s)
     if (done) done(ud);
 }
 
+/* httpd_drain: once the listener and the last connection are closed, the
+ * drained callback runs (once). s may be freed by it (httpd_close): touch
+ * nothing after. */
+static void drain_check(struct httpd *s)
+{
+    if (!s->drain || !s->drained || s->listener_open || s->conns) return;
+    void (*drained)(void *) = s->drained;
+    s->drained = NULL;
+    drained(s->drained_ud);
+}
+
 static void conn_close_cb(uv_handle_t *h)
 {
     struct conn *c = h->data;
@@ -186,7 +202,10 @@ static void conn_close_cb(uv_handle_t *h)
                                        : "connection closed during the handshake");
     free(c->body);
     free(c);
-    maybe_free(s);
+    if (s->closing)
+        maybe_free(s);
+    else
+        drain_check(s);
 }
 
 /* Closes both handles; pending write/shutdown callbacks run first with
@@ -234,6 +253,7 @@ static int on_message_begin(http_parser *p)
     c->hstate = c->fpos = c->fmatch = c->in_ct = c->ct_count = 0;
     c->ct_off = c->ct_len = 0;
     c->expect_len = 0;
+    c->in_request = 1;
     return 0;
 }
 
@@ -332,6 +352,7 @@ static int on_message_complete(http_parser *p)
 {
     struct conn *c = p->data;
     c->keep = http_should_keep_alive(p) && !p->upgrade;
+    c->in_request = 0;
     http_parser_pause(p, 1);
     return 0;
 }
@@ -483,6 +504,7 @@ static void conn_send(struct conn *c, int status, const char *ctype, char *body,
 {
     const char *reason = http_status_str((enum http_status)status);
     if (reason[0] == '<') reason = "Unknown";
+    if (c->srv->drain) c->keep = 0; /* shutting down: this reply is the last */
     int n = snprintf(
         c->whead, sizeof c->whead,
         "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%sConnection: %s\r\n\r\n",
@@ -910,7 +932,10 @@ static void listener_close_cb(uv_handle_t *h)
 {
     struct httpd *s = h->data;
     s->listener_open = 0;
-    maybe_free(s);
+    if (s->closing)
+        maybe_free(s);
+    else
+        drain_check(s);
 }
 
 void httpd_close(struct httpd *s, void (*done)(void *), void *ud)
@@ -919,6 +944,25 @@ void httpd_close(struct httpd *s, void (*done)(void *), void *ud)
     s->closing = 1;
     s->done = done;
     s->done_ud = ud;
-    uv_close((uv_handle_t *)&s->listener, listener_close_cb);
+    if (!s->listener_closed) {
+        s->listener_closed = 1;
+        uv_close((uv_handle_t *)&s->listener, listener_close_cb);
+    }
     for (struct conn *c = s->conns; c; c = c->next) conn_close(c);
+    maybe_free(s); /* after httpd_drain, nothing may be left to close */
+}
+
+void httpd_drain(struct httpd *s, void (*drained)(void *), void *ud)
+{
+    if (s->closing || s->drain) return;
+    s->drain = 1;
+    s->drained = drained;
+    s->drained_ud = ud;
+    s->listener_closed = 1;
+    uv_close((uv_handle_t *)&s->listener, listener_close_cb);
+    for (struct conn *c = s->conns; c; c = c->next)
+        if (!c->closing && !c->writing && !c->in_request) {
+            c->close_why = "server shutting down";
+            conn_close(c);
+        }
 }

@@ -111,6 +111,18 @@ int httpd_port(const struct httpd *s);
 /* Sets the per-connection read timeout (ms) for new and idle connections. */
 void httpd_set_timeout(struct httpd *s, unsigned ms);
 
+/* Graceful stop: closes the listener (no new connections) and the
+ * connections waiting for a request (idle keep-alive, TLS handshake in
+ * progress, lingering after a final reply); a request being received
+ * completes and is answered, and every reply from now on ends its
+ * connection ("Connection: close"). Once the last connection has closed,
+ * drained(ud) runs (on the loop, never from inside this call; drained may
+ * be NULL); s stays allocated until httpd_close, which may be called at
+ * any time (e.g. at a deadline, to cut what is left) and, after drained
+ * has run, finishes at once (done runs before it returns). Call it at most
+ * once, before httpd_close. */
+void httpd_drain(struct httpd *s, void (*drained)(void *), void *ud);
+
 /* Closes the listener and all connections (call at most once); frees s in
  * the last close callback, then calls done(ud) (done may be NULL). */
 void httpd_close(struct httpd *s, void (*done)(void *), void *ud);

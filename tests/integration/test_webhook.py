@@ -440,7 +440,9 @@ def test_webhook_slow_clients_cut_off(env):
     st, _, m = request(s, wh, "GET", "/metrics", ctype=None)
     fails = [l for l in m.decode().splitlines()
              if l.startswith("reload_agent_webhook_tls_handshake_failures_total ")]
-    check(fails and int(fails[0].split()[1]) >= 2, "handshake failures not counted: %r" % fails)
+    # The half ClientHello counts; a TCP connection that never sent a byte
+    # (a probe) does not.
+    check(fails and int(fails[0].split()[1]) >= 1, "handshake failures not counted: %r" % fails)
     check(wh.stop() == 0, "exit status")
 
 
