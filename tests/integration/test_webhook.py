@@ -175,7 +175,7 @@ def mutate(s, wh, uid, pod, c=None, **kw):
 
 def app_pod(annotations=None, image="nginx:1.27-sentinel-4711"):
     ann = {"reload-agent.io/inject": "true", "reload-agent.io/action": "signal",
-           "reload-agent.io/signal": "HUP"}
+           "reload-agent.io/signal": "HUP", "reload-agent.io/process": "nginx"}
     ann.update(annotations or {})
     return {
         "apiVersion": "v1", "kind": "Pod",
