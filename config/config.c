@@ -207,8 +207,26 @@ static const struct opt_def OPTIONS[] = {
 
 #define NOPTS (sizeof OPTIONS / sizeof OPTIONS[0])
 
-/* Annotation keys under the prefix that are not options. */
-static const char *const RESERVED_ANNOTATIONS[] = {"inject", "inject-status", "config-hash", NULL};
+/* Annotation keys under the prefix that are not options (config.h): the
+ * injector's opt-in and per-pod sidecar settings (inject/transform.c), its
+ * status record, and the rollout hash the agent itself writes. */
+const char *const cfg_injector_annotations[] = {"inject",
+                                                "inject-status",
+                                                "config-hash",
+                                                "sidecar-image",
+                                                "sidecar-cpu-request",
+                                                "sidecar-memory-request",
+                                                "sidecar-memory-limit",
+                                                NULL};
+
+int cfg_is_injector_annotation(const char *key)
+{
+    const size_t plen = strlen(CFG_ANNOTATION_PREFIX);
+    if (strncmp(key, CFG_ANNOTATION_PREFIX, plen) != 0) return 0;
+    for (const char *const *r = cfg_injector_annotations; *r; r++)
+        if (strcmp(*r, key + plen) == 0) return 1;
+    return 0;
+}
 
 size_t cfg_option_count(void) { return NOPTS; }
 
@@ -379,9 +397,7 @@ static int layer_from_annotations(const struct annot_set *a, struct cfg_layer *l
         if (strncmp(key, CFG_ANNOTATION_PREFIX, plen) != 0) continue;
         const char *name = key + plen;
         size_t idx;
-        int reserved = 0;
-        for (const char *const *r = RESERVED_ANNOTATIONS; *r; r++) reserved |= !strcmp(*r, name);
-        if (reserved) continue;
+        if (cfg_is_injector_annotation(key)) continue;
         const struct opt_def *o = find_opt(name, strlen(name), &idx);
         if (!o || (o->flags & OPT_NO_ANNOT)) {
             snprintf(err, errlen, "annotation %s: %s", key,

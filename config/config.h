@@ -89,6 +89,17 @@ struct cfg_layer {
     enum cfg_source src;
 };
 
+/* The annotation keys under CFG_ANNOTATION_PREFIX that are not options:
+ * the injector's (inject/transform.c: inject, inject-status and the per-pod
+ * sidecar-image, sidecar-cpu-request, sidecar-memory-request,
+ * sidecar-memory-limit) and the rollout hash (config-hash). Short names,
+ * NULL-terminated. The agent skips them in the annotations file. */
+extern const char *const cfg_injector_annotations[];
+
+/* 1 if key (a whole annotation key, e.g. "reload-agent.io/inject") is one
+ * of cfg_injector_annotations, else 0. */
+int cfg_is_injector_annotation(const char *key);
+
 /* Number of options in the table. */
 size_t cfg_option_count(void);
 
@@ -114,7 +125,7 @@ const char *cfg_layer_get(const struct cfg_layer *l, const char *name);
 /* Fills an annotation layer from parsed annotations: every key
  * "reload-agent.io/<option>" sets that option (list options are
  * comma-separated). Keys under the prefix that are not options are an error,
- * except the reserved ones (inject, inject-status, config-hash). Returns 0
+ * except cfg_injector_annotations. Returns 0
  * or -EINVAL naming the annotation. */
 int cfg_layer_from_annotations(const struct annot_set *a, struct cfg_layer *l, char *err,
                                size_t errlen);

@@ -130,6 +130,29 @@ static void test_unknown_annotation_rejected(void **state)
     assert_non_null(strstr(f->err, "reload-agent.io/debunce"));
 }
 
+/* The injector's keys (inject/transform.c) are not agent options, and the
+ * agent skips them: the one list in config.c. */
+static void test_injector_annotations_skipped(void **state)
+{
+    struct fixture *f = *state;
+    assert_int_equal(annots(f, "reload-agent.io/config-hash=\"abc\"\n"
+                               "reload-agent.io/inject=\"true\"\n"
+                               "reload-agent.io/inject-status=\"{}\"\n"
+                               "reload-agent.io/sidecar-cpu-request=\"10m\"\n"
+                               "reload-agent.io/sidecar-image=\"x:1\"\n"
+                               "reload-agent.io/sidecar-memory-limit=\"1Gi\"\n"
+                               "reload-agent.io/sidecar-memory-request=\"1Mi\""),
+                     0);
+    assert_int_equal(cfg_build(NULL, &f->annots, &f->cfg, f->err, sizeof f->err), 0);
+    assert_true(cfg_is_injector_annotation("reload-agent.io/sidecar-image"));
+    assert_false(cfg_is_injector_annotation("reload-agent.io/action"));
+    assert_false(cfg_is_injector_annotation("example.com/inject"));
+    assert_false(cfg_is_injector_annotation("reload-agent.io/"));
+    size_t n = 0;
+    while (cfg_injector_annotations[n]) n++;
+    assert_int_equal(n, 7);
+}
+
 static void test_annotation_cannot_set_annotations_file(void **state)
 {
     struct fixture *f = *state;
@@ -579,6 +602,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_defaults, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_injector_annotations_skipped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flags_override_defaults, setup, teardown),
         cmocka_unit_test_setup_teardown(test_annotations_override_flags, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_flag_value_names_option_and_value, setup,
