@@ -124,6 +124,8 @@ static void ask_status(const char *body, const char *ct, int status, const char 
     ask(&a, body, ct, NULL);
     assert_int_equal(a.resp.status, status);
     if (reason_part && !strstr(a.resp.body, reason_part)) fail_msg("reason: %s", a.resp.body);
+    if (status != 200) /* one line */
+        assert_ptr_equal(strchr(a.resp.body, '\n'), a.resp.body + a.resp.body_len - 1);
     answer_free(&a);
 }
 
@@ -220,6 +222,13 @@ static void test_malformed(void **state)
     ask_status("{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\","
                "\"request\":{\"uid\":42}}",
                J, 400, "request.uid");
+    /* Values echoed in a reason keep it on one line (cJSON accepts raw
+     * control characters inside strings). */
+    ask_status("{\"apiVersion\":\"admission.k8\n.io/v1\",\"kind\":\"AdmissionReview\"}", J, 400,
+               "apiVersion \"admission.k8?.io/v1\" is not supported");
+    ask_status("{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"Admission\rReview\"}", J, 400,
+               "kind \"Admission?Review\"");
+    ask_status("{}", "text/\x01plain", 415, "\"text/?plain\"");
     /* A body that is not NUL-terminated is read within its length only. */
     char buf[8] = {'{', '"', 'a', '"', ':', '1', '}', 'X'};
     struct admission_response r;

@@ -64,6 +64,16 @@ static void copy_cut(char *dst, size_t cap, const char *src)
     dst[n] = '\0';
 }
 
+/* A value from the request, for a one-line reason: cut to fit dst[cap]
+ * and with control characters (cJSON lets raw ones through in strings)
+ * written as '?'. */
+static void shown(char *dst, size_t cap, const char *src)
+{
+    copy_cut(dst, cap, src);
+    for (char *p = dst; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+}
+
 static const char *str_of(const cJSON *o, const char *key)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
@@ -392,14 +402,11 @@ int admission_review(const char *body, size_t len, const char *content_type,
     memset(out, 0, sizeof *out);
     memset(info, 0, sizeof *info);
     if (!admission_is_json_type(content_type)) {
-        char shown[80];
-        copy_cut(shown, sizeof shown, content_type);
-        for (char *p = shown; *p; p++)
-            if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = ' ';
+        char ct[80];
+        shown(ct, sizeof ct, content_type);
         return content_type
                    ? text_answer(out, info, 415,
-                                 "Content-Type \"%s\" is not supported: send application/json",
-                                 shown)
+                                 "Content-Type \"%s\" is not supported: send application/json", ct)
                    : text_answer(out, info, 415,
                                  "no Content-Type: send an AdmissionReview as application/json");
     }
@@ -428,19 +435,18 @@ int admission_review(const char *body, size_t len, const char *content_type,
     }
     const char *av = str_of(root, "apiVersion"), *kind = str_of(root, "kind");
     if (!av || strcmp(av, ADMISSION_API_VERSION) != 0) {
-        char shown[80];
-        copy_cut(shown, sizeof shown, av);
+        char v[80];
+        shown(v, sizeof v, av);
         rc = av ? text_answer(out, info, 400,
-                              "apiVersion \"%s\" is not supported: only " ADMISSION_API_VERSION,
-                              shown)
+                              "apiVersion \"%s\" is not supported: only " ADMISSION_API_VERSION, v)
                 : text_answer(out, info, 400,
                               "apiVersion is missing: expected " ADMISSION_API_VERSION);
         goto done;
     }
     if (!kind || strcmp(kind, "AdmissionReview") != 0) {
-        char shown[80];
-        copy_cut(shown, sizeof shown, kind);
-        rc = kind ? text_answer(out, info, 400, "kind \"%s\": expected AdmissionReview", shown)
+        char v[80];
+        shown(v, sizeof v, kind);
+        rc = kind ? text_answer(out, info, 400, "kind \"%s\": expected AdmissionReview", v)
                   : text_answer(out, info, 400, "kind is missing: expected AdmissionReview");
         goto done;
     }
