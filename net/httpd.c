@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <http_parser.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,19 +62,23 @@ struct conn {
     int reading;
     int writing;
     int draining;          /* final response sent: discard input until EOF */
+    int in_request;        /* between the first byte of a request and its end */
     int keep;              /* keep-alive decision for the current request */
     int err_status;        /* limit hit in a parser callback (413), or 400 */
     int allowed;           /* the current request's method is allowed */
-    int in_request;        /* between the first byte of a request and its end */
     const char *close_why; /* why it was closed, for a TLS handshake cut short */
-    uint64_t since;        /* when it began waiting for its current request, as
-                       httpd.seq at accept / at the end of the last reply */
+    /* when it began waiting for its current request, as httpd.seq at accept
+     * / at the end of the last reply */
+    uint64_t since;
     size_t head_len, body_len, url_len;
     /* Content-Type: header name matching across split callbacks, then the
      * value, stored in url[] after the URL and its NUL (the head limit
      * bounds both together). */
     int hstate; /* 0 before headers, 1 in a field name, 2 in a value */
     int fpos, fmatch, in_ct, ct_count;
+    int in_expect; /* in an Expect value: kept in expect[] (longer: not ours) */
+    size_t expect_n;
+    char expect[16];
     size_t ct_off, ct_len;
     uint64_t expect_len; /* Content-Length, 0 if none */
     char *body;          /* malloc'd, grown up to the limit; NULL when empty */
@@ -99,10 +104,7 @@ struct httpd {
     char allow[128]; /* "Allow: GET, HEAD\r\n" */
     int port;
     int listener_open, spare_busy, reject_wanted, closing;
-    int listener_closed; /* uv_close was called on the listener (drain or close) */
-    int drain;           /* httpd_drain: no new connections, replies end them */
-    void (*drained)(void *);
-    void *drained_ud;
+    int shutting; /* httpd_shutdown: the listener is closed, requests finish */
     uint64_t last_reject_log;
     struct conn *conns;
     size_t nconns; /* in the list, closing ones included */
@@ -113,7 +115,7 @@ struct httpd {
     char raw[HTTPD_RAW_BUF]; /* TLS ciphertext, fed to a tls_conn as soon as read */
 };
 
-/* A TLS write that is not a response (handshake records, alerts). */
+/* A write outside a response (TLS handshake records and alerts, 100 Continue). */
 struct wchunk {
     uv_write_t req;
     struct conn *c;
@@ -167,22 +169,11 @@ static int listen_socket(const struct sockaddr_storage *sa)
 
 static void maybe_free(struct httpd *s)
 {
-    if (!s->closing || s->listener_open || s->spare_busy || s->conns) return;
+    if (!(s->closing || s->shutting) || s->listener_open || s->spare_busy || s->conns) return;
     void (*done)(void *) = s->done;
     void *ud = s->done_ud;
     free(s);
     if (done) done(ud);
-}
-
-/* httpd_drain: once the listener and the last connection are closed, the
- * drained callback runs (once). s may be freed by it (httpd_close): touch
- * nothing after. */
-static void drain_check(struct httpd *s)
-{
-    if (!s->drain || !s->drained || s->listener_open || s->conns) return;
-    void (*drained)(void *) = s->drained;
-    s->drained = NULL;
-    drained(s->drained_ud);
 }
 
 static void conn_close_cb(uv_handle_t *h)
@@ -197,15 +188,12 @@ static void conn_close_cb(uv_handle_t *h)
     if (c->next) c->next->prev = c->prev;
     s->nconns--;
     /* A handshake cut short is counted, unless the server itself closed it. */
-    tls_conn_free(c->tls, c->close_why ? c->close_why
-                          : s->closing ? NULL
-                                       : "connection closed during the handshake");
+    tls_conn_free(c->tls, c->close_why                ? c->close_why
+                          : s->closing || s->shutting ? NULL
+                                                      : "connection closed during the handshake");
     free(c->body);
     free(c);
-    if (s->closing)
-        maybe_free(s);
-    else
-        drain_check(s);
+    maybe_free(s);
 }
 
 /* Closes both handles; pending write/shutdown callbacks run first with
@@ -250,10 +238,11 @@ static int on_message_begin(http_parser *p)
     struct conn *c = p->data;
     c->head_len = c->body_len = c->url_len = 0;
     c->err_status = 0;
-    c->hstate = c->fpos = c->fmatch = c->in_ct = c->ct_count = 0;
+    c->in_request = 1;
+    c->hstate = c->fpos = c->fmatch = c->in_ct = c->ct_count = c->in_expect = 0;
+    c->expect_n = 0;
     c->ct_off = c->ct_len = 0;
     c->expect_len = 0;
-    c->in_request = 1;
     return 0;
 }
 
@@ -266,24 +255,35 @@ static int on_url(http_parser *p, const char *at, size_t len)
     return 0;
 }
 
-/* Header names arrive in pieces: match "content-type" as they come. */
+/* The header names the server looks at; bit i of conn.fmatch: name i may
+ * still match what has arrived of the current header name. */
+static const char *const hnames[] = {"content-type", "expect"};
+enum { H_CONTENT_TYPE = 1, H_EXPECT = 2 };
+
+/* Header names arrive in pieces: match them as they come. */
 static int on_header_field(http_parser *p, const char *at, size_t len)
 {
-    static const char name[] = "content-type";
     struct conn *c = p->data;
     if (head_bytes(p, len) != 0) return -1;
     if (c->hstate != 1) {
         c->hstate = 1;
         c->fpos = 0;
-        c->fmatch = 1;
+        c->fmatch = H_CONTENT_TYPE | H_EXPECT;
     }
-    for (size_t i = 0; i < len && c->fmatch; i++) {
-        if (c->fpos < (int)sizeof name - 1 && tolower((unsigned char)at[i]) == name[c->fpos])
-            c->fpos++;
-        else
-            c->fmatch = 0;
-    }
+    for (size_t i = 0; i < len && c->fmatch; i++, c->fpos++)
+        for (int k = 0; k < 2; k++) {
+            const char *name = hnames[k];
+            if ((c->fmatch & (1 << k)) &&
+                ((size_t)c->fpos >= strlen(name) || tolower((unsigned char)at[i]) != name[c->fpos]))
+                c->fmatch &= ~(1 << k);
+        }
     return 0;
+}
+
+/* 1 if the header name that just ended is hnames[k]. */
+static int header_is(const struct conn *c, int k)
+{
+    return (c->fmatch & (1 << k)) && (size_t)c->fpos == strlen(hnames[k]);
 }
 
 static int on_header_value(http_parser *p, const char *at, size_t len)
@@ -292,7 +292,8 @@ static int on_header_value(http_parser *p, const char *at, size_t len)
     if (head_bytes(p, len) != 0) return -1;
     if (c->hstate != 2) {
         c->hstate = 2;
-        c->in_ct = c->fmatch && c->fpos == (int)sizeof "content-type" - 1;
+        c->in_ct = header_is(c, 0);
+        c->in_expect = header_is(c, 1);
         if (c->in_ct && c->ct_count++ > 0) {
             log_debug("httpd: bad request: two Content-Type headers");
             c->err_status = 400;
@@ -304,7 +305,22 @@ static int on_header_value(http_parser *p, const char *at, size_t len)
         memcpy(c->url + c->ct_off + c->ct_len, at, len);
         c->ct_len += len;
     }
+    if (c->in_expect) {
+        if (len <= sizeof c->expect - c->expect_n) memcpy(c->expect + c->expect_n, at, len);
+        c->expect_n += len; /* over sizeof expect: not "100-continue" */
+    }
     return 0;
+}
+
+static void send_continue(struct conn *c);
+
+/* 1 if the request says "Expect: 100-continue" (trailing blanks aside). */
+static int expects_continue(const struct conn *c)
+{
+    size_t n = c->expect_n;
+    if (n > sizeof c->expect) return 0;
+    while (n > 0 && (c->expect[n - 1] == ' ' || c->expect[n - 1] == '\t')) n--;
+    return n == 12 && strncasecmp(c->expect, "100-continue", 12) == 0;
 }
 
 static int on_headers_complete(http_parser *p)
@@ -316,6 +332,11 @@ static int on_headers_complete(http_parser *p)
     }
     c->expect_len = (p->flags & F_CONTENTLENGTH) ? p->content_length : 0;
     c->allowed = allowed_method(c->srv, p->method) != NULL;
+    /* A client that waits for "100 Continue" before its body (curl does
+     * for bigger bodies) gets it at once when the body is welcome. */
+    if (c->allowed && expects_continue(c) && p->http_major == 1 && p->http_minor >= 1 &&
+        (c->expect_len > 0 || (p->flags & F_CHUNKED)))
+        send_continue(c);
     return 0;
 }
 
@@ -391,17 +412,15 @@ static void wchunk_cb(uv_write_t *req, int status)
     free(w->data);
     free(w);
     if (status < 0 && !c->closing) {
-        log_debug("httpd: TLS write failed: %s", uv_strerror(status));
+        log_debug("httpd: write failed: %s", uv_strerror(status));
         conn_close(c);
     }
 }
 
-/* Writes what OpenSSL has produced (handshake records, alerts) outside a
- * response. On failure closes c. */
-static void tls_flush(struct conn *c)
+/* Writes data (malloc'd, n bytes, taken over) outside a response: TLS
+ * handshake records and alerts, "100 Continue". On failure closes c. */
+static void write_aux(struct conn *c, char *data, size_t n)
 {
-    char *data;
-    size_t n = tls_conn_take(c->tls, &data);
     if (n == 0 || c->closing) {
         free(data);
         return;
@@ -414,11 +433,36 @@ static void tls_flush(struct conn *c)
     uv_buf_t b = uv_buf_init(data, (unsigned)n);
     int rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, wchunk_cb);
     if (rc != 0) {
-        log_debug("httpd: TLS write failed: %s", uv_strerror(rc));
+        log_debug("httpd: write failed: %s", uv_strerror(rc));
         free(data);
         free(w);
         conn_close(c);
     }
+}
+
+/* Writes what OpenSSL has produced outside a response. */
+static void tls_flush(struct conn *c)
+{
+    char *data;
+    size_t n = tls_conn_take(c->tls, &data);
+    write_aux(c, data, n);
+}
+
+static void send_continue(struct conn *c)
+{
+    static const char msg[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    if (c->tls) {
+        if (tls_conn_write(c->tls, msg, sizeof msg - 1) != 0) {
+            conn_close(c);
+            return;
+        }
+        tls_flush(c);
+        return;
+    }
+    char *data = malloc(sizeof msg - 1);
+    if (!data) ra_oom();
+    memcpy(data, msg, sizeof msg - 1);
+    write_aux(c, data, sizeof msg - 1);
 }
 
 /* Decrypts the next plaintext into c->in. Returns 1 when there is some, 0
@@ -426,9 +470,19 @@ static void tls_flush(struct conn *c)
  * (close_notify, or a TLS error: an alert, if any, is sent first). */
 static int tls_pull(struct conn *c)
 {
+    int was_established = tls_conn_is_established(c->tls);
     long n = tls_conn_read(c->tls, c->in, sizeof c->in);
     tls_flush(c);
     if (c->closing) return -1;
+    if (!was_established && tls_conn_is_established(c->tls)) {
+        /* The client's Finished gets no reply (no session tickets), so
+         * its ACK would be delayed (40 ms), and a client that has Nagle on
+         * holds its request until then: acknowledge it now. */
+        uv_os_fd_t fd;
+        int one = 1;
+        if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0)
+            (void)setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one);
+    }
     if (n > 0) {
         c->in_off = 0;
         c->in_len = (size_t)n;
@@ -476,7 +530,7 @@ static void write_cb(uv_write_t *req, int status)
         return;
     }
     restart_timer(c);
-    if (!c->keep) {
+    if (!c->keep || c->srv->shutting) {
         /* Lingering close: close_notify, FIN, then discard input until EOF
          * or timeout. */
         c->draining = 1;
@@ -504,7 +558,7 @@ static void conn_send(struct conn *c, int status, const char *ctype, char *body,
 {
     const char *reason = http_status_str((enum http_status)status);
     if (reason[0] == '<') reason = "Unknown";
-    if (c->srv->drain) c->keep = 0; /* shutting down: this reply is the last */
+    if (c->srv->shutting) c->keep = 0; /* the last reply on this connection */
     int n = snprintf(
         c->whead, sizeof c->whead,
         "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%sConnection: %s\r\n\r\n",
@@ -733,7 +787,7 @@ static void spare_close_cb(uv_handle_t *h)
 {
     struct httpd *s = h->data;
     s->spare_busy = 0;
-    if (s->reject_wanted && !s->closing) {
+    if (s->reject_wanted && !s->closing && !s->shutting) {
         s->reject_wanted = 0;
         reject(s);
     }
@@ -932,37 +986,31 @@ static void listener_close_cb(uv_handle_t *h)
 {
     struct httpd *s = h->data;
     s->listener_open = 0;
-    if (s->closing)
-        maybe_free(s);
-    else
-        drain_check(s);
+    maybe_free(s);
 }
 
 void httpd_close(struct httpd *s, void (*done)(void *), void *ud)
 {
     if (s->closing) return;
     s->closing = 1;
-    s->done = done;
-    s->done_ud = ud;
-    if (!s->listener_closed) {
-        s->listener_closed = 1;
+    if (!s->shutting) { /* else the listener is closing and done is set */
+        s->done = done;
+        s->done_ud = ud;
         uv_close((uv_handle_t *)&s->listener, listener_close_cb);
     }
     for (struct conn *c = s->conns; c; c = c->next) conn_close(c);
-    maybe_free(s); /* after httpd_drain, nothing may be left to close */
 }
 
-void httpd_drain(struct httpd *s, void (*drained)(void *), void *ud)
+void httpd_shutdown(struct httpd *s, void (*done)(void *), void *ud)
 {
-    if (s->closing || s->drain) return;
-    s->drain = 1;
-    s->drained = drained;
-    s->drained_ud = ud;
-    s->listener_closed = 1;
+    if (s->closing || s->shutting) return;
+    s->shutting = 1;
+    s->done = done;
+    s->done_ud = ud;
     uv_close((uv_handle_t *)&s->listener, listener_close_cb);
+    /* Keep only the connections with a request arriving or a reply being
+     * written; the others (idle, in a TLS handshake, lingering after a
+     * final reply) have nothing in flight. */
     for (struct conn *c = s->conns; c; c = c->next)
-        if (!c->closing && !c->writing && !c->in_request) {
-            c->close_why = "server shutting down";
-            conn_close(c);
-        }
+        if (!c->writing && (!c->in_request || c->draining)) conn_close(c);
 }

@@ -25,7 +25,10 @@
  * the connections accepted after it; the listen backlog is 1024 (capped by
  * net.core.somaxconn). Only the allowed methods (default GET and HEAD)
  * reach the handler; others get 405 with an Allow header listing them.
- * HEAD gets the handler's headers and Content-Length but no body.
+ * HEAD gets the handler's headers and Content-Length but no body. A
+ * request with "Expect: 100-continue" whose body will be read (allowed
+ * method, within the limit) gets "100 Continue" as soon as its head has
+ * arrived.
  *
  * TLS: with opts.tls set, every connection speaks TLS (net/tls.h) over the
  * same socket through memory BIOs: the handshake is driven by the reads on
@@ -111,20 +114,23 @@ int httpd_port(const struct httpd *s);
 /* Sets the per-connection read timeout (ms) for new and idle connections. */
 void httpd_set_timeout(struct httpd *s, unsigned ms);
 
-/* Graceful stop: closes the listener (no new connections) and the
- * connections waiting for a request (idle keep-alive, TLS handshake in
- * progress, lingering after a final reply); a request being received
- * completes and is answered, and every reply from now on ends its
- * connection ("Connection: close"). Once the last connection has closed,
- * drained(ud) runs (on the loop, never from inside this call; drained may
- * be NULL); s stays allocated until httpd_close, which may be called at
- * any time (e.g. at a deadline, to cut what is left) and, after drained
- * has run, finishes at once (done runs before it returns). Call it at most
- * once, before httpd_close. */
-void httpd_drain(struct httpd *s, void (*drained)(void *), void *ud);
-
 /* Closes the listener and all connections (call at most once); frees s in
- * the last close callback, then calls done(ud) (done may be NULL). */
+ * the last close callback, then calls done(ud) (done may be NULL). After
+ * httpd_shutdown (and before its done has run) it cuts the connections
+ * still open; done is then the one given to httpd_shutdown, and this
+ * call's done and ud are ignored. */
 void httpd_close(struct httpd *s, void (*done)(void *), void *ud);
+
+/* Graceful close (call at most once, not after httpd_close): closes the
+ * listener (new connections are refused) and every connection with
+ * nothing in flight (idle keep-alive, in its TLS handshake, lingering after
+ * a final reply). A connection whose request is arriving or whose reply is
+ * being written finishes it: a reply made from now on says "Connection:
+ * close", and after the reply the connection ends as after any final
+ * reply (TLS close_notify, FIN, then input is discarded until the client's
+ * EOF). The read timeout still applies. When the last
+ * connection has closed, frees s and calls done(ud) (done may be NULL).
+ * To bound the wait, call httpd_close at a deadline. */
+void httpd_shutdown(struct httpd *s, void (*done)(void *), void *ud);
 
 #endif

@@ -28,6 +28,9 @@
 #include "base/log.h"
 
 #define TLS_FILE_MAX (1u << 20) /* a chain plus a key is a few KiB */
+/* A memory BIO keeps the capacity it once grew to; past this, an emptied
+ * one is replaced, so an idle connection holds no large buffer. */
+#define TLS_BIO_KEEP 4096
 
 /* TLS 1.2 suites (TLS 1.3 uses OpenSSL's default set, all AEAD): forward
  * secret ECDHE with AEAD ciphers only, the Mozilla "intermediate" list. */
@@ -52,7 +55,8 @@ struct tls_conn {
     BIO *rbio, *wbio; /* owned by ssl */
     int started;      /* the peer has sent at least one byte */
     int established;
-    int counted; /* a failure has been counted for it */
+    int counted;    /* a failure has been counted for it */
+    int rbio_grown; /* rbio has held more than TLS_BIO_KEEP bytes */
 };
 
 /* What a new context describes, kept once it is installed. */
@@ -359,6 +363,23 @@ void tls_conn_feed(struct tls_conn *tc, const char *data, size_t len)
         data += n;
         len -= (size_t)n;
     }
+    if (BIO_ctrl_pending(tc->rbio) > TLS_BIO_KEEP) tc->rbio_grown = 1;
+}
+
+/* Called when all input has been consumed: gives back the record buffers
+ * (OpenSSL keeps a 16 KiB read buffer while it waits for the next record)
+ * and a read BIO that has grown. */
+static void trim(struct tls_conn *tc)
+{
+    (void)SSL_free_buffers(tc->ssl); /* 0 (kept) if they still hold data */
+    if (tc->rbio_grown && BIO_ctrl_pending(tc->rbio) == 0) {
+        BIO *b = BIO_new(BIO_s_mem());
+        if (!b) ra_oom();
+        BIO_set_mem_eof_return(b, -1);
+        SSL_set0_rbio(tc->ssl, b); /* frees the old one */
+        tc->rbio = b;
+        tc->rbio_grown = 0;
+    }
 }
 
 long tls_conn_read(struct tls_conn *tc, char *buf, size_t cap)
@@ -368,7 +389,7 @@ long tls_conn_read(struct tls_conn *tc, char *buf, size_t cap)
     if (!tc->established && SSL_is_init_finished(tc->ssl)) tc->established = 1;
     if (n > 0) return n;
     switch (SSL_get_error(tc->ssl, n)) {
-    case SSL_ERROR_WANT_READ: return 0;
+    case SSL_ERROR_WANT_READ: trim(tc); return 0;
     case SSL_ERROR_ZERO_RETURN: return TLS_CONN_EOF;
     default: {
         const char *reason = ossl_reason("TLS error");
@@ -415,6 +436,12 @@ size_t tls_conn_take(struct tls_conn *tc, char **out)
     if (got <= 0) {
         free(buf);
         return 0;
+    }
+    if (n > TLS_BIO_KEEP && BIO_ctrl_pending(tc->wbio) == 0) { /* emptied: shrink it */
+        BIO *b = BIO_new(BIO_s_mem());
+        if (!b) ra_oom();
+        SSL_set0_wbio(tc->ssl, b); /* frees the old one */
+        tc->wbio = b;
     }
     *out = buf;
     return (size_t)got;

@@ -55,6 +55,7 @@ struct fx {
     int end[MAX_EX];
     int val[8];
     const struct httpd_opts *opts; /* NULL: httpd_start with the defaults */
+    int graceful;                  /* the client's signal calls httpd_shutdown */
 };
 
 /* FNV-1a of a body: the /post handler reports it, the client computes it. */
@@ -134,7 +135,10 @@ static void stop_server(struct fx *f)
 {
     if (f->stopping) return;
     f->stopping = 1;
-    httpd_close(f->srv, on_closed, f);
+    if (f->graceful)
+        httpd_shutdown(f->srv, on_closed, f);
+    else
+        httpd_close(f->srv, on_closed, f);
     uv_close((uv_handle_t *)&f->deadline, deadline_close_cb);
 }
 
@@ -1296,6 +1300,107 @@ static void test_opts_conns_and_timeout(void **state)
     assert_int_equal(g.val[1], 1);
 }
 
+/* Graceful shutdown: an idle connection is closed at once, new ones are
+ * refused, a request that is arriving is answered with "Connection: close",
+ * and a reply being written is written whole. */
+static void client_graceful(struct fx *f)
+{
+    int idle = cli_connect(f), partial = cli_connect(f), big = cli_connect(f);
+    if (idle < 0 || partial < 0 || big < 0) return;
+    char *want = hello(1, 1);
+    f->val[0] = hello_on(idle, want);
+    free(want);
+    const char *head = "GET /hello HTTP/1.1\r\nHost: x\r\n";
+    const char *r = "GET /big HTTP/1.1\r\n\r\n";
+    char buf[1024];
+    if (cli_send(partial, head, strlen(head)) != 0 || cli_send(big, r, strlen(r)) != 0) return;
+    ssize_t first = recv(big, buf, sizeof buf, 0); /* the big reply has started */
+    f->val[1] = first > 0;
+    signal_close(f);
+    /* the idle one is closed: the shutdown has begun */
+    f->val[2] = closed_within(idle, 5000);
+    f->val[3] = cli_connect(f) < 0 && errno == ECONNREFUSED;
+    if (cli_send(partial, "\r\n", 2) == 0) f->res[0] = cli_read_all(partial, &f->end[0]);
+    int end = 0;
+    char *rest = cli_read_all(big, &end);
+    f->end[1] = end;
+    /* the /big head says keep-alive: it was sent before the shutdown */
+    char *h = hello(1, 0);
+    size_t head_len = strlen(h) - strlen("5\r\nConnection: keep-alive\r\n\r\n") +
+                      strlen("4194304\r\nConnection: keep-alive\r\n\r\n");
+    free(h);
+    f->val[4] = (size_t)first + strlen(rest) == head_len + BIG_LEN;
+    free(rest);
+    close(idle);
+    close(partial);
+    close(big);
+}
+
+static void test_graceful_shutdown(void **state)
+{
+    (void)state;
+    struct fx f = {.graceful = 1};
+    run_on(&f, "127.0.0.1:0", 15000, client_graceful);
+    for (int i = 0; i < 5; i++) assert_int_equal(f.val[i], 1);
+    expect_result(&f, 0, hello(0, 1));
+    assert_int_equal(f.end[1], END_EOF);
+    free_results(&f);
+}
+
+/* Expect: 100-continue: the interim reply comes before the body is sent
+ * (the client waits for it), only for a body the server will take. */
+static void client_continue(struct fx *f)
+{
+    const char *cont = "HTTP/1.1 100 Continue\r\n\r\n";
+    int fd = cli_connect(f);
+    if (fd < 0) return;
+    const char *head = "POST /post HTTP/1.1\r\nContent-Type: a/b\r\nexpect: 100-Continue \r\n"
+                       "Content-Length: 5\r\nConnection: close\r\n\r\n";
+    if (cli_send(fd, head, strlen(head)) == 0) {
+        f->res[0] = cli_read_n(fd, strlen(cont));
+        if (cli_send(fd, "hello", 5) == 0) f->res[1] = cli_read_all(fd, &f->end[1]);
+    }
+    close(fd);
+    /* chunked, on a keep-alive connection, then a GET that expects nothing */
+    fd = cli_connect(f);
+    if (fd < 0) return;
+    head = "POST /post HTTP/1.1\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n";
+    if (cli_send(fd, head, strlen(head)) == 0) {
+        f->res[2] = cli_read_n(fd, strlen(cont));
+        const char *rest =
+            "2\r\nhi\r\n0\r\n\r\n"
+            "GET /hello HTTP/1.1\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n";
+        if (cli_send(fd, rest, strlen(rest)) == 0) f->res[3] = cli_read_all(fd, &f->end[3]);
+    }
+    close(fd);
+    /* over the limit: 413 at once, no 100 */
+    fd = cli_connect(f);
+    if (fd < 0) return;
+    head = "POST /post HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 5000\r\n\r\n";
+    if (cli_send(fd, head, strlen(head)) == 0) f->res[4] = cli_read_all(fd, &f->end[4]);
+    close(fd);
+}
+
+static void test_expect_continue(void **state)
+{
+    (void)state;
+    struct fx f = {.opts = &post_opts};
+    run_on(&f, "127.0.0.1:0", 0, client_continue);
+    assert_non_null(f.res[0]);
+    assert_string_equal(f.res[0], "HTTP/1.1 100 Continue\r\n\r\n");
+    expect_result(&f, 1, post_reply("POST", "a/b", "hello", 5, 0));
+    assert_non_null(f.res[2]);
+    assert_string_equal(f.res[2], "HTTP/1.1 100 Continue\r\n\r\n");
+    char *a = post_reply("POST", "(none)", "hi", 2, 1), *b = hello(0, 1), *w;
+    assert_true(asprintf(&w, "%s%s", a, b) > 0);
+    free(a);
+    free(b);
+    expect_result(&f, 3, w);
+    expect_result(&f, 4, canned("413 Payload Too Large", "request too large\n"));
+    assert_int_equal(f.handler_calls, 3);
+    free_results(&f);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN); /* as the agent does; see httpd.h */
@@ -1325,6 +1430,8 @@ int main(void)
         cmocka_unit_test(test_pipelined_posts),
         cmocka_unit_test(test_extra_headers),
         cmocka_unit_test(test_opts_conns_and_timeout),
+        cmocka_unit_test(test_graceful_shutdown),
+        cmocka_unit_test(test_expect_continue),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

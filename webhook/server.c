@@ -5,7 +5,7 @@
  * timer. The handler is synchronous: a review is parsed, transformed and
  * encoded inside the httpd callback (webhook/admission.c), so an "in-flight
  * review" at shutdown is a request still arriving or a reply still being
- * written; httpd_drain lets those finish.
+ * written; httpd_shutdown lets those finish.
  */
 #include "webhook/server.h"
 
@@ -227,29 +227,23 @@ static void one_closed(struct webhook_server *s)
 
 static void timer_closed(uv_handle_t *h) { one_closed(h->data); }
 static void watch_closed(void *ud) { one_closed(ud); }
-static void httpd_closed(void *ud) { one_closed(ud); }
 
-static void close_httpd(struct webhook_server *s)
-{
-    if (!s->srv) return;
-    struct httpd *srv = s->srv;
-    s->srv = NULL;
-    uv_close((uv_handle_t *)&s->grace, timer_closed);
-    httpd_close(srv, httpd_closed, s);
-}
-
-static void on_drained(void *ud)
+/* The httpd is gone (every connection finished, or was cut at the
+ * deadline): the deadline timer goes too. */
+static void httpd_closed(void *ud)
 {
     struct webhook_server *s = ud;
-    log_debug("webhook: every connection has finished");
-    close_httpd(s);
+    s->srv = NULL;
+    log_debug("webhook: every connection has closed");
+    uv_close((uv_handle_t *)&s->grace, timer_closed);
+    one_closed(s);
 }
 
 static void on_grace(uv_timer_t *t)
 {
     struct webhook_server *s = t->data;
     log_warn("webhook: shutdown timeout reached; closing the connections still open");
-    close_httpd(s);
+    if (s->srv) httpd_close(s->srv, NULL, NULL); /* httpd_closed still runs */
 }
 
 int webhook_server_start(uv_loop_t *loop, const struct webhook_opts *o, struct webhook_server **out,
@@ -338,8 +332,8 @@ void webhook_server_shutdown(struct webhook_server *s, uint64_t grace_ms, void (
     struct watch *w = s->watch;
     s->watch = NULL;
     watch_close(w, watch_closed, s);
-    /* The deadline runs until the connections are gone (close_httpd
+    /* The deadline runs until the connections are gone (httpd_closed
      * closes it). */
     uv_timer_start(&s->grace, on_grace, grace_ms, 0);
-    httpd_drain(s->srv, on_drained, s);
+    httpd_shutdown(s->srv, httpd_closed, s);
 }
