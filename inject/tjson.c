@@ -31,22 +31,29 @@ int inject__type_error(struct inject__ctx *x, const char *path, const char *want
     return -EINVAL;
 }
 
-/* The member and its path "PATH.key" (or "key" at the top). */
-static const cJSON *lookup(const cJSON *obj, const char *path, const char *key, char *full,
-                           size_t n)
+/* The member key of obj, or NULL when absent or JSON null. */
+static const cJSON *lookup(const cJSON *obj, const char *key)
 {
-    snprintf(full, n, "%s%s%s", path, *path ? "." : "", key);
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
     return cJSON_IsNull(v) ? NULL : v;
+}
+
+/* The type error of member key of obj at path: "PATH.key: want ...". The
+ * path is only built here, for an error (the getters run for every field). */
+static int member_error(struct inject__ctx *x, const char *path, const char *key, const char *want,
+                        const cJSON *got)
+{
+    char full[512];
+    snprintf(full, sizeof full, "%s%s%s", path, *path ? "." : "", key);
+    return inject__type_error(x, full, want, got);
 }
 
 int inject__get_obj(struct inject__ctx *x, const cJSON *obj, const char *path, const char *key,
                     const cJSON **out)
 {
-    char full[512];
-    const cJSON *v = lookup(obj, path, key, full, sizeof full);
+    const cJSON *v = lookup(obj, key);
     *out = NULL;
-    if (v && !cJSON_IsObject(v)) return inject__type_error(x, full, "an object", v);
+    if (v && !cJSON_IsObject(v)) return member_error(x, path, key, "an object", v);
     *out = v;
     return 0;
 }
@@ -54,10 +61,9 @@ int inject__get_obj(struct inject__ctx *x, const cJSON *obj, const char *path, c
 int inject__get_arr(struct inject__ctx *x, const cJSON *obj, const char *path, const char *key,
                     const cJSON **out)
 {
-    char full[512];
-    const cJSON *v = lookup(obj, path, key, full, sizeof full);
+    const cJSON *v = lookup(obj, key);
     *out = NULL;
-    if (v && !cJSON_IsArray(v)) return inject__type_error(x, full, "an array", v);
+    if (v && !cJSON_IsArray(v)) return member_error(x, path, key, "an array", v);
     *out = v;
     return 0;
 }
@@ -65,10 +71,9 @@ int inject__get_arr(struct inject__ctx *x, const cJSON *obj, const char *path, c
 int inject__get_str(struct inject__ctx *x, const cJSON *obj, const char *path, const char *key,
                     const char **out)
 {
-    char full[512];
-    const cJSON *v = lookup(obj, path, key, full, sizeof full);
+    const cJSON *v = lookup(obj, key);
     *out = NULL;
-    if (v && !cJSON_IsString(v)) return inject__type_error(x, full, "a string", v);
+    if (v && !cJSON_IsString(v)) return member_error(x, path, key, "a string", v);
     if (v) *out = v->valuestring;
     return 0;
 }
@@ -76,10 +81,9 @@ int inject__get_str(struct inject__ctx *x, const cJSON *obj, const char *path, c
 int inject__get_bool(struct inject__ctx *x, const cJSON *obj, const char *path, const char *key,
                      int *out)
 {
-    char full[512];
-    const cJSON *v = lookup(obj, path, key, full, sizeof full);
+    const cJSON *v = lookup(obj, key);
     *out = -1;
-    if (v && !cJSON_IsBool(v)) return inject__type_error(x, full, "a boolean", v);
+    if (v && !cJSON_IsBool(v)) return member_error(x, path, key, "a boolean", v);
     if (v) *out = cJSON_IsTrue(v);
     return 0;
 }
@@ -87,15 +91,52 @@ int inject__get_bool(struct inject__ctx *x, const cJSON *obj, const char *path, 
 int inject__get_id(struct inject__ctx *x, const cJSON *obj, const char *path, const char *key,
                    long *out)
 {
-    char full[512];
-    const cJSON *v = lookup(obj, path, key, full, sizeof full);
+    const cJSON *v = lookup(obj, key);
     *out = -1;
     if (!v) return 0;
     double d = cJSON_IsNumber(v) ? v->valuedouble : -1;
     if (!cJSON_IsNumber(v) || !(d >= 0 && d <= 2147483647.0) || floor(d) != d)
-        return inject__type_error(x, full, "an integer 0..2147483647", v);
+        return member_error(x, path, key, "an integer 0..2147483647", v);
     *out = (long)d;
     return 0;
+}
+
+/* Length of the valid UTF-8 sequence at p (1-4), or 0. */
+static size_t utf8_len(const unsigned char *p)
+{
+    if (p[0] < 0x80) return 1;
+    size_t n = (p[0] & 0xe0) == 0xc0   ? 2
+               : (p[0] & 0xf0) == 0xe0 ? 3
+               : (p[0] & 0xf8) == 0xf0 ? 4
+                                       : 0;
+    if (!n || (n == 2 && p[0] < 0xc2) || (n == 4 && p[0] > 0xf4)) return 0;
+    for (size_t i = 1; i < n; i++)
+        if ((p[i] & 0xc0) != 0x80) return 0;
+    if (n == 3 && ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] >= 0xa0))) return 0;
+    if (n == 4 && ((p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] >= 0x90))) return 0;
+    return n;
+}
+
+void inject__one_line(char *buf, size_t n)
+{
+    char tmp[1024];
+    size_t o = 0;
+    const unsigned char *p = (const unsigned char *)buf;
+    size_t limit = n < sizeof tmp ? n : sizeof tmp; /* the result never cuts a sequence */
+    if (!n) return;
+    while (*p && o + 5 < limit) {
+        size_t l = utf8_len(p);
+        if (l == 1 && (*p < 0x20 || *p == 0x7f)) l = 0;
+        if (l) {
+            memcpy(tmp + o, p, l);
+            o += l;
+            p += l;
+        } else {
+            o += (size_t)snprintf(tmp + o, sizeof tmp - o, "\\x%02x", *p++);
+        }
+    }
+    tmp[o] = '\0';
+    snprintf(buf, n, "%s", tmp);
 }
 
 void inject__warn(struct inject__ctx *x, const char *fmt, ...)
@@ -105,6 +146,7 @@ void inject__warn(struct inject__ctx *x, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
+    inject__one_line(buf, sizeof buf);
     char **nw = realloc(x->warnings, (x->nwarnings + 1) * sizeof *nw);
     char *copy = strdup(buf);
     if (!nw || !copy) {
@@ -193,6 +235,8 @@ int inject__path_within(const char *path, const char *root)
     if (pl < rl || memcmp(path, root, rl) != 0) return 0;
     return pl == rl || path[rl] == '/';
 }
+
+int inject__is_dns_label(const char *s) { return !strchr(s, '.') && inject__is_dns_subdomain(s); }
 
 int inject__is_dns_subdomain(const char *s)
 {

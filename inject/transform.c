@@ -6,11 +6,16 @@
  * reinvocation (mirrors of volumes added since). Planning the volumes is
  * volumes.c's, the container sidecar.c's.
  *
- * Order of checks: opt-in (inject: "true", or opts->all; "false" always
- * refuses), a pod template with containers, a container named
- * reload-agent that was not injected, hostPID, already injected
- * (reinvocation), then the plan: env volumes, mirrors, the configuration
- * (a sidecar that would exit 2 is never injected), identity, token.
+ * Order of checks: a Rollout with a workloadRef, opt-in (inject: "true",
+ * or opts->all; "false" always refuses), a pod template with containers, a
+ * container named reload-agent that was not injected, hostPID, a non-Linux
+ * spec.os, already injected (reinvocation), then the plan: env volumes,
+ * mirrors, the configuration (a sidecar that would exit 2 is never
+ * injected), the sidecar's settings, identity, token.
+ *
+ * Fields are read where they are used, each type-checked (a wrong type is
+ * -EINVAL naming its path); an object that is not opted in is not looked
+ * at beyond its template's annotations.
  */
 #include "inject/transform.h"
 
@@ -86,6 +91,7 @@ static void set_reason(struct inject_result *out, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(out->reason, sizeof out->reason, fmt, ap);
     va_end(ap);
+    inject__one_line(out->reason, sizeof out->reason);
 }
 
 /* The value of annotation key (a string: checked when the annotations were
@@ -96,13 +102,14 @@ static const char *annot(const struct inject__ctx *x, const char *key)
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
-/* Every annotation the transform or the agent reads must be a string. */
+/* Every annotation the transform or the agent reads must be a string (or
+ * null: absent, as everywhere in the transform). */
 static int check_annotations(struct inject__ctx *x)
 {
     const cJSON *a;
     cJSON_ArrayForEach(a, x->annots)
     {
-        if (!a->string || cJSON_IsString(a)) continue;
+        if (!a->string || cJSON_IsString(a) || cJSON_IsNull(a)) continue;
         if (strncmp(a->string, CFG_ANNOTATION_PREFIX, strlen(CFG_ANNOTATION_PREFIX)) != 0 &&
             strcmp(a->string, A_DEFAULT_CONTAINER) != 0)
             continue;
@@ -284,6 +291,12 @@ static int judge_config(struct inject__ctx *x, struct effective *eff)
         cfg_build(&flags, &annots, &cfg, x->err, x->errlen) < 0)
         goto out_set;
     rc = 0;
+    if (!has_env_action && x->nenvs && ea == ACTION_RESTART && !(cfg.process && *cfg.process) &&
+        !(cfg.pid_file && *cfg.pid_file)) { /* the agent's own check, once it has env-action */
+        snprintf(x->err, x->errlen, "the %s action needs --process NAME or --pid-file PATH",
+                 action_name(ACTION_RESTART));
+        rc = 1;
+    }
     eff->actions = ACTION_BIT(cfg.action);
     for (size_t i = 0; i < cfg.nrules; i++) eff->actions |= ACTION_BIT(cfg.rules[i].action);
     if (x->nenvs && ea < ACTION__COUNT) eff->actions |= ACTION_BIT(ea);
@@ -319,7 +332,8 @@ static int sidecar_settings(struct inject__ctx *x, struct inject__sidecar *s)
     if (annot(x, A_MEM_LIM)) s->memory_limit = annot(x, A_MEM_LIM);
 
     int bad_image = !*s->image || strlen(s->image) > 1024;
-    for (const char *p = s->image; *p; p++) bad_image |= (unsigned char)*p <= ' ' || *p == 0x7f;
+    for (const char *p = s->image; *p; p++) /* an image reference is printable ASCII */
+        bad_image |= (unsigned char)*p <= ' ' || (unsigned char)*p >= 0x7f;
     if (bad_image) {
         snprintf(x->err, x->errlen, "invalid sidecar image \"%.100s\": want an image reference",
                  s->image);
@@ -632,6 +646,11 @@ static int reinvoke(struct inject__ctx *x, const char *prefix, const cJSON *init
 
     cJSON *status = cJSON_Parse(annot(x, A_STATUS));
     const cJSON *mirs = cJSON_GetObjectItemCaseSensitive(status, "mirrors"), *v;
+    if (!status) { /* malformed, or out of memory: cJSON_Parse says NULL for both */
+        cJSON *probe = cJSON_CreateObject();
+        if (!probe) return -ENOMEM;
+        cJSON_Delete(probe);
+    }
     if (!cJSON_IsObject(status) || (mirs && !cJSON_IsArray(mirs))) {
         cJSON_Delete(status);
         set_reason(out, "annotation %s is not the JSON object reload-agent writes", A_STATUS);
@@ -795,6 +814,18 @@ static int run(struct inject__ctx *x, const cJSON *obj, struct inject_result *ou
         set_reason(out, "hostPID pods are not injected");
         return 0;
     }
+    const cJSON *os;
+    const char *os_name = NULL;
+    char op[112];
+    snprintf(op, sizeof op, "%s.os", sp);
+    if (inject__get_obj(x, spec, sp, "os", &os) < 0 ||
+        (os && inject__get_str(x, os, op, "name", &os_name) < 0))
+        return -EINVAL;
+    if (os_name && strcmp(os_name, "linux") != 0) { /* its securityContext would be rejected */
+        set_reason(out, "%.40s pods are not injected (spec.os.name): the agent runs on Linux",
+                   os_name);
+        return 0;
+    }
 
     size_t nc = (size_t)cJSON_GetArraySize(containers) + (size_t)cJSON_GetArraySize(init);
     x->apps = calloc(nc, sizeof *x->apps);
@@ -809,21 +840,20 @@ int inject_object(const cJSON *obj, const struct inject_opts *opts, struct injec
                   char *err, size_t errlen)
 {
     static const struct inject_opts DEFAULTS = {0};
-    struct inject__ctx x = {.opts = opts ? opts : &DEFAULTS, .err = err, .errlen = errlen};
-    char scratch[2];
+    /* messages are built in ebuf, whatever the caller's buffer: a reason
+     * taken from one (the agent's error) must not depend on errlen */
+    char ebuf[512] = "";
+    struct inject__ctx x = {.opts = opts ? opts : &DEFAULTS, .err = ebuf, .errlen = sizeof ebuf};
+    int rc = 0;
     memset(out, 0, sizeof *out);
-    if (!err || !errlen) {
-        x.err = scratch;
-        x.errlen = sizeof scratch;
-    }
-    x.err[0] = '\0';
     if (!cJSON_IsObject(obj)) {
-        snprintf(x.err, x.errlen, "the object is not a JSON object");
-        return -EINVAL;
+        snprintf(ebuf, sizeof ebuf, "the object is not a JSON object");
+        rc = -EINVAL;
+    } else if (!(out->ops = cJSON_CreateArray())) {
+        rc = -ENOMEM;
+    } else {
+        rc = run(&x, obj, out);
     }
-    out->ops = cJSON_CreateArray();
-    if (!out->ops) return -ENOMEM;
-    int rc = run(&x, obj, out);
     if (rc == 0 && x.oom) rc = -ENOMEM;
     if (rc == 0 && out->outcome != INJECT_INJECTED && cJSON_GetArraySize(out->ops) > 0) {
         cJSON_Delete(out->ops); /* a refusal after a partial plan: no operations */
@@ -832,19 +862,20 @@ int inject_object(const cJSON *obj, const struct inject_opts *opts, struct injec
     }
     inject__plan_free(&x);
     free(x.apps);
-    if (rc < 0) {
-        for (size_t i = 0; i < x.nwarnings; i++) free(x.warnings[i]);
-        free(x.warnings);
-        inject_result_free(out);
-        if (rc == -ENOMEM) snprintf(x.err, x.errlen, "out of memory");
-        return rc;
-    }
-    if (out->outcome != INJECT_INJECTED) { /* warnings belong to an injection */
+    if (rc < 0 || out->outcome != INJECT_INJECTED) { /* warnings belong to an injection */
         for (size_t i = 0; i < x.nwarnings; i++) free(x.warnings[i]);
         free(x.warnings);
         x.warnings = NULL;
         x.nwarnings = 0;
     }
+    if (rc < 0) {
+        inject_result_free(out);
+        if (rc == -ENOMEM) snprintf(ebuf, sizeof ebuf, "out of memory");
+        inject__one_line(ebuf, sizeof ebuf);
+        if (err && errlen) snprintf(err, errlen, "%s", ebuf);
+        return rc;
+    }
+    if (err && errlen) err[0] = '\0';
     out->warnings = x.warnings;
     out->nwarnings = x.nwarnings;
     return 0;

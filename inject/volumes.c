@@ -99,20 +99,40 @@ static int same_path(const char *a, const char *b)
     return inject__path_within(a, b) && inject__path_within(b, a);
 }
 
+/* The string member key of o, or NULL when absent or null; *ok = 0 when it
+ * has another type. */
+static const char *str_member(const cJSON *o, const char *key, int *ok)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (cJSON_IsString(v)) return v->valuestring;
+    if (v && !cJSON_IsNull(v)) *ok = 0;
+    return NULL;
+}
+
 /* Reads one volumeMount of app a: name, mountPath and whether it has a
- * subPath. Returns 0 or -EINVAL. */
+ * subPath. Returns 0 or -EINVAL. Runs volumes x mounts times: the message
+ * path is built only for an error. */
 static int read_mount(struct inject__ctx *x, const struct inject__app *a, size_t i, const cJSON *m,
                       const char **name, const char **path, const char **sub)
 {
-    char mp[160];
-    snprintf(mp, sizeof mp, "%s%s.volumeMounts[%zu]", x->tpath, a->path, i);
-    if (!cJSON_IsObject(m)) return inject__type_error(x, mp, "an object", m);
-    const char *subexpr;
-    if (inject__get_str(x, m, mp, "name", name) < 0 ||
-        inject__get_str(x, m, mp, "mountPath", path) < 0 ||
-        inject__get_str(x, m, mp, "subPath", sub) < 0 ||
-        inject__get_str(x, m, mp, "subPathExpr", &subexpr) < 0)
-        return -EINVAL;
+    int ok = cJSON_IsObject(m);
+    const char *subexpr = NULL;
+    if (ok) {
+        *name = str_member(m, "name", &ok);
+        *path = str_member(m, "mountPath", &ok);
+        *sub = str_member(m, "subPath", &ok);
+        subexpr = str_member(m, "subPathExpr", &ok);
+    }
+    if (!ok) {
+        char mp[160];
+        snprintf(mp, sizeof mp, "%s%s.volumeMounts[%zu]", x->tpath, a->path, i);
+        if (!cJSON_IsObject(m)) return inject__type_error(x, mp, "an object", m);
+        if (inject__get_str(x, m, mp, "name", name) < 0 ||
+            inject__get_str(x, m, mp, "mountPath", path) < 0 ||
+            inject__get_str(x, m, mp, "subPath", sub) < 0 ||
+            inject__get_str(x, m, mp, "subPathExpr", &subexpr) < 0)
+            return -EINVAL;
+    }
     if (!(*sub && **sub)) *sub = subexpr;
     if (*sub && !**sub) *sub = NULL;
     return 0;
@@ -121,59 +141,111 @@ static int read_mount(struct inject__ctx *x, const struct inject__app *a, size_t
 static const cJSON *mounts_of(struct inject__ctx *x, const struct inject__app *a, int *rc)
 {
     char cp[160];
-    const cJSON *mounts;
+    const cJSON *mounts = cJSON_GetObjectItemCaseSensitive(a->c, "volumeMounts");
+    *rc = 0;
+    if (!mounts || cJSON_IsNull(mounts) || cJSON_IsArray(mounts))
+        return cJSON_IsArray(mounts) ? mounts : NULL;
     snprintf(cp, sizeof cp, "%s%s", x->tpath, a->path);
     *rc = inject__get_arr(x, a->c, cp, "volumeMounts", &mounts);
     return mounts;
 }
 
+/* One volumeMount of an app container. */
+struct mount {
+    const char *name, *path, *sub; /* sub: subPath or subPathExpr, NULL for none */
+    const struct inject__app *app;
+};
+
+/* Reads (and type-checks) every volumeMount of the apps once, in order.
+ * Returns 0 with *out (free it), -EINVAL or -ENOMEM. */
+static int read_mounts(struct inject__ctx *x, struct mount **out, size_t *n)
+{
+    size_t cap = 0, k = 0;
+    *out = NULL;
+    *n = 0;
+    for (size_t ai = 0; ai < x->napps; ai++) {
+        int rc;
+        const cJSON *mounts = mounts_of(x, &x->apps[ai], &rc);
+        if (rc < 0) return rc;
+        cap += (size_t)cJSON_GetArraySize(mounts);
+    }
+    struct mount *v = calloc(cap ? cap : 1, sizeof *v);
+    if (!v) return -ENOMEM;
+    for (size_t ai = 0; ai < x->napps; ai++) {
+        int rc;
+        const cJSON *m, *mounts = mounts_of(x, &x->apps[ai], &rc);
+        size_t mi = 0;
+        cJSON_ArrayForEach(m, mounts)
+        {
+            if (read_mount(x, &x->apps[ai], mi++, m, &v[k].name, &v[k].path, &v[k].sub) < 0) {
+                free(v);
+                return -EINVAL;
+            }
+            v[k++].app = &x->apps[ai];
+        }
+    }
+    *out = v;
+    *n = k;
+    return 0;
+}
+
+static int plan(struct inject__ctx *x, const struct mount *mounts, size_t nm, size_t nvol,
+                const char *const *skip, size_t nskip, const char *const *taken, size_t ntaken,
+                int warn_subpath);
+
 int inject__plan_mirrors(struct inject__ctx *x, const char *const *skip, size_t nskip,
                          const char *const *taken, size_t ntaken, int warn_subpath)
 {
-    size_t nvol = (size_t)cJSON_GetArraySize(x->volumes), vi = 0;
+    size_t nvol = (size_t)cJSON_GetArraySize(x->volumes), nm;
+    struct mount *mounts;
+    int rc = read_mounts(x, &mounts, &nm);
+    if (rc < 0) return rc;
+    rc = plan(x, mounts, nm, nvol, skip, nskip, taken, ntaken, warn_subpath);
+    free(mounts);
+    return rc;
+}
+
+static int plan(struct inject__ctx *x, const struct mount *mounts, size_t nm, size_t nvol,
+                const char *const *skip, size_t nskip, const char *const *taken, size_t ntaken,
+                int warn_subpath)
+{
+    size_t vi = 0;
     x->mirrors = calloc(nvol ? nvol : 1, sizeof *x->mirrors);
     if (!x->mirrors) return -ENOMEM;
     const cJSON *vol;
     cJSON_ArrayForEach(vol, x->volumes)
     {
         size_t idx = vi++;
-        const char *vname;
-        char vp[96];
-        snprintf(vp, sizeof vp, "%sspec.volumes[%zu]", x->tpath, idx);
-        if (!cJSON_IsObject(vol)) return inject__type_error(x, vp, "an object", vol);
-        if (inject__get_str(x, vol, vp, "name", &vname) < 0) return -EINVAL;
+        const cJSON *jn = cJSON_GetObjectItemCaseSensitive(vol, "name");
+        const char *vname = cJSON_IsString(jn) ? jn->valuestring : NULL;
         if (!vname) {
+            char vp[96];
+            snprintf(vp, sizeof vp, "%sspec.volumes[%zu]", x->tpath, idx);
+            if (!cJSON_IsObject(vol)) return inject__type_error(x, vp, "an object", vol);
+            if (inject__get_str(x, vol, vp, "name", &vname) < 0) return -EINVAL;
             snprintf(x->err, x->errlen, "%s.name: missing", vp);
             return -EINVAL;
         }
-        int done = 0;
+        int done = 0; /* already mirrored, or a second volume of that name */
         for (size_t s = 0; s < nskip; s++) done |= strcmp(skip[s], vname) == 0;
+        for (size_t k = 0; k < x->nmirrors; k++) done |= strcmp(x->mirrors[k].volume, vname) == 0;
         int mirrorable = inject__is_mirrorable(vol);
         int token_content = !mirrorable && is_token_volume(vol) && token_volume_has_content(vol);
         if (done || (!mirrorable && !token_content)) continue;
 
         const char *chosen = NULL;
-        for (size_t ai = 0; ai < x->napps; ai++) {
-            const struct inject__app *a = &x->apps[ai];
-            int rc;
-            const cJSON *m, *mounts = mounts_of(x, a, &rc);
-            size_t mi = 0;
-            if (rc < 0) return rc;
-            cJSON_ArrayForEach(m, mounts)
-            {
-                const char *name, *path, *sub;
-                if (read_mount(x, a, mi++, m, &name, &path, &sub) < 0) return -EINVAL;
-                if (!name || strcmp(name, vname) != 0) continue;
-                if (sub) {
-                    if (warn_subpath && mirrorable)
-                        inject__warn(x,
-                                     "container %s mounts volume %s with subPath at %s: subPath "
-                                     "mounts never update",
-                                     a->name, vname, path ? path : "?");
-                    continue;
-                }
-                if (!chosen && path) chosen = path;
+        for (size_t i = 0; i < nm; i++) {
+            const struct mount *m = &mounts[i];
+            if (!m->name || strcmp(m->name, vname) != 0) continue;
+            if (m->sub) {
+                if (warn_subpath && mirrorable)
+                    inject__warn(x,
+                                 "container %s mounts volume %s with subPath at %s: subPath "
+                                 "mounts never update",
+                                 m->app->name, vname, m->path ? m->path : "?");
+                continue;
             }
+            if (!chosen && m->path) chosen = m->path;
         }
         if (!chosen) continue;
         if (token_content) {
@@ -183,16 +255,25 @@ int inject__plan_mirrors(struct inject__ctx *x, const char *const *skip, size_t 
                          vname);
             continue;
         }
-        int clash = chosen[0] != '/' || clashes_with_own(chosen);
-        for (size_t t = 0; !clash && t < ntaken; t++) clash = same_path(chosen, taken[t]);
-        for (size_t k = 0; !clash && k < x->nmirrors; k++)
-            clash = same_path(chosen, x->mirrors[k].mount_path);
+        if (!inject__is_dns_label(vname)) { /* the API server rejects the pod anyway */
+            inject__warn(x, "volume name \"%.64s\" is not a DNS label: not watched", vname);
+            continue;
+        }
+        /* a path the kubelet would expand in args ($(VAR)) is not the app's path */
+        const char *why = chosen[0] != '/'           ? "is not absolute"
+                          : strstr(chosen, "$(")     ? "holds $( (args expand it)"
+                          : clashes_with_own(chosen) ? "is taken in the sidecar"
+                                                     : NULL;
+        for (size_t t = 0; !why && t < ntaken; t++)
+            if (same_path(chosen, taken[t])) why = "is taken in the sidecar";
+        for (size_t k = 0; !why && k < x->nmirrors; k++)
+            if (same_path(chosen, x->mirrors[k].mount_path)) why = "is taken in the sidecar";
         struct inject__mirror *mir = &x->mirrors[x->nmirrors];
         mir->volume = vname;
-        if (clash) {
+        if (why) {
             mir->mount_path = inject__printf(x, INJECT__OWN_ROOT "/volumes/%s", vname);
-            inject__warn(x, "volume %s: mountPath %s is taken in the sidecar; mirrored at %s",
-                         vname, chosen, mir->mount_path ? mir->mount_path : "?");
+            inject__warn(x, "volume %s: mountPath %s %s; mirrored at %s", vname, chosen, why,
+                         mir->mount_path ? mir->mount_path : "?");
         } else {
             mir->mount_path = strdup(chosen);
             if (!mir->mount_path) x->oom = 1;
@@ -347,16 +428,17 @@ static int name_env_volume(struct inject__ctx *x, size_t i)
                      e->name);
     for (char *p = plain; *p; p++)
         if (*p == '.') *p = '-';
-    unsigned char md[SHA256_DIGEST_LENGTH];
-    SHA256((const unsigned char *)e->name, strlen(e->name), md);
-    int cut = n > DNS_LABEL_MAX - 9 ? DNS_LABEL_MAX - 9 : n;
-    snprintf(hashed, sizeof hashed, "%.*s-%02x%02x%02x%02x", cut, plain, md[0], md[1], md[2],
-             md[3]);
     const char *pick = NULL;
-    if (n <= DNS_LABEL_MAX && !name_taken(x, plain, i))
+    if (n <= DNS_LABEL_MAX && !name_taken(x, plain, i)) {
         pick = plain;
-    else if (!name_taken(x, hashed, i))
-        pick = hashed;
+    } else {
+        unsigned char md[SHA256_DIGEST_LENGTH];
+        SHA256((const unsigned char *)e->name, strlen(e->name), md);
+        int cut = n > DNS_LABEL_MAX - 9 ? DNS_LABEL_MAX - 9 : n;
+        snprintf(hashed, sizeof hashed, "%.*s-%02x%02x%02x%02x", cut, plain, md[0], md[1], md[2],
+                 md[3]);
+        if (!name_taken(x, hashed, i)) pick = hashed;
+    }
     if (!pick) {
         snprintf(x->err, x->errlen, "cannot name the env volume of %s %s: %s is taken",
                  e->secret ? "secret" : "configmap", e->name, hashed);

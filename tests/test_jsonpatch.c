@@ -251,6 +251,56 @@ static void test_escape(void **state)
     }
 }
 
+/* cJSON allocations fail after a budget: 0 or -ENOMEM, the document as it
+ * was on failure, no leak under ASan. */
+static long alloc_budget = -1;
+static void *budget_malloc(size_t n)
+{
+    if (alloc_budget == 0) return NULL;
+    if (alloc_budget > 0) alloc_budget--;
+    return malloc(n);
+}
+
+static void test_out_of_memory(void **state)
+{
+    (void)state;
+    const char *text = "{\"a\":{\"b\":[1,2,{\"c\":\"d\"}]},\"e\":\"f\"}";
+    cJSON *ops = cJSON_Parse("[{\"op\":\"add\",\"path\":\"/a/b/1\",\"value\":{\"x\":[1,2]}},"
+                             "{\"op\":\"copy\",\"from\":\"/a\",\"path\":\"/g\"},"
+                             "{\"op\":\"move\",\"from\":\"/e\",\"path\":\"/a/e\"},"
+                             "{\"op\":\"replace\",\"path\":\"/a/b/0\",\"value\":\"y\"}]");
+    assert_non_null(ops);
+    cJSON_Hooks hooks = {budget_malloc, free};
+    int ok = 0, failed = 0;
+    for (long budget = 0; budget < 1000 && !ok; budget++) {
+        cJSON *doc = cJSON_Parse(text), *orig = doc;
+        char err[256] = "";
+        cJSON_InitHooks(&hooks);
+        alloc_budget = budget;
+        int rc = jsonpatch_apply(&doc, ops, err, sizeof err);
+        alloc_budget = -1;
+        cJSON_InitHooks(NULL);
+        if (rc == 0) {
+            ok = 1;
+        } else {
+            assert_int_equal(rc, -ENOMEM);
+            assert_ptr_equal(doc, orig);
+            char *now = cJSON_PrintUnformatted(doc);
+            cJSON *want = cJSON_Parse(text);
+            char *w = cJSON_PrintUnformatted(want);
+            assert_string_equal(now, w);
+            free(now);
+            free(w);
+            cJSON_Delete(want);
+            failed++;
+        }
+        cJSON_Delete(doc);
+    }
+    assert_true(ok);
+    assert_true(failed > 5);
+    cJSON_Delete(ops);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -259,6 +309,7 @@ int main(void)
         cmocka_unit_test(test_all_or_nothing),
         cmocka_unit_test(test_empty_patch),
         cmocka_unit_test(test_escape),
+        cmocka_unit_test(test_out_of_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

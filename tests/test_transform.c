@@ -449,6 +449,8 @@ static void test_bad_config_is_skipped_with_agents_message(void **state)
         {"\"reload-agent.io/rule\":\"*.conf=reboot\"", "invalid value for --rule"},
         {"\"reload-agent.io/debounce\":\"5\"", "missing unit in duration"},
         {"\"reload-agent.io/env-action\":\"signal\"", "reload-agent.io/env-action"},
+        {"\"reload-agent.io/env-action\":\"restart\"",
+         "the restart action needs --process NAME or --pid-file PATH"},
         {"\"reload-agent.io/sidecar-memory-request\":\"64Mi\"",
          "sidecar memory request 64Mi exceeds its limit 32Mi"},
         {"\"reload-agent.io/sidecar-cpu-request\":\"lots\"", "invalid sidecar cpu request"},
@@ -471,6 +473,13 @@ static void test_bad_config_is_skipped_with_agents_message(void **state)
         assert_non_null(strstr(r.reason, T[i].reason));
         assert_int_equal(cJSON_GetArraySize(r.ops), 0);
         assert_int_equal(r.nwarnings, 0);
+        /* the reason does not depend on the caller's error buffer */
+        struct inject_result r2;
+        cJSON *obj = cJSON_Parse(json);
+        assert_int_equal(inject_object(obj, NULL, &r2, NULL, 0), 0);
+        assert_string_equal(r2.reason, r.reason);
+        inject_result_free(&r2);
+        cJSON_Delete(obj);
         inject_result_free(&r);
     }
 }
@@ -571,6 +580,270 @@ static void test_deterministic(void **state)
     free(first);
 }
 
+/* Reasons and warnings quote names from the input: each stays one line of
+ * valid UTF-8 (found by fuzz_transform: an apiVersion holding a newline). */
+static void test_messages_are_one_line(void **state)
+{
+    (void)state;
+    struct inject_result r;
+    char err[256];
+    assert_int_equal(inject_text("{\"apiVersion\":\"apps\\nv1\",\"kind\":\"Deployment\"}", NULL, &r,
+                                 err, sizeof err),
+                     0);
+    assert_int_equal(r.outcome, INJECT_NOT_WORKLOAD);
+    assert_string_equal(r.reason, "Deployment apps\\x0av1 is not a workload with a pod template");
+    inject_result_free(&r);
+    /* a subPath warning naming a container with a tab and a bad byte */
+    cJSON *pod =
+        inject_pod(POD_HEAD OPT_IN "}},\"spec\":{\"containers\":[{\"name\":\"a\\tb\\u00e9\","
+                                   "\"volumeMounts\":[{\"name\":\"cfg\",\"mountPath\":\"/x\","
+                                   "\"subPath\":\"k\"},{\"name\":\"cfg\",\"mountPath\":"
+                                   "\"/etc/app\"}]}],\"volumes\":[{\"name\":\"cfg\","
+                                   "\"configMap\":{\"name\":\"app\"}}]}}",
+                   NULL, &r);
+    assert_int_equal(r.outcome, INJECT_INJECTED);
+    assert_int_equal(r.nwarnings, 1);
+    assert_string_equal(r.warnings[0],
+                        "container a\\x09b\xc3\xa9 mounts volume cfg with subPath at "
+                        "/x: subPath mounts never update");
+    inject_result_free(&r);
+    cJSON_Delete(pod);
+    /* an error naming an annotation key with a newline */
+    assert_int_equal(inject_text(POD_HEAD "\"reload-agent.io/a\\nb\":1}},\"spec\":{}}", NULL, &r,
+                                 err, sizeof err),
+                     -EINVAL);
+    assert_string_equal(err, "metadata.annotations[reload-agent.io/a\\x0ab]: want a string, got a "
+                             "number");
+}
+
+/* cJSON allocations fail after a budget: every budget gives 0 or -ENOMEM
+ * (with a message and nothing owned), never a crash; under ASan, no leak.
+ * (The transform's own mallocs and the config parser's are not counted:
+ * cJSON's hooks see only cJSON's.) */
+static long alloc_budget = -1;
+static void *budget_malloc(size_t n)
+{
+    if (alloc_budget == 0) return NULL;
+    if (alloc_budget > 0) alloc_budget--;
+    return malloc(n);
+}
+
+static void test_out_of_memory(void **state)
+{
+    (void)state;
+    static const char *const FILES[] = {"deployment", "env-sources", "reinvocation",
+                                        "replicaset-all"};
+    for (size_t f = 0; f < sizeof FILES / sizeof FILES[0]; f++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s.in.json", golden_dir(), FILES[f]);
+        char *text = read_text(path);
+        assert_non_null(text);
+        cJSON *in = cJSON_Parse(text);
+        free(text);
+        assert_non_null(in);
+        struct inject_opts opts = {.admission = strcmp(FILES[f], "reinvocation") == 0,
+                                   .all = strcmp(FILES[f], "replicaset-all") == 0};
+        cJSON_Hooks hooks = {budget_malloc, free};
+        int ok = 0, failed = 0;
+        for (long budget = 0; budget < 5000 && !ok; budget++) {
+            struct inject_result r;
+            char err[256] = "";
+            cJSON_InitHooks(&hooks);
+            alloc_budget = budget;
+            int rc = inject_object(in, &opts, &r, err, sizeof err);
+            alloc_budget = -1;
+            cJSON_InitHooks(NULL);
+            if (rc == 0) {
+                if (r.outcome != INJECT_INJECTED)
+                    print_error("%s, budget %ld: %s\n", FILES[f], budget, r.reason);
+                assert_int_equal(r.outcome, INJECT_INJECTED);
+                ok = 1;
+            } else {
+                assert_int_equal(rc, -ENOMEM);
+                assert_string_equal(err, "out of memory");
+                assert_null(r.ops);
+                failed++;
+            }
+            inject_result_free(&r);
+        }
+        assert_true(ok);
+        assert_true(failed > 10);
+        cJSON_Delete(in);
+    }
+}
+
+/* Refused or adjusted before the API server would reject the pod. */
+static void test_pods_the_api_server_would_reject(void **state)
+{
+    (void)state;
+    struct inject_result r;
+    char err[256];
+    assert_int_equal(inject_text(POD_HEAD OPT_IN
+                                 "}},\"spec\":{\"os\":{\"name\":\"windows\"}," APP_CM "}}",
+                                 NULL, &r, err, sizeof err),
+                     0);
+    assert_int_equal(r.outcome, INJECT_SKIPPED);
+    assert_string_equal(r.reason,
+                        "windows pods are not injected (spec.os.name): the agent runs on Linux");
+    inject_result_free(&r);
+    /* spec.os.name linux is fine; a mountPath with $( would be expanded in args */
+    cJSON *pod =
+        inject_pod(POD_HEAD OPT_IN "}},\"spec\":{\"os\":{\"name\":\"linux\"},"
+                                   "\"containers\":[{\"name\":\"app\",\"volumeMounts\":[{"
+                                   "\"name\":\"cfg\",\"mountPath\":\"/etc/$(HOME)\"},{\"name\":"
+                                   "\"Bad_Name\",\"mountPath\":\"/s\"}]}],"
+                                   "\"volumes\":[{\"name\":\"cfg\",\"configMap\":{}},{"
+                                   "\"name\":\"Bad_Name\",\"secret\":{}}]}}",
+                   NULL, &r);
+    assert_int_equal(r.outcome, INJECT_INJECTED);
+    assert_true(has_arg(find_sidecar(pod), "--watch=/reload-agent/volumes/cfg"));
+    assert_int_equal(r.nwarnings, 2);
+    assert_string_equal(r.warnings[0], "volume cfg: mountPath /etc/$(HOME) holds $( (args expand "
+                                       "it); mirrored at /reload-agent/volumes/cfg");
+    assert_string_equal(r.warnings[1], "volume name \"Bad_Name\" is not a DNS label: not watched");
+    inject_result_free(&r);
+    cJSON_Delete(pod);
+    /* a volume name given twice (the API server rejects it): mirrored once */
+    pod = inject_pod(POD_HEAD OPT_IN
+                     "}},\"spec\":{\"containers\":[{\"name\":\"app\",\"volumeMounts\":"
+                     "[{\"name\":\"cfg\",\"mountPath\":\"/a\"},{\"name\":\"cfg\","
+                     "\"mountPath\":\"/b\"}]}],\"volumes\":[{\"name\":\"cfg\","
+                     "\"configMap\":{}},{\"name\":\"cfg\",\"secret\":{}}]}}",
+                     NULL, &r);
+    assert_int_equal(r.outcome, INJECT_INJECTED);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(find_sidecar(pod), "volumeMounts")), 2);
+    assert_true(has_arg(find_sidecar(pod), "--watch=/a"));
+    inject_result_free(&r);
+    cJSON_Delete(pod);
+}
+
+static const cJSON *sidecar_mount(const cJSON *side, const char *path)
+{
+    const cJSON *m;
+    cJSON_ArrayForEach(m, cJSON_GetObjectItem(side, "volumeMounts"))
+    {
+        if (strcmp(cJSON_GetObjectItem(m, "mountPath")->valuestring, path) == 0) return m;
+    }
+    return NULL;
+}
+
+#define TOKEN_MOUNT                                                                                \
+    "{\"name\":\"kube-api-access-abcde\",\"readOnly\":true,\"mountPath\":"                         \
+    "\"/var/run/secrets/kubernetes.io/serviceaccount\"}"
+#define TOKEN_VOLUME                                                                               \
+    "{\"name\":\"kube-api-access-abcde\",\"projected\":{\"sources\":[{"                            \
+    "\"serviceAccountToken\":{\"path\":\"token\"}}]}}"
+
+/* Who gets the token, and --events=false, in each mode. */
+static void test_api_access(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *annots;
+        int admission, token, automount_false;
+        int want_token, want_events_off;
+        const char *warning; /* NULL: none */
+    } T[] = {
+        /* admission: Events asked for, token there: copied */
+        {",\"reload-agent.io/events\":\"true\"", 1, 1, 0, 1, 0, NULL},
+        /* admission: Events asked for, no token: warned, off */
+        {",\"reload-agent.io/events\":\"true\"", 1, 0, 0, 0, 1,
+         "Events need the Kubernetes API, but container app has no token mount: Events are off"},
+        /* admission: nothing needs the API: no token, Events off */
+        {"", 1, 1, 0, 0, 1, NULL},
+        /* admission: events explicitly false, rollout: the token still goes in */
+        {",\"reload-agent.io/events\":\"false\",\"reload-agent.io/action\":\"rollout\"", 1, 1, 0, 1,
+         0, NULL},
+        /* CLI: the ServiceAccount plugin mounts the token at pod creation */
+        {",\"reload-agent.io/action\":\"rollout\"", 0, 0, 0, 0, 0, NULL},
+        /* CLI: ... unless automountServiceAccountToken is false */
+        {",\"reload-agent.io/action\":\"rollout\"", 0, 0, 1, 0, 0,
+         "automountServiceAccountToken is false: the sidecar gets no token, but rollout needs the "
+         "API"},
+    };
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
+        char json[2048];
+        snprintf(json, sizeof json,
+                 POD_HEAD OPT_IN
+                 "%s}},\"spec\":{%s\"containers\":[{\"name\":\"app\","
+                 "\"volumeMounts\":[{\"name\":\"cfg\",\"mountPath\":\"/etc/app\"}%s%s]}],"
+                 "\"volumes\":[{\"name\":\"cfg\",\"configMap\":{}}%s%s]}}",
+                 T[i].annots, T[i].automount_false ? "\"automountServiceAccountToken\":false," : "",
+                 T[i].token ? "," : "", T[i].token ? TOKEN_MOUNT : "", T[i].token ? "," : "",
+                 T[i].token ? TOKEN_VOLUME : "");
+        struct inject_opts o = {.admission = T[i].admission};
+        struct inject_result r;
+        cJSON *pod = inject_pod(json, &o, &r);
+        if (r.outcome != INJECT_INJECTED) print_error("case %zu: %s\n", i, r.reason);
+        assert_int_equal(r.outcome, INJECT_INJECTED);
+        const cJSON *side = find_sidecar(pod);
+        const cJSON *tm = sidecar_mount(side, "/var/run/secrets/kubernetes.io/serviceaccount");
+        if ((tm != NULL) != T[i].want_token) print_error("case %zu: token %p\n", i, (void *)tm);
+        assert_int_equal(tm != NULL, T[i].want_token);
+        if (tm)
+            assert_string_equal(cJSON_GetObjectItem(tm, "name")->valuestring,
+                                "kube-api-access-abcde");
+        assert_int_equal(has_arg(side, "--events=false"), T[i].want_events_off);
+        assert_int_equal(r.nwarnings, T[i].warning ? 1 : 0);
+        if (T[i].warning) assert_string_equal(r.warnings[0], T[i].warning);
+        inject_result_free(&r);
+        cJSON_Delete(pod);
+    }
+}
+
+/* A default-container that does not exist: the first container, warned. */
+static void test_default_container_missing(void **state)
+{
+    (void)state;
+    struct inject_result r;
+    cJSON *pod =
+        inject_pod(POD_HEAD OPT_IN ",\"kubectl.kubernetes.io/default-container\":\"nope\","
+                                   "\"reload-agent.io/action\":\"signal\",\"reload-agent.io/"
+                                   "pid-file\":\"/run/app.pid\"}},\"spec\":{\"containers\":[{"
+                                   "\"name\":\"app\",\"securityContext\":{\"runAsUser\":42},"
+                                   "\"volumeMounts\":[{\"name\":\"cfg\",\"mountPath\":"
+                                   "\"/etc/app\"}]}],\"volumes\":[{\"name\":\"cfg\","
+                                   "\"configMap\":{}}]}}",
+                   NULL, &r);
+    assert_int_equal(r.outcome, INJECT_INJECTED);
+    assert_int_equal(r.nwarnings, 1);
+    assert_string_equal(r.warnings[0], "annotation kubectl.kubernetes.io/default-container names "
+                                       "\"nope\", which is not a container; using the first");
+    const cJSON *sc = cJSON_GetObjectItem(find_sidecar(pod), "securityContext");
+    assert_int_equal(cJSON_GetObjectItem(sc, "runAsUser")->valueint, 42);
+    assert_null(cJSON_GetObjectItem(sc, "runAsGroup"));
+    inject_result_free(&r);
+    cJSON_Delete(pod);
+}
+
+/* A status written without "mirrors" (an older or hand-edited one): the
+ * reinvocation adds the list. */
+static void test_reinvocation_status_without_mirrors(void **state)
+{
+    (void)state;
+    struct inject_result r;
+    cJSON *pod = inject_pod(
+        POD_HEAD OPT_IN ",\"reload-agent.io/inject-status\":\"{\\\"version\\\":\\\"0.0.1\\\"}\"}},"
+                        "\"spec\":{\"initContainers\":[{\"name\":\"reload-agent\",\"image\":\"r\","
+                        "\"restartPolicy\":\"Always\"}]," APP_CM "}}",
+        NULL, &r);
+    assert_int_equal(r.outcome, INJECT_INJECTED);
+    const cJSON *side = find_sidecar(pod);
+    assert_true(has_arg(side, "--watch=/etc/app"));
+    assert_non_null(sidecar_mount(side, "/etc/app"));
+    const cJSON *st = cJSON_GetObjectItem(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "metadata"), "annotations"),
+        "reload-agent.io/inject-status");
+    assert_string_equal(st->valuestring, "{\"version\":\"0.0.1\",\"mirrors\":[\"cfg\"]}");
+    inject_result_free(&r);
+    /* and again: nothing to add */
+    char err[128];
+    assert_int_equal(inject_object(pod, NULL, &r, err, sizeof err), 0);
+    assert_int_equal(r.outcome, INJECT_UNCHANGED);
+    inject_result_free(&r);
+    cJSON_Delete(pod);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -584,6 +857,12 @@ int main(void)
         cmocka_unit_test(test_default_container_uid),
         cmocka_unit_test(test_status_without_container),
         cmocka_unit_test(test_deterministic),
+        cmocka_unit_test(test_messages_are_one_line),
+        cmocka_unit_test(test_out_of_memory),
+        cmocka_unit_test(test_pods_the_api_server_would_reject),
+        cmocka_unit_test(test_api_access),
+        cmocka_unit_test(test_default_container_missing),
+        cmocka_unit_test(test_reinvocation_status_without_mirrors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
