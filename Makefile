@@ -106,6 +106,7 @@ bench: deps
 	python3 tests/bench/hashbench.py --binary $(BUILD)/reload-agent
 	python3 tests/bench/stall.py --binary $(BUILD)/reload-agent
 	python3 tests/bench/injectbench.py --binary $(BUILD)/reload-agent
+	python3 tests/bench/webhookbench.py --binary $(BUILD)/reload-agent
 
 image-test: deps
 	$(MAKE) all

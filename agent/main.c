@@ -1,5 +1,5 @@
 /*
- * main.c - subcommand dispatch: run (default), hash, inject, version.
+ * main.c - subcommand dispatch: run (default), hash, inject, webhook, version.
  */
 #include <malloc.h>
 #include <stdio.h>
@@ -10,6 +10,7 @@
 
 #include "agent/cmd_hash.h"
 #include "agent/cmd_inject.h"
+#include "agent/cmd_webhook.h"
 #include "agent/run.h"
 #include "base/backoff.h"
 
@@ -19,6 +20,7 @@ static void usage(FILE *f)
                "       reload-agent hash [--list] PATH...  print the content hash\n"
                "       reload-agent inject [-f FILE|DIR|-]... [--all] [-o yaml|json|patch] [-i]\n"
                "                                        add the sidecar to manifests\n"
+               "       reload-agent webhook [flags]     serve the injection webhook\n"
                "       reload-agent version             print version and git commit\n"
                "       reload-agent SUBCOMMAND --help\n");
 }
@@ -37,6 +39,7 @@ int main(int argc, char **argv)
     }
     if (argc >= 2 && strcmp(argv[1], "hash") == 0) return cmd_hash(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "inject") == 0) return cmd_inject(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "webhook") == 0) return cmd_webhook(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "run") == 0) return run_main(argc - 2, argv + 2);
     if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
                       strcmp(argv[1], "help") == 0)) {

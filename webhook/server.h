@@ -1,0 +1,80 @@
+/*
+ * server.h - the `reload-agent webhook` server: HTTPS on the libuv loop
+ * (net/httpd.c with net/tls.c), routes, certificate reload and graceful
+ * shutdown. The review itself is webhook/admission.c; the metrics are
+ * webhook/whmetrics.c.
+ *
+ * Routes:
+ *   POST /mutate     an AdmissionReview v1 (webhook/admission.h); bodies
+ *                    over WEBHOOK_MAX_BODY get 413 from the server
+ *   GET  /healthz    200 "ok" while the process runs
+ *   GET  /readyz     200 once the certificate is loaded and the socket
+ *                    listens; 503 from the start of a shutdown
+ *   GET  /metrics    Prometheus text (webhook/whmetrics.h)
+ * Other paths 404; a wrong method 405 with an Allow header.
+ *
+ * Certificate reload: the certificate and key files are watched as file
+ * roots (watch/watch.h watches their directories, filtered by name, and
+ * sees a Secret volume's "..data" swap as well as a plain rewrite). After
+ * WEBHOOK_RELOAD_DEBOUNCE_MS without further events both are loaded again
+ * with tls_server_reload: new connections get the new certificate,
+ * connections already open keep theirs; a failure keeps the old one. Each
+ * attempt is logged (event "cert-reload") and counted.
+ *
+ * Logs: one line per review (event "admission": uid, namespace, name or
+ * generate_name, operation, result, status, dry_run, ops, warnings,
+ * duration_ms, reason), never the object.
+ */
+#ifndef RA_WEBHOOK_SERVER_H
+#define RA_WEBHOOK_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "inject/transform.h"
+
+#define WEBHOOK_MAX_BODY (3u << 20) /* 3 MiB: the API server's request limit */
+#define WEBHOOK_MAX_CONNS 256
+#define WEBHOOK_RELOAD_DEBOUNCE_MS 100
+
+struct webhook_server;
+
+struct webhook_opts {
+    const char *listen;        /* ADDR:PORT (port 0 picks one: webhook_server_port) */
+    const char *cert_file;     /* PEM chain, leaf first */
+    const char *key_file;      /* PEM private key */
+    struct inject_opts inject; /* the transform's options (strings copied) */
+    unsigned timeout_ms;       /* read timeout per connection; 0 = 5000 */
+};
+
+/* What webhook_server_start could not do. */
+enum webhook_fail {
+    WEBHOOK_FAIL_NONE = 0,
+    WEBHOOK_FAIL_CERT,   /* the certificate or key could not be loaded */
+    WEBHOOK_FAIL_LISTEN, /* the address is bad or cannot be bound */
+    WEBHOOK_FAIL_WATCH,  /* the certificate files cannot be watched */
+};
+
+/* Loads the certificate, listens and starts watching the certificate
+ * files. Returns 0 and *out; or <0, *fail saying which step failed and err
+ * (errlen bytes) a message naming the file or address and the reason;
+ * handles made before the failure are closing then, so the caller runs the
+ * loop until it ends before uv_loop_close. An expired (or not yet valid) certificate is loaded and logged
+ * as a warning: a rotation can fix it without a restart. */
+int webhook_server_start(uv_loop_t *loop, const struct webhook_opts *o, struct webhook_server **out,
+                         enum webhook_fail *fail, char *err, size_t errlen);
+
+/* The port actually bound. */
+int webhook_server_port(const struct webhook_server *s);
+
+/* Graceful stop: /readyz turns 503, the listener closes (no new
+ * connections), idle connections close, and requests already being
+ * received or answered finish (their replies end the connection). When
+ * the last connection has closed, or after grace_ms at the latest (then
+ * the rest are cut), every handle is closed, s is freed and done(ud) runs
+ * (done may be NULL). Call it once. */
+void webhook_server_shutdown(struct webhook_server *s, uint64_t grace_ms, void (*done)(void *),
+                             void *ud);
+
+#endif
