@@ -124,10 +124,14 @@ static int fail(struct job *j, const char *fmt, ...)
 /* "HTTP 403: <message> <hint>" for a failed answer (kube_resp.error). */
 static const char *why(const struct kube_resp *r, char *buf, size_t len)
 {
+    static const char agent_hint[] = " (see manifests/rbac.yaml)"; /* kube/'s, for the agent */
+    const char *e = r->error ? r->error : "", *h;
+    int n = (int)strlen(e);
+
     if (!r->ok) return r->error ? r->error : "no response";
-    snprintf(buf, len, "HTTP %ld: %s%s%s", r->status, r->error ? r->error : "",
-             r->status == 401 || r->status == 403 ? " " : "",
-             r->status == 401 || r->status == 403 ? RBAC_HINT : "");
+    if (r->status == 403 && (h = strstr(e, agent_hint)) != NULL) n = (int)(h - e);
+    snprintf(buf, len, "HTTP %ld: %.*s%s%s", r->status, n, e, r->status == 403 ? " " : "",
+             r->status == 403 ? RBAC_HINT : "");
     return buf;
 }
 
