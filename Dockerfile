@@ -13,7 +13,7 @@ FROM ${BASE} AS build
 RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       build-essential pkg-config ca-certificates \
-      libuv1-dev libcjson-dev libcurl4-openssl-dev libssl-dev libhttp-parser-dev \
+      libuv1-dev libcjson-dev libcurl4-openssl-dev libssl-dev libhttp-parser-dev libyaml-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY Makefile ./

@@ -11,12 +11,13 @@ DESTDIR    ?=
 BUILD      ?= build
 
 CC       ?= cc
-PKGS     := libuv libcjson libcurl openssl
+PKGS     := libuv libcjson libcurl openssl yaml-0.1
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 # libcurl is not linked: agent/curl_dl.c loads it on first use (README,
-# "Memory"). libcrypto is linked statically for SHA-256 only.
+# "Memory"). libcrypto is linked statically for SHA-256 only, libyaml
+# (`inject` reads manifests with it) statically too.
 PKG_LIBS   := $(shell pkg-config --libs libuv libcjson 2>/dev/null) \
-              -Wl,-Bstatic $(shell pkg-config --libs-only-l libcrypto 2>/dev/null) -Wl,-Bdynamic
+              -Wl,-Bstatic $(shell pkg-config --libs-only-l libcrypto yaml-0.1 2>/dev/null) -Wl,-Bdynamic
 # Tests may drive the fake API server's control port with libcurl directly.
 CMOCKA_LIBS := $(shell pkg-config --libs cmocka libcurl 2>/dev/null)
 
@@ -103,6 +104,7 @@ bench: deps
 	python3 tests/bench/fleet.py --binary $(BUILD)/reload-agent --tools $(BUILD)/tools --agents 100
 	python3 tests/bench/hashbench.py --binary $(BUILD)/reload-agent
 	python3 tests/bench/stall.py --binary $(BUILD)/reload-agent
+	python3 tests/bench/injectbench.py --binary $(BUILD)/reload-agent
 
 image-test: deps
 	$(MAKE) all

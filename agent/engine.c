@@ -12,7 +12,6 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,9 +59,24 @@ struct engine {
 
 int engine_action_for(const struct config *cfg, const char *path)
 {
-    for (size_t i = 0; i < cfg->nrules; i++)
-        if (fnmatch(cfg->rules[i].glob, path, 0) == 0) return cfg->rules[i].action;
-    return cfg->action;
+    return cfg_action_for(cfg, path);
+}
+
+struct monitor_sub_rule *engine_sub_rules(const struct config *c, size_t *n, int *sub_default)
+{
+    /* The order of cfg_action_for: --env-watch roots, then the rules, then
+     * --action (the default); --ignore is the monitor's own list. */
+    struct monitor_sub_rule *v = calloc(c->env_watch.n + c->nrules + 1, sizeof *v);
+    if (!v) ra_oom();
+    *n = 0;
+    for (size_t i = 0; i < c->env_watch.n; i++)
+        v[(*n)++] = (struct monitor_sub_rule){
+            .glob = c->env_watch.v[i], .sub = c->env_action == ACTION_ROLLOUT, .root = 1};
+    for (size_t i = 0; i < c->nrules; i++)
+        v[(*n)++] = (struct monitor_sub_rule){.glob = c->rules[i].glob,
+                                              .sub = c->rules[i].action == ACTION_ROLLOUT};
+    *sub_default = c->action == ACTION_ROLLOUT;
+    return v;
 }
 
 /* Actions needed to go from the applied state to the observed one. */
@@ -75,8 +89,12 @@ static unsigned needed_mask(struct engine *e)
     const char **lists[] = {d.added, d.removed, d.modified};
     size_t ns[] = {d.nadded, d.nremoved, d.nmodified};
     for (int l = 0; l < 3; l++)
-        for (size_t i = 0; i < ns[l]; i++)
-            mask |= ACTION_BIT(engine_action_for(e->cfg, lists[l][i]));
+        for (size_t i = 0; i < ns[l]; i++) {
+            /* an ignored file is not in a manifest the monitor made, but an
+             * --ignore added live meets manifests made before it */
+            int a = cfg_action_for(e->cfg, lists[l][i]);
+            if (a != CFG_ACTION_IGNORED) mask |= ACTION_BIT(a);
+        }
     hash_diff_free(&d);
     /* Content differs but only ignored files: nothing differs in the manifest. */
     return mask ? mask : ACTION_BIT(ACTION_NONE);
@@ -356,9 +374,7 @@ void engine_config_changed(struct engine *e)
     /* A failed action that the new configuration no longer uses is not
      * retried; the files it was for are still unapplied, so the diff maps
      * them to whatever action the new rules give them. */
-    unsigned used = ACTION_BIT(e->cfg->action);
-    for (size_t i = 0; i < e->cfg->nrules; i++) used |= ACTION_BIT(e->cfg->rules[i].action);
-    e->failed_mask &= used;
+    e->failed_mask &= cfg_used_actions(e->cfg);
     if (!e->inflight) schedule(e);
 }
 

@@ -1,5 +1,6 @@
 /*
- * main.c - subcommand dispatch: run (default), hash, webhook certs, version.
+ * main.c - subcommand dispatch: run (default), hash, inject, webhook certs,
+ * version.
  */
 #include <malloc.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include "agent/cmd_hash.h"
+#include "agent/cmd_inject.h"
 #include "agent/run.h"
 #include "base/backoff.h"
 #include "webhook/certs.h"
@@ -18,6 +20,8 @@ static void usage(FILE *f)
     fprintf(
         f, "usage: reload-agent [run] [flags]     watch and act on content changes\n"
            "       reload-agent hash [--list] PATH...  print the content hash\n"
+           "       reload-agent inject [-f FILE|DIR|-]... [--all] [-o yaml|json|patch] [-i]\n"
+           "                                        add the sidecar to manifests\n"
            "       reload-agent webhook certs ...   create the webhook's TLS Secret, set caBundle\n"
            "       reload-agent version             print version and git commit\n"
            "       reload-agent SUBCOMMAND --help\n");
@@ -36,6 +40,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (argc >= 2 && strcmp(argv[1], "hash") == 0) return cmd_hash(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "inject") == 0) return cmd_inject(argc - 1, argv + 1);
     if (argc >= 3 && strcmp(argv[1], "webhook") == 0 && strcmp(argv[2], "certs") == 0)
         return webhook_certs_main(argc - 2, argv + 2);
     if (argc >= 2 && strcmp(argv[1], "run") == 0) return run_main(argc - 2, argv + 2);

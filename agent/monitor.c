@@ -28,6 +28,7 @@
 #include "agent/metrics.h"
 #include "base/backoff.h"
 #include "base/log.h"
+#include "config/config.h"
 #include "watch/watch.h"
 
 #define RETRY_MIN_MS 500
@@ -44,17 +45,12 @@
 /* While some directory could not be watched, try again this often. */
 #define REARM_MS 2000
 
-struct sub_rule {
-    char *glob;
-    int sub;
-};
-
 /* What a hash needs to classify files: copied into every job, so the
  * worker thread never reads the monitor or the caller's configuration. */
 struct classify {
     char **ignore;
     size_t nignore;
-    struct sub_rule *rules;
+    struct monitor_sub_rule *rules; /* globs owned */
     size_t nrules;
     int sub_default;
 };
@@ -138,7 +134,7 @@ static void *need(void *p)
 static void cls_free(struct classify *c)
 {
     for (size_t i = 0; i < c->nignore; i++) free(c->ignore[i]);
-    for (size_t i = 0; i < c->nrules; i++) free(c->rules[i].glob);
+    for (size_t i = 0; i < c->nrules; i++) free((char *)c->rules[i].glob);
     free(c->ignore);
     free(c->rules);
     memset(c, 0, sizeof *c);
@@ -146,11 +142,13 @@ static void cls_free(struct classify *c)
 
 static void cls_set_rules(struct classify *c, const struct monitor_sub_rule *r, size_t n, int def)
 {
-    for (size_t i = 0; i < c->nrules; i++) free(c->rules[i].glob);
+    for (size_t i = 0; i < c->nrules; i++) free((char *)c->rules[i].glob);
     free(c->rules);
     c->rules = need(calloc(n + 1, sizeof *c->rules));
-    for (c->nrules = 0; c->nrules < n; c->nrules++)
-        c->rules[c->nrules] = (struct sub_rule){ra_strdup(r[c->nrules].glob), r[c->nrules].sub};
+    for (c->nrules = 0; c->nrules < n; c->nrules++) {
+        c->rules[c->nrules] = r[c->nrules];
+        c->rules[c->nrules].glob = ra_strdup(r[c->nrules].glob);
+    }
     c->sub_default = def;
 }
 
@@ -161,13 +159,27 @@ static void cls_copy(struct classify *dst, const struct classify *src)
     for (; dst->nignore < src->nignore; dst->nignore++)
         dst->ignore[dst->nignore] = ra_strdup(src->ignore[dst->nignore]);
     dst->rules = need(calloc(src->nrules + 1, sizeof *dst->rules));
-    for (; dst->nrules < src->nrules; dst->nrules++)
-        dst->rules[dst->nrules] =
-            (struct sub_rule){ra_strdup(src->rules[dst->nrules].glob), src->rules[dst->nrules].sub};
+    for (; dst->nrules < src->nrules; dst->nrules++) {
+        dst->rules[dst->nrules] = src->rules[dst->nrules];
+        dst->rules[dst->nrules].glob = ra_strdup(src->rules[dst->nrules].glob);
+    }
     dst->sub_default = src->sub_default;
 }
 
-/* hash_opts.select; runs on the thread that hashes. */
+int monitor_rule_sub(const struct monitor_sub_rule *rules, size_t n, int sub_default,
+                     const char *path)
+{
+    /* Mirrors cfg_action_for (config/config.c) for the rules engine_sub_rules
+     * builds: keep the two in sync (tests/test_engine.c compares them). */
+    for (size_t i = 0; i < n; i++)
+        if (rules[i].root ? cfg_is_path_under(rules[i].glob, path)
+                          : fnmatch(rules[i].glob, path, 0) == 0)
+            return rules[i].sub != 0;
+    return sub_default != 0;
+}
+
+/* hash_opts.select; runs on the thread that hashes. The ignore globs are
+ * cfg_is_ignored's, the classes cfg_action_for's (see monitor_rule_sub). */
 static unsigned select_file(void *ud, const char *path)
 {
     struct job *j = ud;
@@ -185,12 +197,7 @@ static unsigned select_file(void *ud, const char *path)
             return 0;
         }
     }
-    int sub = c->sub_default;
-    for (size_t i = 0; i < c->nrules; i++)
-        if (fnmatch(c->rules[i].glob, path, 0) == 0) {
-            sub = c->rules[i].sub;
-            break;
-        }
+    int sub = monitor_rule_sub(c->rules, c->nrules, c->sub_default, path);
     return HASH_CLASS_MAIN | (sub ? HASH_CLASS_SUB : 0);
 }
 

@@ -56,13 +56,22 @@ struct monitor_extra {
 };
 
 /* Files that also feed manifest.sub (e.g. rollout-class files): the first
- * rule whose glob matches the logical path (fnmatch, no flags) decides, and
- * sub_default when none does. Rules are data, not a callback, because they
- * are read on the hashing thread. */
+ * rule that matches the logical path decides, and sub_default when none
+ * does. A rule matches by its glob (fnmatch, no flags), or, with root set,
+ * when the path is glob itself or lies under it (cfg_is_path_under: an
+ * --env-watch root). Rules are data, not a callback, because they are read
+ * on the hashing thread. agent/engine.c builds them from the configuration
+ * (engine_sub_rules) so that they decide as cfg_action_for does. */
 struct monitor_sub_rule {
     const char *glob;
     int sub;
+    int root;
 };
+
+/* The sub class of a logical path under rules[0..n) (see above): 1 or 0.
+ * Pure: runs on the hashing thread, and in tests. */
+int monitor_rule_sub(const struct monitor_sub_rule *rules, size_t n, int sub_default,
+                     const char *path);
 
 /* Called once, on the loop thread, when the baseline is taken (the manifest
  * is owned by the monitor; see monitor_current). */

@@ -125,24 +125,9 @@ static void on_change(void *ud, const struct hash_manifest *cur, const struct ha
     if (R.eng) engine_observe(R.eng, cur);
 }
 
-/* Rollout-class files feed the rollout hash (manifest.sub): the rules of
- * engine_action_for as data (they are read on the hashing thread). The
- * globs point into c. */
-static struct monitor_sub_rule *sub_rules(const struct config *c)
-{
-    struct monitor_sub_rule *v = calloc(c->nrules + 1, sizeof *v);
-    if (!v) ra_oom();
-    for (size_t i = 0; i < c->nrules; i++)
-        v[i] = (struct monitor_sub_rule){c->rules[i].glob, c->rules[i].action == ACTION_ROLLOUT};
-    return v;
-}
-
 static int uses_rollout(const struct config *c)
 {
-    if (c->action == ACTION_ROLLOUT) return 1;
-    for (size_t i = 0; i < c->nrules; i++)
-        if (c->rules[i].action == ACTION_ROLLOUT) return 1;
-    return 0;
+    return (cfg_used_actions(c) & ACTION_BIT(ACTION_ROLLOUT)) != 0;
 }
 
 /* At start, once the pod is read: warn about subPath mounts (they never
@@ -244,7 +229,7 @@ static void on_baseline(void *ud, const struct hash_manifest *base)
     if (log_rec_begin(&r, RA_LOG_INFO, "ready")) {
         log_rec_str(&r, "action", cfg_action_name(R.cfg.action));
         if (R.srv) log_rec_int(&r, "port", httpd_port(R.srv));
-        log_rec_end(&r, "watching %zu roots", R.cfg.watch.n);
+        log_rec_end(&r, "watching %zu roots", R.mon ? monitor_root_count(R.mon) : 0);
     }
 }
 
@@ -255,16 +240,22 @@ static int start_monitor(void)
     if (R.annot_path) extra[nextra++] = (struct monitor_extra){R.annot_path, on_annot_event, NULL};
     if (R.kube)
         extra[nextra++] = (struct monitor_extra){kube_token_path(R.kube), on_token_event, NULL};
-    struct monitor_sub_rule *rules = sub_rules(&R.cfg);
+    /* Rollout-class files feed the rollout hash (manifest.sub): the
+     * decision of cfg_action_for as data, read on the hashing thread; the
+     * --env-watch roots are watched beside the --watch roots. */
+    size_t nrules, nroots;
+    int sub_default;
+    struct monitor_sub_rule *rules = engine_sub_rules(&R.cfg, &nrules, &sub_default);
+    const char **roots = cfg_watch_roots(&R.cfg, &nroots);
     struct monitor_opts o = {
         .extra = extra,
         .nextra = nextra,
         .sub_rules = rules,
-        .nsub_rules = R.cfg.nrules,
-        .sub_default = R.cfg.action == ACTION_ROLLOUT,
+        .nsub_rules = nrules,
+        .sub_default = sub_default,
         .baseline = on_baseline,
-        .roots = (const char *const *)R.cfg.watch.v,
-        .nroots = R.cfg.watch.n,
+        .roots = roots,
+        .nroots = nroots,
         .debounce_ns = R.cfg.debounce_ns,
         .resync_ns = R.cfg.resync_ns,
         .ignore = (const char *const *)R.cfg.ignore.v,
@@ -272,6 +263,7 @@ static int start_monitor(void)
     };
     int rc = monitor_start(&R.loop, &o, on_change, NULL, &R.mon);
     free(rules);
+    free(roots);
     if (rc < 0) {
         R.mon = NULL;
         log_error("cannot start watching: %s", uv_strerror(rc));
@@ -314,9 +306,11 @@ static void apply_config(struct config *next)
         R.mon = NULL;
         monitor_close(old, on_old_monitor_closed, NULL);
     } else if (R.mon) {
-        struct monitor_sub_rule *rules = sub_rules(&R.cfg);
+        size_t nrules;
+        int sub_default;
+        struct monitor_sub_rule *rules = engine_sub_rules(&R.cfg, &nrules, &sub_default);
         monitor_set_timing(R.mon, R.cfg.debounce_ns, R.cfg.resync_ns);
-        monitor_set_sub_rules(R.mon, rules, R.cfg.nrules, R.cfg.action == ACTION_ROLLOUT);
+        monitor_set_sub_rules(R.mon, rules, nrules, sub_default);
         free(rules);
     }
     engine_config_changed(R.eng);
@@ -331,8 +325,9 @@ static void reload_annotations(uv_timer_t *t)
     int rc = load_annotations(&annots, err, sizeof err);
     struct cfg_env env = {.kube = R.ro ? CFG_KUBE_READY : CFG_KUBE_NONE};
     if (rc == 0) rc = cfg_build_env(&R.flags, &annots, &env, &next, err, sizeof err);
-    if (rc == 0 && next.watch.n == 0) {
-        snprintf(err, sizeof err, "no --watch roots left after the annotations update");
+    if (rc == 0 && next.watch.n + next.env_watch.n == 0) {
+        snprintf(err, sizeof err,
+                 "no --watch or --env-watch roots left after the annotations update");
         cfg_free(&next);
         rc = -EINVAL;
     }
@@ -458,8 +453,9 @@ int run_main(int argc, char **argv)
         goto out_cfg;
     }
     cfg_layer_free(&annots);
-    if (rc == 0 && R.cfg.watch.n == 0) {
-        snprintf(err, sizeof err, "nothing to watch: give at least one --watch PATH");
+    if (rc == 0 && R.cfg.watch.n + R.cfg.env_watch.n == 0) {
+        snprintf(err, sizeof err,
+                 "nothing to watch: give at least one --watch PATH (or --env-watch PATH)");
         cfg_free(&R.cfg);
         rc = -EINVAL;
     }

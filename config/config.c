@@ -14,6 +14,7 @@
 #include "config/config.h"
 
 #include <errno.h>
+#include <fnmatch.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +33,8 @@
 #define QV(buf, v) (gq_quote_to((buf), sizeof(buf), (v), strlen(v)), (buf))
 
 /* OPT_ACTION: an OPT_ENUM whose names are the table of actions' (actions/action.h);
- * --help appends them to the help text. */
+ * --help appends them to the help text. The field holds the enum action;
+ * a row's choices, when given, are the subset of action names it accepts. */
 enum opt_type { OPT_STR, OPT_LIST, OPT_DURATION, OPT_SIGNAL, OPT_BOOL, OPT_ENUM, OPT_ACTION };
 
 #define OPT_REPEAT 1u   /* flag may be repeated; values accumulate */
@@ -90,6 +92,9 @@ static int check_command(const char *v, char *why, size_t n)
 static const char *const LEVELS[] = {"debug", "info", "warn", "error", NULL};
 static const char *const FORMATS[] = {"text", "json", NULL};
 static const char *const ON_START[] = {"skip", "reload", "reconcile", "auto", NULL};
+/* --env-action: env is fixed when a container starts, so only actions that
+ * start it again (or record the change) can apply. */
+static const char *const ENV_ACTIONS[] = {"rollout", "restart", "none", NULL};
 
 #define F(field) offsetof(struct config, field)
 
@@ -107,6 +112,15 @@ static const struct opt_def OPTIONS[] = {
     {"ignore", OPT_LIST, NULL, F(ignore), NULL, OPT_REPEAT, "GLOB",
      "Leave matching files out of the content entirely: they never cause a change. "
      "Repeatable.",
+     NO_RANGE},
+    {"env-watch", OPT_LIST, NULL, F(env_watch), NULL, OPT_REPEAT, "PATH",
+     "Directory or file of configuration the app reads through env (a ConfigMap/Secret "
+     "mounted for the agent alone; repeatable). Watched like --watch, but every file under "
+     "it takes --env-action, before and regardless of --rule.",
+     NO_RANGE},
+    {"env-action", OPT_ACTION, "rollout", F(env_action), ENV_ACTIONS, 0, "ACTION",
+     "Action for changed files under an --env-watch root (env is fixed when a container "
+     "starts: rollout rolls the workload, restart restarts the app in place):",
      NO_RANGE},
     {"debounce", OPT_DURATION, "200ms", F(debounce_ns), NULL, 0, "DURATION",
      "Quiet period after the last filesystem event before the content is hashed; a burst "
@@ -207,8 +221,26 @@ static const struct opt_def OPTIONS[] = {
 
 #define NOPTS (sizeof OPTIONS / sizeof OPTIONS[0])
 
-/* Annotation keys under the prefix that are not options. */
-static const char *const RESERVED_ANNOTATIONS[] = {"inject", "inject-status", "config-hash", NULL};
+/* Annotation keys under the prefix that are not options (config.h): the
+ * injector's opt-in and per-pod sidecar settings (inject/transform.c), its
+ * status record, and the rollout hash the agent itself writes. */
+const char *const cfg_injector_annotations[] = {"inject",
+                                                "inject-status",
+                                                "config-hash",
+                                                "sidecar-image",
+                                                "sidecar-cpu-request",
+                                                "sidecar-memory-request",
+                                                "sidecar-memory-limit",
+                                                NULL};
+
+int cfg_is_injector_annotation(const char *key)
+{
+    const size_t plen = strlen(CFG_ANNOTATION_PREFIX);
+    if (strncmp(key, CFG_ANNOTATION_PREFIX, plen) != 0) return 0;
+    for (const char *const *r = cfg_injector_annotations; *r; r++)
+        if (strcmp(*r, key + plen) == 0) return 1;
+    return 0;
+}
 
 size_t cfg_option_count(void) { return NOPTS; }
 
@@ -216,7 +248,7 @@ const char *cfg_action_name(int action) { return action_name(action); }
 
 static const char *const *choices_of(const struct opt_def *o)
 {
-    return o->type == OPT_ACTION ? action_names() : o->choices;
+    return o->type == OPT_ACTION && !o->choices ? action_names() : o->choices;
 }
 
 static const struct opt_def *find_opt(const char *name, size_t len, size_t *idx)
@@ -379,9 +411,7 @@ static int layer_from_annotations(const struct annot_set *a, struct cfg_layer *l
         if (strncmp(key, CFG_ANNOTATION_PREFIX, plen) != 0) continue;
         const char *name = key + plen;
         size_t idx;
-        int reserved = 0;
-        for (const char *const *r = RESERVED_ANNOTATIONS; *r; r++) reserved |= !strcmp(*r, name);
-        if (reserved) continue;
+        if (cfg_is_injector_annotation(key)) continue;
         const struct opt_def *o = find_opt(name, strlen(name), &idx);
         if (!o || (o->flags & OPT_NO_ANNOT)) {
             snprintf(err, errlen, "annotation %s: %s", key,
@@ -475,7 +505,9 @@ static int set_value(struct config *c, const struct opt_def *o, const char *v, e
         rc = -EINVAL;
         for (int i = 0; choices_of(o)[i]; i++)
             if (strcmp(choices_of(o)[i], v) == 0) {
-                *(int *)field = i;
+                enum action a = (enum action)i;
+                if (o->type == OPT_ACTION && action_by_name(v, &a) < 0) break;
+                *(int *)field = (int)a;
                 rc = 0;
             }
         if (rc) {
@@ -588,37 +620,51 @@ static int check_env(const struct config *c, const struct cfg_env *env, const in
                      size_t errlen)
 {
     if (!env || env->kube != CFG_KUBE_NONE || !used[ACTION_ROLLOUT]) return 0;
-    const char *what = "--action rollout";
-    char q[QUOTED_MAX];
-    for (size_t i = 0; c->action != ACTION_ROLLOUT && i < c->nrules; i++)
-        if (c->rules[i].action == ACTION_ROLLOUT) {
-            what = QV(q, c->rule_raw.v[i]);
-            break;
-        }
+    char what[QUOTED_MAX + 16], q[QUOTED_MAX];
+    snprintf(what, sizeof what, "--action rollout");
+    if (c->action != ACTION_ROLLOUT && c->env_watch.n && c->env_action == ACTION_ROLLOUT)
+        snprintf(what, sizeof what, "--env-action rollout");
+    else
+        for (size_t i = 0; c->action != ACTION_ROLLOUT && i < c->nrules; i++)
+            if (c->rules[i].action == ACTION_ROLLOUT) {
+                snprintf(what, sizeof what, "--rule %s", QV(q, c->rule_raw.v[i]));
+                break;
+            }
     snprintf(err, errlen,
-             "%s%s: the rollout action needs the Kubernetes API client, and this agent runs "
-             "without one (it is set up at start only, when --action or a --rule uses rollout, "
-             "or for Events in a cluster); restart the agent to use rollout",
-             c->action == ACTION_ROLLOUT ? "" : "--rule ", what);
+             "%s: the rollout action needs the Kubernetes API client, and this agent runs "
+             "without one (it is set up at start only, when --action, --env-action or a --rule "
+             "uses rollout, or for Events in a cluster); restart the agent to use rollout",
+             what);
     return -EINVAL;
 }
 
 /* Cross-field validation and derived fields. */
-static int validate(struct config *c, const struct cfg_env *env, char *err, size_t errlen)
+/* A list of roots: no empty path, none given twice. */
+static int check_roots(const struct strlist *l, const char *opt, char *err, size_t errlen)
 {
-    for (size_t i = 0; i < c->watch.n; i++) {
-        if (c->watch.v[i][0] == '\0') {
-            snprintf(err, errlen, "invalid value for --watch: empty path");
+    for (size_t i = 0; i < l->n; i++) {
+        if (l->v[i][0] == '\0') {
+            snprintf(err, errlen, "invalid value for --%s: empty path", opt);
             return -EINVAL;
         }
         for (size_t j = 0; j < i; j++)
-            if (strcmp(c->watch.v[i], c->watch.v[j]) == 0) {
+            if (strcmp(l->v[i], l->v[j]) == 0) {
                 char q[QUOTED_MAX];
-                snprintf(err, errlen, "invalid value for --watch: %s is given twice",
-                         QV(q, c->watch.v[i]));
+                snprintf(err, errlen, "invalid value for --%s: %s is given twice", opt,
+                         QV(q, l->v[i]));
                 return -EINVAL;
             }
     }
+    return 0;
+}
+
+static int validate(struct config *c, const struct cfg_env *env, char *err, size_t errlen)
+{
+    /* --env-watch roots may overlap --watch roots: the env root wins for
+     * its files (cfg_action_for). */
+    if (check_roots(&c->watch, "watch", err, errlen) < 0 ||
+        check_roots(&c->env_watch, "env-watch", err, errlen) < 0)
+        return -EINVAL;
     c->rules = calloc(c->rule_raw.n ? c->rule_raw.n : 1, sizeof *c->rules);
     if (!c->rules) ra_oom();
     for (size_t i = 0; i < c->rule_raw.n; i++) {
@@ -636,8 +682,8 @@ static int validate(struct config *c, const struct cfg_env *env, char *err, size
         c->nrules++;
     }
     int used[ACTION__COUNT] = {0};
-    used[c->action] = 1;
-    for (size_t i = 0; i < c->nrules; i++) used[c->rules[i].action] = 1;
+    unsigned mask = cfg_used_actions(c);
+    for (int a = 0; a < ACTION__COUNT; a++) used[a] = (mask & ACTION_BIT(a)) != 0;
     if (check_expect_status(c, err, errlen) < 0 || check_action_needs(c, used, err, errlen) < 0 ||
         check_env(c, env, used, err, errlen) < 0)
         return -EINVAL;
@@ -656,7 +702,9 @@ static int validate(struct config *c, const struct cfg_env *env, char *err, size
     if (c->on_start == ON_START_AUTO)
         c->on_start = used[ACTION_ROLLOUT] ? ON_START_RECONCILE : ON_START_SKIP;
     if (c->on_start == ON_START_RECONCILE && !used[ACTION_ROLLOUT]) {
-        snprintf(err, errlen, "--on-start reconcile needs a rule or --action that uses rollout");
+        snprintf(err, errlen,
+                 "--on-start reconcile needs a rule, --action or --env-action (with an "
+                 "--env-watch root) that uses rollout");
         return -EINVAL;
     }
     return 0;
@@ -713,12 +761,64 @@ void cfg_free(struct config *c)
     c->nrules = 0;
 }
 
+static int same_list(const struct strlist *a, const struct strlist *b)
+{
+    if (a->n != b->n) return 0;
+    for (size_t i = 0; i < a->n; i++)
+        if (strcmp(a->v[i], b->v[i]) != 0) return 0;
+    return 1;
+}
+
 int cfg_is_same_watch(const struct config *a, const struct config *b)
 {
-    if (a->watch.n != b->watch.n) return 0;
-    for (size_t i = 0; i < a->watch.n; i++)
-        if (strcmp(a->watch.v[i], b->watch.v[i]) != 0) return 0;
-    return 1;
+    return same_list(&a->watch, &b->watch) && same_list(&a->env_watch, &b->env_watch);
+}
+
+const char **cfg_watch_roots(const struct config *c, size_t *n)
+{
+    const char **v = calloc(c->watch.n + c->env_watch.n + 1, sizeof *v);
+    if (!v) ra_oom();
+    *n = 0;
+    for (size_t i = 0; i < c->watch.n; i++) v[(*n)++] = c->watch.v[i];
+    for (size_t i = 0; i < c->env_watch.n; i++) {
+        int dup = 0;
+        for (size_t j = 0; j < c->watch.n && !dup; j++)
+            dup = !strcmp(c->watch.v[j], c->env_watch.v[i]);
+        if (!dup) v[(*n)++] = c->env_watch.v[i];
+    }
+    return v;
+}
+
+int cfg_is_path_under(const char *root, const char *path)
+{
+    size_t l = strlen(root);
+    while (l > 0 && root[l - 1] == '/') l--;
+    return strncmp(path, root, l) == 0 && (path[l] == '\0' || path[l] == '/');
+}
+
+int cfg_is_ignored(const struct config *c, const char *path)
+{
+    for (size_t i = 0; i < c->ignore.n; i++)
+        if (fnmatch(c->ignore.v[i], path, 0) == 0) return 1;
+    return 0;
+}
+
+int cfg_action_for(const struct config *c, const char *path)
+{
+    if (cfg_is_ignored(c, path)) return CFG_ACTION_IGNORED;
+    for (size_t i = 0; i < c->env_watch.n; i++)
+        if (cfg_is_path_under(c->env_watch.v[i], path)) return c->env_action;
+    for (size_t i = 0; i < c->nrules; i++)
+        if (fnmatch(c->rules[i].glob, path, 0) == 0) return c->rules[i].action;
+    return c->action;
+}
+
+unsigned cfg_used_actions(const struct config *c)
+{
+    unsigned mask = ACTION_BIT(c->action);
+    for (size_t i = 0; i < c->nrules; i++) mask |= ACTION_BIT(c->rules[i].action);
+    if (c->env_watch.n) mask |= ACTION_BIT(c->env_action);
+    return mask;
 }
 
 /* The --help marker of a restart-only option ("" for the others). */
@@ -833,8 +933,8 @@ static void format_value(const struct config *c, const struct opt_def *o, char *
         break;
     }
     case OPT_BOOL: snprintf(out, n, "%s", *(const int *)field ? "true" : "false"); break;
-    case OPT_ENUM:
-    case OPT_ACTION: snprintf(out, n, "%s", choices_of(o)[*(const int *)field]); break;
+    case OPT_ENUM: snprintf(out, n, "%s", choices_of(o)[*(const int *)field]); break;
+    case OPT_ACTION: snprintf(out, n, "%s", action_name(*(const int *)field)); break;
     case OPT_LIST: {
         const struct strlist *l = field;
         size_t len = 0;

@@ -38,9 +38,11 @@ struct rule {
 
 struct config {
     struct strlist watch;
-    int action;              /* enum action */
-    struct strlist rule_raw; /* "GLOB=ACTION" as given */
-    struct rule *rules;      /* parsed rule_raw, same order */
+    struct strlist env_watch; /* --env-watch: roots of config the app reads through env */
+    int env_action;           /* enum action: rollout, restart or none */
+    int action;               /* enum action */
+    struct strlist rule_raw;  /* "GLOB=ACTION" as given */
+    struct rule *rules;       /* parsed rule_raw, same order */
     size_t nrules;
     struct strlist ignore;
     int64_t debounce_ns;
@@ -89,6 +91,17 @@ struct cfg_layer {
     enum cfg_source src;
 };
 
+/* The annotation keys under CFG_ANNOTATION_PREFIX that are not options:
+ * the injector's (inject/transform.c: inject, inject-status and the per-pod
+ * sidecar-image, sidecar-cpu-request, sidecar-memory-request,
+ * sidecar-memory-limit) and the rollout hash (config-hash). Short names,
+ * NULL-terminated. The agent skips them in the annotations file. */
+extern const char *const cfg_injector_annotations[];
+
+/* 1 if key (a whole annotation key, e.g. "reload-agent.io/inject") is one
+ * of cfg_injector_annotations, else 0. */
+int cfg_is_injector_annotation(const char *key);
+
 /* Number of options in the table. */
 size_t cfg_option_count(void);
 
@@ -114,7 +127,7 @@ const char *cfg_layer_get(const struct cfg_layer *l, const char *name);
 /* Fills an annotation layer from parsed annotations: every key
  * "reload-agent.io/<option>" sets that option (list options are
  * comma-separated). Keys under the prefix that are not options are an error,
- * except the reserved ones (inject, inject-status, config-hash). Returns 0
+ * except cfg_injector_annotations. Returns 0
  * or -EINVAL naming the annotation. */
 int cfg_layer_from_annotations(const struct annot_set *a, struct cfg_layer *l, char *err,
                                size_t errlen);
@@ -159,8 +172,47 @@ void cfg_dup(const struct config *src, struct config *dst);
 size_t cfg_restart_only_changed(const struct config *boot, const struct config *prev,
                                 const struct config *next, char *names, size_t n);
 
-/* 1 if both configurations watch the same roots in the same order. */
+/* 1 if both configurations watch the same roots (--watch and --env-watch)
+ * in the same order. */
 int cfg_is_same_watch(const struct config *a, const struct config *b);
+
+/* Every root the agent watches, in order: the --watch roots, then the
+ * --env-watch roots (one equal to a --watch root is listed once). Returns a
+ * malloc'd array of pointers into c (free the array only; it dies with c)
+ * and its length in *n; aborts on OOM. */
+const char **cfg_watch_roots(const struct config *c, size_t *n);
+
+/* 1 if logical path `path` is root itself or lies under it (path starts
+ * with root + "/"); root is taken as given with trailing '/' removed, as
+ * logical paths are built (PRODUCT.md, the content hash), so "/" holds
+ * every absolute path. Pure: safe on any thread. */
+int cfg_is_path_under(const char *root, const char *path);
+
+/* 1 if a --ignore glob matches the logical path (fnmatch, no flags: '*'
+ * crosses '/'): the file is left out of the content entirely. */
+int cfg_is_ignored(const struct config *c, const char *path);
+
+/* What cfg_action_for returns for an ignored path. */
+#define CFG_ACTION_IGNORED (-1)
+
+/* The one decision of a logical path's action, for the whole program:
+ *   CFG_ACTION_IGNORED when an --ignore glob matches it; else
+ *   --env-action when it lies under an --env-watch root (env is fixed at
+ *     container start, so no --rule can make it in-place; an env root that
+ *     lies inside a --watch root wins for its files); else
+ *   the action of the first --rule whose glob matches it (fnmatch, no
+ *     flags); else
+ *   --action.
+ * The agent's monitor classifies files on its hashing thread from a copy of
+ * the same decision as data (engine_sub_rules in agent/engine.c, matched by
+ * monitor_rule_sub in agent/monitor.c); the render-time stamp
+ * (inject/stamp.c) calls this. Keep them in sync. */
+int cfg_action_for(const struct config *c, const char *path);
+
+/* The actions a configuration can require: --action, every rule's action,
+ * and --env-action when there is an --env-watch root. A mask of
+ * ACTION_BIT()s. */
+unsigned cfg_used_actions(const struct config *c);
 
 /* Writes the option reference (for --help) to f. */
 void cfg_print_help(FILE *f);

@@ -922,6 +922,46 @@ int hash_manifest_copy(const struct hash_manifest *src, struct hash_manifest *ds
     return 0;
 }
 
+void hash_bytes(const void *p, size_t n, unsigned char out[HASH_LEN])
+{
+    SHA256_CTX c;
+    SHA256_Init(&c);
+    SHA256_Update(&c, p, n);
+    SHA256_Final(out, &c);
+}
+
+static int cmp_entry(const void *a, const void *b)
+{
+    return strcmp(((const struct hash_entry *)a)->path, ((const struct hash_entry *)b)->path);
+}
+
+int hash_manifest_from_entries(const struct hash_entry *v, size_t n, struct hash_manifest *out)
+{
+    struct hash_error err;
+    memset(out, 0, sizeof *out);
+    out->v = calloc(n ? n : 1, sizeof *out->v);
+    if (!out->v) return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        out->v[i] = v[i];
+        out->v[i].classes |= HASH_CLASS_MAIN;
+        if (!(out->v[i].path = strdup(v[i].path))) {
+            hash_manifest_free(out);
+            return -ENOMEM;
+        }
+        out->n++;
+        if (out->v[i].classes & HASH_CLASS_SUB) out->nsub++;
+    }
+    if (n) qsort(out->v, n, sizeof *out->v, cmp_entry);
+    for (size_t i = 1; i < n; i++)
+        if (strcmp(out->v[i - 1].path, out->v[i].path) == 0) {
+            hash_manifest_free(out);
+            return -EINVAL;
+        }
+    int rc = fold_manifest(out, &err);
+    if (rc < 0) hash_manifest_free(out);
+    return rc;
+}
+
 int hash_diff(const struct hash_manifest *old, const struct hash_manifest *new_,
               struct hash_diff *out)
 {

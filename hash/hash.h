@@ -183,4 +183,16 @@ void hash_diff_free(struct hash_diff *d);
 /* Deep copy of a manifest. Returns 0 or -ENOMEM. */
 int hash_manifest_copy(const struct hash_manifest *src, struct hash_manifest *dst);
 
+/* The SHA-256 of p[0..n) into out (a file's digest, for entries built in
+ * memory). */
+void hash_bytes(const void *p, size_t n, unsigned char out[HASH_LEN]);
+
+/* Builds a manifest from entries held in memory (e.g. files laid out from
+ * Kubernetes objects rather than walked): v[0..n) with path, size, digest
+ * and classes (HASH_CLASS_MAIN is added) is copied, sorted bytewise by path
+ * and folded exactly as hash_compute folds a walk (total, sub, nsub).
+ * Returns 0 and *out (free with hash_manifest_free), -EINVAL when two
+ * entries have the same path, or -ENOMEM; on failure *out is left empty. */
+int hash_manifest_from_entries(const struct hash_entry *v, size_t n, struct hash_manifest *out);
+
 #endif

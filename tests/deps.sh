@@ -3,8 +3,8 @@
 # Used by `make deps` (and so by `make test`). Needs root for apt-get.
 set -e
 PKGS="build-essential pkg-config clang libclang-rt-14-dev libuv1-dev libcjson-dev libcurl4-openssl-dev \
-libssl-dev libcmocka-dev libhttp-parser-dev python3 inotify-tools strace openssl coreutils time \
-nginx-light curl clang-format"
+libssl-dev libcmocka-dev libhttp-parser-dev libyaml-dev python3 inotify-tools strace openssl coreutils time \
+nginx-light curl clang-format python3-yaml python3-jsonpatch"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

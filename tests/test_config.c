@@ -130,6 +130,29 @@ static void test_unknown_annotation_rejected(void **state)
     assert_non_null(strstr(f->err, "reload-agent.io/debunce"));
 }
 
+/* The injector's keys (inject/transform.c) are not agent options, and the
+ * agent skips them: the one list in config.c. */
+static void test_injector_annotations_skipped(void **state)
+{
+    struct fixture *f = *state;
+    assert_int_equal(annots(f, "reload-agent.io/config-hash=\"abc\"\n"
+                               "reload-agent.io/inject=\"true\"\n"
+                               "reload-agent.io/inject-status=\"{}\"\n"
+                               "reload-agent.io/sidecar-cpu-request=\"10m\"\n"
+                               "reload-agent.io/sidecar-image=\"x:1\"\n"
+                               "reload-agent.io/sidecar-memory-limit=\"1Gi\"\n"
+                               "reload-agent.io/sidecar-memory-request=\"1Mi\""),
+                     0);
+    assert_int_equal(cfg_build(NULL, &f->annots, &f->cfg, f->err, sizeof f->err), 0);
+    assert_true(cfg_is_injector_annotation("reload-agent.io/sidecar-image"));
+    assert_false(cfg_is_injector_annotation("reload-agent.io/action"));
+    assert_false(cfg_is_injector_annotation("example.com/inject"));
+    assert_false(cfg_is_injector_annotation("reload-agent.io/"));
+    size_t n = 0;
+    while (cfg_injector_annotations[n]) n++;
+    assert_int_equal(n, 7);
+}
+
 static void test_annotation_cannot_set_annotations_file(void **state)
 {
     struct fixture *f = *state;
@@ -449,6 +472,193 @@ static void build_into(const char *const *argv, struct config *c)
     cfg_layer_free(&l);
 }
 
+/* --env-watch / --env-action (issue 10): parse, defaults, annotations. */
+static void test_env_options_parse_and_defaults(void **state)
+{
+    struct fixture *f = *state;
+    assert_int_equal(cfg_build(NULL, NULL, &f->cfg, f->err, sizeof f->err), 0);
+    assert_int_equal(f->cfg.env_watch.n, 0);
+    assert_int_equal(f->cfg.env_action, ACTION_ROLLOUT);
+    /* rollout by default, but not used without an env root: no reconcile */
+    assert_int_equal(f->cfg.on_start, ON_START_SKIP);
+    assert_int_equal(cfg_used_actions(&f->cfg), ACTION_BIT(ACTION_NONE));
+    cfg_free(&f->cfg);
+    char *argv[] = {"--env-watch", "/e/a", "--env-watch=/e/b", "--env-action", "none"};
+    assert_int_equal(parse(f, 5, argv), 0);
+    assert_int_equal(cfg_build(&f->flags, NULL, &f->cfg, f->err, sizeof f->err), 0);
+    assert_int_equal(f->cfg.env_watch.n, 2);
+    assert_string_equal(f->cfg.env_watch.v[0], "/e/a");
+    assert_string_equal(f->cfg.env_watch.v[1], "/e/b");
+    assert_int_equal(f->cfg.env_action, ACTION_NONE);
+    cfg_free(&f->cfg);
+    /* annotations win: a list replaces the flags' list, the action the flag */
+    assert_int_equal(annots(f, "reload-agent.io/env-action=\"restart\"\n"
+                               "reload-agent.io/env-watch=\"/x, /y/\"\n"
+                               "reload-agent.io/process=\"app\""),
+                     0);
+    assert_int_equal(cfg_build(&f->flags, &f->annots, &f->cfg, f->err, sizeof f->err), 0);
+    assert_int_equal(f->cfg.env_action, ACTION_RESTART);
+    assert_int_equal(f->cfg.env_watch.n, 2);
+    assert_string_equal(f->cfg.env_watch.v[0], "/x");
+    assert_string_equal(f->cfg.env_watch.v[1], "/y/");
+    assert_int_equal(cfg_used_actions(&f->cfg),
+                     ACTION_BIT(ACTION_NONE) | ACTION_BIT(ACTION_RESTART));
+    /* --print-config shows both, with their source */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    cfg_print(m, &f->cfg, &f->flags, &f->annots);
+    fclose(m);
+    assert_non_null(strstr(buf, "env-watch        = /x,/y/"));
+    assert_non_null(strstr(buf, "env-action       = restart"));
+    assert_non_null(strstr(buf, "# annotation"));
+    free(buf);
+}
+
+static void test_env_action_errors_name_option_and_value(void **state)
+{
+    struct fixture *f = *state;
+    /* an action that exists, but cannot apply to env */
+    char *argv[] = {"--env-watch", "/e", "--env-action", "signal"};
+    assert_int_equal(parse(f, 4, argv), 0);
+    assert_int_equal(cfg_build(&f->flags, NULL, &f->cfg, f->err, sizeof f->err), -22);
+    assert_non_null(strstr(f->err, "--env-action"));
+    assert_non_null(strstr(f->err, "\"signal\""));
+    assert_non_null(strstr(f->err, "rollout|restart|none"));
+    assert_int_equal(annots(f, "reload-agent.io/env-action=\"reboot\""), 0);
+    assert_int_equal(cfg_build(NULL, &f->annots, &f->cfg, f->err, sizeof f->err), -22);
+    assert_non_null(strstr(f->err, "annotation reload-agent.io/env-action"));
+    assert_non_null(strstr(f->err, "\"reboot\""));
+    /* restart needs its target, as --action restart does */
+    cfg_layer_free(&f->annots);
+    assert_int_equal(cfg_layer_init(&f->annots, CFG_SRC_ANNOTATION), 0);
+    assert_int_equal(annots(f, "reload-agent.io/env-action=\"restart\""), 0);
+    cfg_layer_free(&f->flags);
+    assert_int_equal(cfg_layer_init(&f->flags, CFG_SRC_FLAG), 0);
+    assert_int_equal(parse(f, 2, argv), 0);
+    assert_int_equal(cfg_build(&f->flags, &f->annots, &f->cfg, f->err, sizeof f->err), -22);
+    assert_non_null(strstr(f->err, "the restart action needs --process NAME or --pid-file PATH"));
+}
+
+static void test_env_watch_empty_or_twice_rejected(void **state)
+{
+    struct fixture *f = *state;
+    char *argv[] = {"--env-watch", "/e", "--env-watch", "/e"};
+    assert_int_equal(parse(f, 4, argv), 0);
+    assert_int_equal(cfg_build(&f->flags, NULL, &f->cfg, f->err, sizeof f->err), -22);
+    assert_non_null(strstr(f->err, "invalid value for --env-watch: \"/e\" is given twice"));
+    cfg_layer_free(&f->flags);
+    assert_int_equal(cfg_layer_init(&f->flags, CFG_SRC_FLAG), 0);
+    char *argv2[] = {"--env-watch", "", "--env-action", "none"};
+    assert_int_equal(parse(f, 4, argv2), 0);
+    assert_int_equal(cfg_build(&f->flags, NULL, &f->cfg, f->err, sizeof f->err), -22);
+    assert_non_null(strstr(f->err, "invalid value for --env-watch: empty path"));
+}
+
+/* An env root overlapping a watch root is allowed; the roots are listed
+ * once each. */
+static void test_env_watch_overlapping_roots(void **state)
+{
+    struct fixture *f = *state;
+    char *argv[] = {"--watch", "/v",          "--watch", "/w",           "--env-watch",
+                    "/v/env",  "--env-watch", "/w",      "--env-action", "none"};
+    assert_int_equal(parse(f, 10, argv), 0);
+    assert_int_equal(cfg_build(&f->flags, NULL, &f->cfg, f->err, sizeof f->err), 0);
+    size_t n;
+    const char **roots = cfg_watch_roots(&f->cfg, &n);
+    assert_int_equal(n, 3);
+    assert_string_equal(roots[0], "/v");
+    assert_string_equal(roots[1], "/w");
+    assert_string_equal(roots[2], "/v/env");
+    free(roots);
+    /* the env root wins for its files, also when it equals a watch root */
+    assert_int_equal(cfg_action_for(&f->cfg, "/v/env/K"), ACTION_NONE);
+    assert_int_equal(cfg_action_for(&f->cfg, "/w/K"), ACTION_NONE);
+}
+
+/* cfg_action_for: ignore, then env roots, then rules, then --action. */
+static void test_env_action_precedence_over_rules(void **state)
+{
+    struct fixture *f = *state;
+    char *argv[] = {"--watch",        "/v",     "--env-watch", "/env/cm/",
+                    "--env-watch",    "/env/s", "--rule",      "*.pem=signal",
+                    "--rule",         "*=exec", "--action",    "http",
+                    "--ignore",       "*/skip", "--process",   "app",
+                    "--exec-command", "true",   "--http-url",  "http://127.0.0.1:1/"};
+    assert_int_equal(parse(f, 20, argv), 0);
+    assert_int_equal(cfg_build(&f->flags, NULL, &f->cfg, f->err, sizeof f->err), 0);
+    struct {
+        const char *path;
+        int action;
+    } table[] = {
+        {"/env/cm/KEY", ACTION_ROLLOUT},      /* env beats the catch-all rule */
+        {"/env/cm/tls.pem", ACTION_ROLLOUT},  /* and a specific one */
+        {"/env/cm/dir/deep", ACTION_ROLLOUT}, /* nested (items with paths) */
+        {"/env/cm", ACTION_ROLLOUT},          /* a root that is a file */
+        {"/env/s/KEY", ACTION_ROLLOUT},       /* root without a trailing '/' */
+        {"/env/cm2/KEY", ACTION_EXEC},        /* a sibling is not under the root */
+        {"/env/cmKEY", ACTION_EXEC},          /* nor a prefix of a name */
+        {"/v/tls.pem", ACTION_SIGNAL},        /* outside env: first rule wins */
+        {"/v/app.conf", ACTION_EXEC},         /* the catch-all rule */
+        {"/env/cm/skip", CFG_ACTION_IGNORED}, /* --ignore comes first */
+        {"/v/skip", CFG_ACTION_IGNORED},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        int a = cfg_action_for(&f->cfg, table[i].path);
+        if (a != table[i].action)
+            fail_msg("%s: action %d, want %d", table[i].path, a, table[i].action);
+        assert_int_equal(cfg_is_ignored(&f->cfg, table[i].path),
+                         table[i].action == CFG_ACTION_IGNORED);
+    }
+    /* env roots use rollout (the default): reconcile at start by default */
+    assert_int_equal(f->cfg.on_start, ON_START_RECONCILE);
+    assert_true(cfg_is_path_under("/", "/any/path"));
+    assert_true(cfg_is_path_under("/a//", "/a/b"));
+    assert_false(cfg_is_path_under("/a", "/ab"));
+}
+
+/* Rollout through --env-action needs the API client like a rollout rule. */
+static void test_env_rollout_needs_an_api_client(void **state)
+{
+    struct fixture *f = *state;
+    const struct cfg_env none = {.kube = CFG_KUBE_NONE};
+    char *argv[] = {"--watch", "/v", "--env-watch", "/e", "--action", "none"};
+    assert_int_equal(parse(f, 6, argv), 0);
+    assert_int_equal(cfg_build_env(&f->flags, NULL, &none, &f->cfg, f->err, sizeof f->err), -22);
+    assert_non_null(strstr(f->err, "--env-action rollout"));
+    assert_non_null(strstr(f->err, "needs the Kubernetes API client"));
+    assert_int_equal(annots(f, "reload-agent.io/env-action=\"none\""), 0);
+    assert_int_equal(cfg_build_env(&f->flags, &f->annots, &none, &f->cfg, f->err, sizeof f->err),
+                     0);
+    cfg_free(&f->cfg);
+    /* an env-action without an env root needs nothing */
+    cfg_layer_free(&f->annots);
+    assert_int_equal(cfg_layer_init(&f->annots, CFG_SRC_ANNOTATION), 0);
+    assert_int_equal(annots(f, "reload-agent.io/env-watch=\"\""), 0);
+    assert_int_equal(cfg_build_env(&f->flags, &f->annots, &none, &f->cfg, f->err, sizeof f->err),
+                     0);
+    assert_int_equal(f->cfg.env_watch.n, 0);
+}
+
+static void test_env_watch_changes_the_watch_set(void **state)
+{
+    struct fixture *f = *state;
+    struct config a, b;
+    const char *x[] = {"--watch", "/v", "--env-watch", "/e", NULL};
+    const char *y[] = {"--watch", "/v", "--env-watch", "/f", NULL};
+    build_into(x, &a);
+    build_into(y, &b);
+    assert_false(cfg_is_same_watch(&a, &b));
+    assert_true(cfg_is_same_watch(&a, &a));
+    cfg_free(&b);
+    const char *z[] = {"--watch", "/v", NULL};
+    build_into(z, &b);
+    assert_false(cfg_is_same_watch(&a, &b));
+    cfg_free(&a);
+    cfg_free(&b);
+    (void)f;
+}
+
 /* Issue 8 item 3: options read once at start are marked in the table
  * (OPT_RESTART_ONLY); cfg_restart_only_changed replaces run.c's list. */
 static void test_restart_only_changes(void **state)
@@ -579,6 +789,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_defaults, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_injector_annotations_skipped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flags_override_defaults, setup, teardown),
         cmocka_unit_test_setup_teardown(test_annotations_override_flags, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_flag_value_names_option_and_value, setup,
@@ -604,6 +815,14 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_errors_are_one_line, setup, teardown),
         cmocka_unit_test_setup_teardown(test_print_config_one_line_per_option, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_env_options_parse_and_defaults, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_env_action_errors_name_option_and_value, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_env_watch_empty_or_twice_rejected, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_env_watch_overlapping_roots, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_env_action_precedence_over_rules, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_env_rollout_needs_an_api_client, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_env_watch_changes_the_watch_set, setup, teardown),
     };
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }

@@ -126,6 +126,56 @@ static void test_action_for_first_rule_wins(void **state)
     cfg_free(&c);
 }
 
+/* The monitor classifies files for the rollout hash on its hashing thread
+ * from data (engine_sub_rules, matched by monitor_rule_sub); the engine and
+ * the render-time stamp decide with cfg_action_for. On a table of
+ * configurations and paths, the two must agree on every path that is not
+ * ignored. */
+static void test_monitor_classes_match_cfg_action_for(void **state)
+{
+    (void)state;
+    const char *cfgs[][24] = {
+        {"--action", "rollout", NULL},
+        {"--action", "signal", "--process", "x", NULL},
+        {"--rule", "*.pem=signal", "--rule", "*/jvm.options=rollout", "--action", "signal",
+         "--process", "x", NULL},
+        {"--watch", "/v", "--env-watch", "/v/env", "--action", "signal", "--process", "x", NULL},
+        {"--env-watch", "/e/cm/", "--env-watch", "/e/s", "--rule", "*=rollout", "--env-action",
+         "restart", "--process", "x", NULL},
+        {"--env-watch", "/e/cm", "--rule", "*.pem=rollout", "--rule", "*=signal", "--env-action",
+         "none", "--action", "rollout", "--process", "x", NULL},
+        {"--env-watch", "/", "--rule", "*=signal", "--process", "x", NULL},
+        {"--env-watch", "/e/cm", "--ignore", "*/skip", "--action", "rollout", NULL},
+    };
+    const char *paths[] = {"/v/app.conf", "/v/tls.pem",        "/v/jvm.options", "/v/env/KEY",
+                           "/v/env",      "/v/envy/KEY",       "/e/cm/KEY",      "/e/cm/tls.pem",
+                           "/e/cm/d/x",   "/e/cmx/KEY",        "/e/s/KEY",       "/e/s",
+                           "/e/cm/skip",  "/other/jvm.options"};
+    int compared = 0;
+    for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
+        struct config c;
+        int argc = 0;
+        while (cfgs[i][argc]) argc++;
+        config(&c, cfgs[i], argc);
+        size_t n;
+        int def;
+        struct monitor_sub_rule *rules = engine_sub_rules(&c, &n, &def);
+        for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++) {
+            int a = cfg_action_for(&c, paths[p]);
+            if (a == CFG_ACTION_IGNORED) continue;
+            compared++;
+            int sub = monitor_rule_sub(rules, n, def, paths[p]);
+            if (sub != (a == ACTION_ROLLOUT))
+                fail_msg("config %zu, %s: monitor sub %d, cfg_action_for %s", i, paths[p], sub,
+                         action_name(a));
+            assert_int_equal(engine_action_for(&c, paths[p]), a);
+        }
+        free(rules);
+        cfg_free(&c);
+    }
+    assert_true(compared > 100);
+}
+
 struct ctx {
     uv_loop_t loop;
     struct engine *e;
@@ -482,6 +532,56 @@ static void test_fake_strongest_action_wins(void **state)
     hash_manifest_free(&m2);
 }
 
+/* A file under an --env-watch root takes --env-action before any rule:
+ * with env-action restart, a change there restarts (never the rule's
+ * signal); with none, it only records the change. */
+static void test_fake_env_root_takes_env_action(void **state)
+{
+    (void)state;
+    struct ctx x;
+    char env[512], cmd[600];
+    snprintf(env, sizeof env, "%s/vol/env", g_dir);
+    snprintf(cmd, sizeof cmd, "mkdir -p %s", env);
+    assert_int_equal(system(cmd), 0);
+    const char *args[] = {FAKE_ARGS, "--env-watch", env, "--env-action", "restart"};
+    struct hash_manifest m0 = {0}, m1 = {0}, m2 = {0}, m3 = {0};
+    write_file("env/KEY.sig", "1");
+    write_file("a.sig", "1");
+    manifest(&m0);
+    ctx_open(&x, args, 16);
+    engine_start(x.e, &m0);
+    write_file("env/KEY.sig", "2"); /* *.sig=signal, but env wins: restart */
+    manifest(&m1);
+    engine_observe(x.e, &m1);
+    run_ms(&x.loop, 100);
+    assert_int_equal(F.starts[ACTION_RESTART], 1);
+    assert_int_equal(F.starts[ACTION_SIGNAL], 0);
+    applied_is(x.e, &m1);
+    write_file("a.sig", "2"); /* outside env: the rule */
+    manifest(&m2);
+    engine_observe(x.e, &m2);
+    run_ms(&x.loop, 100);
+    assert_int_equal(F.starts[ACTION_SIGNAL], 1);
+    assert_int_equal(F.starts[ACTION_RESTART], 1);
+    ctx_close(&x);
+    /* env-action none: the change is recorded, nothing runs */
+    const char *args2[] = {FAKE_ARGS, "--env-watch", env, "--env-action", "none"};
+    ctx_open(&x, args2, 16);
+    engine_start(x.e, &m2);
+    write_file("env/KEY.sig", "3");
+    manifest(&m3);
+    engine_observe(x.e, &m3);
+    run_ms(&x.loop, 100);
+    assert_int_equal(F.starts[ACTION_SIGNAL], 1);
+    assert_int_equal(F.starts[ACTION_RESTART], 1);
+    applied_is(x.e, &m3);
+    ctx_close(&x);
+    hash_manifest_free(&m0);
+    hash_manifest_free(&m1);
+    hash_manifest_free(&m2);
+    hash_manifest_free(&m3);
+}
+
 static void test_fake_retry_with_backoff_commits_on_success(void **state)
 {
     (void)state;
@@ -679,6 +779,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_rules_pick_only_needed_action, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_waits_for_inflight, setup, teardown),
         cmocka_unit_test(test_table_lookups),
+        cmocka_unit_test(test_monitor_classes_match_cfg_action_for),
+        cmocka_unit_test_setup_teardown(test_fake_env_root_takes_env_action, fake_setup,
+                                        fake_teardown),
         cmocka_unit_test_setup_teardown(test_fake_strongest_action_wins, fake_setup, fake_teardown),
         cmocka_unit_test_setup_teardown(test_fake_retry_with_backoff_commits_on_success, fake_setup,
                                         fake_teardown),

@@ -1,0 +1,414 @@
+/*
+ * jsonpatch.c - RFC 6902 JSON Patch over cJSON, with RFC 6901 JSON
+ * Pointers (contract in jsonpatch.h).
+ *
+ * All or nothing: the operations run on a deep copy of the document, which
+ * replaces the caller's only when every operation succeeded. An object
+ * member is found by its first occurrence (cJSON keeps duplicate keys; the
+ * transform reads the same first one), and `add` of an existing member
+ * replaces that occurrence. Numbers, strings and the structure are compared
+ * by cJSON_Compare for `test` (objects unordered, arrays ordered).
+ */
+#include "inject/jsonpatch.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+char *jsonpointer_escape(const char *s)
+{
+    size_t n = 0;
+    for (const char *p = s; *p; p++) n += (*p == '~' || *p == '/') ? 2 : 1;
+    char *out = malloc(n + 1), *o = out;
+    if (!out) return NULL;
+    for (const char *p = s; *p; p++) {
+        if (*p == '~' || *p == '/') {
+            *o++ = '~';
+            *o++ = *p == '~' ? '0' : '1';
+        } else {
+            *o++ = *p;
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
+/* One parsed JSON Pointer: its reference tokens, unescaped. */
+struct ptr {
+    char **tok;
+    size_t n;
+};
+
+static void ptr_free(struct ptr *p)
+{
+    for (size_t i = 0; i < p->n; i++) free(p->tok[i]);
+    free(p->tok);
+    p->tok = NULL;
+    p->n = 0;
+}
+
+/* Parses s into p. Returns 0, -EINVAL (why set) or -ENOMEM. */
+static int ptr_parse(const char *s, struct ptr *p, const char **why)
+{
+    p->tok = NULL;
+    p->n = 0;
+    if (!*s) return 0;
+    if (*s != '/') {
+        *why = "a JSON Pointer must be empty or start with '/'";
+        return -EINVAL;
+    }
+    size_t cap = 1;
+    for (const char *q = s; *q; q++) cap += *q == '/';
+    p->tok = calloc(cap, sizeof *p->tok);
+    if (!p->tok) return -ENOMEM;
+    const char *q = s + 1;
+    for (;;) {
+        const char *end = strchr(q, '/');
+        size_t len = end ? (size_t)(end - q) : strlen(q);
+        char *t = malloc(len + 1), *o = t;
+        if (!t) {
+            ptr_free(p);
+            return -ENOMEM;
+        }
+        p->tok[p->n++] = t;
+        for (size_t i = 0; i < len; i++) {
+            if (q[i] != '~') {
+                *o++ = q[i];
+                continue;
+            }
+            if (i + 1 < len && (q[i + 1] == '0' || q[i + 1] == '1')) {
+                *o++ = q[i + 1] == '0' ? '~' : '/';
+                i++;
+                continue;
+            }
+            *o = '\0';
+            ptr_free(p);
+            *why = "'~' must be followed by 0 or 1 in a JSON Pointer";
+            return -EINVAL;
+        }
+        *o = '\0';
+        if (!end) break;
+        q = end + 1;
+    }
+    return 0;
+}
+
+/* An array index token: digits without a leading zero. Returns the index,
+ * or -1 when tok is not one (or is absurdly large). */
+static long parse_index(const char *tok)
+{
+    if (!*tok || (tok[0] == '0' && tok[1]) || strlen(tok) > 9) return -1;
+    long v = 0;
+    for (const char *p = tok; *p; p++) {
+        if (*p < '0' || *p > '9') return -1;
+        v = v * 10 + (*p - '0');
+    }
+    return v;
+}
+
+/* The first member of obj named key, or NULL. */
+static cJSON *member(const cJSON *obj, const char *key)
+{
+    for (cJSON *c = obj->child; c; c = c->next)
+        if (c->string && strcmp(c->string, key) == 0) return c;
+    return NULL;
+}
+
+/* Resolves tokens [0, n) of p from root. Returns the node or NULL (why
+ * set). */
+static cJSON *resolve(cJSON *root, const struct ptr *p, size_t n, const char **why)
+{
+    cJSON *cur = root;
+    for (size_t i = 0; i < n; i++) {
+        if (cJSON_IsObject(cur)) {
+            cur = member(cur, p->tok[i]);
+            if (!cur) {
+                *why = "no such member";
+                return NULL;
+            }
+        } else if (cJSON_IsArray(cur)) {
+            long idx = parse_index(p->tok[i]);
+            if (idx < 0) {
+                *why = "not an array index";
+                return NULL;
+            }
+            cur = cJSON_GetArrayItem(cur, (int)idx);
+            if (!cur) {
+                *why = "array index out of range";
+                return NULL;
+            }
+        } else {
+            *why = "a scalar has no members";
+            return NULL;
+        }
+    }
+    return cur;
+}
+
+/* Names (or unnames, name NULL) a detached node: a copy made by
+ * cJSON_Duplicate keeps the member name of its source. Returns 0 or -ENOMEM. */
+static int set_name(cJSON *v, const char *name)
+{
+    char *copy = NULL;
+    if (name && !(copy = strdup(name))) return -ENOMEM;
+    if (!(v->type & cJSON_StringIsConst)) free(v->string);
+    v->type &= ~cJSON_StringIsConst;
+    v->string = copy;
+    return 0;
+}
+
+/* Replaces old (a child of parent) by v (owned; freed on failure). */
+static int replace_node(cJSON *parent, cJSON *old, cJSON *v)
+{
+    if (set_name(v, cJSON_IsObject(parent) ? old->string : NULL) < 0) {
+        cJSON_Delete(v);
+        return -ENOMEM;
+    }
+    cJSON_ReplaceItemViaPointer(parent, old, v);
+    return 0;
+}
+
+/* Inserts item before `before` (a child of arr). Not cJSON_InsertItemInArray:
+ * Debian's cJSON 1.7.15-1+deb12u4 refuses every insert before an existing
+ * item (it returns false and leaves the array as it was). cJSON's list: the
+ * first child's prev is the last child, the last child's next is NULL. */
+static void array_insert(cJSON *arr, cJSON *before, cJSON *item)
+{
+    item->next = before;
+    item->prev = before->prev;
+    if (before == arr->child)
+        arr->child = item;
+    else
+        item->prev->next = item;
+    before->prev = item;
+}
+
+struct apply {
+    cJSON *doc; /* the working copy */
+    char *err;
+    size_t errlen;
+    size_t index;
+    const char *op, *path;
+};
+
+static int fail(struct apply *a, const char *fmt, ...)
+{
+    char why[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    if (a->errlen)
+        snprintf(a->err, a->errlen, "JSON Patch operation %zu (%s %s): %s", a->index,
+                 a->op ? a->op : "?", a->path ? a->path : "?", why);
+    return -EINVAL;
+}
+
+/* Adds value (owned; freed on failure) at p. */
+static int do_add(struct apply *a, const struct ptr *p, cJSON *value)
+{
+    const char *why = "";
+    if (p->n == 0) {
+        set_name(value, NULL);
+        cJSON_Delete(a->doc);
+        a->doc = value;
+        return 0;
+    }
+    cJSON *parent = resolve(a->doc, p, p->n - 1, &why);
+    const char *last = p->tok[p->n - 1];
+    if (!parent) {
+        cJSON_Delete(value);
+        return fail(a, "the parent does not exist (%s)", why);
+    }
+    if (cJSON_IsObject(parent)) {
+        cJSON *old = member(parent, last);
+        if (old) return replace_node(parent, old, value);
+        if (!cJSON_AddItemToObject(parent, last, value)) {
+            cJSON_Delete(value);
+            return -ENOMEM;
+        }
+        return 0;
+    }
+    if (cJSON_IsArray(parent)) {
+        int size = cJSON_GetArraySize(parent);
+        set_name(value, NULL);
+        if (strcmp(last, "-") == 0) {
+            cJSON_AddItemToArray(parent, value);
+            return 0;
+        }
+        long idx = parse_index(last);
+        if (idx < 0 || idx > size) {
+            cJSON_Delete(value);
+            return fail(a, idx < 0 ? "\"%s\" is not an array index" : "index %s is out of range",
+                        last);
+        }
+        if (idx == size)
+            cJSON_AddItemToArray(parent, value);
+        else
+            array_insert(parent, cJSON_GetArrayItem(parent, (int)idx), value);
+        return 0;
+    }
+    cJSON_Delete(value);
+    return fail(a, "the parent is not an object or an array");
+}
+
+/* Detaches the node at p (returned, owned by the caller), or NULL. */
+static cJSON *do_detach(struct apply *a, const struct ptr *p, int *rc)
+{
+    const char *why = "";
+    if (p->n == 0) {
+        *rc = fail(a, "the whole document cannot be removed");
+        return NULL;
+    }
+    cJSON *parent = resolve(a->doc, p, p->n - 1, &why);
+    cJSON *node = parent ? resolve(parent, &(struct ptr){p->tok + p->n - 1, 1}, 1, &why) : NULL;
+    if (!node) {
+        *rc = fail(a, "the target does not exist (%s)", why);
+        return NULL;
+    }
+    *rc = 0;
+    return cJSON_DetachItemViaPointer(parent, node);
+}
+
+static int has_dup_member(const cJSON *op)
+{
+    for (const cJSON *c = op->child; c; c = c->next)
+        for (const cJSON *d = c->next; d; d = d->next)
+            if (c->string && d->string && strcmp(c->string, d->string) == 0) return 1;
+    return 0;
+}
+
+static int apply_one(struct apply *a, const cJSON *op)
+{
+    const char *why = "";
+    a->op = NULL;
+    a->path = NULL;
+    if (!cJSON_IsObject(op)) return fail(a, "an operation must be a JSON object");
+    const cJSON *jop = member(op, "op"), *jpath = member(op, "path"), *jfrom = member(op, "from");
+    const cJSON *value = member(op, "value");
+    if (cJSON_IsString(jop)) a->op = jop->valuestring;
+    if (cJSON_IsString(jpath)) a->path = jpath->valuestring;
+    if (has_dup_member(op)) return fail(a, "a member appears twice in the operation");
+    if (!a->op) return fail(a, "\"op\" is missing or not a string");
+    if (!a->path) return fail(a, "\"path\" is missing or not a string");
+    enum { ADD, REMOVE, REPLACE, MOVE, COPY, TEST } kind;
+    static const char *const NAMES[] = {"add", "remove", "replace", "move", "copy", "test"};
+    size_t k = 0;
+    while (k < 6 && strcmp(NAMES[k], a->op) != 0) k++;
+    if (k == 6) return fail(a, "unknown operation (want add, remove, replace, move, copy or test)");
+    kind = (int)k;
+    if ((kind == ADD || kind == REPLACE || kind == TEST) && !value)
+        return fail(a, "\"value\" is missing");
+    if ((kind == MOVE || kind == COPY) && !cJSON_IsString(jfrom))
+        return fail(a, "\"from\" is missing or not a string");
+
+    struct ptr p, from = {0};
+    int rc = ptr_parse(a->path, &p, &why);
+    if (rc == -EINVAL) return fail(a, "%s", why);
+    if (rc < 0) return rc;
+    if (kind == MOVE || kind == COPY) {
+        rc = ptr_parse(jfrom->valuestring, &from, &why);
+        if (rc < 0) {
+            ptr_free(&p);
+            return rc == -EINVAL ? fail(a, "from: %s", why) : rc;
+        }
+    }
+
+    switch (kind) {
+    case ADD: {
+        cJSON *v = cJSON_Duplicate(value, 1);
+        rc = v ? do_add(a, &p, v) : -ENOMEM;
+        break;
+    }
+    case REMOVE: {
+        cJSON *old = do_detach(a, &p, &rc);
+        cJSON_Delete(old);
+        break;
+    }
+    case REPLACE: {
+        cJSON *target = resolve(a->doc, &p, p.n, &why);
+        if (!target) {
+            rc = fail(a, "the target does not exist (%s)", why);
+            break;
+        }
+        cJSON *v = cJSON_Duplicate(value, 1);
+        if (!v) {
+            rc = -ENOMEM;
+        } else if (p.n == 0) {
+            set_name(v, NULL);
+            cJSON_Delete(a->doc);
+            a->doc = v;
+        } else {
+            rc = replace_node(resolve(a->doc, &p, p.n - 1, &why), target, v);
+        }
+        break;
+    }
+    case MOVE: {
+        /* "from" must not be a proper prefix of "path" (a node cannot move into itself) */
+        int prefix = from.n < p.n;
+        for (size_t i = 0; prefix && i < from.n; i++) prefix = !strcmp(from.tok[i], p.tok[i]);
+        if (prefix) {
+            rc = fail(a, "\"from\" is a proper prefix of \"path\"");
+            break;
+        }
+        if (!resolve(a->doc, &from, from.n, &why)) {
+            rc = fail(a, "from: the source does not exist (%s)", why);
+            break;
+        }
+        if (strcmp(jfrom->valuestring, a->path) == 0) break;
+        cJSON *node = do_detach(a, &from, &rc);
+        if (node) rc = do_add(a, &p, node);
+        break;
+    }
+    case COPY: {
+        cJSON *src = resolve(a->doc, &from, from.n, &why);
+        if (!src) {
+            rc = fail(a, "from: the source does not exist (%s)", why);
+            break;
+        }
+        cJSON *v = cJSON_Duplicate(src, 1);
+        rc = v ? do_add(a, &p, v) : -ENOMEM;
+        break;
+    }
+    case TEST: {
+        cJSON *target = resolve(a->doc, &p, p.n, &why);
+        if (!target)
+            rc = fail(a, "test failed: the target does not exist (%s)", why);
+        else if (!cJSON_Compare(target, value, 1))
+            rc = fail(a, "test failed: the value differs");
+        break;
+    }
+    }
+    ptr_free(&p);
+    ptr_free(&from);
+    return rc;
+}
+
+int jsonpatch_apply(cJSON **doc, const cJSON *ops, char *err, size_t errlen)
+{
+    struct apply a = {.err = err, .errlen = errlen};
+    if (errlen) err[0] = '\0';
+    if (!cJSON_IsArray(ops)) {
+        if (errlen) snprintf(err, errlen, "JSON Patch: the operations must be a JSON array");
+        return -EINVAL;
+    }
+    if (!doc || !*doc) {
+        if (errlen) snprintf(err, errlen, "JSON Patch: no document");
+        return -EINVAL;
+    }
+    a.doc = cJSON_Duplicate(*doc, 1);
+    if (!a.doc) return -ENOMEM;
+    int rc = 0;
+    for (const cJSON *op = ops->child; op && rc == 0; op = op->next, a.index++)
+        rc = apply_one(&a, op);
+    if (rc < 0) {
+        if (rc == -ENOMEM && errlen) snprintf(err, errlen, "JSON Patch: out of memory");
+        cJSON_Delete(a.doc);
+        return rc;
+    }
+    cJSON_Delete(*doc);
+    *doc = a.doc;
+    return 0;
+}

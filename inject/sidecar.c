@@ -1,0 +1,124 @@
+/*
+ * sidecar.c - the injected reload-agent container (transform_int.h): a
+ * native sidecar (init container with restartPolicy: Always) with the
+ * agent's args, POD_NAME/POD_NAMESPACE from the downward API, small
+ * resources, a hardened securityContext and its volumeMounts (mirrors,
+ * env volumes, the annotations file, the copied token mount). Key order
+ * is fixed, so the operations are byte-stable.
+ */
+#include "inject/transform_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void inject__args_free(char **v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++) free(v[i]);
+    free(v);
+}
+
+char **inject__sidecar_args(struct inject__ctx *x, const struct inject__sidecar *s, size_t *n)
+{
+    size_t cap = x->nmirrors + x->nenvs + 1, k = 0;
+    char **v = calloc(cap, sizeof *v);
+    if (!v) {
+        x->oom = 1;
+        return NULL;
+    }
+    for (size_t i = 0; i < x->nmirrors; i++)
+        v[k++] = inject__printf(x, "--watch=%s", x->mirrors[i].mount_path);
+    for (size_t i = 0; i < x->nenvs; i++)
+        v[k++] = inject__printf(x, "--env-watch=%s", x->envs[i].mount_path);
+    if (s->events_off) v[k++] = inject__printf(x, "--events=false");
+    *n = k;
+    if (x->oom) {
+        inject__args_free(v, k);
+        return NULL;
+    }
+    return v;
+}
+
+cJSON *inject__mount(struct inject__ctx *x, const char *name, const char *path)
+{
+    cJSON *m = inject__new_obj(x);
+    inject__add(x, m, "name", inject__str(x, name));
+    inject__add(x, m, "mountPath", inject__str(x, path));
+    inject__add(x, m, "readOnly", cJSON_CreateTrue());
+    return m;
+}
+
+static cJSON *field_env(struct inject__ctx *x, const char *name, const char *field)
+{
+    cJSON *e = inject__new_obj(x), *vf = inject__new_obj(x), *fr = inject__new_obj(x);
+    inject__add(x, e, "name", inject__str(x, name));
+    inject__add(x, fr, "fieldPath", inject__str(x, field));
+    inject__add(x, vf, "fieldRef", fr);
+    inject__add(x, e, "valueFrom", vf);
+    return e;
+}
+
+static cJSON *security_context(struct inject__ctx *x, const struct inject__sidecar *s)
+{
+    cJSON *sc = inject__new_obj(x), *caps = inject__new_obj(x), *drop = inject__new_arr(x);
+    cJSON *secc = inject__new_obj(x);
+    inject__add(x, sc, "runAsNonRoot", cJSON_CreateTrue());
+    if (s->run_as_user >= 0) inject__add(x, sc, "runAsUser", cJSON_CreateNumber(s->run_as_user));
+    if (s->run_as_group >= 0) inject__add(x, sc, "runAsGroup", cJSON_CreateNumber(s->run_as_group));
+    inject__add(x, sc, "readOnlyRootFilesystem", cJSON_CreateTrue());
+    inject__add(x, sc, "allowPrivilegeEscalation", cJSON_CreateFalse());
+    inject__push(x, drop, inject__str(x, "ALL"));
+    inject__add(x, caps, "drop", drop);
+    inject__add(x, sc, "capabilities", caps);
+    inject__add(x, secc, "type", inject__str(x, "RuntimeDefault"));
+    inject__add(x, sc, "seccompProfile", secc);
+    return sc;
+}
+
+cJSON *inject__sidecar_container(struct inject__ctx *x, const struct inject__sidecar *s)
+{
+    cJSON *c = inject__new_obj(x);
+    inject__add(x, c, "name", inject__str(x, INJECT_CONTAINER));
+    inject__add(x, c, "image", inject__str(x, s->image));
+
+    cJSON *args = inject__new_arr(x);
+    size_t n = 0;
+    char **v = inject__sidecar_args(x, s, &n);
+    inject__push(x, args, inject__str(x, "run"));
+    for (size_t i = 0; v && i < n; i++) inject__push(x, args, inject__str(x, v[i]));
+    inject__args_free(v, n);
+    inject__add(x, c, "args", args);
+
+    cJSON *env = inject__new_arr(x);
+    inject__push(x, env, field_env(x, "POD_NAME", "metadata.name"));
+    inject__push(x, env, field_env(x, "POD_NAMESPACE", "metadata.namespace"));
+    inject__add(x, c, "env", env);
+
+    cJSON *res = inject__new_obj(x), *req = inject__new_obj(x), *lim = inject__new_obj(x);
+    inject__add(x, req, "cpu", inject__str(x, s->cpu_request));
+    inject__add(x, req, "memory", inject__str(x, s->memory_request));
+    inject__add(x, lim, "memory", inject__str(x, s->memory_limit));
+    inject__add(x, res, "requests", req);
+    inject__add(x, res, "limits", lim);
+    inject__add(x, c, "resources", res);
+
+    inject__add(x, c, "securityContext", security_context(x, s));
+
+    cJSON *mounts = inject__new_arr(x);
+    for (size_t i = 0; i < x->nmirrors; i++)
+        inject__push(x, mounts, inject__mount(x, x->mirrors[i].volume, x->mirrors[i].mount_path));
+    for (size_t i = 0; i < x->nenvs; i++)
+        inject__push(x, mounts, inject__mount(x, x->envs[i].volume, x->envs[i].mount_path));
+    inject__push(x, mounts, inject__mount(x, INJECT__PODINFO_VOLUME, INJECT__PODINFO_PATH));
+    if (s->token_mount) {
+        cJSON *tm = cJSON_Duplicate(s->token_mount, 1);
+        if (!tm) x->oom = 1;
+        inject__push(x, mounts, tm);
+    }
+    inject__add(x, c, "volumeMounts", mounts);
+    inject__add(x, c, "restartPolicy", inject__str(x, "Always"));
+    if (x->oom) {
+        cJSON_Delete(c);
+        return NULL;
+    }
+    return c;
+}

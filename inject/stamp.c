@@ -1,0 +1,867 @@
+/*
+ * stamp.c - the render-time rollout hash (see stamp.h).
+ *
+ * The steps mirror what happens in the pod:
+ *   1. the agent's configuration: the sidecar's args after "run" are the
+ *      flag layer, the template's reload-agent.io/ annotations the
+ *      annotation layer when the sidecar mounts the downward-API
+ *      annotations file the agent reads (the injected /etc/podinfo),
+ *      cfg_build judges both;
+ *   2. the files: every volume the sidecar mounts at or under a watch root
+ *      (or whose mount holds one) is laid out as the kubelet's AtomicWriter
+ *      writes it (spec/kubernetes.md §1.1): a ConfigMap's data and
+ *      binaryData keys, a Secret's base64-decoded data with stringData over
+ *      it, or only the items' key -> path mappings; a projected volume is
+ *      the union of its ConfigMap and Secret sources, a later source winning
+ *      on the same path; a deeper mount hides what lies under its path;
+ *   3. the logical path of a file is its path in the container (mountPath +
+ *      "/" + payload path), which is what the hash's walk gives for a root
+ *      at or inside the mount (PRODUCT.md, the content hash);
+ *   4. each file's class is cfg_action_for's (the agent's own decision:
+ *      --ignore, --env-watch roots, rules, --action), and the stamp is the
+ *      manifest.sub of hash/hash.h over the rollout-class files
+ *      (hash_manifest_from_entries).
+ * Anything whose content cannot be known from the input (a downward-API or
+ * token source, a volume of another kind, a missing object, a subPath
+ * mount) means no stamp, with the reason.
+ *
+ * Return convention inside this file: 1 = go on, 0 = no stamp (why set),
+ * <0 = error (why set).
+ */
+#include "inject/stamp.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/annotations.h"
+#include "config/config.h"
+#include "hash/hash.h"
+#include "inject/transform.h"
+
+/* One file of a volume's payload: path relative to the volume. */
+struct pfile {
+    char *path;
+    uint64_t size;
+    unsigned char digest[HASH_LEN];
+};
+
+struct payload {
+    struct pfile *v;
+    size_t n, cap;
+};
+
+/* One file as the container sees it. */
+struct cfile {
+    char *path;   /* mountPath + "/" + payload path */
+    size_t mount; /* index of the mount it comes from */
+    uint64_t size;
+    unsigned char digest[HASH_LEN];
+};
+
+struct mount {
+    char *path; /* mountPath, slashes collapsed, no trailing '/' ("" for "/") */
+    const cJSON *vm;
+    int relevant; /* the deepest mount holding some watch root */
+};
+
+struct ctx {
+    const char *ns;
+    const struct stamp_sources *src;
+    char *why;
+    size_t whylen;
+};
+
+static int say(struct ctx *c, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int say(struct ctx *c, int rc, const char *fmt, ...)
+{
+    char tmp[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    /* one line whatever the input's names hold: control bytes as \xHH */
+    size_t o = 0;
+    for (const char *p = tmp; *p && o + 5 < c->whylen; p++) {
+        unsigned char ch = (unsigned char)*p;
+        if (ch < 0x20 || ch == 0x7f)
+            o += (size_t)snprintf(c->why + o, c->whylen - o, "\\x%02x", ch);
+        else
+            c->why[o++] = (char)ch;
+    }
+    if (c->whylen) c->why[o < c->whylen ? o : c->whylen - 1] = '\0';
+    return rc;
+}
+#define NOSTAMP(c, ...) say((c), 0, __VA_ARGS__)
+#define BAD(c, ...) say((c), -EINVAL, __VA_ARGS__)
+#define NOMEM(c) say((c), -ENOMEM, "out of memory")
+
+static void payload_free(struct payload *p)
+{
+    for (size_t i = 0; i < p->n; i++) free(p->v[i].path);
+    free(p->v);
+    memset(p, 0, sizeof *p);
+}
+
+/* Adds (or, for a path already there, replaces: a later projected source
+ * wins) one file. Takes path. */
+static int payload_put(struct payload *p, char *path, const void *bytes, size_t len)
+{
+    struct pfile *f = NULL;
+    for (size_t i = 0; i < p->n && !f; i++)
+        if (strcmp(p->v[i].path, path) == 0) f = &p->v[i];
+    if (f) {
+        free(f->path);
+    } else {
+        if (p->n == p->cap) {
+            size_t cap = p->cap ? p->cap * 2 : 8;
+            struct pfile *v = realloc(p->v, cap * sizeof *v);
+            if (!v) {
+                free(path);
+                return -ENOMEM;
+            }
+            p->v = v;
+            p->cap = cap;
+        }
+        f = &p->v[p->n++];
+    }
+    f->path = path;
+    f->size = len;
+    hash_bytes(bytes, len, f->digest);
+    return 0;
+}
+
+/* Strict standard base64 (Go's base64.StdEncoding, which Kubernetes uses
+ * for []byte fields): padding required, '\r' and '\n' skipped. Returns the
+ * decoded length, or -EINVAL; *out is malloc'd (free it), -ENOMEM. */
+static long b64_decode(const char *s, unsigned char **out)
+{
+    static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t len = strlen(s), n = 0, pad = 0;
+    unsigned char *buf = malloc(len / 4 * 3 + 3);
+    unsigned q[4];
+    int k = 0;
+    if (!buf) return -ENOMEM;
+    for (size_t i = 0; i < len; i++) {
+        char ch = s[i];
+        if (ch == '\r' || ch == '\n') continue;
+        if (ch == '=') {
+            if (k < 2) goto bad;
+            pad++;
+            q[k++] = 0;
+        } else {
+            const char *p = ch ? strchr(A, ch) : NULL;
+            if (!p || pad) goto bad;
+            q[k++] = (unsigned)(p - A);
+        }
+        if (k == 4) {
+            buf[n++] = (unsigned char)(q[0] << 2 | q[1] >> 4);
+            buf[n++] = (unsigned char)(q[1] << 4 | q[2] >> 2);
+            buf[n++] = (unsigned char)(q[2] << 6 | q[3]);
+            k = 0;
+            if (pad) {
+                n -= pad;
+                /* nothing may follow the padding but line breaks */
+                for (size_t j = i + 1; j < len; j++)
+                    if (s[j] != '\r' && s[j] != '\n') goto bad;
+                break;
+            }
+        }
+    }
+    if (k != 0) goto bad;
+    *out = buf;
+    return (long)n;
+bad:
+    free(buf);
+    return -EINVAL;
+}
+
+/* A ConfigMap or Secret key (apimachinery IsConfigMapKey): [-._a-zA-Z0-9]+,
+ * not "." or "..", not starting with "..". */
+static int is_key(const char *k)
+{
+    if (!*k || !strcmp(k, ".") || !strncmp(k, "..", 2)) return 0;
+    for (const char *p = k; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '-' || *p == '_' || *p == '.'))
+            return 0;
+    return 1;
+}
+
+/* filepath.Clean of an item path, then the AtomicWriter's validatePath:
+ * relative, no ".." element, the first element not starting with "..".
+ * Returns the cleaned malloc'd path, or NULL with *bad set (or OOM). */
+static char *clean_item_path(const char *p, int *bad)
+{
+    size_t len = strlen(p);
+    char *out = malloc(len + 1);
+    size_t o = 0;
+    *bad = 0;
+    if (!out) return NULL;
+    if (len == 0 || len > 4096 || p[0] == '/') goto bad;
+    for (const char *s = p; *s;) {
+        while (*s == '/') s++;
+        const char *e = s;
+        while (*e && *e != '/') e++;
+        size_t l = (size_t)(e - s);
+        if (l == 0) break;
+        if (l == 1 && s[0] == '.') {
+            s = e;
+            continue;
+        }
+        if ((l == 2 && !strncmp(s, "..", 2)) || l > 255) goto bad;
+        if (o == 0 && l >= 2 && !strncmp(s, "..", 2)) goto bad;
+        if (o) out[o++] = '/';
+        memcpy(out + o, s, l);
+        o += l;
+        s = e;
+    }
+    if (o == 0) goto bad;
+    out[o] = '\0';
+    return out;
+bad:
+    free(out);
+    *bad = 1;
+    return NULL;
+}
+
+static const char *str_of(const cJSON *o, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static int is_true(const cJSON *o, const char *name)
+{
+    return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, name));
+}
+
+/* The namespace rule of stamp.h: none matches none; otherwise equal. */
+static int same_ns(const char *a, const char *b)
+{
+    if (a && !*a) a = NULL;
+    if (b && !*b) b = NULL;
+    if (!a || !b) return !a && !b;
+    return strcmp(a, b) == 0;
+}
+
+/* The ConfigMap or Secret (kind) called name in the workload's namespace;
+ * the last one in the input wins, as a later apply would. */
+static const cJSON *find_source(struct ctx *c, const char *kind, const char *name)
+{
+    const cJSON *found = NULL;
+    for (size_t i = 0; c->src && i < c->src->n; i++) {
+        const cJSON *o = c->src->objs[i];
+        const cJSON *md = cJSON_GetObjectItemCaseSensitive(o, "metadata");
+        const char *k = str_of(o, "kind"), *n = str_of(md, "name");
+        if (k && n && !strcmp(k, kind) && !strcmp(n, name) &&
+            same_ns(str_of(md, "namespace"), c->ns))
+            found = o;
+    }
+    return found;
+}
+
+/* The bytes of key in a source object: ConfigMap data (as is) or
+ * binaryData (base64); Secret stringData (as is) over data (base64).
+ * Returns 1 and *bytes (malloc'd) / *len, 0 when the key is absent, <0 on a
+ * malformed value (why names it). */
+static int source_key(struct ctx *c, const cJSON *obj, int secret, const char *what,
+                      const char *key, unsigned char **bytes, size_t *len)
+{
+    const char *plain_field = secret ? "stringData" : "data";
+    const char *b64_field = secret ? "data" : "binaryData";
+    const cJSON *v =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, plain_field), key);
+    /* null is the empty value (Go's JSON decoding leaves "" or nil) */
+    if (v) {
+        const char *str = cJSON_IsNull(v) ? "" : cJSON_IsString(v) ? v->valuestring : NULL;
+        if (!str) return BAD(c, "%s: %s.%s is not a string", what, plain_field, key);
+        *len = strlen(str);
+        *bytes = malloc(*len + 1);
+        if (!*bytes) return NOMEM(c);
+        memcpy(*bytes, str, *len + 1);
+        return 1;
+    }
+    v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(obj, b64_field), key);
+    if (!v) return 0;
+    if (!cJSON_IsString(v) && !cJSON_IsNull(v))
+        return BAD(c, "%s: %s.%s is not a string", what, b64_field, key);
+    long n = b64_decode(cJSON_IsNull(v) ? "" : v->valuestring, bytes);
+    if (n == -ENOMEM) return NOMEM(c);
+    if (n < 0) return BAD(c, "%s: %s.%s is not valid base64", what, b64_field, key);
+    *len = (size_t)n;
+    return 1;
+}
+
+/* Checks that a data map of a source is an object of valid keys. */
+static int check_map(struct ctx *c, const cJSON *obj, const char *field, const char *what)
+{
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(obj, field), *e;
+    if (!m || cJSON_IsNull(m)) return 1;
+    if (!cJSON_IsObject(m)) return BAD(c, "%s: %s is not an object", what, field);
+    cJSON_ArrayForEach(e, m)
+    {
+        if (!e->string || !is_key(e->string))
+            return BAD(c, "%s: %s has an invalid key \"%s\"", what, field,
+                       e->string ? e->string : "");
+    }
+    return 1;
+}
+
+/* Adds one key of the source to the payload at path (taken). */
+static int put_key(struct ctx *c, struct payload *p, const cJSON *obj, int secret, const char *what,
+                   const char *key, char *path, int *found)
+{
+    unsigned char *bytes = NULL;
+    size_t len = 0;
+    int rc = source_key(c, obj, secret, what, key, &bytes, &len);
+    *found = rc == 1;
+    if (rc <= 0) {
+        free(path);
+        return rc < 0 ? rc : 1;
+    }
+    rc = payload_put(p, path, bytes, len);
+    free(bytes);
+    return rc < 0 ? NOMEM(c) : 1;
+}
+
+/* A configMap or secret volume source (or projected source) into p.
+ * src is {name|secretName, items, optional}. */
+static int source_payload(struct ctx *c, const cJSON *src, int secret, const char *vol,
+                          struct payload *p)
+{
+    const char *kind = secret ? "Secret" : "ConfigMap";
+    const char *name = str_of(src, secret ? "secretName" : "name");
+    if (!name && secret) name = str_of(src, "name"); /* projected secret sources use name */
+    if (!name)
+        return BAD(c, "volume %s: the %s source has no name", vol, secret ? "secret" : "configMap");
+    int optional = is_true(src, "optional");
+    char what[320];
+    snprintf(what, sizeof what, "%s/%s", secret ? "secret" : "configmap", name);
+    const cJSON *obj = find_source(c, kind, name);
+    if (!obj) {
+        /* the kubelet mounts an empty directory for an optional one */
+        if (optional) return 1;
+        return NOSTAMP(c, "%s is not in the input", what);
+    }
+    /* the plain map (as is) and the base64 one; source_key gives a key's
+     * precedence (a Secret's stringData over data: the API server merges
+     * it so) */
+    const char *fields[2] = {"data", secret ? "stringData" : "binaryData"};
+    for (int i = 0; i < 2; i++) {
+        int rc = check_map(c, obj, fields[i], what);
+        if (rc <= 0) return rc;
+    }
+    const cJSON *items = cJSON_GetObjectItemCaseSensitive(src, "items"), *it;
+    if (items && !cJSON_IsNull(items)) {
+        if (!cJSON_IsArray(items)) return BAD(c, "volume %s: items is not an array", vol);
+        cJSON_ArrayForEach(it, items)
+        {
+            const char *key = str_of(it, "key"), *path = str_of(it, "path");
+            if (!key || !path)
+                return BAD(c, "volume %s: an item of %s lacks key or path", vol, what);
+            int bad;
+            char *cp = clean_item_path(path, &bad);
+            if (!cp)
+                return bad ? BAD(c,
+                                 "volume %s: item path \"%s\" of %s is not a valid "
+                                 "relative path",
+                                 vol, path, what)
+                           : NOMEM(c);
+            int found, rc = put_key(c, p, obj, secret, what, key, cp, &found);
+            if (rc <= 0) return rc;
+            if (!found && !optional)
+                return NOSTAMP(c, "%s has no key %s (volume %s items): the kubelet cannot mount it",
+                               what, key, vol);
+        }
+        return 1;
+    }
+    /* every key of both maps */
+    for (int i = 0; i < 2; i++) {
+        const cJSON *m = cJSON_GetObjectItemCaseSensitive(obj, fields[i]), *e;
+        if (!cJSON_IsObject(m)) continue;
+        cJSON_ArrayForEach(e, m)
+        {
+            char *path = strdup(e->string);
+            if (!path) return NOMEM(c);
+            int found, rc = put_key(c, p, obj, secret, what, e->string, path, &found);
+            if (rc <= 0) return rc;
+        }
+    }
+    return 1;
+}
+
+/* The kind of a volume: its one field besides name. */
+static const char *volume_kind(const cJSON *vol)
+{
+    const cJSON *e;
+    cJSON_ArrayForEach(e, vol)
+    {
+        if (e->string && strcmp(e->string, "name") != 0) return e->string;
+    }
+    return "unknown";
+}
+
+/* Lays out the volume called name as the kubelet writes it. */
+static int volume_payload(struct ctx *c, const cJSON *spec, const char *name, struct payload *p)
+{
+    const cJSON *vols = cJSON_GetObjectItemCaseSensitive(spec, "volumes"), *v, *vol = NULL;
+    cJSON_ArrayForEach(v, vols)
+    {
+        const char *n = str_of(v, "name");
+        if (n && !strcmp(n, name)) vol = v;
+    }
+    if (!vol)
+        return BAD(c, "the sidecar mounts volume %s, which spec.volumes does not define", name);
+    const cJSON *s;
+    if ((s = cJSON_GetObjectItemCaseSensitive(vol, "configMap")))
+        return source_payload(c, s, 0, name, p);
+    if ((s = cJSON_GetObjectItemCaseSensitive(vol, "secret")))
+        return source_payload(c, s, 1, name, p);
+    if ((s = cJSON_GetObjectItemCaseSensitive(vol, "projected"))) {
+        const cJSON *sources = cJSON_GetObjectItemCaseSensitive(s, "sources"), *src;
+        if (sources && !cJSON_IsArray(sources))
+            return BAD(c, "volume %s: projected.sources is not an array", name);
+        cJSON_ArrayForEach(src, sources)
+        {
+            const cJSON *x;
+            int rc;
+            if ((x = cJSON_GetObjectItemCaseSensitive(src, "configMap")))
+                rc = source_payload(c, x, 0, name, p);
+            else if ((x = cJSON_GetObjectItemCaseSensitive(src, "secret")))
+                rc = source_payload(c, x, 1, name, p);
+            else
+                return NOSTAMP(c,
+                               "projected volume %s has a %s source: its content is only "
+                               "known in the pod",
+                               name, volume_kind(src));
+            if (rc <= 0) return rc;
+        }
+        return 1;
+    }
+    return NOSTAMP(c,
+                   "volume %s (%s) under a watch root is not a ConfigMap, Secret or projected "
+                   "volume: its content is only known in the pod",
+                   name, volume_kind(vol));
+}
+
+/* mountPath with repeated slashes collapsed and the trailing '/' removed. */
+static char *norm_mount(const char *p)
+{
+    char *o = malloc(strlen(p) + 1);
+    size_t n = 0;
+    if (!o) return NULL;
+    for (const char *s = p; *s; s++)
+        if (!(*s == '/' && n > 0 && o[n - 1] == '/')) o[n++] = *s;
+    while (n > 0 && o[n - 1] == '/') n--;
+    o[n] = '\0';
+    return o;
+}
+
+/* The reload-agent sidecar: a native sidecar (initContainers) or, on old
+ * clusters, a container. */
+static const cJSON *find_sidecar(const cJSON *spec)
+{
+    const char *lists[] = {"initContainers", "containers"};
+    for (int l = 0; l < 2; l++) {
+        const cJSON *a = cJSON_GetObjectItemCaseSensitive(spec, lists[l]), *x;
+        cJSON_ArrayForEach(x, a)
+        {
+            const char *n = str_of(x, "name");
+            if (n && !strcmp(n, INJECT_CONTAINER)) return x;
+        }
+    }
+    return NULL;
+}
+
+/* The agent's flags: the sidecar's command (its argv[0] dropped) then its
+ * args, after the "run" subcommand (run is also the default). */
+static int sidecar_flags(struct ctx *c, const cJSON *sc, struct cfg_layer *flags)
+{
+    const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(sc, "command");
+    const cJSON *args = cJSON_GetObjectItemCaseSensitive(sc, "args");
+    const cJSON *lists[2] = {cmd, args}, *x;
+    size_t n = 0;
+    for (int l = 0; l < 2; l++) {
+        if (lists[l] && !cJSON_IsNull(lists[l]) && !cJSON_IsArray(lists[l]))
+            return BAD(c, "the sidecar's %s is not an array", l ? "args" : "command");
+        n += (size_t)cJSON_GetArraySize(lists[l]);
+    }
+    char **argv = calloc(n + 1, sizeof *argv);
+    size_t argc = 0;
+    if (!argv) return NOMEM(c);
+    for (int l = 0; l < 2; l++) {
+        int idx = 0;
+        cJSON_ArrayForEach(x, lists[l])
+        {
+            if (!cJSON_IsString(x)) {
+                free(argv);
+                return BAD(c, "the sidecar's %s[%d] is not a string", l ? "args" : "command", idx);
+            }
+            if (!(l == 0 && idx == 0)) argv[argc++] = x->valuestring;
+            idx++;
+        }
+    }
+    for (size_t i = 0; i < argc; i++)
+        if (strstr(argv[i], "$(")) {
+            int rc = NOSTAMP(c,
+                             "the sidecar's args use $(VAR) expansion (%s): only the pod "
+                             "knows the result",
+                             argv[i]);
+            free(argv);
+            return rc;
+        }
+    size_t first = 0;
+    if (argc > 0 && !strcmp(argv[0], "run"))
+        first = 1;
+    else if (argc > 0 && argv[0][0] != '-') {
+        int rc = NOSTAMP(c, "the sidecar runs \"%s\", not the run subcommand", argv[0]);
+        free(argv);
+        return rc;
+    }
+    char err[512];
+    int help = 0;
+    int rc = cfg_parse_args((int)(argc - first), argv + first, flags, &help, err, sizeof err);
+    free(argv);
+    if (rc < 0) return NOSTAMP(c, "the sidecar's args: %s", err);
+    if (help) return NOSTAMP(c, "the sidecar's args ask for --help");
+    return 1;
+}
+
+/* 1 if the pod gives the agent its annotations file: a downwardAPI volume
+ * (or projected downwardAPI source) item with fieldRef metadata.annotations
+ * at the file's path under one of the sidecar's mounts. */
+static int has_annotations_file(const cJSON *spec, const cJSON *sc, const char *file)
+{
+    const cJSON *vm, *v;
+    cJSON_ArrayForEach(vm, cJSON_GetObjectItemCaseSensitive(sc, "volumeMounts"))
+    {
+        const char *mp = str_of(vm, "mountPath"), *name = str_of(vm, "name");
+        char *m = mp ? norm_mount(mp) : NULL;
+        int under = m && *m && cfg_is_path_under(m, file) && strlen(file) > strlen(m);
+        const char *rel = under ? file + strlen(m) + 1 : NULL;
+        free(m);
+        if (!under || !name || str_of(vm, "subPath") || str_of(vm, "subPathExpr")) continue;
+        cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(spec, "volumes"))
+        {
+            const char *vn = str_of(v, "name");
+            if (!vn || strcmp(vn, name) != 0) continue;
+            /* the downwardAPI item lists: the volume's, or its projected sources' */
+            const cJSON *lists[16], *src;
+            size_t nl = 0;
+            lists[nl++] = cJSON_GetObjectItemCaseSensitive(
+                cJSON_GetObjectItemCaseSensitive(v, "downwardAPI"), "items");
+            cJSON_ArrayForEach(src,
+                               cJSON_GetObjectItemCaseSensitive(
+                                   cJSON_GetObjectItemCaseSensitive(v, "projected"), "sources"))
+            {
+                if (nl < sizeof lists / sizeof lists[0])
+                    lists[nl++] = cJSON_GetObjectItemCaseSensitive(
+                        cJSON_GetObjectItemCaseSensitive(src, "downwardAPI"), "items");
+            }
+            for (size_t l = 0; l < nl; l++) {
+                const cJSON *it;
+                cJSON_ArrayForEach(it, lists[l])
+                {
+                    const char *path = str_of(it, "path");
+                    const char *field =
+                        str_of(cJSON_GetObjectItemCaseSensitive(it, "fieldRef"), "fieldPath");
+                    int bad;
+                    char *cp = path ? clean_item_path(path, &bad) : NULL;
+                    int hit =
+                        cp && field && !strcmp(cp, rel) && !strcmp(field, "metadata.annotations");
+                    free(cp);
+                    if (hit) return 1;
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+static int cmp_annot(const void *a, const void *b)
+{
+    return strcmp(((const struct annot *)a)->key, ((const struct annot *)b)->key);
+}
+
+/* The template's annotations as the pod's downward-API file will hold them. */
+static int template_annots(struct ctx *c, const cJSON *tmpl, struct cfg_layer *l)
+{
+    const cJSON *ann = cJSON_GetObjectItemCaseSensitive(
+                    cJSON_GetObjectItemCaseSensitive(tmpl, "metadata"), "annotations"),
+                *e;
+    struct annot_set a = {0};
+    if (!ann || cJSON_IsNull(ann)) return 1;
+    if (!cJSON_IsObject(ann)) return BAD(c, "metadata.annotations is not an object");
+    a.v = calloc((size_t)cJSON_GetArraySize(ann) + 1, sizeof *a.v);
+    if (!a.v) return NOMEM(c);
+    int rc = 1;
+    cJSON_ArrayForEach(e, ann)
+    {
+        if (!cJSON_IsString(e)) {
+            rc = BAD(c, "metadata.annotations.%s is not a string", e->string ? e->string : "");
+            break;
+        }
+        struct annot *x = &a.v[a.n];
+        x->key = strdup(e->string ? e->string : "");
+        x->val = strdup(e->valuestring);
+        if (!x->key || !x->val) {
+            free(x->key);
+            free(x->val);
+            rc = NOMEM(c);
+            break;
+        }
+        x->vlen = strlen(x->val);
+        a.n++;
+    }
+    if (rc == 1) {
+        char err[512];
+        qsort(a.v, a.n, sizeof *a.v, cmp_annot);
+        if (cfg_layer_from_annotations(&a, l, err, sizeof err) < 0)
+            rc = NOSTAMP(c, "the template's annotations: %s", err);
+    }
+    annot_free(&a);
+    return rc;
+}
+
+static int cmp_cfile(const void *a, const void *b)
+{
+    return strcmp(((const struct cfile *)a)->path, ((const struct cfile *)b)->path);
+}
+
+/* Steps 2-4 of the header, with the configuration built. */
+static int compute(struct ctx *c, const cJSON *spec, const cJSON *sc, const struct config *cfg,
+                   char hex[65])
+{
+    size_t nroots;
+    const char **roots = cfg_watch_roots(cfg, &nroots);
+    struct mount *mounts = NULL;
+    size_t nm = 0, *rootmount = NULL;
+    struct cfile *files = NULL;
+    size_t nf = 0, capf = 0;
+    struct hash_entry *ents = NULL;
+    struct hash_manifest m = {0};
+    int rc = 1;
+
+    if (nroots == 0) {
+        rc = NOSTAMP(c, "the sidecar watches nothing");
+        goto out;
+    }
+    const cJSON *vms = cJSON_GetObjectItemCaseSensitive(sc, "volumeMounts"), *vm;
+    if (vms && !cJSON_IsNull(vms) && !cJSON_IsArray(vms)) {
+        rc = BAD(c, "the sidecar's volumeMounts is not an array");
+        goto out;
+    }
+    mounts = calloc((size_t)cJSON_GetArraySize(vms) + 1, sizeof *mounts);
+    if (!mounts) {
+        rc = NOMEM(c);
+        goto out;
+    }
+    cJSON_ArrayForEach(vm, vms)
+    {
+        const char *mp = str_of(vm, "mountPath");
+        if (!mp || !str_of(vm, "name")) {
+            rc = BAD(c, "a volumeMount of the sidecar lacks name or mountPath");
+            goto out;
+        }
+        if (!(mounts[nm].path = norm_mount(mp))) {
+            rc = NOMEM(c);
+            goto out;
+        }
+        mounts[nm].vm = vm;
+        for (size_t j = 0; j < nm; j++)
+            if (!strcmp(mounts[j].path, mounts[nm].path)) {
+                rc = BAD(c, "the sidecar mounts two volumes at %s", mp);
+                nm++;
+                goto out;
+            }
+        nm++;
+    }
+    /* Every root lies in a mount, and its files are those of the deepest
+     * mount that holds it. A mount strictly inside a root is not
+     * reproducible: the walk enters it below the top level, where the
+     * kubelet's private ..data and timestamped names are not skipped. */
+    rootmount = calloc(nroots, sizeof *rootmount);
+    if (!rootmount) {
+        rc = NOMEM(c);
+        goto out;
+    }
+    for (size_t r = 0; r < nroots; r++) {
+        size_t best = nm;
+        for (size_t i = 0; i < nm; i++) {
+            if (cfg_is_path_under(roots[r], mounts[i].path) &&
+                !cfg_is_path_under(mounts[i].path, roots[r])) {
+                rc = NOSTAMP(c,
+                             "volume %s is mounted at %s, inside watch root %s: the hash "
+                             "there includes the kubelet's private timestamped names",
+                             str_of(mounts[i].vm, "name"), str_of(mounts[i].vm, "mountPath"),
+                             roots[r]);
+                goto out;
+            }
+            if (cfg_is_path_under(mounts[i].path, roots[r]) &&
+                (best == nm || strlen(mounts[i].path) > strlen(mounts[best].path)))
+                best = i;
+        }
+        if (best == nm) {
+            rc = NOSTAMP(c,
+                         "watch root %s is not inside a volume the sidecar mounts: its content "
+                         "is only known in the pod",
+                         roots[r]);
+            goto out;
+        }
+        mounts[best].relevant = 1;
+        rootmount[r] = best;
+    }
+    for (size_t i = 0; i < nm; i++) {
+        if (!mounts[i].relevant) continue;
+        const char *vname = str_of(mounts[i].vm, "name");
+        if (str_of(mounts[i].vm, "subPath") || str_of(mounts[i].vm, "subPathExpr")) {
+            rc = NOSTAMP(c, "the sidecar mounts volume %s with subPath", vname);
+            goto out;
+        }
+        struct payload p = {0};
+        rc = volume_payload(c, spec, vname, &p);
+        if (rc <= 0) {
+            payload_free(&p);
+            goto out;
+        }
+        for (size_t k = 0; k < p.n; k++) {
+            if (nf == capf) {
+                size_t cap = capf ? capf * 2 : 16;
+                struct cfile *v = realloc(files, cap * sizeof *v);
+                if (!v) {
+                    payload_free(&p);
+                    rc = NOMEM(c);
+                    goto out;
+                }
+                files = v;
+                capf = cap;
+            }
+            struct cfile *f = &files[nf];
+            size_t len = strlen(mounts[i].path) + 1 + strlen(p.v[k].path) + 1;
+            if (!(f->path = malloc(len))) {
+                payload_free(&p);
+                rc = NOMEM(c);
+                goto out;
+            }
+            snprintf(f->path, len, "%s/%s", mounts[i].path, p.v[k].path);
+            f->mount = i;
+            f->size = p.v[k].size;
+            memcpy(f->digest, p.v[k].digest, HASH_LEN);
+            nf++;
+        }
+        payload_free(&p);
+    }
+    /* a file and a directory of the same volume at one path: the kubelet
+     * cannot write that payload */
+    if (nf) qsort(files, nf, sizeof *files, cmp_cfile);
+    for (size_t i = 0; i + 1 < nf; i++) {
+        size_t l = strlen(files[i].path);
+        if (files[i].mount == files[i + 1].mount && !strncmp(files[i].path, files[i + 1].path, l) &&
+            (files[i + 1].path[l] == '/' || files[i + 1].path[l] == '\0')) {
+            rc = BAD(c, "volume %s: %s is both a file and a directory",
+                     str_of(mounts[files[i].mount].vm, "name"), files[i].path);
+            goto out;
+        }
+    }
+    ents = calloc(nf + 1, sizeof *ents);
+    if (!ents) {
+        rc = NOMEM(c);
+        goto out;
+    }
+    size_t ne = 0, nsub = 0;
+    for (size_t i = 0; i < nf; i++) {
+        const struct cfile *f = &files[i];
+        int visible = 0;
+        /* under a root whose files come from this mount (a deeper mount
+         * hides what the outer volume has under its path) */
+        for (size_t r = 0; r < nroots && !visible; r++)
+            visible = rootmount[r] == f->mount && cfg_is_path_under(roots[r], f->path);
+        if (!visible) continue;
+        int a = cfg_action_for(cfg, f->path);
+        if (a == CFG_ACTION_IGNORED) continue;
+        ents[ne] = (struct hash_entry){.path = f->path,
+                                       .size = f->size,
+                                       .classes = HASH_CLASS_MAIN |
+                                                  (a == ACTION_ROLLOUT ? HASH_CLASS_SUB : 0)};
+        memcpy(ents[ne].digest, f->digest, HASH_LEN);
+        nsub += a == ACTION_ROLLOUT;
+        ne++;
+    }
+    if (nsub == 0) {
+        rc = NOSTAMP(c, "no rollout-class content");
+        goto out;
+    }
+    int hr = hash_manifest_from_entries(ents, ne, &m);
+    if (hr < 0) {
+        rc = hr == -ENOMEM ? NOMEM(c) : BAD(c, "two files at one logical path");
+        goto out;
+    }
+    hash_hex(m.sub, hex);
+    rc = 1;
+out:
+    hash_manifest_free(&m);
+    free(ents);
+    for (size_t i = 0; i < nf; i++) free(files[i].path);
+    free(files);
+    for (size_t i = 0; i < nm; i++) free(mounts[i].path);
+    free(mounts);
+    free(rootmount);
+    free(roots);
+    return rc;
+}
+
+int stamp_compute(const cJSON *tmpl, const char *ns, const struct stamp_sources *src, char hex[65],
+                  char *key, size_t keylen, char *why, size_t whylen)
+{
+    struct ctx c = {.ns = ns, .src = src, .why = why, .whylen = whylen};
+    struct cfg_layer flags = {0}, annots = {0};
+    struct config cfg;
+    int have_cfg = 0, rc;
+    if (whylen) why[0] = '\0';
+    const cJSON *spec = cJSON_GetObjectItemCaseSensitive(tmpl, "spec");
+    if (!cJSON_IsObject(tmpl) || !cJSON_IsObject(spec))
+        return BAD(&c, "the pod template has no spec object");
+    const cJSON *sc = find_sidecar(spec);
+    if (!sc) return NOSTAMP(&c, "the pod template has no %s sidecar", INJECT_CONTAINER);
+    if (cfg_layer_init(&flags, CFG_SRC_FLAG) < 0 ||
+        cfg_layer_init(&annots, CFG_SRC_ANNOTATION) < 0) {
+        rc = NOMEM(&c);
+        goto out;
+    }
+    if ((rc = sidecar_flags(&c, sc, &flags)) <= 0) goto out;
+    /* The annotation layer: the template's annotations, when the pod gives
+     * the agent its downward-API annotations file (--annotations, default
+     * the injected /etc/podinfo/annotations; "" turns it off). */
+    const char *af = cfg_layer_get(&flags, "annotations");
+    if (!af) af = CFG_DEFAULT_ANNOTATIONS_FILE;
+    if (*af && has_annotations_file(spec, sc, af) && (rc = template_annots(&c, tmpl, &annots)) <= 0)
+        goto out;
+    char err[1024];
+    if (cfg_build(&flags, &annots, &cfg, err, sizeof err) < 0) {
+        rc = NOSTAMP(&c, "the agent's configuration: %s", err);
+        goto out;
+    }
+    have_cfg = 1;
+    if (!(cfg_used_actions(&cfg) & ACTION_BIT(ACTION_ROLLOUT))) {
+        rc = NOSTAMP(&c, "no rollout-class content (neither --action, a --rule nor --env-action "
+                         "with an --env-watch root uses rollout)");
+        goto out;
+    }
+    if (strlen(cfg.hash_annotation) + 1 > keylen) {
+        rc = BAD(&c, "the annotation key %s does not fit the caller's buffer", cfg.hash_annotation);
+        goto out;
+    }
+    if ((rc = compute(&c, spec, sc, &cfg, hex)) == 1) {
+        memcpy(key, cfg.hash_annotation, strlen(cfg.hash_annotation) + 1);
+        if (whylen) why[0] = '\0';
+    }
+out:
+    if (have_cfg) cfg_free(&cfg);
+    cfg_layer_free(&flags);
+    cfg_layer_free(&annots);
+    return rc;
+}

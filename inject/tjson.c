@@ -1,0 +1,212 @@
+/*
+ * tjson.c - the transform's JSON helpers (transform_int.h): typed reads
+ * that name the path of a field of the wrong type, warnings, builders that
+ * record OOM in the context instead of failing at each call, and two path
+ * and name predicates. Internal names of the inject/ folder carry the
+ * prefix inject__.
+ */
+#include "inject/transform_int.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *type_name(const cJSON *v)
+{
+    if (cJSON_IsObject(v)) return "an object";
+    if (cJSON_IsArray(v)) return "an array";
+    if (cJSON_IsString(v)) return "a string";
+    if (cJSON_IsNumber(v)) return "a number";
+    if (cJSON_IsBool(v)) return "a boolean";
+    if (cJSON_IsNull(v)) return "null";
+    return "an invalid value";
+}
+
+int inject__type_error(struct inject__ctx *x, const char *path, const char *want, const cJSON *got)
+{
+    if (x->errlen) snprintf(x->err, x->errlen, "%s: want %s, got %s", path, want, type_name(got));
+    return -EINVAL;
+}
+
+/* The member and its path "PATH.key" (or "key" at the top). */
+static const cJSON *lookup(const cJSON *obj, const char *path, const char *key, char *full,
+                           size_t n)
+{
+    snprintf(full, n, "%s%s%s", path, *path ? "." : "", key);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    return cJSON_IsNull(v) ? NULL : v;
+}
+
+int inject__get_obj(struct inject__ctx *x, const cJSON *obj, const char *path, const char *key,
+                    const cJSON **out)
+{
+    char full[512];
+    const cJSON *v = lookup(obj, path, key, full, sizeof full);
+    *out = NULL;
+    if (v && !cJSON_IsObject(v)) return inject__type_error(x, full, "an object", v);
+    *out = v;
+    return 0;
+}
+
+int inject__get_arr(struct inject__ctx *x, const cJSON *obj, const char *path, const char *key,
+                    const cJSON **out)
+{
+    char full[512];
+    const cJSON *v = lookup(obj, path, key, full, sizeof full);
+    *out = NULL;
+    if (v && !cJSON_IsArray(v)) return inject__type_error(x, full, "an array", v);
+    *out = v;
+    return 0;
+}
+
+int inject__get_str(struct inject__ctx *x, const cJSON *obj, const char *path, const char *key,
+                    const char **out)
+{
+    char full[512];
+    const cJSON *v = lookup(obj, path, key, full, sizeof full);
+    *out = NULL;
+    if (v && !cJSON_IsString(v)) return inject__type_error(x, full, "a string", v);
+    if (v) *out = v->valuestring;
+    return 0;
+}
+
+int inject__get_bool(struct inject__ctx *x, const cJSON *obj, const char *path, const char *key,
+                     int *out)
+{
+    char full[512];
+    const cJSON *v = lookup(obj, path, key, full, sizeof full);
+    *out = -1;
+    if (v && !cJSON_IsBool(v)) return inject__type_error(x, full, "a boolean", v);
+    if (v) *out = cJSON_IsTrue(v);
+    return 0;
+}
+
+int inject__get_id(struct inject__ctx *x, const cJSON *obj, const char *path, const char *key,
+                   long *out)
+{
+    char full[512];
+    const cJSON *v = lookup(obj, path, key, full, sizeof full);
+    *out = -1;
+    if (!v) return 0;
+    double d = cJSON_IsNumber(v) ? v->valuedouble : -1;
+    if (!cJSON_IsNumber(v) || !(d >= 0 && d <= 2147483647.0) || floor(d) != d)
+        return inject__type_error(x, full, "an integer 0..2147483647", v);
+    *out = (long)d;
+    return 0;
+}
+
+void inject__warn(struct inject__ctx *x, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    char **nw = realloc(x->warnings, (x->nwarnings + 1) * sizeof *nw);
+    char *copy = strdup(buf);
+    if (!nw || !copy) {
+        if (nw) x->warnings = nw;
+        free(copy);
+        x->oom = 1;
+        return;
+    }
+    x->warnings = nw;
+    x->warnings[x->nwarnings++] = copy;
+}
+
+char *inject__printf(struct inject__ctx *x, const char *fmt, ...)
+{
+    char *s = NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vasprintf(&s, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        x->oom = 1;
+        return NULL;
+    }
+    return s;
+}
+
+cJSON *inject__str(struct inject__ctx *x, const char *s)
+{
+    cJSON *v = s ? cJSON_CreateString(s) : NULL;
+    if (!v) x->oom = 1;
+    return v;
+}
+
+cJSON *inject__new_obj(struct inject__ctx *x)
+{
+    cJSON *v = cJSON_CreateObject();
+    if (!v) x->oom = 1;
+    return v;
+}
+
+cJSON *inject__new_arr(struct inject__ctx *x)
+{
+    cJSON *v = cJSON_CreateArray();
+    if (!v) x->oom = 1;
+    return v;
+}
+
+void inject__add(struct inject__ctx *x, cJSON *obj, const char *key, cJSON *item)
+{
+    if (!obj || !item) {
+        cJSON_Delete(item);
+        x->oom = 1;
+        return;
+    }
+    if (!cJSON_AddItemToObject(obj, key, item)) {
+        cJSON_Delete(item);
+        x->oom = 1;
+    }
+}
+
+void inject__push(struct inject__ctx *x, cJSON *arr, cJSON *item)
+{
+    if (!arr || !item) {
+        cJSON_Delete(item);
+        x->oom = 1;
+        return;
+    }
+    cJSON_AddItemToArray(arr, item);
+}
+
+void inject__op(struct inject__ctx *x, cJSON *ops, const char *op, const char *path, cJSON *value)
+{
+    cJSON *o = inject__new_obj(x);
+    inject__add(x, o, "op", inject__str(x, op));
+    inject__add(x, o, "path", inject__str(x, path));
+    if (value) inject__add(x, o, "value", value);
+    inject__push(x, ops, o);
+}
+
+int inject__path_within(const char *path, const char *root)
+{
+    size_t pl = strlen(path), rl = strlen(root);
+    while (pl > 1 && path[pl - 1] == '/') pl--;
+    while (rl > 1 && root[rl - 1] == '/') rl--;
+    if (rl == 1 && root[0] == '/') return path[0] == '/';
+    if (pl < rl || memcmp(path, root, rl) != 0) return 0;
+    return pl == rl || path[rl] == '/';
+}
+
+int inject__is_dns_subdomain(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 253) return 0;
+    for (const char *label = s;;) {
+        size_t len = strcspn(label, ".");
+        if (len == 0 || len > 63) return 0;
+        for (size_t i = 0; i < len; i++) {
+            char c = label[i];
+            int alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+            if (!alnum && (c != '-' || i == 0 || i == len - 1)) return 0;
+        }
+        if (!label[len]) return 1;
+        label += len + 1;
+    }
+}

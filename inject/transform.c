@@ -1,0 +1,851 @@
+/*
+ * transform.c - the sidecar-injection transform (contract in transform.h,
+ * user reference in docs/inject.md): where the pod template is, who opted
+ * in, the refusals, the agent's configuration judged by the agent's own
+ * parser, and the JSON Patch operations of a first injection or of a
+ * reinvocation (mirrors of volumes added since). Planning the volumes is
+ * volumes.c's, the container sidecar.c's.
+ *
+ * Order of checks: opt-in (inject: "true", or opts->all; "false" always
+ * refuses), a pod template with containers, a container named
+ * reload-agent that was not injected, hostPID, already injected
+ * (reinvocation), then the plan: env volumes, mirrors, the configuration
+ * (a sidecar that would exit 2 is never injected), identity, token.
+ */
+#include "inject/transform.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "actions/action.h"
+#include "config/annotations.h"
+#include "config/config.h"
+#include "config/value.h"
+#include "inject/jsonpatch.h"
+#include "inject/transform_int.h"
+
+#define A_INJECT INJECT_ENABLE_ANNOTATION
+#define A_STATUS INJECT_STATUS_ANNOTATION
+#define A_IMAGE CFG_ANNOTATION_PREFIX "sidecar-image"
+#define A_CPU_REQ CFG_ANNOTATION_PREFIX "sidecar-cpu-request"
+#define A_MEM_REQ CFG_ANNOTATION_PREFIX "sidecar-memory-request"
+#define A_MEM_LIM CFG_ANNOTATION_PREFIX "sidecar-memory-limit"
+#define A_ENV_ACTION CFG_ANNOTATION_PREFIX "env-action"
+#define A_DEFAULT_CONTAINER "kubectl.kubernetes.io/default-container"
+
+/* ---- where the pod template is ---- */
+
+static const struct {
+    const char *kind;
+    const char *group; /* apiVersion starts with group + "/" ("" = core: "v1") */
+    const char *prefix;
+} KINDS[] = {
+    {"Pod", "", ""},
+    {"Deployment", "apps", "/spec/template"},
+    {"StatefulSet", "apps", "/spec/template"},
+    {"DaemonSet", "apps", "/spec/template"},
+    {"ReplicaSet", "apps", "/spec/template"},
+    {"Job", "batch", "/spec/template"},
+    {"CronJob", "batch", "/spec/jobTemplate/spec/template"},
+    {"Rollout", "argoproj.io", "/spec/template"},
+};
+
+const char *inject_prefix_for(const char *api_version, const char *kind)
+{
+    if (!kind) return NULL;
+    for (size_t i = 0; i < sizeof KINDS / sizeof KINDS[0]; i++) {
+        if (strcmp(KINDS[i].kind, kind) != 0) continue;
+        if (!api_version) return KINDS[i].prefix;
+        size_t gl = strlen(KINDS[i].group);
+        if (gl == 0 ? strcmp(api_version, "v1") == 0
+                    : strncmp(api_version, KINDS[i].group, gl) == 0 && api_version[gl] == '/' &&
+                          api_version[gl + 1])
+            return KINDS[i].prefix;
+    }
+    return NULL;
+}
+
+void inject_result_free(struct inject_result *r)
+{
+    cJSON_Delete(r->ops);
+    for (size_t i = 0; i < r->nwarnings; i++) free(r->warnings[i]);
+    free(r->warnings);
+    memset(r, 0, sizeof *r);
+}
+
+/* ---- small helpers ---- */
+
+static void set_reason(struct inject_result *out, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void set_reason(struct inject_result *out, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(out->reason, sizeof out->reason, fmt, ap);
+    va_end(ap);
+}
+
+/* The value of annotation key (a string: checked when the annotations were
+ * read), or NULL. */
+static const char *annot(const struct inject__ctx *x, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(x->annots, key);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* Every annotation the transform or the agent reads must be a string. */
+static int check_annotations(struct inject__ctx *x)
+{
+    const cJSON *a;
+    cJSON_ArrayForEach(a, x->annots)
+    {
+        if (!a->string || cJSON_IsString(a)) continue;
+        if (strncmp(a->string, CFG_ANNOTATION_PREFIX, strlen(CFG_ANNOTATION_PREFIX)) != 0 &&
+            strcmp(a->string, A_DEFAULT_CONTAINER) != 0)
+            continue;
+        char path[320];
+        snprintf(path, sizeof path, "%smetadata.annotations[%.200s]", x->tpath, a->string);
+        return inject__type_error(x, path, "a string", a);
+    }
+    return 0;
+}
+
+/* Walks the prefix ("/spec/template") from obj. *tmpl NULL when a step is
+ * absent; -EINVAL when one is not an object. */
+static int find_template(struct inject__ctx *x, const cJSON *obj, const char *prefix,
+                         const cJSON **tmpl)
+{
+    char path[128] = "", tok[64];
+    const cJSON *cur = obj;
+    for (const char *p = prefix; *p && cur;) {
+        const char *end = strchr(p + 1, '/');
+        size_t len = end ? (size_t)(end - p - 1) : strlen(p + 1);
+        snprintf(tok, sizeof tok, "%.*s", (int)len, p + 1);
+        const cJSON *next;
+        if (inject__get_obj(x, cur, path, tok, &next) < 0) return -EINVAL;
+        snprintf(path + strlen(path), sizeof path - strlen(path), "%s%s", *path ? "." : "", tok);
+        cur = next;
+        p += len + 1;
+    }
+    *tmpl = cur;
+    return 0;
+}
+
+/* Is this container a native sidecar (restartPolicy: Always)? */
+static int is_sidecar(const cJSON *c)
+{
+    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(c, "restartPolicy");
+    return cJSON_IsString(rp) && strcmp(rp->valuestring, "Always") == 0;
+}
+
+/* Checks a containers array and finds a container named reload-agent.
+ * Returns its index or -1 in *own; 0 or -EINVAL. */
+static int scan_containers(struct inject__ctx *x, const cJSON *arr, const char *field, int *own)
+{
+    const cJSON *c;
+    int i = 0;
+    *own = -1;
+    cJSON_ArrayForEach(c, arr)
+    {
+        char path[96];
+        const char *name;
+        snprintf(path, sizeof path, "%sspec.%s[%d]", x->tpath, field, i);
+        if (!cJSON_IsObject(c)) return inject__type_error(x, path, "an object", c);
+        if (inject__get_str(x, c, path, "name", &name) < 0) return -EINVAL;
+        const cJSON *rp = cJSON_GetObjectItemCaseSensitive(c, "restartPolicy");
+        if (rp && !cJSON_IsString(rp) && !cJSON_IsNull(rp)) {
+            snprintf(path + strlen(path), sizeof path - strlen(path), ".restartPolicy");
+            return inject__type_error(x, path, "a string", rp);
+        }
+        if (name && strcmp(name, INJECT_CONTAINER) == 0 && *own < 0) *own = i;
+        i++;
+    }
+    return 0;
+}
+
+static int add_apps(struct inject__ctx *x, const cJSON *arr, const char *field, int init)
+{
+    const cJSON *c;
+    int i = 0;
+    cJSON_ArrayForEach(c, arr)
+    {
+        int idx = i++;
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(c, "name");
+        const char *name = cJSON_IsString(n) ? n->valuestring : "";
+        if (strcmp(name, INJECT_CONTAINER) == 0 || (init && is_sidecar(c))) continue;
+        struct inject__app *a = &x->apps[x->napps++];
+        a->c = c;
+        a->name = name;
+        snprintf(a->path, sizeof a->path, "spec.%s[%d]", field, idx);
+    }
+    return 0;
+}
+
+/* ---- the agent's configuration ---- */
+
+/* 1 if this build's agent has option name (h-envstamp adds --env-watch and
+ * --env-action; until then the transform checks env-action itself), 0 if
+ * not, -ENOMEM. */
+static int agent_has_option(const char *name)
+{
+    struct cfg_layer l;
+    char arg[64], err[256], *argv[1] = {arg};
+    int help = 0;
+    if (cfg_layer_init(&l, CFG_SRC_FLAG) < 0) return -ENOMEM;
+    snprintf(arg, sizeof arg, "--%s=x", name);
+    int rc = cfg_parse_args(1, argv, &l, &help, err, sizeof err);
+    cfg_layer_free(&l);
+    return rc == 0;
+}
+
+static int cmp_annot(const void *a, const void *b)
+{
+    return strcmp(((const struct annot *)a)->key, ((const struct annot *)b)->key);
+}
+
+/* The template's reload-agent.io/ annotations as the agent reads them from
+ * its downward-API file (strings borrowed; free set->v only). */
+static int annot_set_of(struct inject__ctx *x, int drop_env_action, struct annot_set *set)
+{
+    const cJSON *a;
+    size_t n = 0;
+    set->v = calloc((size_t)cJSON_GetArraySize(x->annots) + 1, sizeof *set->v);
+    set->n = 0;
+    if (!set->v) return -ENOMEM;
+    cJSON_ArrayForEach(a, x->annots)
+    {
+        if (!a->string || !cJSON_IsString(a) ||
+            strncmp(a->string, CFG_ANNOTATION_PREFIX, strlen(CFG_ANNOTATION_PREFIX)) != 0)
+            continue;
+        if (cJSON_GetObjectItemCaseSensitive(x->annots, a->string) != a) continue; /* a dup */
+        if (drop_env_action && strcmp(a->string, A_ENV_ACTION) == 0) continue;
+        set->v[n].key = a->string;
+        set->v[n].val = a->valuestring;
+        set->v[n].vlen = strlen(a->valuestring);
+        n++;
+    }
+    set->n = n;
+    qsort(set->v, n, sizeof *set->v, cmp_annot);
+    return 0;
+}
+
+struct effective {
+    unsigned actions;    /* ACTION_BIT set */
+    size_t nwatch;       /* the effective --watch roots */
+    int watch_annotated; /* reload-agent.io/watch replaces the injected --watch */
+    int events_on;       /* reload-agent.io/events is true */
+};
+
+/* Builds the configuration the sidecar will run with: its args as flags,
+ * the template's annotations as the annotation layer (cfg_build, the
+ * agent's own parser). Returns 0, 1 with the agent's error in x->err (the
+ * sidecar would exit 2), or -ENOMEM. */
+static int judge_config(struct inject__ctx *x, struct effective *eff)
+{
+    int has_env = agent_has_option("env-watch");
+    int has_env_action = agent_has_option("env-action");
+    if (has_env < 0 || has_env_action < 0) return -ENOMEM;
+    memset(eff, 0, sizeof *eff);
+
+    const char *env_action = annot(x, A_ENV_ACTION);
+    enum action ea = ACTION_ROLLOUT;
+    if (env_action && action_by_name(env_action, &ea) < 0) ea = ACTION__COUNT;
+    if (!has_env_action && env_action &&
+        !(ea == ACTION_ROLLOUT || ea == ACTION_RESTART || ea == ACTION_NONE)) {
+        char q[160];
+        size_t len = strlen(env_action);
+        snprintf(q, sizeof q, "%.100s%s", env_action, len > 100 ? "..." : "");
+        snprintf(x->err, x->errlen,
+                 "invalid value for annotation %s: \"%s\": must be one of rollout|restart|none",
+                 A_ENV_ACTION, q);
+        return 1;
+    }
+
+    struct inject__sidecar none = {.run_as_user = -1, .run_as_group = -1};
+    size_t nargs = 0;
+    char **args = inject__sidecar_args(x, &none, &nargs);
+    if (!args) return -ENOMEM;
+    /* without --env-watch in this build, only the --watch args are judged */
+    size_t njudge = has_env ? nargs : x->nmirrors;
+
+    struct cfg_layer flags, annots;
+    struct annot_set set = {0};
+    struct config cfg;
+    int help = 0, rc = -ENOMEM;
+    if (cfg_layer_init(&flags, CFG_SRC_FLAG) < 0) goto out_args;
+    if (cfg_layer_init(&annots, CFG_SRC_ANNOTATION) < 0) goto out_flags;
+    if (annot_set_of(x, !has_env_action, &set) < 0) goto out_annots;
+    rc = 1;
+    if (cfg_parse_args((int)njudge, args, &flags, &help, x->err, x->errlen) < 0 ||
+        cfg_layer_from_annotations(&set, &annots, x->err, x->errlen) < 0 ||
+        cfg_build(&flags, &annots, &cfg, x->err, x->errlen) < 0)
+        goto out_set;
+    rc = 0;
+    eff->actions = ACTION_BIT(cfg.action);
+    for (size_t i = 0; i < cfg.nrules; i++) eff->actions |= ACTION_BIT(cfg.rules[i].action);
+    if (x->nenvs && ea < ACTION__COUNT) eff->actions |= ACTION_BIT(ea);
+    eff->nwatch = cfg.watch.n;
+    eff->watch_annotated = cfg_layer_get(&annots, "watch") != NULL;
+    eff->events_on = cfg_layer_get(&annots, "events") != NULL && cfg.events;
+    cfg_free(&cfg);
+out_set:
+    free(set.v);
+out_annots:
+    cfg_layer_free(&annots);
+out_flags:
+    cfg_layer_free(&flags);
+out_args:
+    inject__args_free(args, nargs);
+    return rc;
+}
+
+/* ---- the sidecar's settings ---- */
+
+/* The sidecar's image and resources: opts, then the per-pod annotations.
+ * Returns 0, or 1 with the reason in x->err. */
+static int sidecar_settings(struct inject__ctx *x, struct inject__sidecar *s)
+{
+    const struct inject_opts *o = x->opts;
+    s->image = o->image && *o->image ? o->image : INJECT_DEFAULT_IMAGE;
+    s->cpu_request = o->cpu_request && *o->cpu_request ? o->cpu_request : "5m";
+    s->memory_request = o->memory_request && *o->memory_request ? o->memory_request : "16Mi";
+    s->memory_limit = o->memory_limit && *o->memory_limit ? o->memory_limit : "32Mi";
+    if (annot(x, A_IMAGE)) s->image = annot(x, A_IMAGE);
+    if (annot(x, A_CPU_REQ)) s->cpu_request = annot(x, A_CPU_REQ);
+    if (annot(x, A_MEM_REQ)) s->memory_request = annot(x, A_MEM_REQ);
+    if (annot(x, A_MEM_LIM)) s->memory_limit = annot(x, A_MEM_LIM);
+
+    int bad_image = !*s->image || strlen(s->image) > 1024;
+    for (const char *p = s->image; *p; p++) bad_image |= (unsigned char)*p <= ' ' || *p == 0x7f;
+    if (bad_image) {
+        snprintf(x->err, x->errlen, "invalid sidecar image \"%.100s\": want an image reference",
+                 s->image);
+        return 1;
+    }
+    const struct {
+        const char *what, *key, *v;
+    } Q[] = {{"cpu request", A_CPU_REQ, s->cpu_request},
+             {"memory request", A_MEM_REQ, s->memory_request},
+             {"memory limit", A_MEM_LIM, s->memory_limit}};
+    long double val[3];
+    for (size_t i = 0; i < 3; i++)
+        if (inject__quantity(Q[i].v, &val[i]) < 0) {
+            snprintf(x->err, x->errlen,
+                     "invalid sidecar %s \"%.64s\" (%s): want a quantity such as 5m or 16Mi",
+                     Q[i].what, Q[i].v, annot(x, Q[i].key) ? Q[i].key : "options");
+            return 1;
+        }
+    if (val[1] > val[2]) {
+        snprintf(x->err, x->errlen, "sidecar memory request %.64s exceeds its limit %.64s",
+                 s->memory_request, s->memory_limit);
+        return 1;
+    }
+    return 0;
+}
+
+/* The app container: containers[0], or the one
+ * kubectl.kubernetes.io/default-container names. */
+static const struct inject__app *app_container(struct inject__ctx *x, const cJSON *containers)
+{
+    const char *want = annot(x, A_DEFAULT_CONTAINER);
+    const cJSON *first = cJSON_GetArrayItem(containers, 0);
+    const struct inject__app *pick = NULL;
+    for (size_t i = 0; i < x->napps && want; i++)
+        if (strcmp(x->apps[i].name, want) == 0 &&
+            strncmp(x->apps[i].path, "spec.containers", 15) == 0)
+            pick = &x->apps[i];
+    if (want && !pick)
+        inject__warn(x, "annotation %s names \"%.60s\", which is not a container; using the first",
+                     A_DEFAULT_CONTAINER, want);
+    for (size_t i = 0; i < x->napps && !pick; i++)
+        if (x->apps[i].c == first) pick = &x->apps[i];
+    return pick;
+}
+
+/* runAsUser/runAsGroup of the app container, else of the pod. */
+static int app_identity(struct inject__ctx *x, const struct inject__app *app, long *uid, long *gid,
+                        long *pod_uid)
+{
+    char path[128];
+    const cJSON *csc = NULL, *psc = NULL;
+    long cu = -1, cg = -1, pu = -1, pg = -1;
+    snprintf(path, sizeof path, "%s%s", x->tpath, app->path);
+    if (inject__get_obj(x, app->c, path, "securityContext", &csc) < 0) return -EINVAL;
+    snprintf(path, sizeof path, "%sspec", x->tpath);
+    if (inject__get_obj(x, x->spec, path, "securityContext", &psc) < 0) return -EINVAL;
+    snprintf(path, sizeof path, "%s%s.securityContext", x->tpath, app->path);
+    if (csc && (inject__get_id(x, csc, path, "runAsUser", &cu) < 0 ||
+                inject__get_id(x, csc, path, "runAsGroup", &cg) < 0))
+        return -EINVAL;
+    snprintf(path, sizeof path, "%sspec.securityContext", x->tpath);
+    if (psc && (inject__get_id(x, psc, path, "runAsUser", &pu) < 0 ||
+                inject__get_id(x, psc, path, "runAsGroup", &pg) < 0))
+        return -EINVAL;
+    *uid = cu >= 0 ? cu : pu;
+    *gid = cg >= 0 ? cg : pg;
+    *pod_uid = pu;
+    return 0;
+}
+
+/* The app container's service-account token mount, or NULL. */
+static const cJSON *token_mount(const struct inject__app *app)
+{
+    const cJSON *m, *mounts = cJSON_GetObjectItemCaseSensitive(app->c, "volumeMounts");
+    cJSON_ArrayForEach(m, (cJSON_IsArray(mounts) ? mounts : NULL))
+    {
+        const cJSON *p = cJSON_GetObjectItemCaseSensitive(m, "mountPath");
+        if (cJSON_IsString(p) && inject__path_within(p->valuestring, INJECT__TOKEN_PATH) &&
+            inject__path_within(INJECT__TOKEN_PATH, p->valuestring))
+            return m;
+    }
+    return NULL;
+}
+
+/* ---- the status annotation ---- */
+
+static char *status_json(struct inject__ctx *x)
+{
+    cJSON *st = inject__new_obj(x), *vols = inject__new_arr(x), *mirs = inject__new_arr(x);
+    inject__add(x, st, "version", inject__str(x, RA_VERSION));
+    inject__add(x, st, "container", inject__str(x, INJECT_CONTAINER));
+    inject__push(x, vols, inject__str(x, INJECT__PODINFO_VOLUME));
+    for (size_t i = 0; i < x->nenvs; i++) inject__push(x, vols, inject__str(x, x->envs[i].volume));
+    for (size_t i = 0; i < x->nmirrors; i++)
+        inject__push(x, mirs, inject__str(x, x->mirrors[i].volume));
+    inject__add(x, st, "volumes", vols);
+    inject__add(x, st, "mirrors", mirs);
+    char *s = x->oom ? NULL : cJSON_PrintUnformatted(st);
+    if (!s) x->oom = 1;
+    cJSON_Delete(st);
+    return s;
+}
+
+/* The op that sets annotation key to value (the whole map, or metadata,
+ * when missing). */
+static void op_annotation(struct inject__ctx *x, cJSON *ops, const char *prefix, const char *key,
+                          const char *value)
+{
+    char *path;
+    if (x->annots) {
+        char *esc = jsonpointer_escape(key);
+        if (!esc) {
+            x->oom = 1;
+            return;
+        }
+        path = inject__printf(x, "%s/metadata/annotations/%s", prefix, esc);
+        free(esc);
+        inject__op(x, ops, "add", path, inject__str(x, value));
+    } else {
+        cJSON *map = inject__new_obj(x);
+        inject__add(x, map, key, inject__str(x, value));
+        if (x->meta) {
+            path = inject__printf(x, "%s/metadata/annotations", prefix);
+            inject__op(x, ops, "add", path, map);
+        } else {
+            cJSON *meta = inject__new_obj(x);
+            inject__add(x, meta, "annotations", map);
+            path = inject__printf(x, "%s/metadata", prefix);
+            inject__op(x, ops, "add", path, meta);
+        }
+    }
+    free(path);
+}
+
+/* Appends items (owned) to the array field of parent at ppath: one add
+ * per item, or the whole array when the field is absent. */
+static void op_append(struct inject__ctx *x, cJSON *ops, const cJSON *parent, const char *ppath,
+                      const char *field, cJSON **items, size_t n)
+{
+    const cJSON *cur = cJSON_GetObjectItemCaseSensitive(parent, field);
+    if (cJSON_IsArray(cur)) {
+        char *path = inject__printf(x, "%s/%s/-", ppath, field);
+        for (size_t i = 0; i < n; i++) inject__op(x, ops, "add", path, items[i]);
+        free(path);
+        return;
+    }
+    cJSON *arr = inject__new_arr(x);
+    for (size_t i = 0; i < n; i++) inject__push(x, arr, items[i]);
+    char *path = inject__printf(x, "%s/%s", ppath, field);
+    inject__op(x, ops, "add", path, arr);
+    free(path);
+}
+
+/* ---- a first injection ---- */
+
+static int inject_fresh(struct inject__ctx *x, const char *prefix, const cJSON *containers,
+                        struct inject_result *out)
+{
+    int rc = inject__plan_env(x);
+    if (rc == -EEXIST) {
+        set_reason(out, "%s", x->err);
+        out->outcome = INJECT_SKIPPED;
+        return 0;
+    }
+    if (rc < 0) return rc;
+    if ((rc = inject__plan_mirrors(x, NULL, 0, NULL, 0, 1)) < 0) return rc;
+    if (inject__volume(x, INJECT__PODINFO_VOLUME)) {
+        set_reason(out, "the pod already has a volume named %s that reload-agent did not add",
+                   INJECT__PODINFO_VOLUME);
+        out->outcome = INJECT_SKIPPED;
+        return 0;
+    }
+
+    struct effective eff;
+    if ((rc = judge_config(x, &eff)) < 0) return rc;
+    if (rc == 1) {
+        set_reason(out, "%s", x->err);
+        out->outcome = INJECT_SKIPPED;
+        return 0;
+    }
+    if (eff.nwatch == 0 && x->nenvs == 0) {
+        set_reason(out, "nothing to watch: the app mounts no ConfigMap, Secret or projected volume "
+                        "and reads none through env");
+        out->outcome = INJECT_SKIPPED;
+        return 0;
+    }
+    if (eff.watch_annotated && x->nmirrors)
+        inject__warn(x, "annotation %swatch replaces the %zu injected --watch roots",
+                     CFG_ANNOTATION_PREFIX, x->nmirrors);
+
+    struct inject__sidecar s = {.run_as_user = -1, .run_as_group = -1};
+    if (sidecar_settings(x, &s)) {
+        set_reason(out, "%s", x->err);
+        out->outcome = INJECT_SKIPPED;
+        return 0;
+    }
+    int need_pid = (eff.actions & (ACTION_BIT(ACTION_SIGNAL) | ACTION_BIT(ACTION_RESTART))) != 0;
+    int rollout = (eff.actions & ACTION_BIT(ACTION_ROLLOUT)) != 0;
+    int need_api = rollout || eff.events_on;
+
+    const struct inject__app *app = app_container(x, containers);
+    long uid = -1, gid = -1, pod_uid = -1;
+    if (!app) {
+        set_reason(out, "the pod template has no app container");
+        out->outcome = INJECT_SKIPPED;
+        return 0;
+    }
+    if (app_identity(x, app, &uid, &gid, &pod_uid) < 0) return -EINVAL;
+    if (need_pid && uid > 0) {
+        s.run_as_user = uid;
+        s.run_as_group = gid;
+    } else if (need_pid && uid == 0) {
+        inject__warn(x,
+                     "container %s runs as UID 0: the non-root sidecar cannot signal or "
+                     "restart it; run the app as non-root",
+                     app->name);
+    } else if (need_pid) {
+        inject__warn(x,
+                     "container %s: signal/restart need the app's UID; set runAsUser on it or "
+                     "the pod",
+                     app->name);
+    }
+    if (s.run_as_user < 0 && pod_uid == 0) s.run_as_user = INJECT__IMAGE_UID;
+
+    int automount = -1;
+    char sp[96];
+    snprintf(sp, sizeof sp, "%sspec", x->tpath);
+    if (inject__get_bool(x, x->spec, sp, "automountServiceAccountToken", &automount) < 0)
+        return -EINVAL;
+    if (x->opts->admission) {
+        if (need_api) s.token_mount = token_mount(app);
+        if (need_api && !s.token_mount && rollout) {
+            set_reason(out,
+                       "rollout needs the Kubernetes API, but container %s has no "
+                       "service-account token mount to copy",
+                       app->name);
+            out->outcome = INJECT_SKIPPED;
+            return 0;
+        }
+        if (need_api && !s.token_mount)
+            inject__warn(x,
+                         "Events need the Kubernetes API, but container %s has no token mount: "
+                         "Events are off",
+                         app->name);
+        s.events_off = !s.token_mount;
+    } else if (need_api && automount == 0) {
+        inject__warn(x,
+                     "automountServiceAccountToken is false: the sidecar gets no token, but %s "
+                     "needs the API",
+                     rollout ? "rollout" : "Events");
+    }
+
+    int spn = -1;
+    if (need_pid && inject__get_bool(x, x->spec, sp, "shareProcessNamespace", &spn) < 0)
+        return -EINVAL;
+    if (need_pid && spn == 0)
+        inject__warn(x, "shareProcessNamespace was false: set to true, signal/restart need it");
+
+    /* the operations */
+    cJSON *ops = out->ops;
+    char *spec_path = inject__printf(x, "%s/spec", prefix);
+    size_t nvols = 1 + x->nenvs;
+    cJSON **vols = calloc(nvols, sizeof *vols);
+    if (!vols || !spec_path) {
+        free(vols);
+        free(spec_path);
+        return -ENOMEM;
+    }
+    vols[0] = inject__new_obj(x);
+    inject__add(x, vols[0], "name", inject__str(x, INJECT__PODINFO_VOLUME));
+    cJSON *dapi = inject__new_obj(x), *items = inject__new_arr(x), *item = inject__new_obj(x);
+    cJSON *fr = inject__new_obj(x);
+    inject__add(x, item, "path", inject__str(x, "annotations"));
+    inject__add(x, fr, "fieldPath", inject__str(x, "metadata.annotations"));
+    inject__add(x, item, "fieldRef", fr);
+    inject__push(x, items, item);
+    inject__add(x, dapi, "items", items);
+    inject__add(x, vols[0], "downwardAPI", dapi);
+    for (size_t i = 0; i < x->nenvs; i++) vols[1 + i] = inject__env_volume(x, &x->envs[i]);
+    op_append(x, ops, x->spec, spec_path, "volumes", vols, nvols);
+    free(vols);
+
+    cJSON *side = inject__sidecar_container(x, &s);
+    op_append(x, ops, x->spec, spec_path, "initContainers", &side, 1);
+    if (need_pid && spn != 1) {
+        char *p = inject__printf(x, "%s/shareProcessNamespace", spec_path);
+        inject__op(x, ops, "add", p, cJSON_CreateTrue());
+        free(p);
+    }
+    free(spec_path);
+    char *st = status_json(x);
+    if (st) op_annotation(x, ops, prefix, A_STATUS, st);
+    free(st);
+    if (x->oom) return -ENOMEM;
+    out->outcome = INJECT_INJECTED;
+    return 0;
+}
+
+/* ---- reinvocation: mirrors of volumes added since ---- */
+
+static int reinvoke(struct inject__ctx *x, const char *prefix, const cJSON *init, int own,
+                    struct inject_result *out)
+{
+    const cJSON *side = cJSON_GetArrayItem(init, own), *mounts, *args, *m;
+    char sp[96];
+    snprintf(sp, sizeof sp, "%sspec.initContainers[%d]", x->tpath, own);
+    if (inject__get_arr(x, side, sp, "volumeMounts", &mounts) < 0 ||
+        inject__get_arr(x, side, sp, "args", &args) < 0)
+        return -EINVAL;
+
+    cJSON *status = cJSON_Parse(annot(x, A_STATUS));
+    const cJSON *mirs = cJSON_GetObjectItemCaseSensitive(status, "mirrors"), *v;
+    if (!cJSON_IsObject(status) || (mirs && !cJSON_IsArray(mirs))) {
+        cJSON_Delete(status);
+        set_reason(out, "annotation %s is not the JSON object reload-agent writes", A_STATUS);
+        out->outcome = INJECT_SKIPPED;
+        return 0;
+    }
+    size_t cap = (size_t)cJSON_GetArraySize(mirs) + (size_t)cJSON_GetArraySize(mounts) + 1,
+           nskip = 0, ntaken = 0;
+    const char **skip = calloc(cap, sizeof *skip), **taken = calloc(cap, sizeof *taken);
+    int rc = -ENOMEM;
+    if (!skip || !taken) goto out;
+    cJSON_ArrayForEach(v, mirs) if (cJSON_IsString(v)) skip[nskip++] = v->valuestring;
+    cJSON_ArrayForEach(m, mounts)
+    {
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(m, "name");
+        const cJSON *p = cJSON_GetObjectItemCaseSensitive(m, "mountPath");
+        if (cJSON_IsString(n)) skip[nskip++] = n->valuestring;
+        if (cJSON_IsString(p)) taken[ntaken++] = p->valuestring;
+    }
+    if ((rc = inject__plan_mirrors(x, skip, nskip, taken, ntaken, 0)) < 0) goto out;
+    if (x->nmirrors == 0) {
+        out->outcome = INJECT_UNCHANGED;
+        goto out;
+    }
+
+    char *cpath = inject__printf(x, "%s/spec/initContainers/%d", prefix, own);
+    cJSON **newm = calloc(x->nmirrors, sizeof *newm), **newa = calloc(x->nmirrors, sizeof *newa);
+    rc = -ENOMEM;
+    if (!cpath || !newm || !newa) {
+        free(cpath);
+        free(newm);
+        free(newa);
+        goto out;
+    }
+    cJSON *newlist = mirs ? NULL : inject__new_arr(x);
+    for (size_t i = 0; i < x->nmirrors; i++) {
+        newm[i] = inject__mount(x, x->mirrors[i].volume, x->mirrors[i].mount_path);
+        char *w = inject__printf(x, "--watch=%s", x->mirrors[i].mount_path);
+        newa[i] = inject__str(x, w);
+        free(w);
+        inject__push(x, mirs ? (cJSON *)mirs : newlist, inject__str(x, x->mirrors[i].volume));
+    }
+    if (newlist) inject__add(x, status, "mirrors", newlist);
+    op_append(x, out->ops, side, cpath, "volumeMounts", newm, x->nmirrors);
+    op_append(x, out->ops, side, cpath, "args", newa, x->nmirrors);
+    free(cpath);
+    free(newm);
+    free(newa);
+    char *st = x->oom ? NULL : cJSON_PrintUnformatted(status);
+    if (!st) x->oom = 1;
+    if (st) op_annotation(x, out->ops, prefix, A_STATUS, st);
+    free(st);
+    rc = x->oom ? -ENOMEM : 0;
+    if (rc == 0) out->outcome = INJECT_INJECTED;
+out:
+    free(skip);
+    free(taken);
+    cJSON_Delete(status);
+    return rc;
+}
+
+/* ---- the entry point ---- */
+
+static int run(struct inject__ctx *x, const cJSON *obj, struct inject_result *out)
+{
+    const char *kind, *api;
+    if (inject__get_str(x, obj, "", "kind", &kind) < 0 ||
+        inject__get_str(x, obj, "", "apiVersion", &api) < 0)
+        return -EINVAL;
+    const char *prefix = inject_prefix_for(api, kind);
+    if (!prefix) {
+        out->outcome = INJECT_NOT_WORKLOAD;
+        set_reason(out, "%.60s%s%.100s is not a workload with a pod template",
+                   kind ? kind : "(no kind)", api ? " " : "", api ? api : "");
+        return 0;
+    }
+    out->prefix = prefix;
+    char tpath[64] = "";
+    for (const char *p = prefix; *p; p++) {
+        size_t l = strlen(tpath);
+        if (l + 2 < sizeof tpath) {
+            tpath[l] = *p == '/' ? '.' : *p;
+            tpath[l + 1] = '\0';
+        }
+    }
+    if (tpath[0]) {
+        memmove(tpath, tpath + 1, strlen(tpath));
+        strcat(tpath, ".");
+    }
+    x->tpath = tpath;
+    char tbase[64]; /* the template's own path, without the trailing '.' */
+    snprintf(tbase, sizeof tbase, "%.*s", tpath[0] ? (int)strlen(tpath) - 1 : 0, tpath);
+
+    const cJSON *tmpl;
+    if (find_template(x, obj, prefix, &tmpl) < 0) return -EINVAL;
+    char mp[96];
+    snprintf(mp, sizeof mp, "%smetadata", x->tpath);
+    if (tmpl && (inject__get_obj(x, tmpl, tbase, "metadata", &x->meta) < 0 ||
+                 (x->meta && inject__get_obj(x, x->meta, mp, "annotations", &x->annots) < 0)))
+        return -EINVAL;
+    if (check_annotations(x) < 0) return -EINVAL;
+
+    out->outcome = INJECT_SKIPPED;
+    const cJSON *spec = NULL, *top = cJSON_GetObjectItemCaseSensitive(obj, "spec");
+    if (!tmpl && kind && strcmp(kind, "Rollout") == 0 && cJSON_IsObject(top) &&
+        cJSON_GetObjectItemCaseSensitive(top, "workloadRef")) {
+        set_reason(out, "the Rollout has a workloadRef: inject the referenced workload instead");
+        return 0;
+    }
+    const char *enable = annot(x, A_INJECT);
+    if (enable && strcmp(enable, "false") == 0) {
+        set_reason(out, "%s is \"false\"", A_INJECT);
+        return 0;
+    }
+    if (enable && strcmp(enable, "true") != 0) {
+        set_reason(out, "%s is \"%.60s\": want \"true\" (or \"false\")", A_INJECT, enable);
+        return 0;
+    }
+    if (!enable && !x->opts->all) {
+        set_reason(out, "not opted in: %s is not \"true\"", A_INJECT);
+        return 0;
+    }
+    if (!tmpl) {
+        set_reason(out, "no pod template (%s is missing)", tbase);
+        return 0;
+    }
+    char sp[96];
+    snprintf(sp, sizeof sp, "%sspec", x->tpath);
+    if (inject__get_obj(x, tmpl, tbase, "spec", &spec) < 0) return -EINVAL;
+    if (!spec) {
+        set_reason(out, "no pod spec (%s is missing)", sp);
+        return 0;
+    }
+    x->spec = spec;
+    const cJSON *containers, *init;
+    if (inject__get_arr(x, spec, sp, "containers", &containers) < 0 ||
+        inject__get_arr(x, spec, sp, "initContainers", &init) < 0 ||
+        inject__get_arr(x, spec, sp, "volumes", &x->volumes) < 0)
+        return -EINVAL;
+    if (cJSON_GetArraySize(containers) == 0) {
+        set_reason(out, "the pod template has no containers");
+        return 0;
+    }
+    int own_init, own_main;
+    if (scan_containers(x, containers, "containers", &own_main) < 0 ||
+        scan_containers(x, init, "initContainers", &own_init) < 0)
+        return -EINVAL;
+    const char *status = annot(x, A_STATUS);
+    if (own_main >= 0 || (own_init >= 0 && !status)) {
+        set_reason(out, "a container named %s exists and was not injected", INJECT_CONTAINER);
+        return 0;
+    }
+    if (status && own_init < 0) {
+        set_reason(out, "annotation %s is set but there is no %s container (remove it to inject)",
+                   A_STATUS, INJECT_CONTAINER);
+        return 0;
+    }
+    int host_pid;
+    if (inject__get_bool(x, spec, sp, "hostPID", &host_pid) < 0) return -EINVAL;
+    if (host_pid == 1) {
+        set_reason(out, "hostPID pods are not injected");
+        return 0;
+    }
+
+    size_t nc = (size_t)cJSON_GetArraySize(containers) + (size_t)cJSON_GetArraySize(init);
+    x->apps = calloc(nc, sizeof *x->apps);
+    if (!x->apps) return -ENOMEM;
+    add_apps(x, containers, "containers", 0);
+    add_apps(x, init, "initContainers", 1);
+    if (status) return reinvoke(x, prefix, init, own_init, out);
+    return inject_fresh(x, prefix, containers, out);
+}
+
+int inject_object(const cJSON *obj, const struct inject_opts *opts, struct inject_result *out,
+                  char *err, size_t errlen)
+{
+    static const struct inject_opts DEFAULTS = {0};
+    struct inject__ctx x = {.opts = opts ? opts : &DEFAULTS, .err = err, .errlen = errlen};
+    char scratch[2];
+    memset(out, 0, sizeof *out);
+    if (!err || !errlen) {
+        x.err = scratch;
+        x.errlen = sizeof scratch;
+    }
+    x.err[0] = '\0';
+    if (!cJSON_IsObject(obj)) {
+        snprintf(x.err, x.errlen, "the object is not a JSON object");
+        return -EINVAL;
+    }
+    out->ops = cJSON_CreateArray();
+    if (!out->ops) return -ENOMEM;
+    int rc = run(&x, obj, out);
+    if (rc == 0 && x.oom) rc = -ENOMEM;
+    if (rc == 0 && out->outcome != INJECT_INJECTED && cJSON_GetArraySize(out->ops) > 0) {
+        cJSON_Delete(out->ops); /* a refusal after a partial plan: no operations */
+        out->ops = cJSON_CreateArray();
+        if (!out->ops) rc = -ENOMEM;
+    }
+    inject__plan_free(&x);
+    free(x.apps);
+    if (rc < 0) {
+        for (size_t i = 0; i < x.nwarnings; i++) free(x.warnings[i]);
+        free(x.warnings);
+        inject_result_free(out);
+        if (rc == -ENOMEM) snprintf(x.err, x.errlen, "out of memory");
+        return rc;
+    }
+    if (out->outcome != INJECT_INJECTED) { /* warnings belong to an injection */
+        for (size_t i = 0; i < x.nwarnings; i++) free(x.warnings[i]);
+        free(x.warnings);
+        x.warnings = NULL;
+        x.nwarnings = 0;
+    }
+    out->warnings = x.warnings;
+    out->nwarnings = x.nwarnings;
+    return 0;
+}

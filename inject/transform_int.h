@@ -1,0 +1,177 @@
+/*
+ * transform_int.h - what the files of the injection transform share
+ * (inject/transform.c, inject/tjson.c, inject/volumes.c,
+ * inject/sidecar.c, inject/quantity.c); not an interface for other
+ * folders. Their internal names carry the folder's prefix inject__.
+ *
+ * One struct inject__ctx carries a run: the input's parts (borrowed from
+ * the caller's object), the plan being built, the warnings, and the first
+ * error. Readers check the JSON type of every field they touch and report a
+ * wrong one as -EINVAL naming its path (`spec.template.spec.volumes[2].name`).
+ * Builders set ctx->oom instead of returning at each allocation; the entry
+ * point turns it into -ENOMEM.
+ */
+#ifndef RA_INJECT_TRANSFORM_INT_H
+#define RA_INJECT_TRANSFORM_INT_H
+
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+#include "inject/transform.h"
+
+#define INJECT__PODINFO_VOLUME "reload-agent-podinfo"
+#define INJECT__PODINFO_PATH "/etc/podinfo"
+#define INJECT__OWN_ROOT "/reload-agent"
+#define INJECT__TOKEN_PATH "/var/run/secrets/kubernetes.io/serviceaccount"
+/* The image's user (Dockerfile USER), set when the pod's would be root. */
+#define INJECT__IMAGE_UID 65532
+
+/* An app container: a regular container or an init container that is not
+ * a native sidecar. */
+struct inject__app {
+    const cJSON *c;
+    const char *name; /* "" when the container has none */
+    char path[64];    /* "spec.containers[3]" or "spec.initContainers[0]" */
+};
+
+/* One mirror of an app's volume into the sidecar. */
+struct inject__mirror {
+    const char *volume; /* borrowed from the input */
+    char *mount_path;   /* owned */
+};
+
+/* One ConfigMap/Secret the app reads through env. */
+struct inject__envref {
+    int secret;        /* 0: ConfigMap, 1: Secret */
+    const char *name;  /* borrowed: the object's name */
+    char *volume;      /* owned: reload-agent-env-cm-<name>, ... */
+    char *mount_path;  /* owned: /reload-agent/env/configmap/<name>, ... */
+    int whole;         /* referenced by envFrom: the whole object */
+    int optional;      /* some reference is optional */
+    const char **keys; /* keyRef keys, sorted, unique (borrowed strings) */
+    size_t nkeys;
+};
+
+struct inject__ctx {
+    const struct inject_opts *opts;
+    const char *tpath; /* dotted path of the template for messages: "spec.template." or "" */
+    const cJSON *meta, *annots, *spec;
+
+    struct inject__app *apps;
+    size_t napps;
+    const cJSON *volumes; /* spec.volumes (an array) or NULL */
+
+    struct inject__mirror *mirrors;
+    size_t nmirrors;
+    struct inject__envref *envs;
+    size_t nenvs;
+
+    char **warnings;
+    size_t nwarnings;
+    int oom;
+    char *err;
+    size_t errlen;
+};
+
+/* ---- tjson.c: typed, path-checked reads and small builders ---- */
+
+/* Each getter looks up key in obj (an object) and returns 0 with *out set,
+ * or with *out NULL/default when the key is absent or JSON null; -EINVAL
+ * with "PATH.key: want T, got U" in ctx->err when it has another type.
+ * path is the dotted path of obj ("spec.template.spec" or "" for the top). */
+int inject__get_obj(struct inject__ctx *x, const cJSON *obj, const char *path, const char *key,
+                    const cJSON **out);
+int inject__get_arr(struct inject__ctx *x, const cJSON *obj, const char *path, const char *key,
+                    const cJSON **out);
+int inject__get_str(struct inject__ctx *x, const cJSON *obj, const char *path, const char *key,
+                    const char **out);
+/* *out: -1 absent, 0 false, 1 true. */
+int inject__get_bool(struct inject__ctx *x, const cJSON *obj, const char *path, const char *key,
+                     int *out);
+/* An integer in [0, 2147483647] (a UID or GID); *out -1 when absent. */
+int inject__get_id(struct inject__ctx *x, const cJSON *obj, const char *path, const char *key,
+                   long *out);
+/* -EINVAL naming path: "PATH: want T, got U". */
+int inject__type_error(struct inject__ctx *x, const char *path, const char *want, const cJSON *got);
+
+/* Appends a warning (printf format); sets ctx->oom on failure. */
+void inject__warn(struct inject__ctx *x, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* A malloc'd printf result, or NULL with ctx->oom set. */
+char *inject__printf(struct inject__ctx *x, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Builders: each sets ctx->oom and returns NULL (or does nothing) on
+ * failure; the cJSON adders accept a NULL item and drop it. */
+cJSON *inject__str(struct inject__ctx *x, const char *s);
+void inject__add(struct inject__ctx *x, cJSON *obj, const char *key, cJSON *item);
+void inject__push(struct inject__ctx *x, cJSON *arr, cJSON *item);
+cJSON *inject__new_obj(struct inject__ctx *x);
+cJSON *inject__new_arr(struct inject__ctx *x);
+/* A JSON Patch operation {"op":op,"path":path,"value":value} appended to
+ * ops (value owned; NULL for none). */
+void inject__op(struct inject__ctx *x, cJSON *ops, const char *op, const char *path, cJSON *value);
+
+/* 1 if path equals root or lies under it (trailing '/' ignored on both). */
+int inject__path_within(const char *path, const char *root);
+/* 1 if s is a DNS-1123 subdomain (a ConfigMap or Secret name). */
+int inject__is_dns_subdomain(const char *s);
+
+/* ---- quantity.c ---- */
+
+/* Parses a Kubernetes resource quantity ("5m", "16Mi", "1.5G", "2e3") into
+ * its value. Returns 0, or -EINVAL when s is not one (or negative). */
+int inject__quantity(const char *s, long double *out);
+
+/* ---- volumes.c: which volumes the sidecar mounts ---- */
+
+/* The volume with this name in x->volumes, or NULL. */
+const cJSON *inject__volume(const struct inject__ctx *x, const char *name);
+
+/* 1 if the volume is a ConfigMap, Secret or projected volume that is not a
+ * service-account token (kube-api-access-*, serviceAccountToken source). */
+int inject__is_mirrorable(const cJSON *vol);
+
+/* Plans the mirrors: every mirrorable volume an app mounts without subPath
+ * (in volume order) that is not in skip (names already mirrored, n of
+ * them), at the app's first mountPath, or under /reload-agent/volumes/
+ * when that path is in taken (ntaken) or another mirror's, or clashes
+ * with the sidecar's own mounts. subPath mounts are warned about when
+ * warn_subpath. Fills x->mirrors. Returns 0, -EINVAL (a malformed field)
+ * or -ENOMEM. */
+int inject__plan_mirrors(struct inject__ctx *x, const char *const *skip, size_t nskip,
+                         const char *const *taken, size_t ntaken, int warn_subpath);
+
+/* Plans the env volumes from the apps' envFrom and valueFrom references.
+ * Fills x->envs. Returns 0, -EINVAL, -ENOMEM, or -EEXIST with the reason
+ * in x->err when a name cannot be made unique. */
+int inject__plan_env(struct inject__ctx *x);
+
+/* The volume of one env reference (a new cJSON object, or NULL on OOM). */
+cJSON *inject__env_volume(struct inject__ctx *x, const struct inject__envref *e);
+
+void inject__plan_free(struct inject__ctx *x);
+
+/* ---- sidecar.c: the container ---- */
+
+struct inject__sidecar {
+    const char *image, *cpu_request, *memory_request, *memory_limit;
+    long run_as_user, run_as_group; /* -1: not set */
+    const cJSON *token_mount;       /* copied volumeMount, or NULL */
+    int events_off;                 /* add --events=false */
+};
+
+/* The sidecar's args after "run": --watch per mirror, --env-watch per env
+ * volume, then --events=false if asked. A malloc'd array of malloc'd
+ * strings (*n of them), or NULL with x->oom set. */
+char **inject__sidecar_args(struct inject__ctx *x, const struct inject__sidecar *s, size_t *n);
+void inject__args_free(char **v, size_t n);
+
+/* The container object. */
+cJSON *inject__sidecar_container(struct inject__ctx *x, const struct inject__sidecar *s);
+
+/* A read-only volumeMount {name, mountPath, readOnly: true}. */
+cJSON *inject__mount(struct inject__ctx *x, const char *name, const char *path);
+
+#endif

@@ -1,0 +1,421 @@
+/*
+ * volumes.c - which volumes the injected sidecar mounts (transform_int.h):
+ * the read-only mirrors of the app's ConfigMap, Secret and projected
+ * volumes, and the agent-only volumes of the ConfigMaps and Secrets the
+ * app reads through env.
+ *
+ * Mirrors: in the order of spec.volumes, each mirrorable volume an app
+ * container mounts without subPath is mounted into the sidecar at the
+ * first such mountPath (regular containers first, then init containers);
+ * a path that is taken (by another mirror, the sidecar's own mounts under
+ * /etc/podinfo and /reload-agent, the token path, or a relative path)
+ * moves under /reload-agent/volumes/<volume>, with a warning.
+ *
+ * Env volumes: one per referenced object, in the order of first reference,
+ * named reload-agent-env-cm-<name> / reload-agent-env-secret-<name> ('.'
+ * becomes '-'); a name longer than a DNS label (63), or one that clashes
+ * with a volume of the pod or another env volume, is cut to 54 characters
+ * and gets '-' and 8 hex digits of the SHA-256 of the object's name.
+ */
+#include "inject/transform_int.h"
+
+#include <errno.h>
+#include <openssl/sha.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ENV_CM_PREFIX "reload-agent-env-cm-"
+#define ENV_SECRET_PREFIX "reload-agent-env-secret-"
+#define DNS_LABEL_MAX 63
+
+const cJSON *inject__volume(const struct inject__ctx *x, const char *name)
+{
+    const cJSON *v;
+    cJSON_ArrayForEach(v, x->volumes)
+    {
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(v, "name");
+        if (cJSON_IsString(n) && strcmp(n->valuestring, name) == 0) return v;
+    }
+    return NULL;
+}
+
+/* 1 if the projected volume has a serviceAccountToken source. */
+static int has_token_source(const cJSON *projected)
+{
+    const cJSON *src, *sources = cJSON_GetObjectItemCaseSensitive(projected, "sources");
+    cJSON_ArrayForEach(src, (cJSON_IsArray(sources) ? sources : NULL))
+    {
+        if (cJSON_IsObject(src) && cJSON_GetObjectItemCaseSensitive(src, "serviceAccountToken"))
+            return 1;
+    }
+    return 0;
+}
+
+static int is_token_volume(const cJSON *vol)
+{
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(vol, "name");
+    const cJSON *pj = cJSON_GetObjectItemCaseSensitive(vol, "projected");
+    if (cJSON_IsString(name) && strncmp(name->valuestring, "kube-api-access-", 16) == 0) return 1;
+    return cJSON_IsObject(pj) && has_token_source(pj);
+}
+
+int inject__is_mirrorable(const cJSON *vol)
+{
+    if (is_token_volume(vol)) return 0;
+    return cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(vol, "configMap")) ||
+           cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(vol, "secret")) ||
+           cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(vol, "projected"));
+}
+
+/* 1 if a projected token volume also carries ConfigMap or Secret content
+ * (worth a warning: that content is not watched). */
+static int token_volume_has_content(const cJSON *vol)
+{
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(vol, "name");
+    const cJSON *pj = cJSON_GetObjectItemCaseSensitive(vol, "projected");
+    if (cJSON_IsString(name) && strncmp(name->valuestring, "kube-api-access-", 16) == 0) return 0;
+    const cJSON *src, *sources = cJSON_GetObjectItemCaseSensitive(pj, "sources");
+    cJSON_ArrayForEach(src, (cJSON_IsArray(sources) ? sources : NULL))
+    {
+        if (cJSON_IsObject(src) && (cJSON_GetObjectItemCaseSensitive(src, "configMap") ||
+                                    cJSON_GetObjectItemCaseSensitive(src, "secret")))
+            return 1;
+    }
+    return 0;
+}
+
+/* 1 if a mirror at path would clash with the sidecar's own mounts. */
+static int clashes_with_own(const char *path)
+{
+    static const char *const OWN[] = {INJECT__PODINFO_PATH, INJECT__OWN_ROOT, INJECT__TOKEN_PATH};
+    for (size_t i = 0; i < sizeof OWN / sizeof OWN[0]; i++)
+        if (inject__path_within(path, OWN[i]) || inject__path_within(OWN[i], path)) return 1;
+    return 0;
+}
+
+static int same_path(const char *a, const char *b)
+{
+    return inject__path_within(a, b) && inject__path_within(b, a);
+}
+
+/* Reads one volumeMount of app a: name, mountPath and whether it has a
+ * subPath. Returns 0 or -EINVAL. */
+static int read_mount(struct inject__ctx *x, const struct inject__app *a, size_t i, const cJSON *m,
+                      const char **name, const char **path, const char **sub)
+{
+    char mp[160];
+    snprintf(mp, sizeof mp, "%s%s.volumeMounts[%zu]", x->tpath, a->path, i);
+    if (!cJSON_IsObject(m)) return inject__type_error(x, mp, "an object", m);
+    const char *subexpr;
+    if (inject__get_str(x, m, mp, "name", name) < 0 ||
+        inject__get_str(x, m, mp, "mountPath", path) < 0 ||
+        inject__get_str(x, m, mp, "subPath", sub) < 0 ||
+        inject__get_str(x, m, mp, "subPathExpr", &subexpr) < 0)
+        return -EINVAL;
+    if (!(*sub && **sub)) *sub = subexpr;
+    if (*sub && !**sub) *sub = NULL;
+    return 0;
+}
+
+static const cJSON *mounts_of(struct inject__ctx *x, const struct inject__app *a, int *rc)
+{
+    char cp[160];
+    const cJSON *mounts;
+    snprintf(cp, sizeof cp, "%s%s", x->tpath, a->path);
+    *rc = inject__get_arr(x, a->c, cp, "volumeMounts", &mounts);
+    return mounts;
+}
+
+int inject__plan_mirrors(struct inject__ctx *x, const char *const *skip, size_t nskip,
+                         const char *const *taken, size_t ntaken, int warn_subpath)
+{
+    size_t nvol = (size_t)cJSON_GetArraySize(x->volumes), vi = 0;
+    x->mirrors = calloc(nvol ? nvol : 1, sizeof *x->mirrors);
+    if (!x->mirrors) return -ENOMEM;
+    const cJSON *vol;
+    cJSON_ArrayForEach(vol, x->volumes)
+    {
+        size_t idx = vi++;
+        const char *vname;
+        char vp[96];
+        snprintf(vp, sizeof vp, "%sspec.volumes[%zu]", x->tpath, idx);
+        if (!cJSON_IsObject(vol)) return inject__type_error(x, vp, "an object", vol);
+        if (inject__get_str(x, vol, vp, "name", &vname) < 0) return -EINVAL;
+        if (!vname) {
+            snprintf(x->err, x->errlen, "%s.name: missing", vp);
+            return -EINVAL;
+        }
+        int done = 0;
+        for (size_t s = 0; s < nskip; s++) done |= strcmp(skip[s], vname) == 0;
+        int mirrorable = inject__is_mirrorable(vol);
+        int token_content = !mirrorable && is_token_volume(vol) && token_volume_has_content(vol);
+        if (done || (!mirrorable && !token_content)) continue;
+
+        const char *chosen = NULL;
+        for (size_t ai = 0; ai < x->napps; ai++) {
+            const struct inject__app *a = &x->apps[ai];
+            int rc;
+            const cJSON *m, *mounts = mounts_of(x, a, &rc);
+            size_t mi = 0;
+            if (rc < 0) return rc;
+            cJSON_ArrayForEach(m, mounts)
+            {
+                const char *name, *path, *sub;
+                if (read_mount(x, a, mi++, m, &name, &path, &sub) < 0) return -EINVAL;
+                if (!name || strcmp(name, vname) != 0) continue;
+                if (sub) {
+                    if (warn_subpath && mirrorable)
+                        inject__warn(x,
+                                     "container %s mounts volume %s with subPath at %s: subPath "
+                                     "mounts never update",
+                                     a->name, vname, path ? path : "?");
+                    continue;
+                }
+                if (!chosen && path) chosen = path;
+            }
+        }
+        if (!chosen) continue;
+        if (token_content) {
+            inject__warn(x,
+                         "volume %s is not watched: it holds a service-account token, which "
+                         "rotates hourly",
+                         vname);
+            continue;
+        }
+        int clash = chosen[0] != '/' || clashes_with_own(chosen);
+        for (size_t t = 0; !clash && t < ntaken; t++) clash = same_path(chosen, taken[t]);
+        for (size_t k = 0; !clash && k < x->nmirrors; k++)
+            clash = same_path(chosen, x->mirrors[k].mount_path);
+        struct inject__mirror *mir = &x->mirrors[x->nmirrors];
+        mir->volume = vname;
+        if (clash) {
+            mir->mount_path = inject__printf(x, INJECT__OWN_ROOT "/volumes/%s", vname);
+            inject__warn(x, "volume %s: mountPath %s is taken in the sidecar; mirrored at %s",
+                         vname, chosen, mir->mount_path ? mir->mount_path : "?");
+        } else {
+            mir->mount_path = strdup(chosen);
+            if (!mir->mount_path) x->oom = 1;
+        }
+        if (x->oom) return -ENOMEM;
+        x->nmirrors++;
+    }
+    return 0;
+}
+
+/* ---- env ---- */
+
+/* A ConfigMap/Secret key as the API server accepts it (IsConfigMapKey):
+ * [-._a-zA-Z0-9]+, at most 253, not "." or "..", not starting with "..". */
+static int is_config_key(const char *k)
+{
+    size_t n = strlen(k);
+    if (n == 0 || n > 253 || strcmp(k, ".") == 0 || strncmp(k, "..", 2) == 0) return 0;
+    for (const char *p = k; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '-' || *p == '.' || *p == '_'))
+            return 0;
+    return 1;
+}
+
+/* Records one reference: key NULL = the whole object (envFrom). */
+static int record_ref(struct inject__ctx *x, const struct inject__app *a, int secret,
+                      const char *name, const char *key, int optional)
+{
+    const char *kind = secret ? "secret" : "configMap";
+    if (!name || !inject__is_dns_subdomain(name)) {
+        inject__warn(x, "container %s: %s name \"%.80s\" is not a valid name: not watched", a->name,
+                     kind, name ? name : "");
+        return x->oom ? -ENOMEM : 0;
+    }
+    if (key && !is_config_key(key)) {
+        inject__warn(x, "container %s: key \"%.80s\" of %s %s is not a valid key: not watched",
+                     a->name, key, kind, name);
+        return x->oom ? -ENOMEM : 0;
+    }
+    struct inject__envref *e = NULL;
+    for (size_t i = 0; i < x->nenvs && !e; i++)
+        if (x->envs[i].secret == secret && strcmp(x->envs[i].name, name) == 0) e = &x->envs[i];
+    if (!e) {
+        struct inject__envref *nv = realloc(x->envs, (x->nenvs + 1) * sizeof *nv);
+        if (!nv) return -ENOMEM;
+        x->envs = nv;
+        e = &x->envs[x->nenvs++];
+        memset(e, 0, sizeof *e);
+        e->secret = secret;
+        e->name = name;
+    }
+    e->optional |= optional;
+    if (!key) {
+        e->whole = 1;
+        return 0;
+    }
+    for (size_t i = 0; i < e->nkeys; i++)
+        if (strcmp(e->keys[i], key) == 0) return 0;
+    const char **nk = realloc(e->keys, (e->nkeys + 1) * sizeof *nk);
+    if (!nk) return -ENOMEM;
+    e->keys = nk;
+    e->keys[e->nkeys++] = key;
+    return 0;
+}
+
+/* Reads a reference object {name, key?, optional?} at path. */
+static int read_ref(struct inject__ctx *x, const cJSON *ref, const char *path, int want_key,
+                    const char **name, const char **key, int *optional)
+{
+    *key = NULL;
+    if (inject__get_str(x, ref, path, "name", name) < 0 ||
+        (want_key && inject__get_str(x, ref, path, "key", key) < 0) ||
+        inject__get_bool(x, ref, path, "optional", optional) < 0)
+        return -EINVAL;
+    if (*optional < 0) *optional = 0;
+    if (want_key && !*key) {
+        snprintf(x->err, x->errlen, "%s.key: missing", path);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static int scan_app_env(struct inject__ctx *x, const struct inject__app *a)
+{
+    char cp[160], ip[192], rp[224];
+    const cJSON *envfrom, *env, *item;
+    snprintf(cp, sizeof cp, "%s%s", x->tpath, a->path);
+    if (inject__get_arr(x, a->c, cp, "envFrom", &envfrom) < 0 ||
+        inject__get_arr(x, a->c, cp, "env", &env) < 0)
+        return -EINVAL;
+    size_t i = 0;
+    cJSON_ArrayForEach(item, envfrom)
+    {
+        snprintf(ip, sizeof ip, "%s.envFrom[%zu]", cp, i++);
+        if (!cJSON_IsObject(item)) return inject__type_error(x, ip, "an object", item);
+        for (int secret = 0; secret < 2; secret++) {
+            const char *field = secret ? "secretRef" : "configMapRef", *name, *key;
+            const cJSON *ref;
+            int optional, rc;
+            if (inject__get_obj(x, item, ip, field, &ref) < 0) return -EINVAL;
+            if (!ref) continue;
+            snprintf(rp, sizeof rp, "%s.%s", ip, field);
+            if (read_ref(x, ref, rp, 0, &name, &key, &optional) < 0) return -EINVAL;
+            if ((rc = record_ref(x, a, secret, name, NULL, optional)) < 0) return rc;
+        }
+    }
+    i = 0;
+    cJSON_ArrayForEach(item, env)
+    {
+        const cJSON *vf;
+        snprintf(ip, sizeof ip, "%s.env[%zu]", cp, i++);
+        if (!cJSON_IsObject(item)) return inject__type_error(x, ip, "an object", item);
+        if (inject__get_obj(x, item, ip, "valueFrom", &vf) < 0) return -EINVAL;
+        if (!vf) continue;
+        snprintf(ip + strlen(ip), sizeof ip - strlen(ip), ".valueFrom");
+        for (int secret = 0; secret < 2; secret++) {
+            const char *field = secret ? "secretKeyRef" : "configMapKeyRef", *name, *key;
+            const cJSON *ref;
+            int optional, rc;
+            if (inject__get_obj(x, vf, ip, field, &ref) < 0) return -EINVAL;
+            if (!ref) continue;
+            snprintf(rp, sizeof rp, "%s.%s", ip, field);
+            if (read_ref(x, ref, rp, 1, &name, &key, &optional) < 0) return -EINVAL;
+            if ((rc = record_ref(x, a, secret, name, key, optional)) < 0) return rc;
+        }
+    }
+    return 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* 1 if name is a volume of the pod, the podinfo volume or an env volume
+ * named before index upto. */
+static int name_taken(const struct inject__ctx *x, const char *name, size_t upto)
+{
+    if (strcmp(name, INJECT__PODINFO_VOLUME) == 0 || inject__volume(x, name)) return 1;
+    for (size_t i = 0; i < upto; i++)
+        if (x->envs[i].volume && strcmp(x->envs[i].volume, name) == 0) return 1;
+    return 0;
+}
+
+/* Names env volume i: the plain name, or the cut and hashed one. */
+static int name_env_volume(struct inject__ctx *x, size_t i)
+{
+    struct inject__envref *e = &x->envs[i];
+    char plain[512], hashed[DNS_LABEL_MAX + 1];
+    int n = snprintf(plain, sizeof plain, "%s%s", e->secret ? ENV_SECRET_PREFIX : ENV_CM_PREFIX,
+                     e->name);
+    for (char *p = plain; *p; p++)
+        if (*p == '.') *p = '-';
+    unsigned char md[SHA256_DIGEST_LENGTH];
+    SHA256((const unsigned char *)e->name, strlen(e->name), md);
+    int cut = n > DNS_LABEL_MAX - 9 ? DNS_LABEL_MAX - 9 : n;
+    snprintf(hashed, sizeof hashed, "%.*s-%02x%02x%02x%02x", cut, plain, md[0], md[1], md[2],
+             md[3]);
+    const char *pick = NULL;
+    if (n <= DNS_LABEL_MAX && !name_taken(x, plain, i))
+        pick = plain;
+    else if (!name_taken(x, hashed, i))
+        pick = hashed;
+    if (!pick) {
+        snprintf(x->err, x->errlen, "cannot name the env volume of %s %s: %s is taken",
+                 e->secret ? "secret" : "configmap", e->name, hashed);
+        return -EEXIST;
+    }
+    e->volume = strdup(pick);
+    e->mount_path = inject__printf(x, INJECT__OWN_ROOT "/env/%s/%s",
+                                   e->secret ? "secret" : "configmap", e->name);
+    return e->volume && e->mount_path ? 0 : -ENOMEM;
+}
+
+int inject__plan_env(struct inject__ctx *x)
+{
+    for (size_t i = 0; i < x->napps; i++) {
+        int rc = scan_app_env(x, &x->apps[i]);
+        if (rc < 0) return rc;
+        if (x->oom) return -ENOMEM;
+    }
+    for (size_t i = 0; i < x->nenvs; i++) {
+        struct inject__envref *e = &x->envs[i];
+        if (e->nkeys > 1) qsort(e->keys, e->nkeys, sizeof *e->keys, cmp_str);
+        int rc = name_env_volume(x, i);
+        if (rc < 0) return rc;
+    }
+    return 0;
+}
+
+cJSON *inject__env_volume(struct inject__ctx *x, const struct inject__envref *e)
+{
+    cJSON *v = inject__new_obj(x), *src = inject__new_obj(x);
+    inject__add(x, v, "name", inject__str(x, e->volume));
+    inject__add(x, src, e->secret ? "secretName" : "name", inject__str(x, e->name));
+    if (!e->whole) {
+        cJSON *items = inject__new_arr(x);
+        for (size_t k = 0; k < e->nkeys; k++) {
+            cJSON *it = inject__new_obj(x);
+            inject__add(x, it, "key", inject__str(x, e->keys[k]));
+            inject__add(x, it, "path", inject__str(x, e->keys[k]));
+            inject__push(x, items, it);
+        }
+        inject__add(x, src, "items", items);
+    }
+    if (e->optional) inject__add(x, src, "optional", cJSON_CreateTrue());
+    inject__add(x, v, e->secret ? "secret" : "configMap", src);
+    return x->oom ? (cJSON_Delete(v), NULL) : v;
+}
+
+void inject__plan_free(struct inject__ctx *x)
+{
+    for (size_t i = 0; i < x->nmirrors; i++) free(x->mirrors[i].mount_path);
+    free(x->mirrors);
+    x->mirrors = NULL;
+    x->nmirrors = 0;
+    for (size_t i = 0; i < x->nenvs; i++) {
+        free(x->envs[i].volume);
+        free(x->envs[i].mount_path);
+        free(x->envs[i].keys);
+    }
+    free(x->envs);
+    x->envs = NULL;
+    x->nenvs = 0;
+}

@@ -1,0 +1,532 @@
+"""`reload-agent inject` on real manifests, with independent checkers.
+
+Inputs: tests/manifests/upstream/ (manifests the project did not write: the
+Kubernetes website's examples, kubernetes/kubernetes test data, the
+prometheus-operator and Argo Rollouts examples; see each SOURCE) and small
+fixtures written here for what they lack (opted-in workloads, Lists, JSON).
+
+Checkers that share no code with the binary: PyYAML (python3-yaml) parses
+every output, python3-jsonpatch applies `--output patch`, kubectl decodes the
+objects with its own compiled-in types offline (as test_manifests.py does:
+`annotate --local`, and `set serviceaccount --local` for a typed round trip
+in which an unknown or misspelled field would be dropped), and `kubectl
+kustomize` applies the patch output as a kustomization's `patches:`.
+"""
+import difflib
+import json
+import os
+import re
+import stat
+
+import jsonpatch
+import yaml
+
+from lib import TestFailure, check
+from test_manifests import Kubectl, leaves
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+UPSTREAM = os.path.join(ROOT, "tests", "manifests", "upstream")
+AGENT = "reload-agent"
+TYPED = {"Pod", "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job"}
+
+WEB = """# the web tier
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web   # keep this comment
+  namespace: shop
+spec:
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels:
+        app: web
+      annotations:
+        reload-agent.io/inject: "true"
+        reload-agent.io/action: rollout
+    spec:
+      containers:
+      - name: app
+        image: nginx:1.27
+        volumeMounts:
+        - name: conf
+          mountPath: /etc/nginx/conf.d
+        - name: extra
+          mountPath: /etc/extra.conf
+          subPath: extra.conf
+
+      # the volumes
+      volumes:
+      - name: conf
+        configMap:
+          name: web-conf
+      - name: extra
+        configMap:
+          name: web-conf
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: web-conf
+  namespace: shop
+data:
+  default.conf: |
+    server { listen 80; }
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: once
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: c
+        image: busybox
+"""
+
+LIST = """apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: ConfigMap
+  metadata: {name: app-conf}
+  data: {a.conf: "x=1"}
+- apiVersion: batch/v1
+  kind: CronJob
+  metadata:
+    name: nightly
+  spec:
+    schedule: "0 3 * * *"
+    jobTemplate:
+      spec:
+        template:
+          metadata:
+            annotations:
+              reload-agent.io/inject: "true"
+          spec:
+            restartPolicy: OnFailure
+            containers:
+            - name: job
+              image: busybox
+              envFrom:
+              - configMapRef: {name: app-conf}
+- apiVersion: v1
+  kind: Pod
+  metadata:
+    name: loner
+    annotations:
+      reload-agent.io/inject: "true"
+  spec:
+    containers:
+    - name: app
+      image: nginx
+      volumeMounts:
+      - {name: cfg, mountPath: /cfg}
+    volumes:
+    - name: cfg
+      secret: {secretName: s}
+"""
+
+
+def upstream_files():
+    out = []
+    for d, _, files in sorted(os.walk(UPSTREAM)):
+        for f in sorted(files):
+            if f.endswith(".yaml"):
+                out.append(os.path.join(d, f))
+    check(15 <= len(out) <= 30, "upstream manifests: %d files" % len(out))
+    return out
+
+
+def inject(env, args, stdin=None):
+    r = env.run([env.binary, "inject"] + list(args), input=stdin)
+    return r.returncode, r.stdout, r.stderr.decode(errors="replace")
+
+
+def inject_ok(env, args, stdin=None):
+    rc, out, err = inject(env, args, stdin)
+    check(rc == 0, "inject %s: exit %d: %s" % (" ".join(args), rc, err))
+    return out, err
+
+
+def report(err):
+    """{"kind/name": outcome line} from the report (warnings skipped)."""
+    rep = {}
+    for line in err.splitlines():
+        if line.startswith("  warning: ") or re.match(r"^\S+/\S+ (not )?stamped", line):
+            continue
+        m = re.match(r"^(\S+/\S+) (injected|passed through|skipped: .+|unchanged: .+)$", line)
+        check(m, "unexpected report line: %r" % line)
+        rep[m.group(1)] = m.group(2)
+    return rep
+
+
+def docs_of(text):
+    """The documents of a stream split at '---' lines (the upstream files
+    and fixtures only use that form)."""
+    parts, cur = [], []
+    for line in text.splitlines(keepends=True):
+        if line.rstrip("\r\n") == "---" and cur:
+            parts.append("".join(cur))
+            cur = []
+        cur.append(line)
+    parts.append("".join(cur))
+    return parts
+
+
+def name_of(o):
+    return "%s/%s" % (o["kind"].lower(), o["metadata"]["name"])
+
+
+def objects(docs):
+    out = []
+    for d in docs:
+        if d is None:
+            continue
+        out += d["items"] if d.get("kind") == "List" else [d]
+    return out
+
+
+def sidecar(o):
+    spec = o["spec"]
+    if o["kind"] == "CronJob":
+        spec = spec["jobTemplate"]["spec"]["template"]["spec"]
+    elif o["kind"] != "Pod":
+        spec = spec["template"]["spec"]
+    cs = [c for c in spec.get("initContainers", []) if c["name"] == AGENT]
+    check(len(cs) == 1, "%s: %d %s init containers" % (name_of(o), len(cs), AGENT))
+    check(cs[0].get("restartPolicy") == "Always", "%s: not a native sidecar" % name_of(o))
+    return cs[0]
+
+
+def typed_round_trip(k, o):
+    """Every leaf survives kubectl's typed decode (except the field set)."""
+    back = k.typed_round_trip(o)
+    a = {p: v for p, v in leaves(o).items() if "serviceAccount" not in p}
+    b = {p: v for p, v in leaves(back).items() if "serviceAccount" not in p}
+    lost = sorted(set(a) - set(b))
+    check(not lost, "%s: kubectl's types dropped %s" % (name_of(o), lost[:5]))
+
+
+def only_insertions(before, after, what):
+    sm = difflib.SequenceMatcher(a=before.splitlines(), b=after.splitlines(), autojunk=False)
+    bad = [op for op in sm.get_opcodes() if op[0] in ("delete", "replace")]
+    check(not bad, "%s: lines changed or removed, not only added: %s" % (what, bad[:3]))
+
+
+def comments_survive(before, after, what):
+    pos = 0
+    for line in before.splitlines():
+        i = line.find("#")
+        if i < 0:
+            continue
+        c = line[i:]
+        j = after.find(c, pos)
+        check(j >= 0, "%s: comment %r lost or out of order" % (what, c))
+        pos = j + len(c)
+
+
+def test_inject_upstream_manifests(env):
+    k = Kubectl(env)
+    injected = 0
+    for path in upstream_files():
+        rel = os.path.relpath(path, UPSTREAM)
+        with open(path) as f:
+            src = f.read()
+        out, err = inject_ok(env, ["--all", path])
+        out = out.decode()
+        rep = report(err)
+        in_objs = objects(list(yaml.safe_load_all(src)))
+        out_objs = objects(list(yaml.safe_load_all(out)))
+        check(len(in_objs) == len(out_objs), "%s: object count changed" % rel)
+        check(sorted(rep) == sorted(name_of(o) for o in in_objs),
+              "%s: report %s does not name every object" % (rel, sorted(rep)))
+        # kubectl reads every object back
+        kobjs = k.to_json(out.encode())
+        check(len(kobjs) == len(out_objs), "%s: kubectl read %d objects" % (rel, len(kobjs)))
+        for a, b in zip(in_objs, out_objs):
+            n = name_of(a)
+            if rep[n] == "injected":
+                injected += 1
+                sidecar(b)
+                if b["kind"] in TYPED:
+                    typed_round_trip(k, b)
+            else:
+                check(a == b, "%s: %s (%s) changed" % (rel, n, rep[n]))
+        # documents whose objects were not injected are byte-identical
+        din, dout = docs_of(src), docs_of(out)
+        check(len(din) == len(dout), "%s: document count changed" % rel)
+        for i, (a, b) in enumerate(zip(din, dout)):
+            objs = objects([yaml.safe_load(a)])
+            if all(rep[name_of(o)] != "injected" for o in objs):
+                check(a == b, "%s: document %d is not byte-identical" % (rel, i + 1))
+        # block YAML gets lines added, never changed; comments survive always
+        flow = re.search(r"^\{", src, re.M)
+        if not flow:
+            only_insertions(src, out, rel)
+        comments_survive(src, out, rel)
+        # idempotent: injecting the output changes nothing
+        again, err2 = inject_ok(env, ["--all", "-"], stdin=out.encode())
+        check(again.decode() == out, "%s: a second inject changed the output" % rel)
+        check("injected" not in report(err2).values(), "%s: injected twice" % rel)
+    check(injected >= 7, "only %d upstream workloads were injected" % injected)
+
+
+def test_inject_opt_in_report_and_warnings(env):
+    with open(env.path("web.yaml"), "w") as f:
+        f.write(WEB)
+    out, err = inject_ok(env, [env.path("web.yaml")])
+    lines = err.splitlines()
+    check(lines[0] == "deployment/web injected", "report: %s" % lines)
+    check(any(l.startswith("  warning: ") and "subPath" in l for l in lines),
+          "no subPath warning: %s" % lines)
+    check("configmap/web-conf passed through" in lines, "report: %s" % lines)
+    check(any(l.startswith("job/once skipped: not opted in") for l in lines), "report: %s" % lines)
+    out = out.decode()
+    check(out.startswith("# the web tier\n"), "leading comment lost")
+    check("  name: web   # keep this comment\n" in out and "      # the volumes\n" in out,
+          "comments lost")
+    only_insertions(WEB, out, "web.yaml")
+    # the second run reports it as already injected
+    _, err2 = inject_ok(env, ["-"], stdin=out.encode())
+    check("deployment/web unchanged: already injected" in err2.splitlines(), err2)
+    # --all injects the Job too (a native sidecar, never a plain container)
+    out3, err3 = inject_ok(env, ["--all", env.path("web.yaml")])
+    check(report(err3)["job/once"] == "skipped: nothing to watch: the app mounts no ConfigMap, "
+          "Secret or projected volume and reads none through env", err3)
+    # a hostPID pod is refused with its reason
+    _, err4 = inject_ok(env, ["--all", "-"], stdin=b"apiVersion: v1\nkind: Pod\nmetadata:\n"
+                        b"  name: h\nspec:\n  hostPID: true\n  containers:\n  - name: a\n"
+                        b"    image: x\n")
+    check(err4.strip() == "pod/h skipped: hostPID pods are not injected", err4)
+
+
+def test_inject_list_items(env):
+    k = Kubectl(env)
+    out, err = inject_ok(env, ["-f", "-"], stdin=LIST.encode())
+    rep = report(err)
+    check(rep == {"configmap/app-conf": "passed through", "cronjob/nightly": "injected",
+                  "pod/loner": "injected"}, "report: %s" % rep)
+    docs = list(yaml.safe_load_all(out))
+    check(len(docs) == 1 and docs[0]["kind"] == "List", "the List is not one List")
+    items = docs[0]["items"]
+    check(items[0] == yaml.safe_load(LIST)["items"][0], "the ConfigMap item changed")
+    args = sidecar(items[1])["args"]
+    check(any(a.startswith("--env-watch=/reload-agent/env/configmap/app-conf") for a in args),
+          "CronJob sidecar args: %s" % args)
+    check(items[1]["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["name"]
+          == "job", "the CronJob's containers changed")
+    sidecar(items[2])
+    for o in k.to_json(out):
+        if o["kind"] in TYPED:
+            typed_round_trip(k, o)
+    only_insertions(LIST, out.decode(), "list")
+
+
+def test_inject_json_input_and_output(env):
+    k = Kubectl(env)
+    # kubectl's own JSON (a List of everything in WEB), as `kubectl get -o json` gives
+    objs = k.to_json(WEB.encode())
+    src = json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}, indent=4) + "\n"
+    out, err = inject_ok(env, ["-"], stdin=src.encode())
+    got = json.loads(out)  # JSON in, JSON out
+    check(got["kind"] == "List" and len(got["items"]) == 3, "not one List of 3")
+    check(report(err)["deployment/web"] == "injected", err)
+    sidecar(got["items"][0])
+    check(got["items"][1] == objs[1] and got["items"][2] == objs[2], "other items changed")
+    check(out.decode().startswith("{\n    \"apiVersion\""), "indentation not kept: %r"
+          % out[:30])
+    # nothing to inject: the JSON comes out byte for byte
+    cm = json.dumps(objs[1], indent=2)
+    out2, _ = inject_ok(env, ["-"], stdin=cm.encode())
+    check(out2.decode() == cm, "a JSON ConfigMap did not pass through byte for byte")
+    # --output json: one JSON document per YAML document
+    out3, _ = inject_ok(env, ["-o", "json", "-"], stdin=WEB.encode())
+    dec, i, s, docs = json.JSONDecoder(), 0, out3.decode(), []
+    while i < len(s):
+        while i < len(s) and s[i].isspace():
+            i += 1
+        if i < len(s):
+            o, i = dec.raw_decode(s, i)
+            docs.append(o)
+    check([d["kind"] for d in docs] == ["Deployment", "ConfigMap", "Job"], "json docs")
+    check(docs[0] == objects(list(yaml.safe_load_all(inject_ok(env, ["-"], WEB.encode())[0])))[0],
+          "--output json differs from the YAML output")
+
+
+def test_inject_patch_output_applies(env):
+    k = Kubectl(env)
+    src = WEB + "---\n" + LIST
+    full, _ = inject_ok(env, ["-"], stdin=src.encode())
+    want = {name_of(o): o for o in objects(list(yaml.safe_load_all(full)))}
+    orig = {name_of(o): o for o in objects(list(yaml.safe_load_all(src)))}
+    out, _ = inject_ok(env, ["-o", "patch", "-"], stdin=src.encode())
+    entries = yaml.safe_load(out)
+    check(isinstance(entries, list) and len(entries) == 3, "patch entries: %s" % entries)
+    for e in entries:
+        t = e["target"]
+        n = "%s/%s" % (t["kind"].lower(), t["name"])
+        ops = yaml.safe_load(e["patch"])
+        got = jsonpatch.apply_patch(orig[n], ops)
+        check(got == want[n], "%s: the patch does not give the injected object" % n)
+    check(entries[0]["target"] == {"kind": "Deployment", "name": "web", "namespace": "shop"},
+          "target: %s" % entries[0]["target"])
+    # kustomize applies it as it is: paste under `patches:`
+    kdir = env.path("kust")
+    os.makedirs(kdir)
+    with open(os.path.join(kdir, "web.yaml"), "w") as f:
+        f.write(WEB)
+    with open(os.path.join(kdir, "kustomization.yaml"), "w") as f:
+        f.write("resources:\n- web.yaml\npatches:\n")
+        f.write(inject_ok(env, ["-o", "patch", os.path.join(kdir, "web.yaml")])[0].decode())
+    built = {name_of(o): o for o in k.to_json(k.run(["kustomize", kdir]))}
+    check(built["deployment/web"] == k.to_json(yaml.safe_dump(want["deployment/web"]).encode())[0],
+          "kustomize with the patch does not build the injected Deployment")
+    # JSON input: the patches as JSON, "patch" an array of operations
+    jsrc = json.dumps(yaml.safe_load(docs_of(WEB)[0]))
+    jout, _ = inject_ok(env, ["-o", "patch", "-"], stdin=jsrc.encode())
+    jp = json.loads(jout)
+    jwant = json.loads(inject_ok(env, ["-"], stdin=jsrc.encode())[0])
+    check(len(jp) == 1 and jsonpatch.apply_patch(json.loads(jsrc), jp[0]["patch"]) == jwant,
+          "JSON patch output")
+
+
+def test_inject_in_place_is_atomic(env):
+    d = env.path("m")
+    os.makedirs(d)
+    a, b, c = (os.path.join(d, n) for n in ("a.yaml", "b.yaml", "c.yaml"))
+    with open(a, "w") as f:
+        f.write(WEB)
+    os.chmod(a, 0o640)
+    with open(c, "w") as f:
+        f.write("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n")
+    with open(b, "w") as f:
+        f.write("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b\n  bad: [1, 2\n")
+    before = {p: (open(p, "rb").read(), os.stat(p)) for p in (a, b, c)}
+    rc, out, err = inject(env, ["-i", a, b, c])
+    check(rc == 1, "exit %d with a malformed file" % rc)
+    check(("%s: document 1, line 6:" % b) in err, "error: %s" % err)
+    check(out == b"", "something was printed")
+    for p, (data, st) in before.items():
+        check(open(p, "rb").read() == data and os.stat(p).st_ino == st.st_ino,
+              "%s was touched although an input failed" % p)
+    check(sorted(os.listdir(d)) == ["a.yaml", "b.yaml", "c.yaml"], "temp files left: %s"
+          % os.listdir(d))
+    os.unlink(b)
+    _, err = inject_ok(env, ["-i", a, c])
+    check("deployment/web injected" in err, err)
+    new = open(a).read()
+    check(new != WEB and new.startswith("# the web tier\n"), "a.yaml not rewritten")
+    check(new == inject_ok(env, ["-"], stdin=WEB.encode())[0].decode(), "-i differs from stdout")
+    st = os.stat(a)
+    check(stat.S_IMODE(st.st_mode) == 0o640, "mode not kept: %o" % st.st_mode)
+    check(st.st_ino != before[a][1].st_ino, "not replaced by a rename")
+    check(os.stat(c).st_ino == before[c][1].st_ino, "an unchanged file was rewritten")
+    check(sorted(os.listdir(d)) == ["a.yaml", "c.yaml"], "temp files left")
+    rc, _, err = inject(env, ["-i"], stdin=WEB.encode())
+    check(rc == 2 and "stdin" in err, "-i with stdin: exit %d: %s" % (rc, err))
+    rc, _, err = inject(env, ["-i", "-o", "json", a])
+    check(rc == 2, "-i with -o json: exit %d" % rc)
+
+
+def test_inject_malformed_and_usage_errors(env):
+    bad = "a: 1\n---\nb: 2\n---\nkind: ConfigMap\nmetadata:\n  name: x\n  x: [1,\n"
+    rc, out, err = inject(env, ["-"], stdin=bad.encode())
+    check(rc == 1 and out == b"", "exit %d, %d bytes out" % (rc, len(out)))
+    check(re.match(r"^reload-agent inject: <stdin>: document 3, line 9: ", err), err)
+    for text, what in (("kind: ConfigMap\nmetadata:\n  name: a\n  name: b\n",
+                        "document 1, line 4: duplicate key \"name\""),
+                       ("kind: ConfigMap\nmetadata:\n\tname: a\n", "document 1, line 3: "),
+                       ("kind: ConfigMap\ndata: *x\n", "undefined alias")):
+        rc, out, err = inject(env, ["-"], stdin=text.encode())
+        check(rc == 1 and out == b"" and what in err, "%r: exit %d: %s" % (text, rc, err))
+    # the good file before the bad one is not printed either
+    good = env.path("good.yaml")
+    with open(good, "w") as f:
+        f.write(WEB)
+    missing = env.path("missing.yaml")
+    rc, out, err = inject(env, [good, missing])
+    check(rc == 1 and out == b"", "exit %d" % rc)
+    check(err.strip() == "reload-agent inject: %s: No such file or directory" % missing, err)
+    for args in (["--bogus"], ["-o", "xml"], ["--image"]):
+        rc, _, err = inject(env, args, stdin=b"")
+        check(rc == 2 and "usage:" in err, "%s: exit %d" % (args, rc))
+    r = env.run([env.binary, "inject", "--help"])
+    check(r.returncode == 0 and b"*.yaml" in r.stdout and b"--output" in r.stdout, "help")
+
+
+def test_inject_directories_and_streams(env):
+    d = env.path("tree")
+    os.makedirs(os.path.join(d, "sub"))
+    os.makedirs(os.path.join(d, ".hidden"))
+    files = {"b.yml": "kind: ConfigMap\nmetadata: {name: b}\n",
+             "a.yaml": "# a\nkind: ConfigMap\nmetadata: {name: a}",  # no final newline
+             "sub/c.json": '{"kind": "ConfigMap", "metadata": {"name": "c"}}',
+             "sub/d.txt": "kind: ConfigMap\nmetadata: {name: d}\n",
+             ".hidden/e.yaml": "kind: ConfigMap\nmetadata: {name: e}\n",
+             "z.yaml": "%YAML 1.1\n---\nkind: ConfigMap\nmetadata: {name: z}\n"}
+    for n, t in files.items():
+        with open(os.path.join(d, n), "w") as f:
+            f.write(t)
+    out, err = inject_ok(env, [d])
+    check(err.splitlines() == ["configmap/a passed through", "configmap/b passed through",
+                               "configmap/c passed through", "configmap/z passed through"],
+          "walk order or filter: %s" % err.splitlines())
+    names = [o["metadata"]["name"] for o in yaml.safe_load_all(out)]
+    check(names == ["a", "b", "c", "z"], "joined stream reads as %s" % names)
+    # a joined stream goes through inject again unchanged
+    again, _ = inject_ok(env, ["-"], stdin=out)
+    check(again == out, "the joined stream is not stable")
+
+
+def test_inject_stamps_the_config_hash(env):
+    """The stamp `inject` writes equals `reload-agent hash` over the volume
+    the kubelet's AtomicWriter (build/tools/awsim) lays out from the same
+    ConfigMap: every file is rollout-class (action rollout, no rules)."""
+    vol = env.path("vol")
+    os.makedirs(vol)
+    data = {"default.conf": "server { listen 80; }\n", "mime.types": "types {}\n"}
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "web-conf"},
+          "data": data}
+    dep = yaml.safe_load(WEB.split("---\n")[0])
+    dep["metadata"].pop("namespace")
+    spec = dep["spec"]["template"]["spec"]
+    spec["containers"][0]["volumeMounts"] = [{"name": "conf", "mountPath": vol}]
+    spec["volumes"] = [spec["volumes"][0]]
+    src = yaml.safe_dump(dep) + "---\n" + yaml.safe_dump(cm)
+    out, err = inject_ok(env, ["-"], stdin=src.encode())
+    objs = list(yaml.safe_load_all(out))
+    ann = objs[0]["spec"]["template"]["metadata"]["annotations"]
+    stamp = ann.get("reload-agent.io/config-hash")
+    check(stamp and re.match(r"^[0-9a-f]{64}$", stamp), "no stamp: %s" % ann)
+    check("deployment/web stamped reload-agent.io/config-hash=%s\u2026" % stamp[:12]
+          in err.splitlines(), "report: %s" % err)
+    env.awsim(vol, data)
+    check(env.hash_of(vol) == stamp, "the stamp differs from reload-agent hash of the volume")
+    # idempotent; a content change changes only the stamp
+    check(inject_ok(env, ["-"], stdin=out)[0] == out, "stamping twice changed the output")
+    changed = out.decode().replace("listen 80", "listen 81")
+    again, err2 = inject_ok(env, ["-"], stdin=changed.encode())
+    only = [l for l in difflib.unified_diff(changed.splitlines(), again.decode().splitlines(),
+                                            lineterm="", n=0) if l[:1] in "+-" and l[:3] not in
+            ("+++", "---")]
+    check(len(only) == 2 and all("reload-agent.io/config-hash" in l for l in only),
+          "a content change changed more than the stamp: %s" % only)
+    data2 = dict(data, **{"default.conf": "server { listen 81; }\n"})
+    env.awsim(vol, data2)
+    new = list(yaml.safe_load_all(again))[0]["spec"]["template"]["metadata"]["annotations"]
+    check(new["reload-agent.io/config-hash"] == env.hash_of(vol), "restamp differs from the hash")
+    check("deployment/web unchanged: already injected" in err2.splitlines(), err2)
+    # the patch output carries the stamp as one more operation
+    p, _ = inject_ok(env, ["-o", "patch", "-"], stdin=src.encode())
+    ops = yaml.safe_load(yaml.safe_load(p)[0]["patch"])
+    check(ops[-1]["path"] == "/spec/template/metadata/annotations/reload-agent.io~1config-hash"
+          and ops[-1]["value"] == stamp, "last op: %s" % ops[-1])
+    # without the ConfigMap in the input: no stamp, and the report says why
+    out3, err3 = inject_ok(env, ["-"], stdin=yaml.safe_dump(dep).encode())
+    check("config-hash" not in out3.decode(), "stamped without its ConfigMap")
+    check(any(l.startswith("deployment/web not stamped: ") and "web-conf" in l
+              for l in err3.splitlines()), "report: %s" % err3)

@@ -1,0 +1,589 @@
+/*
+ * test_transform.c - unit tests for inject/transform.c, driven by golden
+ * files, plus the rules that goldens do not show well.
+ *
+ * Each case of CASES reads tests/golden/inject/<case>.in.json (an object
+ * as kubectl would print it), runs inject_object with the case's options
+ * and compares with the reviewed expectations:
+ *   <case>.ops.json  the operations, byte for byte (cJSON_Print);
+ *   <case>.out.json  the input with the operations applied (jsonpatch_apply);
+ *   <case>.warn.txt  "outcome: ..." then one "warning: ..." line each.
+ * Then the output is injected again: it must be UNCHANGED with no
+ * operations (idempotency), whatever the first outcome.
+ *
+ * UPDATE_GOLDEN=1 rewrites the three expectation files from the current
+ * code instead of comparing: read every changed file before committing it
+ * (git diff), a golden is a reviewed expectation, not a recording.
+ * GOLDEN_DIR overrides the directory (default tests/golden/inject, run from
+ * the repository's root as `make unit` does).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "inject/jsonpatch.h"
+#include "inject/transform.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct gcase {
+    const char *name;
+    int admission, all;
+    const char *image;
+};
+
+static const struct gcase CASES[] = {
+    {"deployment", 0, 0, NULL},
+    {"statefulset", 0, 0, NULL},
+    {"daemonset", 0, 0, NULL},
+    {"job", 0, 0, NULL},
+    {"cronjob", 0, 0, NULL},
+    {"pod", 0, 0, NULL},
+    {"replicaset-all", 0, 1, "registry.example/reload-agent:1.2.3"},
+    {"rollout", 0, 0, NULL},
+    {"rollout-workloadref", 0, 0, NULL},
+    {"mesh-sidecar", 0, 0, NULL},
+    {"env-sources", 0, 0, NULL},
+    {"env-restart", 0, 0, NULL},
+    {"subpath", 0, 0, NULL},
+    {"projected", 0, 0, NULL},
+    {"projected-token", 0, 0, NULL},
+    {"kube-api-access", 1, 0, NULL},
+    {"collision", 0, 0, NULL},
+    {"admission-token-rollout", 1, 0, NULL},
+    {"already-injected", 0, 0, NULL},
+    {"reinvocation", 1, 0, NULL},
+    {"foreign-container", 0, 0, NULL},
+    {"host-pid", 0, 0, NULL},
+    {"inject-false", 0, 0, NULL},
+    {"inject-other-value", 0, 0, NULL},
+    {"not-opted-in", 0, 0, NULL},
+    {"admission-no-token-rollout", 1, 0, NULL},
+    {"signal-uid", 0, 0, NULL},
+    {"signal-root", 0, 0, NULL},
+    {"pod-root-none", 0, 0, NULL},
+    {"bad-annotation", 0, 0, NULL},
+    {"sidecar-overrides", 0, 0, NULL},
+    {"nothing-to-watch", 0, 0, NULL},
+    {"service", 0, 0, NULL},
+};
+
+static const char *golden_dir(void)
+{
+    const char *d = getenv("GOLDEN_DIR");
+    return d && *d ? d : "tests/golden/inject";
+}
+
+static char *read_text(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    assert_non_null(buf);
+    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(text, 1, strlen(text), f), strlen(text));
+    assert_int_equal(fclose(f), 0);
+}
+
+static const char *outcome_name(enum inject_outcome o)
+{
+    switch (o) {
+    case INJECT_INJECTED: return "injected";
+    case INJECT_UNCHANGED: return "unchanged";
+    case INJECT_SKIPPED: return "skipped";
+    case INJECT_NOT_WORKLOAD: return "not a workload";
+    }
+    return "?";
+}
+
+/* "outcome: ...\n" and the warnings, one line each. */
+static char *report_of(const struct inject_result *r)
+{
+    size_t cap = 512 + 300 * r->nwarnings, len = 0;
+    char *s = malloc(cap);
+    assert_non_null(s);
+    len += (size_t)snprintf(s + len, cap - len, "outcome: %s%s%s\n", outcome_name(r->outcome),
+                            r->reason[0] ? ": " : "", r->reason);
+    for (size_t i = 0; i < r->nwarnings; i++)
+        len += (size_t)snprintf(s + len, cap - len, "warning: %s\n", r->warnings[i]);
+    return s;
+}
+
+static char *print_json(const cJSON *v)
+{
+    char *p = cJSON_Print(v);
+    assert_non_null(p);
+    size_t n = strlen(p);
+    char *s = malloc(n + 2);
+    assert_non_null(s);
+    memcpy(s, p, n);
+    s[n] = '\n';
+    s[n + 1] = '\0';
+    cJSON_free(p);
+    return s;
+}
+
+/* Compares got with the file, or writes it under UPDATE_GOLDEN. */
+static void expect_file(const char *cname, const char *suffix, const char *got)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.%s", golden_dir(), cname, suffix);
+    const char *up = getenv("UPDATE_GOLDEN");
+    if (up && strcmp(up, "1") == 0) {
+        write_text(path, got);
+        return;
+    }
+    char *want = read_text(path);
+    if (!want) print_error("%s: missing (run with UPDATE_GOLDEN=1, then review it)\n", path);
+    assert_non_null(want);
+    if (strcmp(want, got) != 0)
+        print_error("%s differs from the output:\n---- got\n%s---- want\n%s", path, got, want);
+    assert_string_equal(got, want);
+    free(want);
+}
+
+static void run_case(const struct gcase *c)
+{
+    char path[512], err[512] = "";
+    snprintf(path, sizeof path, "%s/%s.in.json", golden_dir(), c->name);
+    char *text = read_text(path);
+    if (!text) print_error("%s: cannot read\n", path);
+    assert_non_null(text);
+    cJSON *in = cJSON_Parse(text);
+    if (!in) print_error("%s: not JSON\n", path);
+    assert_non_null(in);
+    free(text);
+
+    struct inject_opts opts = {.admission = c->admission, .all = c->all, .image = c->image};
+    struct inject_result r;
+    int rc = inject_object(in, &opts, &r, err, sizeof err);
+    if (rc != 0) print_error("%s: inject_object: %d %s\n", c->name, rc, err);
+    assert_int_equal(rc, 0);
+    assert_non_null(r.ops);
+    assert_true(cJSON_IsArray(r.ops));
+    if (r.outcome != INJECT_INJECTED) assert_int_equal(cJSON_GetArraySize(r.ops), 0);
+    if (r.outcome == INJECT_INJECTED) assert_true(cJSON_GetArraySize(r.ops) > 0);
+    if (r.outcome == INJECT_SKIPPED || r.outcome == INJECT_NOT_WORKLOAD)
+        assert_true(r.reason[0] != '\0');
+    for (size_t i = 0; i < r.nwarnings; i++) {
+        if (strlen(r.warnings[i]) > 120) print_error("warning over 120: %s\n", r.warnings[i]);
+        assert_true(strlen(r.warnings[i]) <= 120);
+        assert_null(strchr(r.warnings[i], '\n'));
+    }
+
+    char *ops = print_json(r.ops), *report = report_of(&r);
+    cJSON *out = cJSON_Duplicate(in, 1);
+    assert_non_null(out);
+    rc = jsonpatch_apply(&out, r.ops, err, sizeof err);
+    if (rc != 0) print_error("%s: jsonpatch_apply: %s\n", c->name, err);
+    assert_int_equal(rc, 0);
+    char *outs = print_json(out);
+    expect_file(c->name, "ops.json", ops);
+    expect_file(c->name, "out.json", outs);
+    expect_file(c->name, "warn.txt", report);
+
+    /* the output injected again: nothing to add */
+    struct inject_result again;
+    rc = inject_object(out, &opts, &again, err, sizeof err);
+    assert_int_equal(rc, 0);
+    if (r.outcome == INJECT_INJECTED || r.outcome == INJECT_UNCHANGED) {
+        if (again.outcome != INJECT_UNCHANGED)
+            print_error("%s: injecting the output again gave %s: %s\n", c->name,
+                        outcome_name(again.outcome), again.reason);
+        assert_int_equal(again.outcome, INJECT_UNCHANGED);
+    } else {
+        assert_int_equal(again.outcome, r.outcome);
+    }
+    assert_int_equal(cJSON_GetArraySize(again.ops), 0);
+    inject_result_free(&again);
+
+    free(ops);
+    free(report);
+    free(outs);
+    cJSON_Delete(out);
+    cJSON_Delete(in);
+    inject_result_free(&r);
+}
+
+static void test_golden(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) run_case(&CASES[i]);
+}
+
+static void test_prefix_table(void **state)
+{
+    (void)state;
+    assert_string_equal(inject_prefix_for("v1", "Pod"), "");
+    assert_string_equal(inject_prefix_for(NULL, "Pod"), "");
+    assert_string_equal(inject_prefix_for("apps/v1", "Deployment"), "/spec/template");
+    assert_string_equal(inject_prefix_for("apps/v1", "StatefulSet"), "/spec/template");
+    assert_string_equal(inject_prefix_for("apps/v1", "DaemonSet"), "/spec/template");
+    assert_string_equal(inject_prefix_for("apps/v1", "ReplicaSet"), "/spec/template");
+    assert_string_equal(inject_prefix_for("batch/v1", "Job"), "/spec/template");
+    assert_string_equal(inject_prefix_for("batch/v1", "CronJob"),
+                        "/spec/jobTemplate/spec/template");
+    assert_string_equal(inject_prefix_for("argoproj.io/v1alpha1", "Rollout"), "/spec/template");
+    assert_null(inject_prefix_for("v1", "ConfigMap"));
+    assert_null(inject_prefix_for("v1", "Service"));
+    assert_null(inject_prefix_for("example.com/v1", "Deployment")); /* a CRD of the same kind */
+    assert_null(inject_prefix_for("apps/v1", "Pod"));
+    assert_null(inject_prefix_for("apps/", "Deployment"));
+    assert_null(inject_prefix_for("v1", "pod")); /* kinds are case-sensitive */
+    assert_null(inject_prefix_for("v1", NULL));
+}
+
+/* Runs inject_object on JSON text; returns rc, fills *r and err. */
+static int inject_text(const char *json, const struct inject_opts *o, struct inject_result *r,
+                       char *err, size_t errlen)
+{
+    cJSON *obj = cJSON_Parse(json);
+    if (!obj) print_error("bad test JSON: %s\n", json);
+    assert_non_null(obj);
+    int rc = inject_object(obj, o, r, err, errlen);
+    cJSON_Delete(obj);
+    return rc;
+}
+
+#define POD_HEAD                                                                                   \
+    "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\",\"annotations\":{"
+#define OPT_IN "\"reload-agent.io/inject\":\"true\""
+#define APP_CM                                                                                     \
+    "\"containers\":[{\"name\":\"app\",\"image\":\"x\",\"volumeMounts\":[{\"name\":\"cfg\","       \
+    "\"mountPath\":\"/etc/app\"}]}],\"volumes\":[{\"name\":\"cfg\",\"configMap\":{\"name\":"       \
+    "\"app\"}}]"
+
+static void expect_einval(const char *json, const char *path_in_msg)
+{
+    struct inject_result r;
+    char err[512] = "";
+    int rc = inject_text(json, NULL, &r, err, sizeof err);
+    if (rc != -EINVAL || !strstr(err, path_in_msg))
+        print_error("rc %d, err \"%s\", want -EINVAL naming %s\n", rc, err, path_in_msg);
+    assert_int_equal(rc, -EINVAL);
+    assert_non_null(strstr(err, path_in_msg));
+    assert_null(r.ops);
+    assert_int_equal(r.nwarnings, 0);
+}
+
+static void test_malformed_fields_named(void **state)
+{
+    (void)state;
+    expect_einval("[1,2]", "not a JSON object");
+    expect_einval("{\"kind\":7}", "kind: want a string, got a number");
+    expect_einval("{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\",\"spec\":[]}",
+                  "spec: want an object, got an array");
+    expect_einval("{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\",\"spec\":{\"template\":{"
+                  "\"metadata\":{\"annotations\":\"x\"}}}}",
+                  "spec.template.metadata.annotations: want an object, got a string");
+    expect_einval(POD_HEAD "\"reload-agent.io/action\":5}},\"spec\":{" APP_CM "}}",
+                  "metadata.annotations[reload-agent.io/action]: want a string, got a number");
+    expect_einval(POD_HEAD OPT_IN "}},\"spec\":{\"containers\":{}}}",
+                  "spec.containers: want an array, got an object");
+    expect_einval(POD_HEAD OPT_IN "}},\"spec\":{\"containers\":[\"app\"]}}",
+                  "spec.containers[0]: want an object, got a string");
+    expect_einval(POD_HEAD OPT_IN "}},\"spec\":{\"hostPID\":\"yes\"," APP_CM "}}",
+                  "spec.hostPID: want a boolean, got a string");
+    expect_einval(POD_HEAD OPT_IN "}},\"spec\":{\"containers\":[{\"name\":\"app\","
+                                  "\"volumeMounts\":[{\"name\":\"cfg\",\"mountPath\":1}]}],"
+                                  "\"volumes\":[{\"name\":\"cfg\",\"configMap\":{}}]}}",
+                  "spec.containers[0].volumeMounts[0].mountPath: want a string, got a number");
+    expect_einval(POD_HEAD OPT_IN "}},\"spec\":{\"containers\":[{\"name\":\"app\"}],"
+                                  "\"volumes\":[{\"configMap\":{}}]}}",
+                  "spec.volumes[0].name: missing");
+    expect_einval(
+        "{\"apiVersion\":\"batch/v1\",\"kind\":\"CronJob\",\"spec\":{\"jobTemplate\":{"
+        "\"spec\":{\"template\":{\"metadata\":{\"annotations\":{" OPT_IN "}},\"spec\":{"
+        "\"containers\":[{\"name\":\"a\",\"env\":[{\"name\":\"X\",\"valueFrom\":{"
+        "\"configMapKeyRef\":{\"name\":\"c\",\"key\":\"k\",\"optional\":\"no\"}}}]}]}}}}}}",
+        "spec.jobTemplate.spec.template.spec.containers[0].env[0].valueFrom."
+        "configMapKeyRef.optional: want a boolean, got a string");
+    expect_einval(POD_HEAD OPT_IN "}},\"spec\":{\"securityContext\":{\"runAsUser\":-1},"
+                                  "\"containers\":[{\"name\":\"app\",\"volumeMounts\":[{\"name\":"
+                                  "\"cfg\",\"mountPath\":\"/c\"}]}],\"volumes\":[{\"name\":\"cfg\","
+                                  "\"secret\":{}}]},\"x\":0}",
+                  "spec.securityContext.runAsUser: want an integer 0..2147483647");
+}
+
+/* Not-opted-in objects are not looked at beyond their annotations. */
+static void test_not_opted_in_is_not_validated(void **state)
+{
+    (void)state;
+    struct inject_result r;
+    char err[256];
+    assert_int_equal(inject_text("{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\",\"spec\":{"
+                                 "\"template\":{\"spec\":{\"containers\":7}}}}",
+                                 NULL, &r, err, sizeof err),
+                     0);
+    assert_int_equal(r.outcome, INJECT_SKIPPED);
+    assert_non_null(strstr(r.reason, "not opted in"));
+    inject_result_free(&r);
+    /* a kustomize-style partial Deployment under --all: skipped, not an error */
+    struct inject_opts all = {.all = 1};
+    assert_int_equal(inject_text("{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\",\"metadata\":"
+                                 "{\"name\":\"web\"},\"spec\":{\"replicas\":3}}",
+                                 &all, &r, err, sizeof err),
+                     0);
+    assert_int_equal(r.outcome, INJECT_SKIPPED);
+    assert_string_equal(r.reason, "no pod template (spec.template is missing)");
+    inject_result_free(&r);
+}
+
+static const cJSON *find_sidecar(const cJSON *doc)
+{
+    const cJSON *c, *init = cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "spec"), "initContainers");
+    cJSON_ArrayForEach(c, init)
+    {
+        if (strcmp(cJSON_GetObjectItem(c, "name")->valuestring, "reload-agent") == 0) return c;
+    }
+    return NULL;
+}
+
+/* Injects a pod (JSON) and returns the patched pod; r keeps the result. */
+static cJSON *inject_pod(const char *json, const struct inject_opts *o, struct inject_result *r)
+{
+    char err[512] = "";
+    cJSON *obj = cJSON_Parse(json);
+    assert_non_null(obj);
+    int rc = inject_object(obj, o, r, err, sizeof err);
+    if (rc) print_error("inject: %s\n", err);
+    assert_int_equal(rc, 0);
+    if (r->outcome == INJECT_INJECTED) {
+        rc = jsonpatch_apply(&obj, r->ops, err, sizeof err);
+        if (rc) print_error("apply: %s\n", err);
+        assert_int_equal(rc, 0);
+    }
+    return obj;
+}
+
+static int has_arg(const cJSON *side, const char *arg)
+{
+    const cJSON *a;
+    cJSON_ArrayForEach(a, cJSON_GetObjectItem(side, "args"))
+    {
+        if (strcmp(a->valuestring, arg) == 0) return 1;
+    }
+    return 0;
+}
+
+/* Env volume names: '.' mapped, long names cut and hashed, clashes with
+ * the pod's volumes resolved by the hashed form. */
+static void test_env_volume_names(void **state)
+{
+    (void)state;
+    char name[300]; /* 243 characters: four labels of 60 */
+    memset(name, 'a', 243);
+    name[60] = name[121] = name[182] = '.';
+    name[243] = '\0';
+    char json[2048];
+    snprintf(json, sizeof json,
+             POD_HEAD OPT_IN "}},\"spec\":{\"containers\":[{\"name\":\"app\",\"envFrom\":[{"
+                             "\"configMapRef\":{\"name\":\"my.app.cfg\"}},{\"configMapRef\":{"
+                             "\"name\":\"%s\"}},{\"secretRef\":{\"name\":\"taken\"}},{"
+                             "\"configMapRef\":{\"name\":\"BAD_NAME\"}}]}],\"volumes\":[{\"name\":"
+                             "\"reload-agent-env-secret-taken\",\"emptyDir\":{}}]}}",
+             name);
+    struct inject_result r;
+    cJSON *pod = inject_pod(json, NULL, &r);
+    assert_int_equal(r.outcome, INJECT_INJECTED);
+    const cJSON *vols = cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "spec"), "volumes"), *v;
+    int seen = 0;
+    cJSON_ArrayForEach(v, vols)
+    {
+        const char *n = cJSON_GetObjectItem(v, "name")->valuestring;
+        assert_true(strlen(n) <= 63);
+        for (const char *p = n; *p; p++)
+            assert_true((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-');
+        if (strcmp(n, "reload-agent-env-cm-my-app-cfg") == 0) seen |= 1;
+        /* 20 + 34 characters of the name, '-', 8 hex of the SHA-256 of the name */
+        if (strncmp(n, "reload-agent-env-cm-aaaa", 24) == 0) {
+            assert_int_equal(strlen(n), 63);
+            assert_string_equal(n + 54, "-4bea83b2");
+            seen |= 2;
+        }
+        if (strncmp(n, "reload-agent-env-secret-taken-", 30) == 0) {
+            assert_int_equal(strlen(n), 30 + 8);
+            seen |= 4;
+        }
+    }
+    assert_int_equal(seen, 7);
+    const cJSON *side = find_sidecar(pod);
+    assert_true(has_arg(side, "--env-watch=/reload-agent/env/configmap/my.app.cfg"));
+    assert_true(has_arg(side, "--env-watch=/reload-agent/env/secret/taken"));
+    /* the invalid name is warned about and not mounted */
+    int warned = 0;
+    for (size_t i = 0; i < r.nwarnings; i++) warned |= strstr(r.warnings[i], "BAD_NAME") != NULL;
+    assert_true(warned);
+    inject_result_free(&r);
+    cJSON_Delete(pod);
+}
+
+static void test_bad_config_is_skipped_with_agents_message(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *annots, *reason;
+    } T[] = {
+        {"\"reload-agent.io/action\":\"bounce\"",
+         "invalid value for annotation reload-agent.io/action: \"bounce\": must be one of"},
+        {"\"reload-agent.io/nosuch\":\"1\"", "annotation reload-agent.io/nosuch: no such option"},
+        {"\"reload-agent.io/action\":\"signal\"",
+         "the signal action needs --process NAME or --pid-file PATH"},
+        {"\"reload-agent.io/rule\":\"*.conf=reboot\"", "invalid value for --rule"},
+        {"\"reload-agent.io/debounce\":\"5\"", "missing unit in duration"},
+        {"\"reload-agent.io/env-action\":\"signal\"", "reload-agent.io/env-action"},
+        {"\"reload-agent.io/sidecar-memory-request\":\"64Mi\"",
+         "sidecar memory request 64Mi exceeds its limit 32Mi"},
+        {"\"reload-agent.io/sidecar-cpu-request\":\"lots\"", "invalid sidecar cpu request"},
+        {"\"reload-agent.io/sidecar-image\":\"a b\"", "invalid sidecar image"},
+    };
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
+        char json[2048], err[256];
+        snprintf(json, sizeof json,
+                 POD_HEAD OPT_IN ",%s}},\"spec\":{\"containers\":[{\"name\":\"app\",\"envFrom\":"
+                                 "[{\"configMapRef\":{\"name\":\"e\"}}],\"volumeMounts\":[{"
+                                 "\"name\":\"cfg\",\"mountPath\":\"/etc/app\"}]}],\"volumes\":[{"
+                                 "\"name\":\"cfg\",\"configMap\":{\"name\":\"app\"}}]}}",
+                 T[i].annots);
+        struct inject_result r;
+        assert_int_equal(inject_text(json, NULL, &r, err, sizeof err), 0);
+        if (r.outcome != INJECT_SKIPPED || !strstr(r.reason, T[i].reason))
+            print_error("case %zu: outcome %d reason \"%s\", want \"%s\"\n", i, r.outcome, r.reason,
+                        T[i].reason);
+        assert_int_equal(r.outcome, INJECT_SKIPPED);
+        assert_non_null(strstr(r.reason, T[i].reason));
+        assert_int_equal(cJSON_GetArraySize(r.ops), 0);
+        assert_int_equal(r.nwarnings, 0);
+        inject_result_free(&r);
+    }
+}
+
+/* The injector-only keys and the agent's own options are accepted. */
+static void test_good_annotations_accepted(void **state)
+{
+    (void)state;
+    struct inject_result r;
+    char json[2048];
+    snprintf(json, sizeof json,
+             POD_HEAD OPT_IN ",\"reload-agent.io/config-hash\":\"abc\",\"reload-agent.io/"
+                             "sidecar-memory-limit\":\"1Gi\",\"reload-agent.io/sidecar-memory-"
+                             "request\":\"1e8\",\"reload-agent.io/sidecar-cpu-request\":\"0.5\","
+                             "\"reload-agent.io/debounce\":\"1s\",\"other.io/x\":\"y\"}},"
+                             "\"spec\":{" APP_CM "}}");
+    cJSON *pod = inject_pod(json, NULL, &r);
+    assert_int_equal(r.outcome, INJECT_INJECTED);
+    const cJSON *res = cJSON_GetObjectItem(find_sidecar(pod), "resources");
+    assert_string_equal(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(res, "requests"), "memory")->valuestring, "1e8");
+    assert_string_equal(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(res, "requests"), "cpu")->valuestring, "0.5");
+    assert_string_equal(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(res, "limits"), "memory")->valuestring, "1Gi");
+    inject_result_free(&r);
+    cJSON_Delete(pod);
+}
+
+/* The app container for the UID: kubectl.kubernetes.io/default-container. */
+static void test_default_container_uid(void **state)
+{
+    (void)state;
+    struct inject_result r;
+    const char *json =
+        POD_HEAD OPT_IN ",\"kubectl.kubernetes.io/default-container\":\"web\","
+                        "\"reload-agent.io/action\":\"signal\",\"reload-agent.io/process\":"
+                        "\"nginx\"}},\"spec\":{\"securityContext\":{\"runAsUser\":1000,"
+                        "\"runAsGroup\":3000},\"containers\":[{\"name\":\"log\",\"image\":\"x\","
+                        "\"securityContext\":{\"runAsUser\":7}},{\"name\":\"web\",\"image\":\"y\","
+                        "\"securityContext\":{\"runAsUser\":101},\"volumeMounts\":[{\"name\":"
+                        "\"cfg\",\"mountPath\":\"/etc/nginx\"}]}],\"volumes\":[{\"name\":\"cfg\","
+                        "\"configMap\":{\"name\":\"nginx\"}}]}}";
+    cJSON *pod = inject_pod(json, NULL, &r);
+    assert_int_equal(r.outcome, INJECT_INJECTED);
+    const cJSON *sc = cJSON_GetObjectItem(find_sidecar(pod), "securityContext");
+    assert_int_equal(cJSON_GetObjectItem(sc, "runAsUser")->valueint, 101);
+    assert_int_equal(cJSON_GetObjectItem(sc, "runAsGroup")->valueint, 3000);
+    assert_true(cJSON_IsTrue(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "spec"), "shareProcessNamespace")));
+    assert_int_equal(r.nwarnings, 0);
+    inject_result_free(&r);
+    cJSON_Delete(pod);
+}
+
+/* A status annotation the injector did not write is not trusted. */
+static void test_status_without_container(void **state)
+{
+    (void)state;
+    struct inject_result r;
+    char err[256];
+    assert_int_equal(inject_text(POD_HEAD OPT_IN ",\"reload-agent.io/inject-status\":\"{}\"}},"
+                                                 "\"spec\":{" APP_CM "}}",
+                                 NULL, &r, err, sizeof err),
+                     0);
+    assert_int_equal(r.outcome, INJECT_SKIPPED);
+    assert_non_null(strstr(r.reason, "no reload-agent container"));
+    inject_result_free(&r);
+    assert_int_equal(inject_text(POD_HEAD OPT_IN
+                                 ",\"reload-agent.io/inject-status\":\"[\"}},"
+                                 "\"spec\":{\"initContainers\":[{\"name\":"
+                                 "\"reload-agent\",\"restartPolicy\":\"Always\"}]," APP_CM "}}",
+                                 NULL, &r, err, sizeof err),
+                     0);
+    assert_int_equal(r.outcome, INJECT_SKIPPED);
+    assert_non_null(strstr(r.reason, "not the JSON object reload-agent writes"));
+    inject_result_free(&r);
+}
+
+/* Operations are deterministic: the same input gives the same bytes. */
+static void test_deterministic(void **state)
+{
+    (void)state;
+    const char *json = POD_HEAD OPT_IN "}},\"spec\":{" APP_CM "}}";
+    char *first = NULL;
+    for (int i = 0; i < 3; i++) {
+        struct inject_result r;
+        char err[256];
+        assert_int_equal(inject_text(json, NULL, &r, err, sizeof err), 0);
+        char *s = cJSON_PrintUnformatted(r.ops);
+        if (first)
+            assert_string_equal(first, s);
+        else
+            first = strdup(s);
+        cJSON_free(s);
+        inject_result_free(&r);
+    }
+    free(first);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_golden),
+        cmocka_unit_test(test_prefix_table),
+        cmocka_unit_test(test_malformed_fields_named),
+        cmocka_unit_test(test_not_opted_in_is_not_validated),
+        cmocka_unit_test(test_env_volume_names),
+        cmocka_unit_test(test_bad_config_is_skipped_with_agents_message),
+        cmocka_unit_test(test_good_annotations_accepted),
+        cmocka_unit_test(test_default_container_uid),
+        cmocka_unit_test(test_status_without_container),
+        cmocka_unit_test(test_deterministic),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
