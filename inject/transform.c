@@ -86,6 +86,7 @@ static void set_reason(struct inject_result *out, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(out->reason, sizeof out->reason, fmt, ap);
     va_end(ap);
+    inject__one_line(out->reason, sizeof out->reason);
 }
 
 /* The value of annotation key (a string: checked when the annotations were
@@ -833,6 +834,7 @@ int inject_object(const cJSON *obj, const struct inject_opts *opts, struct injec
     inject__plan_free(&x);
     free(x.apps);
     if (rc < 0) {
+        inject__one_line(x.err, x.errlen);
         for (size_t i = 0; i < x.nwarnings; i++) free(x.warnings[i]);
         free(x.warnings);
         inject_result_free(out);

@@ -95,7 +95,14 @@ int inject__get_id(struct inject__ctx *x, const cJSON *obj, const char *path, co
 /* -EINVAL naming path: "PATH: want T, got U". */
 int inject__type_error(struct inject__ctx *x, const char *path, const char *want, const cJSON *got);
 
-/* Appends a warning (printf format); sets ctx->oom on failure. */
+/* Makes buf (n bytes) one line of valid UTF-8, in place: control
+ * characters and bytes that are not UTF-8 become \xHH (cut to n). Every
+ * message leaving the transform (warnings, reasons, errors) goes through
+ * it, since they quote names and paths from the input. */
+void inject__one_line(char *buf, size_t n);
+
+/* Appends a warning (printf format, made one line); sets ctx->oom on
+ * failure. */
 void inject__warn(struct inject__ctx *x, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* A malloc'd printf result, or NULL with ctx->oom set. */

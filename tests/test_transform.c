@@ -571,6 +571,42 @@ static void test_deterministic(void **state)
     free(first);
 }
 
+/* Reasons and warnings quote names from the input: each stays one line of
+ * valid UTF-8 (found by fuzz_transform: an apiVersion holding a newline). */
+static void test_messages_are_one_line(void **state)
+{
+    (void)state;
+    struct inject_result r;
+    char err[256];
+    assert_int_equal(inject_text("{\"apiVersion\":\"apps\\nv1\",\"kind\":\"Deployment\"}", NULL, &r,
+                                 err, sizeof err),
+                     0);
+    assert_int_equal(r.outcome, INJECT_NOT_WORKLOAD);
+    assert_string_equal(r.reason, "Deployment apps\\x0av1 is not a workload with a pod template");
+    inject_result_free(&r);
+    /* a subPath warning naming a container with a tab and a bad byte */
+    cJSON *pod =
+        inject_pod(POD_HEAD OPT_IN "}},\"spec\":{\"containers\":[{\"name\":\"a\\tb\\u00e9\","
+                                   "\"volumeMounts\":[{\"name\":\"cfg\",\"mountPath\":\"/x\","
+                                   "\"subPath\":\"k\"},{\"name\":\"cfg\",\"mountPath\":"
+                                   "\"/etc/app\"}]}],\"volumes\":[{\"name\":\"cfg\","
+                                   "\"configMap\":{\"name\":\"app\"}}]}}",
+                   NULL, &r);
+    assert_int_equal(r.outcome, INJECT_INJECTED);
+    assert_int_equal(r.nwarnings, 1);
+    assert_string_equal(r.warnings[0],
+                        "container a\\x09b\xc3\xa9 mounts volume cfg with subPath at "
+                        "/x: subPath mounts never update");
+    inject_result_free(&r);
+    cJSON_Delete(pod);
+    /* an error naming an annotation key with a newline */
+    assert_int_equal(inject_text(POD_HEAD "\"reload-agent.io/a\\nb\":1}},\"spec\":{}}", NULL, &r,
+                                 err, sizeof err),
+                     -EINVAL);
+    assert_string_equal(err, "metadata.annotations[reload-agent.io/a\\x0ab]: want a string, got a "
+                             "number");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -584,6 +620,7 @@ int main(void)
         cmocka_unit_test(test_default_container_uid),
         cmocka_unit_test(test_status_without_container),
         cmocka_unit_test(test_deterministic),
+        cmocka_unit_test(test_messages_are_one_line),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
