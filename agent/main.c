@@ -1,5 +1,6 @@
 /*
- * main.c - subcommand dispatch: run (default), hash, inject, webhook, version.
+ * main.c - subcommand dispatch: run (default), hash, inject, webhook (and
+ * webhook certs), version.
  */
 #include <malloc.h>
 #include <stdio.h>
@@ -13,16 +14,19 @@
 #include "agent/cmd_webhook.h"
 #include "agent/run.h"
 #include "base/backoff.h"
+#include "webhook/certs.h"
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: reload-agent [run] [flags]     watch and act on content changes\n"
-               "       reload-agent hash [--list] PATH...  print the content hash\n"
-               "       reload-agent inject [-f FILE|DIR|-]... [--all] [-o yaml|json|patch] [-i]\n"
-               "                                        add the sidecar to manifests\n"
-               "       reload-agent webhook [flags]     serve the injection webhook\n"
-               "       reload-agent version             print version and git commit\n"
-               "       reload-agent SUBCOMMAND --help\n");
+    fprintf(
+        f, "usage: reload-agent [run] [flags]     watch and act on content changes\n"
+           "       reload-agent hash [--list] PATH...  print the content hash\n"
+           "       reload-agent inject [-f FILE|DIR|-]... [--all] [-o yaml|json|patch] [-i]\n"
+           "                                        add the sidecar to manifests\n"
+           "       reload-agent webhook [flags]     serve the injection webhook\n"
+           "       reload-agent webhook certs ...   create the webhook's TLS Secret, set caBundle\n"
+           "       reload-agent version             print version and git commit\n"
+           "       reload-agent SUBCOMMAND --help\n");
 }
 
 int main(int argc, char **argv)
@@ -39,6 +43,8 @@ int main(int argc, char **argv)
     }
     if (argc >= 2 && strcmp(argv[1], "hash") == 0) return cmd_hash(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "inject") == 0) return cmd_inject(argc - 1, argv + 1);
+    if (argc >= 3 && strcmp(argv[1], "webhook") == 0 && strcmp(argv[2], "certs") == 0)
+        return webhook_certs_main(argc - 2, argv + 2);
     if (argc >= 2 && strcmp(argv[1], "webhook") == 0) return cmd_webhook(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "run") == 0) return run_main(argc - 2, argv + 2);
     if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||

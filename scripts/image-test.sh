@@ -206,4 +206,5 @@ n=$(logs agent | grep '"event":"action"' | grep '"action":"signal"' | grep -c '"
 [ "$n" = 1 ] || { logs agent >&2; fail "expected 1 successful signal action in the agent log, found $n"; }
 step "nginx master unchanged, reloaded by SIGHUP; agent logged 1 successful signal action"
 
+IMAGE=$IMAGE NGINX_IMAGE=$NGINX_IMAGE AWSIM=$AWSIM sh scripts/inject-e2e.sh || fail "the inject end-to-end test failed (above)"
 echo "image-test: PASS in $(($(date +%s) - T0))s (image $IMAGE, $SIZE bytes)"

@@ -15,6 +15,8 @@ Usage: fakeapi.py --state DIR [--fixture NAME] [--pods N] [--namespace NS]
 Tests can also import this file and use launch() (see the bottom).
 """
 import argparse
+import base64
+import binascii
 import copy
 import hmac
 import http.client
@@ -50,7 +52,14 @@ RESOURCES = {
     ("argoproj.io", "v1alpha1", "rollouts"): ("Rollout", {"GET", "PATCH"}, set()),
     ("", "v1", "events"): ("Event", set(), {"POST"}),
     ("events.k8s.io", "v1", "events"): ("Event", set(), {"POST"}),
+    ("", "v1", "secrets"): ("Secret", {"GET"}, {"POST"}),
+    ("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations"):
+        ("MutatingWebhookConfiguration", {"GET", "PATCH"}, set()),
 }
+# cluster-scoped resources: /apis/G/V/PLURAL/NAME, stored under namespace ""
+CLUSTER_SCOPED = {"mutatingwebhookconfigurations"}
+# resources without a status (a PATCH does not add one)
+NO_STATUS = {"secrets", "mutatingwebhookconfigurations"}
 # plural -> (group, version) for stored objects (events are kept apart)
 OBJECT_GROUPS = {p: (g, v) for (g, v, p) in RESOURCES if p != "events"}
 
@@ -446,7 +455,7 @@ class State:
             return ""
 
     def store(self, plural, obj):
-        key = (plural, obj["metadata"]["namespace"], obj["metadata"]["name"])
+        key = (plural, obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
         self.objects[key] = obj
         self.history.setdefault(key, []).append(template_annotations(obj))
 
@@ -472,17 +481,23 @@ def parse_route(path):
         group, version, rest = "", "v1", parts[3:]
     elif len(parts) in (6, 7) and parts[0] == "apis" and parts[3] == "namespaces":
         group, version, rest = parts[1], parts[2], parts[4:]
+    elif len(parts) in (4, 5) and parts[0] == "apis" and parts[3] in CLUSTER_SCOPED:
+        group, version, rest = parts[1], parts[2], [""] + parts[3:]
     else:
         return None
     ns, plural = urllib.parse.unquote(rest[0]), rest[1]
     name = urllib.parse.unquote(rest[2]) if len(rest) == 3 else None
-    if (group, version, plural) not in RESOURCES or not ns or name == "":
+    if (group, version, plural) not in RESOURCES or name == "" or \
+            (not ns) != (plural in CLUSTER_SCOPED):
         return None
     return group, version, plural, ns, name
 
 
 def generation_changed(plural, old, new):
-    """spec §6.7: Deployment bumps on spec or metadata.annotations; others on spec."""
+    """spec §6.7: Deployment bumps on spec or metadata.annotations; others on spec;
+    a MutatingWebhookConfiguration on its webhooks."""
+    if plural == "mutatingwebhookconfigurations":
+        return old.get("webhooks") != new.get("webhooks")
     if old.get("spec") != new.get("spec"):
         return True
     return plural == "deployments" and \
@@ -555,7 +570,10 @@ class Api:
             for k in ("namespace", "uid", "creationTimestamp", "generation", "managedFields"):
                 if k in old["metadata"]:
                     new["metadata"][k] = copy.deepcopy(old["metadata"][k])
-            new["status"] = copy.deepcopy(old.get("status", {}))  # the main resource ignores status
+            if plural not in NO_STATUS:  # the main resource ignores status
+                new["status"] = copy.deepcopy(old.get("status", {}))
+            if plural == "mutatingwebhookconfigurations":
+                check_ca_bundles(new)
             rv = new["metadata"].get("resourceVersion")
             if rv is not None and rv != old["metadata"]["resourceVersion"]:
                 raise ApiError(409, 'Operation cannot be fulfilled on %s "%s": the object has been '
@@ -586,6 +604,9 @@ class Api:
                 new["metadata"]["resourceVersion"] = self.st.next_rv()
                 self.st.store(plural, copy.deepcopy(new))
             return 200, new
+
+    def create_secret(self, route, ctype, query, body, user_agent):
+        return _create_secret(self, route, ctype, query, body, user_agent)
 
     def create_event(self, route, ctype, body):
         group, version, _, ns, _ = route
@@ -625,6 +646,98 @@ class Api:
                          "creationTimestamp": now_rfc3339()})
             self.st.events.append(copy.deepcopy(ev))
         return 201, ev
+
+
+def _b64_error(v):
+    """None if v is standard base64 (as a []byte field must be), else the
+    decode error."""
+    if not isinstance(v, str):
+        return "expected a base64 string, got %s" % type(v).__name__
+    try:
+        base64.b64decode(v, validate=True)
+    except (binascii.Error, ValueError) as e:
+        return "illegal base64 data: %s" % e
+    return None
+
+
+def check_ca_bundles(mwc):
+    """A caBundle is []byte: the real server cannot decode a patched
+    configuration whose caBundle is not base64 (400)."""
+    for i, h in enumerate(mwc.get("webhooks") or []):
+        ca = ((h or {}).get("clientConfig") or {}).get("caBundle")
+        if ca is not None and _b64_error(ca):
+            raise ApiError(400, "MutatingWebhookConfiguration in version \"v1\" cannot be handled "
+                           "as a MutatingWebhookConfiguration: webhooks[%d].clientConfig.caBundle:"
+                           " %s" % (i, _b64_error(ca)))
+
+
+def _create_secret(api, route, ctype, query, body, user_agent):
+    """POST /api/v1/namespaces/NS/secrets: 201, 409 AlreadyExists (§6.6),
+    400/415/422 as the real server answers malformed ones."""
+    _, _, plural, ns, _ = route
+    if ctype not in ("application/json", ""):
+        raise ApiError(415, "the body of the request was in an unknown format - accepted "
+                       "media types include: application/json, application/yaml")
+    dry = query.get("dryRun")
+    if dry is not None and dry != "All":
+        raise ApiError(400, 'invalid dryRun value %r: the only valid value is "All"' % dry)
+    try:
+        sec = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise ApiError(400, "error decoding Secret: %s" % e)
+    if not isinstance(sec, dict) or not isinstance(sec.get("metadata", {}), dict):
+        raise ApiError(400, "the Secret must be a JSON object with an object metadata")
+    for f, want in (("apiVersion", "v1"), ("kind", "Secret")):
+        if sec.get(f) not in (None, want):
+            raise ApiError(400, "the %s in the data (%s) does not match the expected %s (%s)" %
+                           (f, sec.get(f), f, want))
+    meta = sec.setdefault("metadata", {})
+    if meta.get("namespace", "") not in ("", ns):
+        raise ApiError(400, "the namespace of the provided object does not match the namespace "
+                       "sent on the request")
+    meta["namespace"] = ns
+    name = meta.get("name") or ""
+    if not name and meta.get("generateName"):
+        name = meta["name"] = meta["generateName"] + secrets.token_hex(3)[:5]
+    errs = []
+    if not name:
+        errs.append(("metadata.name", "FieldValueRequired",
+                     "Required value: name or generateName is required"))
+    elif not DNS_SUBDOMAIN.match(name) or len(name) > 253:
+        errs.append(("metadata.name", "FieldValueInvalid", "Invalid value: %s: a lowercase RFC "
+                     "1123 subdomain must consist of lower case alphanumeric characters, '-' "
+                     "or '.'" % json.dumps(name)))
+    data = sec.get("data") or {}
+    if not isinstance(data, dict):
+        raise ApiError(400, "Secret in version \"v1\" cannot be handled as a Secret: data must "
+                       "be an object")
+    for k, v in data.items():
+        err = _b64_error(v)
+        if err:
+            raise ApiError(400, "Secret in version \"v1\" cannot be handled as a Secret: "
+                           "data[%s]: %s" % (k, err))
+    for k, v in (sec.pop("stringData", None) or {}).items():  # stringData wins, as on a server
+        data[k] = base64.b64encode(str(v).encode()).decode()
+    sec["data"] = data
+    sec.setdefault("type", "Opaque")
+    if sec["type"] == "kubernetes.io/tls":
+        errs += [("data[%s]" % k, "FieldValueRequired", "Required value") for k in
+                 ("tls.crt", "tls.key") if k not in data]
+    if errs:
+        raise invalid("Secret", "", plural, name, errs)
+    manager = query.get("fieldManager") or (user_agent or "unknown").split("/")[0] or "unknown"
+    with api.st.lock:
+        if (plural, ns, name) in api.st.objects:
+            raise ApiError(409, 'secrets "%s" already exists' % name,
+                           {"name": name, "group": "", "kind": "secrets"}, "AlreadyExists")
+        sec["apiVersion"], sec["kind"] = "v1", "Secret"
+        meta.update({"uid": str(uuid.uuid4()), "creationTimestamp": now_rfc3339(),
+                     "managedFields": [{"manager": manager, "operation": "Update",
+                                        "apiVersion": "v1"}]})
+        if dry is None:
+            meta["resourceVersion"] = api.st.next_rv()
+            api.st.store(plural, copy.deepcopy(sec))
+    return 201, sec
 
 
 def _str_field(ev, key):
@@ -726,9 +839,9 @@ def fault_answer(f, method, route, ns):
     det = {"name": name, "group": group, "kind": plural} if route else None
     obj = qualified(plural, group) + (' "%s"' % name if name else "")
     if code == 403:
-        msg = '%s is forbidden: User "%s" cannot %s resource "%s" in API group "%s" in the ' \
-              'namespace "%s"' % (obj, SA_USER % ns, VERBS.get(method, method.lower()),
-                                  plural, group, rns)
+        scope = 'in the namespace "%s"' % rns if rns else "at the cluster scope"
+        msg = '%s is forbidden: User "%s" cannot %s resource "%s" in API group "%s" %s' % (
+            obj, SA_USER % ns, VERBS.get(method, method.lower()), plural, group, scope)
     elif code == 404:
         msg = '%s not found' % obj
     elif code == 409:
@@ -897,6 +1010,8 @@ class ApiHandler(Handler):
             return api.get(route)
         if self.command == "PATCH":
             return api.patch(route, ctype, query, body, self.headers.get("User-Agent"))
+        if route[2] == "secrets":
+            return api.create_secret(route, ctype, query, body, self.headers.get("User-Agent"))
         return api.create_event(route, ctype, body)
 
     def reply_status(self, rec, e):
@@ -935,7 +1050,7 @@ class ControlHandler(Handler):
             if plural not in OBJECT_GROUPS or not name:
                 raise ValueError("need ?resource=<one of %s>&name=NAME" %
                                  ", ".join(sorted(OBJECT_GROUPS)))
-            key = (plural, q.get("namespace", st.ns), name)
+            key = (plural, "" if plural in CLUSTER_SCOPED else q.get("namespace", st.ns), name)
             with st.lock:
                 if key not in st.objects:
                     raise not_found(plural, OBJECT_GROUPS[plural][0], name)
@@ -980,9 +1095,13 @@ class ControlHandler(Handler):
         meta = obj.setdefault("metadata", {})
         if not meta.get("name"):
             raise ValueError("object.metadata.name is required")
-        meta.setdefault("namespace", st.ns)
+        if data["resource"] in CLUSTER_SCOPED:
+            meta.pop("namespace", None)
+        else:
+            meta.setdefault("namespace", st.ns)
         meta.setdefault("uid", str(uuid.uuid4()))
-        meta.setdefault("generation", 1)
+        if data["resource"] != "secrets":  # Secrets have no generation
+            meta.setdefault("generation", 1)
         meta.setdefault("creationTimestamp", now_rfc3339())
         with st.lock:
             meta["resourceVersion"] = st.next_rv()
