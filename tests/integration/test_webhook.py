@@ -554,8 +554,9 @@ def test_webhook_200_concurrent_reviews(env):
 
 def test_webhook_sigterm_finishes_inflight(env):
     """SIGTERM while three reviews are in flight (their bodies half sent):
-    each still gets its 200, new connections are refused, an idle
-    keep-alive connection is closed, and the process exits 0."""
+    each still gets its 200, a readiness probe arriving then gets 503, new
+    connections are refused, an idle keep-alive connection is closed, and
+    the process exits 0."""
     s = Setup(env)
     wh = start(env, s, "--shutdown-timeout", "20s")
     idle = conn(s, wh)
@@ -569,6 +570,8 @@ def test_webhook_sigterm_finishes_inflight(env):
                    b"Content-Length: %d\r\n\r\n" % len(b) + b[:len(b) // 2])
         bodies.append(b)
         socks.append(sk)
+    probe = raw_tls(s, wh, timeout=20)  # a readiness probe arriving at shutdown
+    probe.sendall(b"GET /readyz HTTP/1.1\r\nHost: x\r\n")
     time.sleep(0.3)  # the halves have arrived
     wh.proc.send_signal(signal.SIGTERM)
     wh.wait_event("shutdown", timeout=5)
@@ -583,6 +586,10 @@ def test_webhook_sigterm_finishes_inflight(env):
 
     wait_until(refused, 5, "the listener to close")
     check(wh.proc.poll() is None, "exited with reviews in flight")
+    probe.sendall(b"\r\n")
+    reply = read_reply(probe)
+    probe.close()
+    check(reply.startswith(b"HTTP/1.1 503"), "readyz during shutdown: %r" % reply[:80])
     for i, (sk, b) in enumerate(zip(socks, bodies)):
         sk.sendall(b[len(b) // 2:])
         reply = read_reply(sk)
