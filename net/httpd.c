@@ -11,7 +11,7 @@
  *
  * TLS: a connection with a tls_conn reads ciphertext into the server's
  * shared raw buffer and feeds it to the tls_conn at once; conn_parse pulls
- * plaintext into c->in whenever the parser has used up what it had, so
+ * plaintext into c->b->in (allocated on demand) whenever the parser has used up what it had, so
  * pipelining works as in plain HTTP (the rest waits in OpenSSL's memory
  * BIO). Handshake records and alerts go out as separate writes; a response
  * is encrypted whole and written in one uv_write.
@@ -49,6 +49,13 @@
 #define HTTPD_DEFAULT_TYPE "text/plain; charset=utf-8"
 #define HTTPD_REJECT_LOG_MS 10000
 
+/* A connection's request buffers. Only a connection with input to parse or
+ * a request in progress holds them: an idle keep-alive one holds none. */
+struct conn_buf {
+    char url[HTTPD_HEAD_MAX + 2]; /* the URL, a NUL, the Content-Type value */
+    char in[HTTPD_READ_BUF];      /* input not parsed yet (TLS: plaintext) */
+};
+
 struct conn {
     uv_tcp_t tcp;
     uv_timer_t timer;
@@ -84,11 +91,10 @@ struct conn {
     char *body;          /* malloc'd, grown up to the limit; NULL when empty */
     size_t body_cap;
     struct tls_conn *tls; /* NULL for plain HTTP */
-    char url[HTTPD_HEAD_MAX + 2];
     char whead[768];
-    char *wbody; /* malloc'd buffer being written (body, or TLS ciphertext), or NULL */
+    char *wbody;        /* malloc'd buffer being written (body, or TLS ciphertext), or NULL */
+    struct conn_buf *b; /* while there is input to parse or a request in progress */
     size_t in_off, in_len;
-    char in[HTTPD_READ_BUF];
 };
 
 struct httpd {
@@ -192,6 +198,7 @@ static void conn_close_cb(uv_handle_t *h)
                           : s->closing || s->shutting ? NULL
                                                       : "connection closed during the handshake");
     free(c->body);
+    free(c->b);
     free(c);
     maybe_free(s);
 }
@@ -222,6 +229,22 @@ static void restart_timer(struct conn *c)
     uv_timer_start(&c->timer, timer_cb, c->srv->timeout_ms, 0);
 }
 
+/* The input buffer, allocated if need be. */
+static char *conn_in(struct conn *c)
+{
+    if (!c->b && !(c->b = malloc(sizeof *c->b))) ra_oom();
+    return c->b->in;
+}
+
+/* Gives the buffers back once nothing is left to parse between requests. */
+static void conn_trim(struct conn *c)
+{
+    if (c->b && c->in_off == c->in_len && !c->in_request) {
+        free(c->b);
+        c->b = NULL;
+    }
+}
+
 /* ---- parser callbacks: collect the URL, enforce the limits ---- */
 
 static int head_bytes(http_parser *p, size_t len)
@@ -250,7 +273,7 @@ static int on_url(http_parser *p, const char *at, size_t len)
 {
     struct conn *c = p->data;
     if (head_bytes(p, len) != 0) return -1;
-    memcpy(c->url + c->url_len, at, len);
+    memcpy(c->b->url + c->url_len, at, len);
     c->url_len += len;
     return 0;
 }
@@ -302,7 +325,7 @@ static int on_header_value(http_parser *p, const char *at, size_t len)
         if (c->in_ct) c->ct_off = c->url_len + 1;
     }
     if (c->in_ct) { /* url_len + ct_len <= head_len <= HTTPD_HEAD_MAX */
-        memcpy(c->url + c->ct_off + c->ct_len, at, len);
+        memcpy(c->b->url + c->ct_off + c->ct_len, at, len);
         c->ct_len += len;
     }
     if (c->in_expect) {
@@ -397,10 +420,10 @@ static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 {
     struct conn *c = h->data;
     (void)hint;
-    if (c->tls) /* ciphertext is fed to OpenSSL at once: one shared buffer */
+    if (c->tls || c->draining) /* fed to OpenSSL at once, or discarded */
         *buf = uv_buf_init(c->srv->raw, sizeof c->srv->raw);
     else
-        *buf = uv_buf_init(c->in, sizeof c->in);
+        *buf = uv_buf_init(conn_in(c), HTTPD_READ_BUF);
 }
 
 /* ---- TLS output ---- */
@@ -465,13 +488,13 @@ static void send_continue(struct conn *c)
     write_aux(c, data, sizeof msg - 1);
 }
 
-/* Decrypts the next plaintext into c->in. Returns 1 when there is some, 0
+/* Decrypts the next plaintext into c->b->in. Returns 1 when there is some, 0
  * when more ciphertext must be read, -1 when the connection was closed
  * (close_notify, or a TLS error: an alert, if any, is sent first). */
 static int tls_pull(struct conn *c)
 {
     int was_established = tls_conn_is_established(c->tls);
-    long n = tls_conn_read(c->tls, c->in, sizeof c->in);
+    long n = tls_conn_read(c->tls, conn_in(c), HTTPD_READ_BUF);
     tls_flush(c);
     if (c->closing) return -1;
     if (!was_established && tls_conn_is_established(c->tls)) {
@@ -668,7 +691,7 @@ static int valid_extra_headers(const char *h)
     return 1;
 }
 
-/* A complete request is in c->url / c->parser: validate, call the handler,
+/* A complete request is in c->b->url / c->parser: validate, call the handler,
  * send its response. */
 static void conn_request(struct conn *c)
 {
@@ -679,19 +702,19 @@ static void conn_request(struct conn *c)
     }
     struct http_parser_url u;
     http_parser_url_init(&u);
-    if (http_parser_parse_url(c->url, c->url_len, 0, &u) != 0) {
+    if (http_parser_parse_url(c->b->url, c->url_len, 0, &u) != 0) {
         conn_error(c, 400);
         return;
     }
-    c->url[c->url_len] = '\0';
+    c->b->url[c->url_len] = '\0';
     const char *path = "/", *query = "";
     if (u.field_set & (1u << UF_QUERY)) {
-        char *q = c->url + u.field_data[UF_QUERY].off;
+        char *q = c->b->url + u.field_data[UF_QUERY].off;
         q[u.field_data[UF_QUERY].len] = '\0'; /* over '#' or the final NUL */
         query = q;
     }
     if (u.field_set & (1u << UF_PATH)) {
-        char *p = c->url + u.field_data[UF_PATH].off;
+        char *p = c->b->url + u.field_data[UF_PATH].off;
         if (percent_decode(p, u.field_data[UF_PATH].len) != 0) {
             conn_error(c, 400);
             return;
@@ -700,7 +723,7 @@ static void conn_request(struct conn *c)
     }
     const char *ctype = NULL;
     if (c->ct_count) {
-        char *t = c->url + c->ct_off;
+        char *t = c->b->url + c->ct_off;
         while (c->ct_len > 0 && (t[c->ct_len - 1] == ' ' || t[c->ct_len - 1] == '\t')) c->ct_len--;
         t[c->ct_len] = '\0';
         ctype = t;
@@ -746,7 +769,7 @@ static void conn_parse(struct conn *c)
             if (!c->tls || tls_pull(c) <= 0) break;
         }
         size_t avail = c->in_len - c->in_off;
-        size_t n = http_parser_execute(&c->parser, &parser_settings, c->in + c->in_off, avail);
+        size_t n = http_parser_execute(&c->parser, &parser_settings, c->b->in + c->in_off, avail);
         c->in_off += n;
         enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
         if (e == HPE_PAUSED) {
@@ -760,6 +783,7 @@ static void conn_parse(struct conn *c)
         }
     }
     if (c->in_off == c->in_len) c->in_off = c->in_len = 0;
+    if (!c->closing) conn_trim(c);
 }
 
 static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
@@ -769,7 +793,10 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         conn_close(c);
         return;
     }
-    if (nread == 0 || c->draining) return;
+    if (nread == 0 || c->draining) {
+        if (!c->tls) conn_trim(c);
+        return;
+    }
     if (c->tls) {
         tls_conn_feed(c->tls, buf->base, (size_t)nread);
     } else {
@@ -847,15 +874,18 @@ static void read_at_accept(struct conn *c)
     uv_os_fd_t fd;
     if (uv_fileno((uv_handle_t *)&c->tcp, &fd) != 0) return;
     ssize_t n;
-    char *into = c->tls ? c->srv->raw : c->in;
-    size_t cap = c->tls ? sizeof c->srv->raw : sizeof c->in;
+    char *into = c->tls ? c->srv->raw : conn_in(c);
+    size_t cap = c->tls ? sizeof c->srv->raw : HTTPD_READ_BUF;
     do n = recv(fd, into, cap, MSG_DONTWAIT);
     while (n < 0 && errno == EINTR);
     if (n == 0) {
         conn_close(c); /* the client has already gone */
         return;
     }
-    if (n < 0) return; /* EAGAIN: nothing yet; errors surface on the next read */
+    if (n < 0) { /* EAGAIN: nothing yet; errors surface on the next read */
+        conn_trim(c);
+        return;
+    }
     if (c->tls) {
         tls_conn_feed(c->tls, into, (size_t)n);
     } else {

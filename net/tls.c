@@ -28,6 +28,7 @@
 #include "base/log.h"
 
 #define TLS_FILE_MAX (1u << 20) /* a chain plus a key is a few KiB */
+#define TLS_CHAIN_MAX 16        /* certificates in the chain file, the leaf included */
 /* A memory BIO keeps the capacity it once grew to; past this, an emptied
  * one is replaced, so an idle connection holds no large buffer. */
 #define TLS_BIO_KEEP 4096
@@ -175,7 +176,7 @@ static int load_ctx(const char *cert_file, const char *key_file, SSL_CTX **out,
     SSL_CTX *ctx = NULL;
     BIO *b = NULL;
     int rc = -EINVAL;
-    err[0] = '\0';
+    if (errlen > 0) err[0] = '\0';
     if (!cert_file || !key_file) {
         snprintf(err, errlen, "a certificate file and a key file are both needed");
         return -EINVAL;
@@ -197,7 +198,12 @@ static int load_ctx(const char *cert_file, const char *key_file, SSL_CTX **out,
                  ossl_reason("unusable certificate"));
         goto out;
     }
-    for (int i = 2; i < 100; i++) { /* the chain after the leaf, if any */
+    for (int i = 2;; i++) { /* the chain after the leaf, if any */
+        if (i > TLS_CHAIN_MAX) {
+            snprintf(err, errlen, "certificate file %s: more than %d certificates", cert_file,
+                     TLS_CHAIN_MAX);
+            goto out;
+        }
         X509 *ca = PEM_read_bio_X509(b, NULL, no_password, NULL);
         if (!ca) {
             unsigned long e = ERR_peek_last_error();

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -896,6 +897,31 @@ static void test_tls_load_errors(void **state)
     assert_int_equal(tls_server_create(garbage_file, key_file, &ts, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, garbage_file));
     assert_non_null(strstr(err, "no PEM certificate found"));
+    /* a broken certificate after the leaf, and a chain that never ends */
+    char broken[160], longchain[160];
+    snprintf(broken, sizeof broken, "%s/broken.crt", dir);
+    snprintf(longchain, sizeof longchain, "%s/long.crt", dir);
+    char *pem = NULL;
+    size_t pem_len = 0;
+    FILE *in = fopen(ca_file, "r");
+    assert_non_null(in);
+    assert_true(getdelim(&pem, &pem_len, '\0', in) > 0);
+    fclose(in);
+    FILE *out = fopen(broken, "w");
+    assert_non_null(out);
+    fprintf(out, "%s-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n", pem);
+    fclose(out);
+    out = fopen(longchain, "w");
+    assert_non_null(out);
+    for (int i = 0; i < 17; i++) fputs(pem, out);
+    fclose(out);
+    free(pem);
+    assert_int_equal(tls_server_create(broken, key_file, &ts, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "certificate 2 of the chain is not valid PEM"));
+    assert_int_equal(tls_server_create(longchain, key_file, &ts, err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "more than 16 certificates"));
+    unlink(broken);
+    unlink(longchain);
     assert_int_equal(tls_server_create(chain_file, chain_file, &ts, err, sizeof err), -EINVAL);
     assert_non_null(strstr(err, "no unencrypted PEM private key"));
     assert_int_equal(tls_server_create(chain_file, enc_key_file, &ts, err, sizeof err), -EINVAL);
@@ -1084,6 +1110,126 @@ static void test_tls_graceful_shutdown(void **state)
     fx_free(&f);
 }
 
+/* Runs cmd (curl) and returns its stdout (at most cap-1 bytes) in out, and
+ * its exit status, or -1. */
+static int run_cmd(const char *cmd, char *out, size_t cap)
+{
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* An independent client: the curl CLI (Debian's, on OpenSSL). */
+static void client_curl(struct fx *f)
+{
+    char body_file[160], cmd[1024], base[400];
+    snprintf(body_file, sizeof body_file, "%s/body.json", dir);
+    FILE *fp = fopen(body_file, "w");
+    if (!fp) return;
+    for (int i = 0; i < 102400; i++) fputc('a' + i % 26, fp);
+    fclose(fp);
+    snprintf(base, sizeof base,
+             "curl -sS --max-time 20 --resolve localhost:%d:127.0.0.1 --cacert %s", f->port,
+             ca_file);
+    snprintf(cmd, sizeof cmd, "%s https://localhost:%d/hello", base, f->port);
+    f->val[0] = run_cmd(cmd, f->info[0], sizeof f->info[0]);
+    snprintf(cmd, sizeof cmd,
+             "%s -H 'Content-Type: application/json' --data-binary @%s https://localhost:%d/post",
+             base, body_file, f->port);
+    f->val[1] = run_cmd(cmd, f->info[1], sizeof f->info[1]);
+    /* curl's own view: HTTP/1.1 over TLS 1.3 with a verified certificate */
+    snprintf(cmd, sizeof cmd,
+             "%s -o /dev/null -w '%%{http_version} %%{ssl_verify_result}' "
+             "https://localhost:%d/hello",
+             base, f->port);
+    f->val[2] = run_cmd(cmd, f->info[2], sizeof f->info[2]);
+    /* refused: TLS 1.1 only, and a client without our CA */
+    snprintf(cmd, sizeof cmd,
+             "%s --tlsv1.1 --tls-max 1.1 --ciphers DEFAULT@SECLEVEL=0 https://localhost:%d/hello "
+             "2>/dev/null",
+             base, f->port);
+    f->val[3] = run_cmd(cmd, f->info[3], sizeof f->info[3]);
+    /* the system's CA bundle, without our test root */
+    snprintf(cmd, sizeof cmd,
+             "curl -sS --max-time 20 --resolve localhost:%d:127.0.0.1 https://localhost:%d/hello "
+             "2>/dev/null",
+             f->port, f->port);
+    f->val[4] = run_cmd(cmd, f->info[4], sizeof f->info[4]);
+    unlink(body_file);
+}
+
+static void test_tls_curl(void **state)
+{
+    (void)state;
+    struct fx f = {.opts = {.max_body = 1 << 20}};
+    run(&f, client_curl);
+    assert_int_equal(f.val[0], 0);
+    assert_string_equal(f.info[0], "hello");
+    assert_int_equal(f.val[1], 0);
+    char *body = malloc(102400);
+    for (int i = 0; i < 102400; i++) body[i] = (char)('a' + i % 26);
+    char want[100];
+    snprintf(want, sizeof want, "POST application/json 102400:%08x", fnv(body, 102400));
+    free(body);
+    assert_string_equal(f.info[1], want);
+    assert_int_equal(f.val[2], 0);
+    assert_string_equal(f.info[2], "1.1 0");
+    assert_int_not_equal(f.val[3], 0);
+    assert_string_equal(f.info[3], "");
+    assert_int_not_equal(f.val[4], 0);
+    assert_string_equal(f.info[4], "");
+    assert_int_equal(f.handler_calls, 3);
+    assert_int_equal(tls_server_handshake_failures(f.ts), 2);
+    fx_free(&f);
+}
+
+#define STALLED 8 /* the connection limit in this test */
+
+/* Stalled handshakes hold every slot: a real client still gets through,
+ * and the stalled connection that has waited longest makes room. */
+static void client_stalled_crowd(struct fx *f)
+{
+    char hello[4096];
+    size_t hlen = client_hello(hello, sizeof hello);
+    int fds[STALLED], n = 0;
+    for (; n < STALLED; n++) {
+        if ((fds[n] = cli_connect(f)) < 0) break;
+        if (send(fds[n], hello, hlen / 2, MSG_NOSIGNAL) != (ssize_t)(hlen / 2)) break;
+    }
+    f->val[0] = n;
+    SSL_CTX *ctx = client_ctx(1, 0, 0);
+    struct tc t;
+    if (tls_open(f, ctx, NULL, &t) == 0) {
+        f->val[1] = exchange(&t, "GET /hello HTTP/1.1\r\n\r\n", "hello");
+        tls_close(&t);
+    }
+    SSL_CTX_free(ctx);
+    f->val[2] = n == STALLED && closed_within(fds[0], 5000);
+    int others_open = 1;
+    for (int i = 1; i < n; i++) others_open &= !closed_within(fds[i], 0);
+    f->val[3] = others_open;
+    /* the server closes the rest itself (which is not counted) */
+    signal_close(f);
+    for (int i = 1; i < n; i++) f->val[4] += closed_within(fds[i], 5000);
+    for (int i = 0; i < n; i++) close(fds[i]);
+}
+
+static void test_tls_stalled_handshakes_evicted(void **state)
+{
+    (void)state;
+    struct fx f = {.opts = {.max_conns = STALLED, .timeout_ms = 15000}};
+    run(&f, client_stalled_crowd);
+    assert_int_equal(f.val[0], STALLED);
+    for (int i = 1; i < 4; i++) assert_int_equal(f.val[i], 1);
+    assert_int_equal(f.val[4], STALLED - 1);
+    assert_int_equal(tls_server_handshake_failures(f.ts), 1);
+    assert_string_equal(f.reasons[0], "evicted at the connection limit");
+    fx_free(&f);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN); /* as the agent does; see httpd.h */
@@ -1096,6 +1242,8 @@ int main(void)
         cmocka_unit_test(test_tls_many_clients),
         cmocka_unit_test(test_tls_3mib_bodies),
         cmocka_unit_test(test_tls_graceful_shutdown),
+        cmocka_unit_test(test_tls_curl),
+        cmocka_unit_test(test_tls_stalled_handshakes_evicted),
     };
     return cmocka_run_group_tests(tests, make_pki, remove_pki);
 }
