@@ -487,6 +487,34 @@ static void op_append(struct inject__ctx *x, cJSON *ops, const cJSON *parent, co
     free(path);
 }
 
+/* The agent's rollout patches the template of the pod's controller: a Job
+ * (or a CronJob's) is never rolled, a pod without a controller neither. */
+static void warn_unrollable(struct inject__ctx *x)
+{
+    const char *owner = NULL;
+    if (strcmp(x->kind, "Pod") == 0) {
+        const cJSON *refs = cJSON_GetObjectItemCaseSensitive(
+                        cJSON_GetObjectItemCaseSensitive(x->obj, "metadata"), "ownerReferences"),
+                    *r;
+        cJSON_ArrayForEach(r, (cJSON_IsArray(refs) ? refs : NULL))
+        {
+            const cJSON *k = cJSON_GetObjectItemCaseSensitive(r, "kind");
+            if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "controller")) &&
+                cJSON_IsString(k))
+                owner = k->valuestring;
+        }
+        if (!owner) {
+            inject__warn(x, "rollout: this pod has no controller to roll; a change is only "
+                            "recorded");
+            return;
+        }
+    }
+    if (strcmp(x->kind, "Job") == 0 || strcmp(x->kind, "CronJob") == 0 ||
+        (owner && strcmp(owner, "Job") == 0))
+        inject__warn(x, "rollout: a Job's pods are never rolled; a change is only recorded (use "
+                        "restart or none)");
+}
+
 /* ---- a first injection ---- */
 
 static int inject_fresh(struct inject__ctx *x, const char *prefix, const cJSON *containers,
@@ -533,6 +561,7 @@ static int inject_fresh(struct inject__ctx *x, const char *prefix, const cJSON *
     int need_pid = (eff.actions & (ACTION_BIT(ACTION_SIGNAL) | ACTION_BIT(ACTION_RESTART))) != 0;
     int rollout = (eff.actions & ACTION_BIT(ACTION_ROLLOUT)) != 0;
     int need_api = rollout || eff.events_on;
+    if (rollout) warn_unrollable(x);
 
     const struct inject__app *app = app_container(x, containers);
     long uid = -1, gid = -1, pod_uid = -1;
@@ -741,6 +770,8 @@ static int run(struct inject__ctx *x, const cJSON *obj, struct inject_result *ou
         strcat(tpath, ".");
     }
     x->tpath = tpath;
+    x->obj = obj;
+    x->kind = kind;
     char tbase[64]; /* the template's own path, without the trailing '.' */
     snprintf(tbase, sizeof tbase, "%.*s", tpath[0] ? (int)strlen(tpath) - 1 : 0, tpath);
 

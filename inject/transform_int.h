@@ -55,6 +55,8 @@ struct inject__envref {
 
 struct inject__ctx {
     const struct inject_opts *opts;
+    const cJSON *obj; /* the whole object */
+    const char *kind;
     const char *tpath; /* dotted path of the template for messages: "spec.template." or "" */
     const cJSON *meta, *annots, *spec;
 

@@ -45,6 +45,7 @@ static const struct gcase CASES[] = {
     {"cronjob", 0, 0, NULL},
     {"pod", 0, 0, NULL},
     {"replicaset-all", 0, 1, "registry.example/reload-agent:1.2.3"},
+    {"labels-only-all", 0, 1, NULL},
     {"rollout", 0, 0, NULL},
     {"rollout-workloadref", 0, 0, NULL},
     {"mesh-sidecar", 0, 0, NULL},
@@ -765,7 +766,8 @@ static void test_api_access(void **state)
         char json[2048];
         snprintf(json, sizeof json,
                  POD_HEAD OPT_IN
-                 "%s}},\"spec\":{%s\"containers\":[{\"name\":\"app\","
+                 "%s},\"ownerReferences\":[{\"kind\":\"ReplicaSet\",\"name\":\"r\","
+                 "\"controller\":true}]},\"spec\":{%s\"containers\":[{\"name\":\"app\","
                  "\"volumeMounts\":[{\"name\":\"cfg\",\"mountPath\":\"/etc/app\"}%s%s]}],"
                  "\"volumes\":[{\"name\":\"cfg\",\"configMap\":{}}%s%s]}}",
                  T[i].annots, T[i].automount_false ? "\"automountServiceAccountToken\":false," : "",
@@ -844,6 +846,39 @@ static void test_reinvocation_status_without_mirrors(void **state)
     cJSON_Delete(pod);
 }
 
+/* rollout where the agent can roll nothing: warned, still injected. */
+static void test_rollout_without_a_rollable_owner(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *obj, *warning;
+    } T[] = {
+        {POD_HEAD OPT_IN ",\"reload-agent.io/action\":\"rollout\"}},\"spec\":{" APP_CM "}}",
+         "rollout: this pod has no controller to roll; a change is only recorded"},
+        {POD_HEAD OPT_IN ",\"reload-agent.io/action\":\"rollout\"},\"ownerReferences\":[{\"kind\":"
+                         "\"Job\",\"name\":\"j\",\"controller\":true}]},\"spec\":{" APP_CM "}}",
+         "rollout: a Job's pods are never rolled; a change is only recorded (use restart or none)"},
+        {"{\"apiVersion\":\"batch/v1\",\"kind\":\"Job\",\"spec\":{\"template\":{\"metadata\":{"
+         "\"annotations\":{" OPT_IN "}},\"spec\":{\"containers\":[{\"name\":\"a\",\"envFrom\":[{"
+         "\"configMapRef\":{\"name\":\"e\"}}]}]}}}}",
+         "rollout: a Job's pods are never rolled; a change is only recorded (use restart or none)"},
+        /* a controller that rolls: no warning */
+        {POD_HEAD OPT_IN ",\"reload-agent.io/action\":\"rollout\"},\"ownerReferences\":[{\"kind\":"
+                         "\"StatefulSet\",\"name\":\"s\",\"controller\":true}]},\"spec\":{" APP_CM
+                         "}}",
+         NULL},
+    };
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
+        struct inject_result r;
+        cJSON *pod = inject_pod(T[i].obj, NULL, &r);
+        assert_int_equal(r.outcome, INJECT_INJECTED);
+        assert_int_equal(r.nwarnings, T[i].warning ? 1 : 0);
+        if (T[i].warning) assert_string_equal(r.warnings[0], T[i].warning);
+        inject_result_free(&r);
+        cJSON_Delete(pod);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -863,6 +898,7 @@ int main(void)
         cmocka_unit_test(test_api_access),
         cmocka_unit_test(test_default_container_missing),
         cmocka_unit_test(test_reinvocation_status_without_mirrors),
+        cmocka_unit_test(test_rollout_without_a_rollable_owner),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
