@@ -21,7 +21,7 @@ RUN printf '%s\n' 'Types: deb' 'URIs: http://deb.debian.org/debian' 'Suites: boo
       > /etc/apt/sources.list.d/updates.sources \
  && apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      build-essential pkg-config ca-certificates \
+      build-essential lld pkg-config ca-certificates \
       libuv1-dev libcjson-dev libcurl4-openssl-dev libssl-dev libhttp-parser-dev
 WORKDIR /src
 # libcurl and cJSON from Debian's source packages at the versions just
@@ -32,6 +32,7 @@ RUN sh scripts/build-curl.sh "build/curl-$(sh scripts/build-curl.sh --version)" 
  && sh scripts/build-cjson.sh "build/cjson-$(sh scripts/build-cjson.sh --version)" \
  && rm -rf /var/lib/apt/lists/*
 COPY Makefile ./
+COPY scripts/link-order.txt scripts/
 COPY agent/ agent/
 COPY watch/ watch/
 COPY hash/ hash/

@@ -167,7 +167,7 @@ http_result() {
   pm run -d --name "$POD-http" --network host --read-only -v "$VOL:$VOL:ro" "$@" >/dev/null ||
     fail "could not start the $what container"
   for _ in $(seq 50); do
-    r=$(pm logs "$POD-http" 2>&1 | grep '"action":"http"' | head -n 1)
+    r=$(pm logs "$POD-http" 2>&1 | grep '"event":"action"' | grep '"action":"http"' | head -n 1)
     [ -z "$r" ] || break
     sleep 0.2
   done

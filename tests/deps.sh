@@ -6,9 +6,9 @@
 # root for apt-get. libcurl4-openssl-dev and libcjson-dev give the versions
 # (and so the security fixes) those builds follow; dpkg-dev unpacks source
 # packages; libuv1-dev, libssl-dev and libhttp-parser-dev bring the static
-# archives the agent links.
+# archives the agent links; lld links it (scripts/link-order.txt).
 set -e
-PKGS="build-essential dpkg-dev pkg-config clang libclang-rt-14-dev libuv1-dev libcjson-dev \
+PKGS="build-essential dpkg-dev lld pkg-config clang libclang-rt-14-dev libuv1-dev libcjson-dev \
 libcurl4-openssl-dev libssl-dev libcmocka-dev libhttp-parser-dev python3 inotify-tools strace openssl \
 coreutils time nginx-light curl clang-format"
 missing=""
