@@ -18,9 +18,10 @@ CC       ?= cc
 # scripts/build-cjson.sh, cached in build/<name>-<version>/. OpenSSL,
 # libuv and http-parser are Debian's static archives. build/reload-agent is
 # linked fully static (-static: glibc too; see docs/lean.md for
-# getaddrinfo/NSS), except in sanitizer builds (STATIC empty), which cannot
-# be static. Tests, tools and fuzz targets link the same archives
-# dynamically against glibc.
+# getaddrinfo/NSS), not position-independent (STATIC=pie: -static-pie, with
+# ASLR for the binary, at about 0.8 MiB more resident memory), and never in
+# sanitizer builds (STATIC empty), which cannot be static. Tests, tools and
+# fuzz targets link the same archives dynamically against glibc.
 DEPS_DIR   ?= build
 CURL_VERSION := $(shell sh scripts/build-curl.sh --version 2>/dev/null)
 CURL_DIR   := $(DEPS_DIR)/curl-$(CURL_VERSION)
@@ -35,7 +36,7 @@ STATIC     ?= $(if $(findstring -fsanitize,$(CFLAGS) $(LDFLAGS)),,1)
 # (scripts/link-order.txt, made by scripts/link-order.py): far fewer of the
 # binary's pages become resident (docs/lean.md, "Memory").
 LINK_ORDER := scripts/link-order.txt
-STATIC_LDFLAGS := -static -fuse-ld=lld -Wl,--symbol-ordering-file=$(LINK_ORDER) \
+STATIC_LDFLAGS := $(if $(filter pie,$(STATIC)),-static-pie,-static) -fuse-ld=lld -Wl,--symbol-ordering-file=$(LINK_ORDER) \
                   -Wl,--no-warn-symbol-ordering
 AGENT_LDFLAGS := -Wl,--gc-sections $(if $(STATIC),$(STATIC_LDFLAGS))
 CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null)
