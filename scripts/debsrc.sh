@@ -55,12 +55,27 @@ Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 EOF
 }
 
+# One download at a time on this machine (make -j builds curl and cJSON
+# side by side; both may need to add the sources and update apt's lists).
+DEBSRC_LOCK=${TMPDIR:-/tmp}/reload-agent-debsrc.lock
+debsrc_lock() {
+  command -v flock >/dev/null 2>&1 || return 0
+  (umask 0 && : >> "$DEBSRC_LOCK") 2>/dev/null || return 0
+  [ -w "$DEBSRC_LOCK" ] || return 0
+  exec 9>> "$DEBSRC_LOCK"
+  flock -w 900 9 || debsrc_die "waited 15 minutes for another source download ($DEBSRC_LOCK)"
+}
+debsrc_unlock() {
+  command -v flock >/dev/null 2>&1 && [ -w "$DEBSRC_LOCK" ] && exec 9>&- || true
+}
+
 # debsrc_fetch SRCPKG VERSION DIR: downloads source package SRCPKG at
 # VERSION into DIR (apt checks it against the signed archive index) and
 # unpacks it with Debian's patches applied into DIR/src. Adds the deb-src
 # entries and updates apt's lists only when the download fails without them.
 debsrc_fetch() {
   pkg=$1 ver=$2 dir=$3
+  debsrc_lock
   # apt-get source downloads as root when _apt cannot write here; say so
   # ourselves instead of warning every time.
   if [ "$(id -u)" = 0 ]; then asroot="-o APT::Sandbox::User=root"; else asroot=""; fi
@@ -68,12 +83,23 @@ debsrc_fetch() {
   if ! (cd "$dir" && apt-get source -q --download-only $asroot "$pkg=$ver") > "$dir/apt.log" 2>&1; then
     debsrc_add_sources || true
     debsrc_log "apt-get update (source lists for $pkg)"
-    debsrc_sudo apt-get -o DPkg::Lock::Timeout=300 update -qq >> "$dir/apt.log" 2>&1 ||
-      { cat "$dir/apt.log" >&2; debsrc_die "apt-get update failed (log above)"; }
+    # apt has one lock for the machine: another apt run (an install, an
+    # upgrade) makes update fail at once; wait for it, within bounds.
+    tries=0
+    until debsrc_sudo apt-get -o DPkg::Lock::Timeout=60 update -qq >> "$dir/apt.log" 2>&1; do
+      tries=$((tries + 1))
+      if [ "$tries" -ge 10 ] || ! grep -qi 'lock' "$dir/apt.log"; then
+        cat "$dir/apt.log" >&2
+        debsrc_die "apt-get update failed (log above)"
+      fi
+      debsrc_log "apt is busy (lock held); retrying in 10 s ($tries/10)"
+      sleep 10
+    done
     # shellcheck disable=SC2086
     (cd "$dir" && apt-get source -q --download-only $asroot "$pkg=$ver") >> "$dir/apt.log" 2>&1 ||
       { tail -n 5 "$dir/apt.log" >&2; debsrc_die "cannot download the source of $pkg $ver (apt log above)"; }
   fi
+  debsrc_unlock
   dsc=$(ls "$dir"/"${pkg}"_*.dsc 2>/dev/null | head -n 1)
   [ -n "$dsc" ] || debsrc_die "no .dsc for $pkg $ver in $dir"
   dpkg-source -x "$dsc" "$dir/src" > "$dir/dpkg-source.log" 2>&1 ||
