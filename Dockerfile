@@ -1,8 +1,9 @@
-# Container image of reload-agent: a scratch image holding only the binary,
-# the shared libraries it links (as ldd lists them), libcurl and its
-# libraries (loaded on first use by net/curl_dl.c), the dynamic loader, the
-# CA bundle and a passwd/group naming the unprivileged user 65532. It writes
-# nothing, so it runs with a read-only root filesystem.
+# Container image of reload-agent: a scratch image holding only the
+# statically linked binary (libcurl, OpenSSL, libuv, cJSON, http-parser and
+# glibc inside it: no loader, no shared library), the CA bundle and a
+# passwd/group/nsswitch.conf naming the unprivileged user 65532
+# (scripts/rootfs.sh lays it out; docs/lean.md lists it file by file). It
+# writes nothing, so it runs with a read-only root filesystem.
 #
 # Base images are not pulled: BASE is a Debian bookworm minbase made locally
 # with debootstrap (scripts/image-test.sh shows how). Build with
@@ -10,13 +11,28 @@
 ARG BASE=localhost/debian-minbase:bookworm
 
 FROM ${BASE} AS build
-RUN apt-get update -qq \
+# Everything the agent links ends up inside its binary, so the build stage
+# takes Debian's security and point-release updates too (a minbase lists
+# bookworm only).
+RUN printf '%s\n' 'Types: deb' 'URIs: http://deb.debian.org/debian' 'Suites: bookworm-updates' \
+      'Components: main' 'Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg' '' \
+      'Types: deb' 'URIs: http://deb.debian.org/debian-security' 'Suites: bookworm-security' \
+      'Components: main' 'Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg' \
+      > /etc/apt/sources.list.d/updates.sources \
+ && apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      build-essential pkg-config ca-certificates \
-      libuv1-dev libcjson-dev libcurl4-openssl-dev libssl-dev libhttp-parser-dev libyaml-dev \
- && rm -rf /var/lib/apt/lists/*
+      build-essential lld pkg-config ca-certificates \
+      libuv1-dev libcjson-dev libcurl4-openssl-dev libssl-dev libhttp-parser-dev libyaml-dev
 WORKDIR /src
+# libcurl and cJSON from Debian's source packages at the versions just
+# installed (scripts/build-curl.sh adds the deb-src entries). A layer of its
+# own: it is rebuilt only when these scripts or the packages change.
+COPY scripts/debsrc.sh scripts/build-curl.sh scripts/build-cjson.sh scripts/rootfs.sh scripts/
+RUN sh scripts/build-curl.sh "build/curl-$(sh scripts/build-curl.sh --version)" \
+ && sh scripts/build-cjson.sh "build/cjson-$(sh scripts/build-cjson.sh --version)" \
+ && rm -rf /var/lib/apt/lists/*
 COPY Makefile ./
+COPY scripts/link-order.txt scripts/
 COPY agent/ agent/
 COPY watch/ watch/
 COPY hash/ hash/
@@ -30,23 +46,9 @@ COPY webhook/ webhook/
 ARG GIT_COMMIT=unknown
 RUN make -j"$(nproc)" build/reload-agent GIT_COMMIT="${GIT_COMMIT}"
 
-# The runtime root. Libraries keep the path ldd resolves them to (/lib/...,
-# where Debian's loader searches without an ld.so.cache); cp -L copies the
-# file a versioned symlink points to under the symlink's name.
-RUN set -eu; R=/rootfs; \
-    install -D -m 0755 build/reload-agent "$R/usr/local/bin/reload-agent"; \
-    strip --strip-unneeded "$R/usr/local/bin/reload-agent"; \
-    MA=$(gcc -print-multiarch); CURL=/usr/lib/$MA/libcurl.so.4; \
-    for lib in $CURL $(ldd build/reload-agent "$CURL" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// && $1 !~ /:$/ { print $1 }' | sort -u); do \
-      mkdir -p "$R$(dirname "$lib")"; cp -L "$lib" "$R$lib"; \
-    done; \
-    test -e "$R/lib64/ld-linux-x86-64.so.2"; \
-    chroot "$R" /lib64/ld-linux-x86-64.so.2 --list "$CURL" > /dev/null; \
-    install -D -m 0644 /etc/ssl/certs/ca-certificates.crt "$R/etc/ssl/certs/ca-certificates.crt"; \
-    printf 'root:x:0:0:root:/:/sbin/nologin\nreload-agent:x:65532:65532:reload-agent:/nonexistent:/sbin/nologin\n' > "$R/etc/passwd"; \
-    printf 'root:x:0:\nreload-agent:x:65532:\n' > "$R/etc/group"; \
-    printf 'passwd: files\ngroup: files\nhosts: files dns\n' > "$R/etc/nsswitch.conf"; \
-    chroot "$R" /usr/local/bin/reload-agent version
+# The runtime root; the binary must run in it as it is (no loader there).
+RUN sh scripts/rootfs.sh build/reload-agent /rootfs \
+ && chroot --userspec=65532:65532 /rootfs /usr/local/bin/reload-agent version
 
 FROM scratch
 ARG GIT_COMMIT=unknown

@@ -11,23 +11,44 @@ DESTDIR    ?=
 BUILD      ?= build
 
 CC       ?= cc
-PKGS     := libuv libcjson libcurl openssl yaml-0.1
-PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-# libcurl is not linked: agent/curl_dl.c loads it on first use (README,
-# "Memory"). libssl and libcrypto are linked statically (SHA-256, and TLS
-# for the webhook server: net/tls.c), libyaml (`inject` reads manifests
-# with it) statically too.
-PKG_LIBS   := $(shell pkg-config --libs libuv libcjson 2>/dev/null) \
-              -Wl,-Bstatic $(shell pkg-config --libs-only-l libssl libcrypto yaml-0.1 2>/dev/null) -Wl,-Bdynamic
-# Tests may drive the fake API server's control port with libcurl directly.
-CMOCKA_LIBS := $(shell pkg-config --libs cmocka libcurl 2>/dev/null)
+
+# ---- libraries and the link (issue 11, docs/lean.md) ----
+# libcurl (HTTP/HTTPS, OpenSSL) and cJSON are built from Debian's source
+# packages, at the installed versions, by scripts/build-curl.sh and
+# scripts/build-cjson.sh, cached in build/<name>-<version>/. OpenSSL,
+# libuv and http-parser are Debian's static archives. build/reload-agent is
+# linked fully static (-static: glibc too; see docs/lean.md for
+# getaddrinfo/NSS), not position-independent (STATIC=pie: -static-pie, with
+# ASLR for the binary, at about 0.8 MiB more resident memory), and never in
+# sanitizer builds (STATIC empty), which cannot be static. Tests, tools and
+# fuzz targets link the same archives dynamically against glibc. libyaml
+# (`inject` reads manifests with it) is Debian's static archive too.
+DEPS_DIR   ?= build
+CURL_VERSION := $(shell sh scripts/build-curl.sh --version 2>/dev/null)
+CURL_DIR   := $(DEPS_DIR)/curl-$(CURL_VERSION)
+CJSON_VERSION := $(shell sh scripts/build-cjson.sh --version 2>/dev/null)
+CJSON_DIR  := $(DEPS_DIR)/cjson-$(CJSON_VERSION)
+DEPS_STAMPS := $(CURL_DIR)/stamp $(CJSON_DIR)/stamp
+PKG_CFLAGS := -I$(CURL_DIR)/include -I$(CJSON_DIR)/include -I$(CJSON_DIR)/include/cjson
+PKG_LIBS   := $(CURL_DIR)/lib/libcurl.a $(CJSON_DIR)/lib/libcjson.a \
+              -l:libssl.a -l:libcrypto.a -l:libuv_a.a -l:libhttp_parser.a -l:libyaml.a
+STATIC     ?= $(if $(findstring -fsanitize,$(CFLAGS) $(LDFLAGS)),,1)
+# The static link uses lld to lay out the functions the agent runs together
+# (scripts/link-order.txt, made by scripts/link-order.py): far fewer of the
+# binary's pages become resident (docs/lean.md, "Memory").
+LINK_ORDER := scripts/link-order.txt
+STATIC_LDFLAGS := $(if $(filter pie,$(STATIC)),-static-pie,-static) -fuse-ld=lld -Wl,--symbol-ordering-file=$(LINK_ORDER) \
+                  -Wl,--no-warn-symbol-ordering
+AGENT_LDFLAGS := -Wl,--gc-sections $(if $(STATIC),$(STATIC_LDFLAGS))
+CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null)
 
 # CFLAGS/LDFLAGS are the user's (make asan sets them); the project's own
 # flags live in RA_CFLAGS so a command-line CFLAGS cannot drop them.
 CFLAGS   ?= -O2 -g
 RA_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I. $(PKG_CFLAGS) \
+            -ffunction-sections -fdata-sections \
             -DRA_VERSION='"$(VERSION)"' -DRA_GIT_COMMIT='"$(GIT_COMMIT)"'
-LDLIBS   += $(PKG_LIBS) -lhttp_parser -lm -ldl -lpthread
+LDLIBS   += $(PKG_LIBS) -lm -ldl -lpthread -lrt
 
 SRC_DIRS := agent webhook inject actions kube net config watch hash base
 LIB_SRC  := $(filter-out agent/main.c,$(wildcard $(SRC_DIRS:%=%/*.c)))
@@ -41,11 +62,11 @@ FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 FUZZ_SECONDS ?= 240
 
-.PHONY: all test unit integration fuzz fuzz-replay asan install deps clean bench demo image-test fmt fmt-check
+.PHONY: static-deps all test unit integration fuzz fuzz-replay asan install deps clean bench demo image-test fmt fmt-check
 
 all: $(BUILD)/reload-agent $(TOOL_BIN)
 
-$(BUILD)/obj/%.o: %.c $(LIB_HDR)
+$(BUILD)/obj/%.o: %.c $(LIB_HDR) | $(DEPS_STAMPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(RA_CFLAGS) $(CFLAGS) -c -o $@ $<
 
@@ -53,14 +74,21 @@ $(BUILD)/libreload.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/reload-agent: $(BUILD)/obj/agent/main.o $(BUILD)/libreload.a
-	$(CC) $(RA_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+$(BUILD)/reload-agent: $(BUILD)/obj/agent/main.o $(BUILD)/libreload.a $(DEPS_STAMPS) $(LINK_ORDER)
+	$(CC) $(RA_CFLAGS) $(CFLAGS) $(LDFLAGS) $(AGENT_LDFLAGS) -o $@ $(filter %.o %.a,$^) $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c $(BUILD)/libreload.a $(wildcard tests/*.h)
+# The static libraries built from Debian source packages (see above).
+$(CURL_DIR)/stamp: scripts/build-curl.sh scripts/debsrc.sh
+	sh scripts/build-curl.sh $(CURL_DIR)
+$(CJSON_DIR)/stamp: scripts/build-cjson.sh scripts/debsrc.sh
+	sh scripts/build-cjson.sh $(CJSON_DIR)
+static-deps: $(DEPS_STAMPS)
+
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libreload.a $(wildcard tests/*.h) $(DEPS_STAMPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(RA_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libreload.a $(LDLIBS) $(CMOCKA_LIBS)
 
-$(BUILD)/tools/%: tests/tools/%.c $(BUILD)/libreload.a
+$(BUILD)/tools/%: tests/tools/%.c $(BUILD)/libreload.a $(DEPS_STAMPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(RA_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libreload.a $(LDLIBS)
 
@@ -68,12 +96,13 @@ $(BUILD)/tools/%: tests/tools/%.c $(BUILD)/libreload.a
 # library sources (instrumented), not with the archive.
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -I. $(PKG_CFLAGS) -fsanitize=fuzzer,address,undefined \
                -fno-sanitize-recover=all -DRA_VERSION='"$(VERSION)"' -DRA_GIT_COMMIT='"$(GIT_COMMIT)"'
-$(BUILD)/fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(LIB_HDR)
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(LIB_HDR) | $(DEPS_STAMPS)
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -o $@ $< $(LIB_SRC) $(LDLIBS)
 
 deps:
 	@sh tests/deps.sh
+	@$(MAKE) --no-print-directory static-deps
 
 unit: $(TEST_BIN)
 	@sh tests/run_unit.sh $(TEST_BIN)
@@ -107,6 +136,7 @@ bench: deps
 	python3 tests/bench/stall.py --binary $(BUILD)/reload-agent
 	python3 tests/bench/injectbench.py --binary $(BUILD)/reload-agent
 	python3 tests/bench/webhookbench.py --binary $(BUILD)/reload-agent
+	python3 tests/bench/memory.py --binary $(BUILD)/reload-agent --tools $(BUILD)/tools
 
 image-test: deps
 	$(MAKE) all

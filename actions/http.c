@@ -3,7 +3,7 @@
  * (--http-url, --http-method, --http-header) with --http-timeout; the reply
  * status decides (--http-expect-status). The HTTP client (libcurl) is
  * created on first use and kept in the action's state, so agents without
- * an http action never load libcurl. Its messages show the URL with
+ * an http action never initialise libcurl. Its messages show the URL with
  * userinfo and query values redacted (base/redact.h).
  */
 #include <errno.h>
@@ -80,7 +80,7 @@ static void http_start(struct action_env *env, const struct action_params *p, ac
     };
     int rc = hc ? 0 : httpc_create(env->loop, &hc);
     if (rc < 0) {
-        report(done, ud, rc, "cannot create the HTTP client (libcurl could not be loaded)");
+        report(done, ud, rc, "cannot create the HTTP client (libcurl could not be initialised)");
         return;
     }
     env->state[ACTION_HTTP] = hc;

@@ -188,7 +188,7 @@ static int start_kube(char *err, size_t errlen)
     if (!need && !want_events) return 0;
     int rc = httpc_create(&R.loop, &R.hc);
     if (rc < 0) {
-        snprintf(err, errlen, "cannot create the HTTP client (libcurl could not be loaded)");
+        snprintf(err, errlen, "cannot create the HTTP client (libcurl could not be initialised)");
         if (need) return rc;
         log_info("Kubernetes Events off: %s", err);
         return 0;

@@ -27,7 +27,6 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "net/curl_dl.h"
 #include "base/file.h"
 #include "base/log.h"
 
@@ -101,7 +100,7 @@ static void client_finish(struct httpc *c)
     void (*done)(void *) = c->close_done;
     void *ud = c->close_ud;
 
-    curl_dl.multi_cleanup(c->multi); /* its callbacks are ignored: c->closing */
+    curl_multi_cleanup(c->multi); /* its callbacks are ignored: c->closing */
     free(c);
     if (done) done(ud);
 }
@@ -135,15 +134,15 @@ static void xfer_detach(struct httpc_xfer *x)
 {
     struct httpc *c = x->c;
 
-    curl_dl.multi_remove_handle(c->multi, x->easy);
+    curl_multi_remove_handle(c->multi, x->easy);
     LIST_UNLINK(c->xfers, x);
     c->nxfers--;
 }
 
 static void xfer_free(struct httpc_xfer *x)
 {
-    curl_dl.easy_cleanup(x->easy);
-    curl_dl.slist_free_all(x->headers);
+    curl_easy_cleanup(x->easy);
+    curl_slist_free_all(x->headers);
     free(x->body);
     free(x);
 }
@@ -155,8 +154,8 @@ static void xfer_complete(struct httpc_xfer *x, CURLcode code)
     struct httpc_result res = {0};
     char msg[96];
 
-    curl_dl.easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &res.status);
-    curl_dl.easy_getinfo(x->easy, CURLINFO_TOTAL_TIME, &res.seconds);
+    curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &res.status);
+    curl_easy_getinfo(x->easy, CURLINFO_TOTAL_TIME, &res.seconds);
     res.curl_code = code;
     /* A body cut at max_body ends the transfer with CURLE_WRITE_ERROR (our
      * write callback stopped it); the response itself was received. */
@@ -171,7 +170,7 @@ static void xfer_complete(struct httpc_xfer *x, CURLcode code)
     } else if (x->no_memory) {
         res.error = "out of memory while buffering the response body";
     } else if (!res.ok) {
-        res.error = x->errbuf[0] ? x->errbuf : curl_dl.easy_strerror(code);
+        res.error = x->errbuf[0] ? x->errbuf : curl_easy_strerror(code);
     }
     res.ok = res.ok && !x->too_big && !x->no_memory;
 
@@ -189,11 +188,11 @@ static void drain_done(struct httpc *c)
     CURLMsg *m;
     int left;
 
-    while (!c->closing && (m = curl_dl.multi_info_read(c->multi, &left)) != NULL) {
+    while (!c->closing && (m = curl_multi_info_read(c->multi, &left)) != NULL) {
         struct httpc_xfer *x = NULL;
 
         if (m->msg != CURLMSG_DONE) continue;
-        curl_dl.easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&x);
+        curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&x);
         xfer_complete(x, m->data.result);
     }
 }
@@ -216,7 +215,7 @@ static void on_poll(uv_poll_t *h, int status, int events)
     }
     if (events & UV_READABLE) flags |= CURL_CSELECT_IN;
     if (events & UV_WRITABLE) flags |= CURL_CSELECT_OUT;
-    curl_dl.multi_socket_action(c->multi, s->fd, flags, &running);
+    curl_multi_socket_action(c->multi, s->fd, flags, &running);
     drain_done(c);
 }
 
@@ -225,7 +224,7 @@ static void on_timer(uv_timer_t *t)
     struct httpc *c = t->data;
     int running;
 
-    curl_dl.multi_socket_action(c->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+    curl_multi_socket_action(c->multi, CURL_SOCKET_TIMEOUT, 0, &running);
     drain_done(c);
 }
 
@@ -254,7 +253,7 @@ static int curl_socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, v
         s->c = c;
         s->poll.data = s;
         LIST_PUSH(c->socks, s);
-        curl_dl.multi_assign(c->multi, fd, s);
+        curl_multi_assign(c->multi, fd, s);
     }
     if (what == CURL_POLL_IN || what == CURL_POLL_INOUT) events |= UV_READABLE;
     if (what == CURL_POLL_OUT || what == CURL_POLL_INOUT) events |= UV_WRITABLE;
@@ -331,7 +330,7 @@ static int64_t parse_retry_after(const char *v, size_t n)
     for (i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; i++) {
     }
     if (i == n) return n <= 18 ? strtoll(buf, NULL, 10) : -1;
-    when = curl_dl.getdate(buf, NULL);
+    when = curl_getdate(buf, NULL);
     if (when == -1) return -1;
     when -= time(NULL);
     return when > 0 ? (int64_t)when : 0;
@@ -392,25 +391,28 @@ static const char *req_problem(const struct httpc_req *req, const char *method)
 
 int httpc_create(uv_loop_t *loop, struct httpc **out)
 {
+    static int global_rc = 1; /* 1: curl_global_init not called yet */
     struct httpc *c;
-    char why[512];
-    int rc = curl_dl_load(why, sizeof why);
-    if (rc < 0) {
-        log_error("%s", why);
-        return rc;
+
+    if (global_rc == 1) {
+        CURLcode code = curl_global_init(CURL_GLOBAL_DEFAULT);
+
+        global_rc = code == CURLE_OK ? 0 : -EIO;
+        if (code != CURLE_OK) log_error("curl_global_init failed: %s", curl_easy_strerror(code));
     }
+    if (global_rc < 0) return global_rc;
     c = calloc(1, sizeof *c);
     if (!c) return -ENOMEM;
     c->loop = loop;
-    c->multi = curl_dl.multi_init();
+    c->multi = curl_multi_init();
     if (!c->multi) {
         free(c);
         return -ENOMEM;
     }
-    curl_dl.multi_setopt(c->multi, CURLMOPT_SOCKETFUNCTION, curl_socket_cb);
-    curl_dl.multi_setopt(c->multi, CURLMOPT_SOCKETDATA, c);
-    curl_dl.multi_setopt(c->multi, CURLMOPT_TIMERFUNCTION, curl_timer_cb);
-    curl_dl.multi_setopt(c->multi, CURLMOPT_TIMERDATA, c);
+    curl_multi_setopt(c->multi, CURLMOPT_SOCKETFUNCTION, curl_socket_cb);
+    curl_multi_setopt(c->multi, CURLMOPT_SOCKETDATA, c);
+    curl_multi_setopt(c->multi, CURLMOPT_TIMERFUNCTION, curl_timer_cb);
+    curl_multi_setopt(c->multi, CURLMOPT_TIMERDATA, c);
     uv_timer_init(loop, &c->timer);
     c->timer.data = c;
     *out = c;
@@ -427,7 +429,7 @@ static int build_headers(const struct httpc_req *req, struct curl_slist **out)
     for (i = 0; i <= req->nheaders; i++) {
         const char *line = i < req->nheaders ? req->headers[i] : "Expect:";
 
-        next = curl_dl.slist_append(list, line);
+        next = curl_slist_append(list, line);
         if (!next) goto oom;
         list = next;
     }
@@ -438,7 +440,7 @@ static int build_headers(const struct httpc_req *req, struct curl_slist **out)
 
         if (!line) goto oom;
         snprintf(line, n, "%s%s", prefix, req->bearer_token);
-        next = curl_dl.slist_append(list, line);
+        next = curl_slist_append(list, line);
         memset(line, 0, n); /* do not leave the token in freed memory */
         free(line);
         if (!next) goto oom;
@@ -447,7 +449,7 @@ static int build_headers(const struct httpc_req *req, struct curl_slist **out)
     *out = list;
     return 0;
 oom:
-    curl_dl.slist_free_all(list);
+    curl_slist_free_all(list);
     return -ENOMEM;
 }
 
@@ -462,7 +464,7 @@ static int setup_easy(struct httpc_xfer *x, const struct httpc_req *req, const c
     CURLcode rc = CURLE_OK;
 
 #define SET(opt, val)                                                                              \
-    if (rc == CURLE_OK) rc = curl_dl.easy_setopt(e, opt, val)
+    if (rc == CURLE_OK) rc = curl_easy_setopt(e, opt, val)
     SET(CURLOPT_URL, req->url);
     SET(CURLOPT_PROTOCOLS_STR, "http,https");
     SET(CURLOPT_FOLLOWLOCATION, 0L);
@@ -530,14 +532,14 @@ int httpc_request(struct httpc *c, const struct httpc_req *req, httpc_done cb, v
     x->retry_after_s = -1;
     x->max_body = req->max_body ? req->max_body : HTTPC_DEFAULT_MAX_BODY;
     x->whole_body = req->whole_body;
-    x->easy = curl_dl.easy_init();
+    x->easy = curl_easy_init();
     if (!x->easy) {
         free(x);
         return -ENOMEM;
     }
     r = build_headers(req, &x->headers);
     if (r == 0) r = setup_easy(x, req, method);
-    if (r == 0 && curl_dl.multi_add_handle(c->multi, x->easy) != CURLM_OK) r = -EIO;
+    if (r == 0 && curl_multi_add_handle(c->multi, x->easy) != CURLM_OK) r = -EIO;
     if (r != 0) {
         xfer_free(x);
         return r;

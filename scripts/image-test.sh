@@ -3,21 +3,28 @@
 # tests it the way Kubernetes runs it: in a pod that shares its PID, IPC and
 # network namespaces, beside nginx, with a kubelet-style ConfigMap volume
 # (written by build/tools/awsim) mounted read-only into both containers.
-# Checks: the image runs read-only (version, hash against tests/refhash.py);
-# in the pod, a content update reaches nginx by SIGHUP within 10 s, nginx's
-# master process stays the same, and the agent logs exactly one successful
-# signal action. No Docker engine and no registry are needed: the Debian
-# base image is made locally with debootstrap and cached as $BASE.
+# Checks: the image is at most 8 MB and holds exactly the files
+# scripts/rootfs.sh lays out (a static binary, no loader or library); it
+# runs read-only (version, hash against tests/refhash.py); its http client
+# resolves names (/etc/hosts), connects, and speaks TLS verified against
+# the CA bundle at the path the binary was built with (a mounted test CA:
+# success; the image's own bundle: "self-signed certificate"); in the pod, a
+# content update reaches nginx by SIGHUP within 10 s, nginx's master process
+# stays the same, and the agent logs exactly one successful signal action.
+# No Docker engine and no registry are needed: the Debian base image is made
+# locally with debootstrap and cached as $BASE.
 # Everything it starts is removed on every exit path; every wait is bounded.
+# IMAGE_TAG / NGINX_IMAGE_TAG name the images it builds (defaults below).
 set -eu
 cd "$(dirname "$0")/.."
 
 AWSIM=${AWSIM:-build/tools/awsim}
 PORT=${IMAGE_TEST_PORT:-18091}
 BASE=localhost/debian-minbase:bookworm
-IMAGE=localhost/reload-agent:test
-NGINX_IMAGE=localhost/reload-agent-nginx:test
+IMAGE=${IMAGE_TAG:-localhost/reload-agent:test}
+NGINX_IMAGE=${NGINX_IMAGE_TAG:-localhost/reload-agent-nginx:test}
 POD=reload-agent-image-test-$$
+MAX_IMAGE_BYTES=8000000
 T0=$(date +%s)
 
 step() { echo "image-test: $* [$(($(date +%s) - T0))s]"; }
@@ -29,7 +36,7 @@ PATH=$PATH:/usr/sbin:/sbin
 [ -x "$AWSIM" ] || fail "$AWSIM not found: run 'make all' first"
 
 missing=""
-for tool in podman runc debootstrap; do
+for tool in podman runc debootstrap openssl; do
   command -v "$tool" >/dev/null 2>&1 || missing="$missing $tool"
 done
 if [ -n "$missing" ]; then
@@ -44,7 +51,8 @@ D=$(mktemp -d /tmp/reload-agent-image.XXXXXX)
 cleanup() {
   rc=$?
   pm pod rm -f "$POD" >/dev/null 2>&1 || true
-  pm rm -f reload-agent-curlcheck >/dev/null 2>&1 || true
+  pm rm -f "$POD-http" >/dev/null 2>&1 || true
+  [ -z "${TLS_PID:-}" ] || { kill "$TLS_PID" 2>/dev/null || true; wait "$TLS_PID" 2>/dev/null || true; }
   rm -rf "$D"
   [ "$rc" = 0 ] || echo "image-test: FAILED (exit status $rc)" >&2
   exit "$rc"
@@ -107,7 +115,19 @@ GIT_COMMIT=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 build "$IMAGE" --build-arg GIT_COMMIT="$GIT_COMMIT" -f Dockerfile .
 build "$NGINX_IMAGE" --build-arg PORT="$PORT" -f tests/image/nginx.Containerfile tests/image
 SIZE=$(pm image inspect --format '{{.Size}}' "$IMAGE")
-step "image $IMAGE: $SIZE bytes ($((SIZE / 1024 / 1024)) MiB)"
+step "image $IMAGE: $SIZE bytes"
+[ "$SIZE" -le "$MAX_IMAGE_BYTES" ] || fail "image is $SIZE bytes, more than $MAX_IMAGE_BYTES"
+
+# --- what is in it: exactly the files scripts/rootfs.sh lays out ---
+cid=$(pm create "$IMAGE") || fail "podman create failed"
+pm export "$cid" > "$D/image.tar" || { pm rm "$cid" >/dev/null 2>&1; fail "podman export failed"; }
+pm rm "$cid" >/dev/null 2>&1 || true
+# Regular files and symlinks (podman adds empty mount points: dev, proc, sys,
+# etc/hosts, etc/resolv.conf... which are directories or empty files).
+files=$(tar -tvf "$D/image.tar" | awk '$1 ~ /^[-l]/ && ($3 > 0 || $1 ~ /^l/) { print $6 }' | sed 's#^\./##' | sort | tr '\n' ' ')
+want="etc/group etc/nsswitch.conf etc/passwd etc/ssl/certs/ca-certificates.crt usr/local/bin/reload-agent "
+[ "$files" = "$want" ] || fail "image files are: $files; expected: $want"
+tar -tvf "$D/image.tar" | awk '$1 ~ /^-/ && $3 > 0 { printf "image-test:   %10d  /%s\n", $3, $6 }' | sed 's#/\./#/#'
 
 # --- the image on its own: read-only root, no network, default user ---
 [ "$(pm image inspect --format '{{.Config.User}}' "$IMAGE")" = "65532:65532" ] ||
@@ -138,25 +158,64 @@ want=$(python3 tests/refhash.py "$VOL") || fail "tests/refhash.py failed"
 [ "$got" = "$want" ] || fail "hash in the image is $got, tests/refhash.py says $want"
 step "hash of the volume matches tests/refhash.py"
 
-# libcurl is loaded on first use (net/curl_dl.c), so check that the image
-# carries it and its libraries: an http action against a closed port must
-# fail with curl's connect error, not with "libcurl could not be loaded".
-pm run -d --name reload-agent-curlcheck --network host --read-only -v "$VOL:$VOL:ro" "$IMAGE" \
-  run --watch "$VOL" --action http --http-url http://127.0.0.1:9/ --on-start reload \
-  --retry-initial 200ms --retry-max 200ms --log-format json >/dev/null ||
-  fail "could not start the http check container"
-curl_ok=0
-for _ in $(seq 50); do
-  if pm logs reload-agent-curlcheck 2>&1 | grep -q '"action":"http".*"result":"failure"'; then curl_ok=1; break; fi
-  sleep 0.2
-done
-curl_log=$(pm logs reload-agent-curlcheck 2>&1 | tail -n 5)
-pm rm -f reload-agent-curlcheck >/dev/null 2>&1 || true
-[ "$curl_ok" = 1 ] || fail "no http action result in the image's log: $curl_log"
-case "$curl_log" in
-  *"could not be loaded"*) fail "libcurl does not load in the image: $curl_log" ;;
+# The http client inside the image: name resolution (the static glibc's
+# files service, podman's /etc/hosts), connect, TLS. $1 = what, then the
+# agent's run arguments after --watch; prints the first http action result.
+http_result() {
+  what=$1; shift
+  pm rm -f "$POD-http" >/dev/null 2>&1 || true
+  pm run -d --name "$POD-http" --network host --read-only -v "$VOL:$VOL:ro" "$@" >/dev/null ||
+    fail "could not start the $what container"
+  for _ in $(seq 50); do
+    r=$(pm logs "$POD-http" 2>&1 | grep '"event":"action"' | grep '"action":"http"' | head -n 1)
+    [ -z "$r" ] || break
+    sleep 0.2
+  done
+  pm rm -f "$POD-http" >/dev/null 2>&1 || true
+  [ -n "$r" ] || fail "no http action result in the image's log ($what)"
+  echo "$r"
+}
+run_http() { # $1 = URL, then podman run options before the image
+  url=$1; shift
+  http_result "$url" "$@" "$IMAGE" run --watch "$VOL" --action http --http-url "$url" \
+    --http-method GET --on-start reload --retry-initial 200ms --retry-max 200ms --log-format json
+}
+
+r=$(run_http http://localhost:9/)
+case "$r" in
+  *'"result":"failure"'*"Failed to connect to localhost port 9"*) ;;
+  *) fail "http://localhost:9/ from the image: expected a connect failure, got: $r" ;;
 esac
-step "libcurl loads in the image (http action reached the network stack)"
+step "image: localhost resolved, connect refused as expected"
+
+# A TLS server on the host with a throwaway CA-less certificate for localhost.
+TLS_PORT=${IMAGE_TEST_TLS_PORT:-18443}
+openssl req -x509 -newkey rsa:2048 -nodes -subj /CN=localhost -addext subjectAltName=DNS:localhost \
+  -keyout "$D/tls.key" -out "$D/tls.crt" -days 1 >/dev/null 2>&1 || fail "openssl req failed"
+chmod 644 "$D/tls.crt"
+openssl s_server -quiet -www -accept "$TLS_PORT" -cert "$D/tls.crt" -key "$D/tls.key" >/dev/null 2>&1 &
+TLS_PID=$!
+i=0
+until curl -s -o /dev/null --max-time 1 --cacert "$D/tls.crt" "https://localhost:$TLS_PORT/"; do
+  i=$((i + 1))
+  [ "$i" -le 50 ] || fail "openssl s_server on port $TLS_PORT did not come up"
+  kill -0 "$TLS_PID" 2>/dev/null || fail "openssl s_server exited (port $TLS_PORT in use? set IMAGE_TEST_TLS_PORT)"
+  sleep 0.1
+done
+r=$(run_http "https://localhost:$TLS_PORT/" -v "$D/tls.crt:/etc/ssl/certs/ca-certificates.crt:ro")
+case "$r" in
+  *'"result":"success"'*) ;;
+  *) fail "https with the server's certificate as the CA bundle: expected success, got: $r" ;;
+esac
+r=$(run_http "https://localhost:$TLS_PORT/")
+case "$r" in
+  *'"result":"failure"'*"self-signed certificate"*) ;;
+  *) fail "https with the image's CA bundle: expected a verification failure, got: $r" ;;
+esac
+kill "$TLS_PID" 2>/dev/null || true
+wait "$TLS_PID" 2>/dev/null || true
+TLS_PID=
+step "image: https verified against /etc/ssl/certs/ca-certificates.crt (test CA: success; image bundle: self-signed refused)"
 
 # --- the pod ---
 if curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$PORT/"; then

@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""scripts/link-order.py: regenerates scripts/link-order.txt, the order in
+which the static link (make, with lld) lays out the functions the agent
+really runs, so that they sit together in the binary (docs/lean.md,
+"Memory").
+
+Why: the kernel maps a binary's pages around each page fault (fault-around,
+64 KiB), so code run at start and per action that is scattered across the
+5 MB binary (OpenSSL, glibc) makes most of it resident. Put together, it
+takes a fraction of the pages. The file is a profile, not a correctness
+input: a stale one (a function renamed or added since) only costs memory,
+and lld ignores names it does not find.
+
+How: runs one agent per action kind under valgrind's callgrind (the memory
+bench's scenarios, tests/bench/memory.py, with a few actions each) and
+lists every function that ran, grouped by the first scenario that ran it,
+in this order: signal (start-up, watch, hash, signal; shared by every
+agent), none, exec, http, rollout (TLS, the API client). Needs valgrind;
+run it after changes to what runs at start or per action, and commit the
+result:
+    make && python3 scripts/link-order.py --binary build/reload-agent --tools build/tools
+"""
+import argparse
+import os
+import re
+import shutil
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests", "bench"))
+import memory  # noqa: E402
+
+SCENARIOS = ["signal", "none", "exec", "http", "rollout"]
+ACTIONS = 4
+HEADER = """\
+# scripts/link-order.txt: functions the agent runs, in the order the static
+# link lays them out (lld --symbol-ordering-file; see scripts/link-order.py,
+# which generated this file, and docs/lean.md). One symbol per line; groups
+# by the first scenario that ran them.
+"""
+
+
+def functions(callgrind_out):
+    """The names of the functions that ran, from a callgrind output file."""
+    names, ids = [], {}
+    pat = re.compile(r"^(c?fn)=\((\d+)\)(?: (.*))?$")
+    with open(callgrind_out) as f:
+        for line in f:
+            m = pat.match(line.rstrip("\n"))
+            if not m:
+                continue
+            kind, ident, name = m.groups()
+            if name:
+                ids[ident] = name
+            if kind == "fn":
+                n = re.sub(r"'\d+$", "", ids[ident])  # callgrind's recursion suffix
+                if not n.startswith("(") and not n.startswith("0x"):
+                    names.append(n)
+    return names
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--binary", required=True)
+    ap.add_argument("--tools", required=True)
+    ap.add_argument("--out", default=os.path.join(HERE, "link-order.txt"))
+    a = ap.parse_args()
+    if shutil.which("valgrind") is None:
+        sys.exit("link-order: needs valgrind (apt-get install valgrind)")
+    b = memory.Bench(a.binary, a.tools)
+    order, seen = [], set()
+    try:
+        for kind in SCENARIOS:
+            out = b.path("callgrind.%s" % kind)
+            prefix = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out]
+            b.measure(kind, ACTIONS, prefix=prefix, idle_s=2.0)
+            new = []
+            for n in functions(out):
+                if n not in seen:
+                    seen.add(n)
+                    new.append(n)
+            order.append((kind, new))
+            print("link-order: %-8s %5d functions (%d new)" % (kind, len(seen), len(new)))
+    finally:
+        b.cleanup()
+    with open(a.out, "w") as f:
+        f.write(HEADER)
+        for kind, names in order:
+            f.write("# %s\n" % kind)
+            for n in names:
+                f.write(n + "\n")
+    print("link-order: wrote %s (%d symbols)" % (a.out, len(seen)))
+
+
+if __name__ == "__main__":
+    main()
