@@ -92,13 +92,24 @@ $(BUILD)/tools/%: tests/tools/%.c $(BUILD)/libreload.a $(DEPS_STAMPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(RA_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libreload.a $(LDLIBS)
 
-# libFuzzer targets: clang only; each harness is built together with the
-# library sources (instrumented), not with the archive.
-FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -I. $(PKG_CFLAGS) -fsanitize=fuzzer,address,undefined \
-               -fno-sanitize-recover=all -DRA_VERSION='"$(VERSION)"' -DRA_GIT_COMMIT='"$(GIT_COMMIT)"'
-$(BUILD)/fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(LIB_HDR) | $(DEPS_STAMPS)
+# libFuzzer targets: clang only. The library sources are compiled once with
+# coverage instrumentation (-fsanitize=fuzzer-no-link) into their own
+# archive, and each harness is linked against it with -fsanitize=fuzzer
+# (which brings libFuzzer's main): one compile of the library for all the
+# targets instead of one per target.
+FUZZ_SAN    := -fsanitize=address,undefined -fno-sanitize-recover=all
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -I. $(PKG_CFLAGS) $(FUZZ_SAN) \
+               -DRA_VERSION='"$(VERSION)"' -DRA_GIT_COMMIT='"$(GIT_COMMIT)"'
+FUZZ_OBJ := $(LIB_SRC:%.c=$(BUILD)/fuzzobj/%.o)
+$(BUILD)/fuzzobj/%.o: %.c $(LIB_HDR) | $(DEPS_STAMPS)
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -o $@ $< $(LIB_SRC) $(LDLIBS)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
+$(BUILD)/fuzzobj/libfuzzreload.a: $(FUZZ_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(BUILD)/fuzzobj/libfuzzreload.a | $(DEPS_STAMPS)
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(BUILD)/fuzzobj/libfuzzreload.a $(LDLIBS)
 
 deps:
 	@sh tests/deps.sh
