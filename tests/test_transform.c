@@ -485,6 +485,43 @@ static void test_bad_config_is_skipped_with_agents_message(void **state)
     }
 }
 
+/* The agent's own parser judges the configuration whole: an env root set
+ * by annotation takes --env-action like an injected one, so restart there
+ * needs the shared PID namespace; and a pod with nothing to mirror but an
+ * annotated root is injected, not "nothing to watch". */
+static void test_env_options_judged_by_the_agent(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *annots, *spec;
+        int want_spn;
+    } T[] = {
+        {",\"reload-agent.io/env-watch\":\"/etc/app\",\"reload-agent.io/env-action\":"
+         "\"restart\",\"reload-agent.io/process\":\"app\"",
+         APP_CM, 1},
+        {",\"reload-agent.io/env-watch\":\"/etc/app\",\"reload-agent.io/env-action\":"
+         "\"none\"",
+         APP_CM, 0},
+        {",\"reload-agent.io/env-watch\":\"/etc/podinfo/annotations\",\"reload-agent.io/"
+         "env-action\":\"restart\",\"reload-agent.io/process\":\"app\"",
+         "\"containers\":[{\"name\":\"app\",\"image\":\"x\"}]", 1},
+    };
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
+        char json[2048];
+        struct inject_result r;
+        snprintf(json, sizeof json, POD_HEAD OPT_IN "%s}},\"spec\":{%s}}", T[i].annots, T[i].spec);
+        cJSON *pod = inject_pod(json, NULL, &r);
+        if (r.outcome != INJECT_INJECTED) print_error("case %zu: %s\n", i, r.reason);
+        assert_int_equal(r.outcome, INJECT_INJECTED);
+        const cJSON *spn =
+            cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "spec"), "shareProcessNamespace");
+        if (cJSON_IsTrue(spn) != T[i].want_spn) print_error("case %zu: shareProcessNamespace\n", i);
+        assert_int_equal(cJSON_IsTrue(spn), T[i].want_spn);
+        inject_result_free(&r);
+        cJSON_Delete(pod);
+    }
+}
+
 /* The injector-only keys and the agent's own options are accepted. */
 static void test_good_annotations_accepted(void **state)
 {
@@ -888,6 +925,7 @@ int main(void)
         cmocka_unit_test(test_not_opted_in_is_not_validated),
         cmocka_unit_test(test_env_volume_names),
         cmocka_unit_test(test_bad_config_is_skipped_with_agents_message),
+        cmocka_unit_test(test_env_options_judged_by_the_agent),
         cmocka_unit_test(test_good_annotations_accepted),
         cmocka_unit_test(test_default_container_uid),
         cmocka_unit_test(test_status_without_container),
