@@ -23,7 +23,7 @@ import hashlib
 import json
 import os
 
-from lib import check
+from lib import check, http_get
 
 from test_k8s import (HASH_KEY, QUIET, clean_exit, fake_for, kube_args, put_object, requests,
                       stored, wait_action, wait_rollout)
@@ -166,7 +166,7 @@ def test_agent_finds_stamped_template_current(env):
     env.awsim(pod, {"annotations": annotations_text(ann)})
     args = tmpl["spec"]["initContainers"][0]["args"][1:]
     a = env.agent(args + ["--on-start", "reconcile", "--debounce", "50ms", "--resync", "0",
-                          "--rollout-jitter", "0s"] +
+                          "--rollout-jitter", "0s", "--listen", "127.0.0.1:0"] +
                   kube_args(fake, annotations=os.path.join(pod, "annotations")))
     a.wait_event("ready", timeout=15)
     ev = a.wait_event("reconcile", timeout=15)[0]
@@ -176,6 +176,10 @@ def test_agent_finds_stamped_template_current(env):
     check(not requests(fake, "PATCH"), "PATCHed a current template: %r" % requests(fake, "PATCH"))
     check(not a.of("rollout") and not a.of("action"), "acted at start: %r" %
           (a.of("rollout") + a.of("action")))
+    # /status shows the rollout hash beside the total: the stamp
+    status = "http://127.0.0.1:%d/status" % a.of("ready")[0]["port"]
+    s = json.loads(http_get(status)[1])
+    check(s.get("rollout_hash") == h0 and s.get("hash") != h0, "/status %r, stamp %s" % (s, h0))
 
     # a rollout-class key changes: the PATCH carries the fresh stamp
     cm1 = configmap("listen 80\n", "-Xmx2g\n", b"\x00\x01")
@@ -189,6 +193,7 @@ def test_agent_finds_stamped_template_current(env):
     check(len(patches) == 1, "%d PATCHes: %r" % (len(patches), patches))
     got = patches[0]["body"]["spec"]["template"]["metadata"]["annotations"][HASH_KEY]
     check(got == h1, "PATCHed %s, fresh stamp %s" % (got, h1))
+    check(json.loads(http_get(status)[1]).get("rollout_hash") == h1, "/status rollout_hash")
 
     # an env (Secret) key changes: rolled too, with its fresh stamp
     sec2 = secret("debug", b"t0k")
