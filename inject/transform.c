@@ -228,6 +228,34 @@ struct effective {
     int events_on;       /* reload-agent.io/events is true */
 };
 
+/* A reload-agent.io/ignore annotation replaces the injected --ignore list
+ * (an annotation replaces a list flag whole): warns for each nested
+ * mirror whose kubelet-private names it no longer leaves out. */
+static void warn_ignore_replaced(struct inject__ctx *x, const struct config *cfg)
+{
+    const char **paths = calloc(x->nmirrors + 1, sizeof *paths);
+    if (!paths) {
+        x->oom = 1;
+        return;
+    }
+    for (size_t i = 0; i < x->nmirrors; i++) paths[i] = x->mirrors[i].mount_path;
+    for (size_t i = 0; i < x->nmirrors && !x->oom; i++) {
+        char *g = inject__nested_ignore(x, paths[i], paths, x->nmirrors);
+        if (!g) continue;
+        size_t len = strlen(paths[i]);
+        while (len > 1 && paths[i][len - 1] == '/') len--;
+        char *probe = inject__printf(x, "%.*s/..data/k", (int)len, paths[i]);
+        if (probe && !cfg_is_ignored(cfg, probe))
+            inject__warn(x,
+                         "annotation %signore replaces the injected --ignore list: add %s to "
+                         "it, or volume %s's private ..data names change the hash",
+                         CFG_ANNOTATION_PREFIX, g, x->mirrors[i].volume);
+        free(probe);
+        free(g);
+    }
+    free(paths);
+}
+
 /* Builds the configuration the sidecar will run with: its args as flags,
  * the template's annotations as the annotation layer (cfg_build, the
  * agent's own parser). Returns 0, 1 with the agent's error in x->err (the
@@ -253,6 +281,7 @@ static int judge_config(struct inject__ctx *x, struct effective *eff)
         cfg_build(&flags, &annots, &cfg, x->err, x->errlen) < 0)
         goto out_set;
     rc = 0;
+    if (cfg_layer_get(&annots, "ignore")) warn_ignore_replaced(x, &cfg);
     eff->actions = cfg_used_actions(&cfg);
     eff->nwatch = cfg.watch.n + cfg.env_watch.n;
     eff->watch_annotated = cfg_layer_get(&annots, "watch") != NULL;
@@ -617,6 +646,50 @@ static int inject_fresh(struct inject__ctx *x, const char *prefix, const cJSON *
 
 /* ---- reinvocation: mirrors of volumes added since ---- */
 
+/* 1 if the string array arr holds s. */
+static int has_string(const cJSON *arr, const char *s)
+{
+    const cJSON *v;
+    cJSON_ArrayForEach(v, arr) if (cJSON_IsString(v) && strcmp(v->valuestring, s) == 0) return 1;
+    return 0;
+}
+
+/* The --ignore args a reinvocation adds: for each new mirror inside a
+ * watched path of the sidecar (taken: its mounts, ntaken) or another new
+ * mirror, and each of those paths inside a new mirror (the sidecar's own
+ * mounts never nest with a mirror), into add (room for ntaken + nmirrors
+ * items). Args already there are not added again. Returns how many were
+ * added (x->oom set on failure). */
+static size_t reinvoke_ignores(struct inject__ctx *x, const cJSON *args, const char *const *taken,
+                               size_t ntaken, cJSON **add)
+{
+    size_t n = ntaken + x->nmirrors, k = 0;
+    const char **all = calloc(n + 1, sizeof *all);
+    if (!all) {
+        x->oom = 1;
+        return 0;
+    }
+    for (size_t i = 0; i < ntaken; i++) all[i] = taken[i];
+    for (size_t i = 0; i < x->nmirrors; i++) all[ntaken + i] = x->mirrors[i].mount_path;
+    for (size_t i = 0; i < n; i++) {
+        /* an old path matters only when a new mirror holds it */
+        const char *const *outer = i < ntaken ? all + ntaken : all;
+        size_t nouter = i < ntaken ? x->nmirrors : n;
+        char *g = inject__nested_ignore(x, all[i], outer, nouter);
+        char *a = g ? inject__printf(x, "--ignore=%s", g) : NULL;
+        free(g);
+        if (a && !has_string(args, a)) {
+            int dup = 0;
+            for (size_t j = 0; j < k && !dup; j++) dup = strcmp(add[j]->valuestring, a) == 0;
+            cJSON *item = dup ? NULL : inject__str(x, a);
+            if (item) add[k++] = item;
+        }
+        free(a);
+    }
+    free(all);
+    return k;
+}
+
 static int reinvoke(struct inject__ctx *x, const char *prefix, const cJSON *init, int own,
                     struct inject_result *out)
 {
@@ -660,7 +733,8 @@ static int reinvoke(struct inject__ctx *x, const char *prefix, const cJSON *init
     }
 
     char *cpath = inject__printf(x, "%s/spec/initContainers/%d", prefix, own);
-    cJSON **newm = calloc(x->nmirrors, sizeof *newm), **newa = calloc(x->nmirrors, sizeof *newa);
+    cJSON **newm = calloc(x->nmirrors, sizeof *newm),
+          **newa = calloc(2 * x->nmirrors + ntaken, sizeof *newa);
     rc = -ENOMEM;
     if (!cpath || !newm || !newa) {
         free(cpath);
@@ -678,7 +752,8 @@ static int reinvoke(struct inject__ctx *x, const char *prefix, const cJSON *init
     }
     if (newlist) inject__add(x, status, "mirrors", newlist);
     op_append(x, out->ops, side, cpath, "volumeMounts", newm, x->nmirrors);
-    op_append(x, out->ops, side, cpath, "args", newa, x->nmirrors);
+    size_t nign = reinvoke_ignores(x, args, taken, ntaken, newa + x->nmirrors);
+    op_append(x, out->ops, side, cpath, "args", newa, x->nmirrors + nign);
     free(cpath);
     free(newm);
     free(newa);
