@@ -34,6 +34,9 @@ static char *status_json(const struct endpoints_ctx *c)
         const struct hash_manifest *cur = monitor_current(m);
         hash_hex(cur->total, hex);
         cJSON_AddStringToObject(root, "hash", hex);
+        /* the rollout hash: the same over the rollout-class files only */
+        hash_hex(cur->sub, hex);
+        cJSON_AddStringToObject(root, "rollout_hash", hex);
         cJSON_AddNumberToObject(root, "files", (double)cur->n);
         cJSON_AddNumberToObject(root, "changes", (double)monitor_changes(m));
         cJSON_AddBoolToObject(root, "baseline", monitor_has_baseline(m));

@@ -283,6 +283,7 @@ int cfg_layer_init(struct cfg_layer *l, enum cfg_source src)
     l->val = calloc(NOPTS, sizeof *l->val);
     l->list = calloc(NOPTS, sizeof *l->list);
     l->src = src;
+    l->unknown = (struct strlist){0};
     if (!l->val || !l->list) {
         free(l->val);
         free(l->list);
@@ -304,6 +305,7 @@ void cfg_layer_free(struct cfg_layer *l)
     free(l->list);
     l->val = NULL;
     l->list = NULL;
+    strlist_free(&l->unknown);
 }
 
 const char *cfg_layer_get(const struct cfg_layer *l, const char *name)
@@ -413,9 +415,12 @@ static int layer_from_annotations(const struct annot_set *a, struct cfg_layer *l
         size_t idx;
         if (cfg_is_injector_annotation(key)) continue;
         const struct opt_def *o = find_opt(name, strlen(name), &idx);
-        if (!o || (o->flags & OPT_NO_ANNOT)) {
-            snprintf(err, errlen, "annotation %s: %s", key,
-                     o ? "this option cannot be set by annotation" : "no such option");
+        if (!o) { /* the effective --hash-annotation, or an error: cfg_build decides */
+            strlist_push(&l->unknown, key);
+            continue;
+        }
+        if (o->flags & OPT_NO_ANNOT) {
+            snprintf(err, errlen, "annotation %s: this option cannot be set by annotation", key);
             return -EINVAL;
         }
         if (strlen(a->v[k].val) != a->v[k].vlen) {
@@ -658,6 +663,39 @@ static int check_roots(const struct strlist *l, const char *opt, char *err, size
     return 0;
 }
 
+/* The annotation keys under the prefix that are no option: only the
+ * effective --hash-annotation (the rollout stamps it on the template, so the
+ * annotations file carries it) is not an error. */
+static int check_unknown(const struct config *c, const struct cfg_layer *annots, char *err,
+                         size_t errlen)
+{
+    for (size_t i = 0; annots && i < annots->unknown.n; i++)
+        if (strcmp(annots->unknown.v[i], c->hash_annotation) != 0) {
+            snprintf(err, errlen, "annotation %s: no such option", annots->unknown.v[i]);
+            return -EINVAL;
+        }
+    return 0;
+}
+
+/* --hash-annotation must not name a key the agent or the injector reads
+ * (the rollout would overwrite that setting with a hash). */
+static int check_hash_annotation(const struct config *c, char *err, size_t errlen)
+{
+    const size_t plen = strlen(CFG_ANNOTATION_PREFIX);
+    const char *k = c->hash_annotation;
+    if (strncmp(k, CFG_ANNOTATION_PREFIX, plen) != 0 || strcmp(k + plen, "config-hash") == 0)
+        return 0;
+    if (find_opt(k + plen, strlen(k + plen), NULL) || cfg_is_injector_annotation(k)) {
+        char q[QUOTED_MAX];
+        snprintf(err, errlen,
+                 "invalid value for --hash-annotation: %s is a reload-agent setting; the "
+                 "rollout would overwrite it with the hash",
+                 QV(q, k));
+        return -EINVAL;
+    }
+    return 0;
+}
+
 static int validate(struct config *c, const struct cfg_env *env, char *err, size_t errlen)
 {
     /* --env-watch roots may overlap --watch roots: the env root wins for
@@ -685,7 +723,7 @@ static int validate(struct config *c, const struct cfg_env *env, char *err, size
     unsigned mask = cfg_used_actions(c);
     for (int a = 0; a < ACTION__COUNT; a++) used[a] = (mask & ACTION_BIT(a)) != 0;
     if (check_expect_status(c, err, errlen) < 0 || check_action_needs(c, used, err, errlen) < 0 ||
-        check_env(c, env, used, err, errlen) < 0)
+        check_env(c, env, used, err, errlen) < 0 || check_hash_annotation(c, err, errlen) < 0)
         return -EINVAL;
     if (c->listen && *c->listen) {
         struct sockaddr_storage ss;
@@ -735,7 +773,7 @@ int cfg_build_env(const struct cfg_layer *flags, const struct cfg_layer *annots,
         }
     }
     if (apply_layer(out, flags, err, errlen) < 0 || apply_layer(out, annots, err, errlen) < 0 ||
-        validate(out, env, err, errlen) < 0)
+        check_unknown(out, annots, err, errlen) < 0 || validate(out, env, err, errlen) < 0)
         goto fail;
     return 0;
 fail:

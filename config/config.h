@@ -89,6 +89,8 @@ struct cfg_layer {
     char **val;           /* [nopts] last value given, or NULL */
     struct strlist *list; /* [nopts] accumulated values of repeatable options */
     enum cfg_source src;
+    struct strlist unknown; /* annotation keys under the prefix that are no option:
+                             * cfg_build accepts only the effective --hash-annotation */
 };
 
 /* The annotation keys under CFG_ANNOTATION_PREFIX that are not options:
@@ -126,18 +128,22 @@ const char *cfg_layer_get(const struct cfg_layer *l, const char *name);
 
 /* Fills an annotation layer from parsed annotations: every key
  * "reload-agent.io/<option>" sets that option (list options are
- * comma-separated). Keys under the prefix that are not options are an error,
- * except cfg_injector_annotations. Returns 0
- * or -EINVAL naming the annotation. */
+ * comma-separated). Keys under the prefix that are not options (except
+ * cfg_injector_annotations) are kept in l->unknown for cfg_build, which
+ * accepts only the effective --hash-annotation key among them (a custom
+ * key such as reload-agent.io/web-hash is stamped on the template, so the
+ * annotations file carries it). Returns 0 or -EINVAL naming the
+ * annotation. */
 int cfg_layer_from_annotations(const struct annot_set *a, struct cfg_layer *l, char *err,
                                size_t errlen);
 
 /* Builds the effective configuration defaults < flags < annots (either
  * layer may be NULL), parsing and validating every value (durations within
  * the option's range, strings through the option's check) and the
- * combination. Returns 0 and *out (free with cfg_free), or -EINVAL with a
- * one-line message naming the option, its source and the (Go-quoted)
- * value. */
+ * combination, and the annotation layer's unknown keys (any but the
+ * effective --hash-annotation is "annotation KEY: no such option").
+ * Returns 0 and *out (free with cfg_free), or -EINVAL with a one-line
+ * message naming the option, its source and the (Go-quoted) value. */
 int cfg_build(const struct cfg_layer *flags, const struct cfg_layer *annots, struct config *out,
               char *err, size_t errlen);
 

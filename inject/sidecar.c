@@ -17,18 +17,52 @@ void inject__args_free(char **v, size_t n)
     free(v);
 }
 
-char **inject__sidecar_args(struct inject__ctx *x, const struct inject__sidecar *s, size_t *n)
+char *inject__nested_ignore(struct inject__ctx *x, const char *path, const char *const *paths,
+                            size_t n)
 {
-    size_t cap = x->nmirrors + x->nenvs + 1, k = 0;
-    char **v = calloc(cap, sizeof *v);
-    if (!v) {
+    int nested = 0;
+    for (size_t i = 0; i < n && !nested; i++)
+        nested = inject__path_within(path, paths[i]) && !inject__path_within(paths[i], path);
+    if (!nested) return NULL;
+    size_t len = strlen(path);
+    while (len > 1 && path[len - 1] == '/') len--;
+    char *g = malloc(2 * len + sizeof "/..*");
+    if (!g) {
         x->oom = 1;
         return NULL;
     }
-    for (size_t i = 0; i < x->nmirrors; i++)
+    size_t o = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (strchr("*?[\\", path[i])) g[o++] = '\\';
+        g[o++] = path[i];
+    }
+    memcpy(g + o, "/..*", sizeof "/..*");
+    return g;
+}
+
+char **inject__sidecar_args(struct inject__ctx *x, const struct inject__sidecar *s, size_t *n)
+{
+    size_t cap = 2 * x->nmirrors + x->nenvs + 1, k = 0;
+    char **v = calloc(cap, sizeof *v);
+    const char **paths = calloc(x->nmirrors + 1, sizeof *paths);
+    if (!v || !paths) {
+        free(v);
+        free(paths);
+        x->oom = 1;
+        return NULL;
+    }
+    for (size_t i = 0; i < x->nmirrors; i++) {
         v[k++] = inject__printf(x, "--watch=%s", x->mirrors[i].mount_path);
+        paths[i] = x->mirrors[i].mount_path;
+    }
     for (size_t i = 0; i < x->nenvs; i++)
         v[k++] = inject__printf(x, "--env-watch=%s", x->envs[i].mount_path);
+    for (size_t i = 0; i < x->nmirrors; i++) {
+        char *g = inject__nested_ignore(x, paths[i], paths, x->nmirrors);
+        if (g) v[k++] = inject__printf(x, "--ignore=%s", g);
+        free(g);
+    }
+    free(paths);
     if (s->events_off) v[k++] = inject__printf(x, "--events=false");
     *n = k;
     if (x->oom) {

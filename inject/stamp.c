@@ -13,7 +13,11 @@
  *      binaryData keys, a Secret's base64-decoded data with stringData over
  *      it, or only the items' key -> path mappings; a projected volume is
  *      the union of its ConfigMap and Secret sources, a later source winning
- *      on the same path; a deeper mount hides what lies under its path;
+ *      on the same path; a deeper mount hides what lies under its path; a
+ *      volume mounted strictly inside a watch root counts only when
+ *      --ignore leaves out its kubelet-private "..*" names (the injector's
+ *      --ignore=<mountPath>/..*), and then with its files at their paths
+ *      in the container;
  *   3. the logical path of a file is its path in the container (mountPath +
  *      "/" + payload path), which is what the hash's walk gives for a root
  *      at or inside the mount (PRODUCT.md, the content hash);
@@ -627,6 +631,25 @@ static int template_annots(struct ctx *c, const cJSON *tmpl, struct cfg_layer *l
     return rc;
 }
 
+/* 1 if --ignore leaves out the kubelet's private names at the top of a
+ * volume mounted at path ("..data" and the timestamped directory, and what
+ * lies in them), 0 if not, -ENOMEM. */
+static int private_ignored(const struct config *cfg, const char *path)
+{
+    static const char *const NAMES[] = {"..data", "..data/k", "..2006_01_02_15_04_05.000000000",
+                                        "..2006_01_02_15_04_05.000000000/k"};
+    for (size_t i = 0; i < sizeof NAMES / sizeof NAMES[0]; i++) {
+        size_t len = strlen(path) + strlen(NAMES[i]) + 2;
+        char *probe = malloc(len);
+        if (!probe) return -ENOMEM;
+        snprintf(probe, len, "%s/%s", path, NAMES[i]);
+        int ig = cfg_is_ignored(cfg, probe);
+        free(probe);
+        if (!ig) return 0;
+    }
+    return 1;
+}
+
 static int cmp_cfile(const void *a, const void *b)
 {
     return strcmp(((const struct cfile *)a)->path, ((const struct cfile *)b)->path);
@@ -639,7 +662,7 @@ static int compute(struct ctx *c, const cJSON *spec, const cJSON *sc, const stru
     size_t nroots;
     const char **roots = cfg_watch_roots(cfg, &nroots);
     struct mount *mounts = NULL;
-    size_t nm = 0, *rootmount = NULL;
+    size_t nm = 0;
     struct cfile *files = NULL;
     size_t nf = 0, capf = 0;
     struct hash_entry *ents = NULL;
@@ -680,26 +703,33 @@ static int compute(struct ctx *c, const cJSON *spec, const cJSON *sc, const stru
             }
         nm++;
     }
-    /* Every root lies in a mount, and its files are those of the deepest
-     * mount that holds it. A mount strictly inside a root is not
-     * reproducible: the walk enters it below the top level, where the
-     * kubelet's private ..data and timestamped names are not skipped. */
-    rootmount = calloc(nroots, sizeof *rootmount);
-    if (!rootmount) {
-        rc = NOMEM(c);
-        goto out;
-    }
+    /* Every root lies in a mount. A mount strictly inside a root is entered
+     * by the walk below the root's top level, where the kubelet's private
+     * ..data and timestamped names are not skipped: reproducible only when
+     * --ignore leaves them out (the injector adds <mountPath>/..* for a
+     * nested mirror); then the walk yields exactly that volume's files
+     * under their logical paths in the container, the same ones a root at
+     * the inner mount gives (counted once). */
     for (size_t r = 0; r < nroots; r++) {
         size_t best = nm;
         for (size_t i = 0; i < nm; i++) {
             if (cfg_is_path_under(roots[r], mounts[i].path) &&
                 !cfg_is_path_under(mounts[i].path, roots[r])) {
-                rc = NOSTAMP(c,
-                             "volume %s is mounted at %s, inside watch root %s: the hash "
-                             "there includes the kubelet's private timestamped names",
-                             str_of(mounts[i].vm, "name"), str_of(mounts[i].vm, "mountPath"),
-                             roots[r]);
-                goto out;
+                int ig = private_ignored(cfg, mounts[i].path);
+                if (ig < 0) {
+                    rc = NOMEM(c);
+                    goto out;
+                }
+                if (!ig) {
+                    rc = NOSTAMP(c,
+                                 "volume %s is mounted at %s, inside watch root %s: the hash "
+                                 "there includes the kubelet's private timestamped names "
+                                 "(unless --ignore=%s/..* leaves them out)",
+                                 str_of(mounts[i].vm, "name"), str_of(mounts[i].vm, "mountPath"),
+                                 roots[r], mounts[i].path);
+                    goto out;
+                }
+                mounts[i].relevant = 1;
             }
             if (cfg_is_path_under(mounts[i].path, roots[r]) &&
                 (best == nm || strlen(mounts[i].path) > strlen(mounts[best].path)))
@@ -713,7 +743,6 @@ static int compute(struct ctx *c, const cJSON *spec, const cJSON *sc, const stru
             goto out;
         }
         mounts[best].relevant = 1;
-        rootmount[r] = best;
     }
     for (size_t i = 0; i < nm; i++) {
         if (!mounts[i].relevant) continue;
@@ -776,10 +805,15 @@ static int compute(struct ctx *c, const cJSON *spec, const cJSON *sc, const stru
     for (size_t i = 0; i < nf; i++) {
         const struct cfile *f = &files[i];
         int visible = 0;
-        /* under a root whose files come from this mount (a deeper mount
-         * hides what the outer volume has under its path) */
+        /* under some root, and not hidden by a deeper mount (which covers
+         * what the outer volume has under its path) */
         for (size_t r = 0; r < nroots && !visible; r++)
-            visible = rootmount[r] == f->mount && cfg_is_path_under(roots[r], f->path);
+            visible = cfg_is_path_under(roots[r], f->path);
+        const char *mp = mounts[f->mount].path;
+        for (size_t k = 0; k < nm && visible; k++)
+            if (strlen(mounts[k].path) > strlen(mp) && cfg_is_path_under(mp, mounts[k].path) &&
+                cfg_is_path_under(mounts[k].path, f->path))
+                visible = 0;
         if (!visible) continue;
         int a = cfg_action_for(cfg, f->path);
         if (a == CFG_ACTION_IGNORED) continue;
@@ -809,7 +843,6 @@ out:
     free(files);
     for (size_t i = 0; i < nm; i++) free(mounts[i].path);
     free(mounts);
-    free(rootmount);
     free(roots);
     return rc;
 }

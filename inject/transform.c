@@ -28,7 +28,6 @@
 #include "actions/action.h"
 #include "config/annotations.h"
 #include "config/config.h"
-#include "config/value.h"
 #include "inject/jsonpatch.h"
 #include "inject/transform_int.h"
 
@@ -38,7 +37,6 @@
 #define A_CPU_REQ CFG_ANNOTATION_PREFIX "sidecar-cpu-request"
 #define A_MEM_REQ CFG_ANNOTATION_PREFIX "sidecar-memory-request"
 #define A_MEM_LIM CFG_ANNOTATION_PREFIX "sidecar-memory-limit"
-#define A_ENV_ACTION CFG_ANNOTATION_PREFIX "env-action"
 #define A_DEFAULT_CONTAINER "kubectl.kubernetes.io/default-container"
 
 /* ---- where the pod template is ---- */
@@ -193,21 +191,6 @@ static int add_apps(struct inject__ctx *x, const cJSON *arr, const char *field, 
 
 /* ---- the agent's configuration ---- */
 
-/* 1 if this build's agent has option name (h-envstamp adds --env-watch and
- * --env-action; until then the transform checks env-action itself), 0 if
- * not, -ENOMEM. */
-static int agent_has_option(const char *name)
-{
-    struct cfg_layer l;
-    char arg[64], err[256], *argv[1] = {arg};
-    int help = 0;
-    if (cfg_layer_init(&l, CFG_SRC_FLAG) < 0) return -ENOMEM;
-    snprintf(arg, sizeof arg, "--%s=x", name);
-    int rc = cfg_parse_args(1, argv, &l, &help, err, sizeof err);
-    cfg_layer_free(&l);
-    return rc == 0;
-}
-
 static int cmp_annot(const void *a, const void *b)
 {
     return strcmp(((const struct annot *)a)->key, ((const struct annot *)b)->key);
@@ -215,7 +198,7 @@ static int cmp_annot(const void *a, const void *b)
 
 /* The template's reload-agent.io/ annotations as the agent reads them from
  * its downward-API file (strings borrowed; free set->v only). */
-static int annot_set_of(struct inject__ctx *x, int drop_env_action, struct annot_set *set)
+static int annot_set_of(struct inject__ctx *x, struct annot_set *set)
 {
     const cJSON *a;
     size_t n = 0;
@@ -228,7 +211,6 @@ static int annot_set_of(struct inject__ctx *x, int drop_env_action, struct annot
             strncmp(a->string, CFG_ANNOTATION_PREFIX, strlen(CFG_ANNOTATION_PREFIX)) != 0)
             continue;
         if (cJSON_GetObjectItemCaseSensitive(x->annots, a->string) != a) continue; /* a dup */
-        if (drop_env_action && strcmp(a->string, A_ENV_ACTION) == 0) continue;
         set->v[n].key = a->string;
         set->v[n].val = a->valuestring;
         set->v[n].vlen = strlen(a->valuestring);
@@ -241,10 +223,38 @@ static int annot_set_of(struct inject__ctx *x, int drop_env_action, struct annot
 
 struct effective {
     unsigned actions;    /* ACTION_BIT set */
-    size_t nwatch;       /* the effective --watch roots */
+    size_t nwatch;       /* the effective --watch and --env-watch roots */
     int watch_annotated; /* reload-agent.io/watch replaces the injected --watch */
     int events_on;       /* reload-agent.io/events is true */
 };
+
+/* A reload-agent.io/ignore annotation replaces the injected --ignore list
+ * (an annotation replaces a list flag whole): warns for each nested
+ * mirror whose kubelet-private names it no longer leaves out. */
+static void warn_ignore_replaced(struct inject__ctx *x, const struct config *cfg)
+{
+    const char **paths = calloc(x->nmirrors + 1, sizeof *paths);
+    if (!paths) {
+        x->oom = 1;
+        return;
+    }
+    for (size_t i = 0; i < x->nmirrors; i++) paths[i] = x->mirrors[i].mount_path;
+    for (size_t i = 0; i < x->nmirrors && !x->oom; i++) {
+        char *g = inject__nested_ignore(x, paths[i], paths, x->nmirrors);
+        if (!g) continue;
+        size_t len = strlen(paths[i]);
+        while (len > 1 && paths[i][len - 1] == '/') len--;
+        char *probe = inject__printf(x, "%.*s/..data/k", (int)len, paths[i]);
+        if (probe && !cfg_is_ignored(cfg, probe))
+            inject__warn(x,
+                         "annotation %signore replaces the injected --ignore list: add %s to "
+                         "it, or volume %s's private ..data names change the hash",
+                         CFG_ANNOTATION_PREFIX, g, x->mirrors[i].volume);
+        free(probe);
+        free(g);
+    }
+    free(paths);
+}
 
 /* Builds the configuration the sidecar will run with: its args as flags,
  * the template's annotations as the annotation layer (cfg_build, the
@@ -252,31 +262,11 @@ struct effective {
  * sidecar would exit 2), or -ENOMEM. */
 static int judge_config(struct inject__ctx *x, struct effective *eff)
 {
-    int has_env = agent_has_option("env-watch");
-    int has_env_action = agent_has_option("env-action");
-    if (has_env < 0 || has_env_action < 0) return -ENOMEM;
     memset(eff, 0, sizeof *eff);
-
-    const char *env_action = annot(x, A_ENV_ACTION);
-    enum action ea = ACTION_ROLLOUT;
-    if (env_action && action_by_name(env_action, &ea) < 0) ea = ACTION__COUNT;
-    if (!has_env_action && env_action &&
-        !(ea == ACTION_ROLLOUT || ea == ACTION_RESTART || ea == ACTION_NONE)) {
-        char q[160];
-        size_t len = strlen(env_action);
-        snprintf(q, sizeof q, "%.100s%s", env_action, len > 100 ? "..." : "");
-        snprintf(x->err, x->errlen,
-                 "invalid value for annotation %s: \"%s\": must be one of rollout|restart|none",
-                 A_ENV_ACTION, q);
-        return 1;
-    }
-
     struct inject__sidecar none = {.run_as_user = -1, .run_as_group = -1};
     size_t nargs = 0;
     char **args = inject__sidecar_args(x, &none, &nargs);
     if (!args) return -ENOMEM;
-    /* without --env-watch in this build, only the --watch args are judged */
-    size_t njudge = has_env ? nargs : x->nmirrors;
 
     struct cfg_layer flags, annots;
     struct annot_set set = {0};
@@ -284,23 +274,16 @@ static int judge_config(struct inject__ctx *x, struct effective *eff)
     int help = 0, rc = -ENOMEM;
     if (cfg_layer_init(&flags, CFG_SRC_FLAG) < 0) goto out_args;
     if (cfg_layer_init(&annots, CFG_SRC_ANNOTATION) < 0) goto out_flags;
-    if (annot_set_of(x, !has_env_action, &set) < 0) goto out_annots;
+    if (annot_set_of(x, &set) < 0) goto out_annots;
     rc = 1;
-    if (cfg_parse_args((int)njudge, args, &flags, &help, x->err, x->errlen) < 0 ||
+    if (cfg_parse_args((int)nargs, args, &flags, &help, x->err, x->errlen) < 0 ||
         cfg_layer_from_annotations(&set, &annots, x->err, x->errlen) < 0 ||
         cfg_build(&flags, &annots, &cfg, x->err, x->errlen) < 0)
         goto out_set;
     rc = 0;
-    if (!has_env_action && x->nenvs && ea == ACTION_RESTART && !(cfg.process && *cfg.process) &&
-        !(cfg.pid_file && *cfg.pid_file)) { /* the agent's own check, once it has env-action */
-        snprintf(x->err, x->errlen, "the %s action needs --process NAME or --pid-file PATH",
-                 action_name(ACTION_RESTART));
-        rc = 1;
-    }
-    eff->actions = ACTION_BIT(cfg.action);
-    for (size_t i = 0; i < cfg.nrules; i++) eff->actions |= ACTION_BIT(cfg.rules[i].action);
-    if (x->nenvs && ea < ACTION__COUNT) eff->actions |= ACTION_BIT(ea);
-    eff->nwatch = cfg.watch.n;
+    if (cfg_layer_get(&annots, "ignore")) warn_ignore_replaced(x, &cfg);
+    eff->actions = cfg_used_actions(&cfg);
+    eff->nwatch = cfg.watch.n + cfg.env_watch.n;
     eff->watch_annotated = cfg_layer_get(&annots, "watch") != NULL;
     eff->events_on = cfg_layer_get(&annots, "events") != NULL && cfg.events;
     cfg_free(&cfg);
@@ -542,7 +525,7 @@ static int inject_fresh(struct inject__ctx *x, const char *prefix, const cJSON *
         out->outcome = INJECT_SKIPPED;
         return 0;
     }
-    if (eff.nwatch == 0 && x->nenvs == 0) {
+    if (eff.nwatch == 0) {
         set_reason(out, "nothing to watch: the app mounts no ConfigMap, Secret or projected volume "
                         "and reads none through env");
         out->outcome = INJECT_SKIPPED;
@@ -663,6 +646,50 @@ static int inject_fresh(struct inject__ctx *x, const char *prefix, const cJSON *
 
 /* ---- reinvocation: mirrors of volumes added since ---- */
 
+/* 1 if the string array arr holds s. */
+static int has_string(const cJSON *arr, const char *s)
+{
+    const cJSON *v;
+    cJSON_ArrayForEach(v, arr) if (cJSON_IsString(v) && strcmp(v->valuestring, s) == 0) return 1;
+    return 0;
+}
+
+/* The --ignore args a reinvocation adds: for each new mirror inside a
+ * watched path of the sidecar (taken: its mounts, ntaken) or another new
+ * mirror, and each of those paths inside a new mirror (the sidecar's own
+ * mounts never nest with a mirror), into add (room for ntaken + nmirrors
+ * items). Args already there are not added again. Returns how many were
+ * added (x->oom set on failure). */
+static size_t reinvoke_ignores(struct inject__ctx *x, const cJSON *args, const char *const *taken,
+                               size_t ntaken, cJSON **add)
+{
+    size_t n = ntaken + x->nmirrors, k = 0;
+    const char **all = calloc(n + 1, sizeof *all);
+    if (!all) {
+        x->oom = 1;
+        return 0;
+    }
+    for (size_t i = 0; i < ntaken; i++) all[i] = taken[i];
+    for (size_t i = 0; i < x->nmirrors; i++) all[ntaken + i] = x->mirrors[i].mount_path;
+    for (size_t i = 0; i < n; i++) {
+        /* an old path matters only when a new mirror holds it */
+        const char *const *outer = i < ntaken ? all + ntaken : all;
+        size_t nouter = i < ntaken ? x->nmirrors : n;
+        char *g = inject__nested_ignore(x, all[i], outer, nouter);
+        char *a = g ? inject__printf(x, "--ignore=%s", g) : NULL;
+        free(g);
+        if (a && !has_string(args, a)) {
+            int dup = 0;
+            for (size_t j = 0; j < k && !dup; j++) dup = strcmp(add[j]->valuestring, a) == 0;
+            cJSON *item = dup ? NULL : inject__str(x, a);
+            if (item) add[k++] = item;
+        }
+        free(a);
+    }
+    free(all);
+    return k;
+}
+
 static int reinvoke(struct inject__ctx *x, const char *prefix, const cJSON *init, int own,
                     struct inject_result *out)
 {
@@ -706,7 +733,8 @@ static int reinvoke(struct inject__ctx *x, const char *prefix, const cJSON *init
     }
 
     char *cpath = inject__printf(x, "%s/spec/initContainers/%d", prefix, own);
-    cJSON **newm = calloc(x->nmirrors, sizeof *newm), **newa = calloc(x->nmirrors, sizeof *newa);
+    cJSON **newm = calloc(x->nmirrors, sizeof *newm),
+          **newa = calloc(2 * x->nmirrors + ntaken, sizeof *newa);
     rc = -ENOMEM;
     if (!cpath || !newm || !newa) {
         free(cpath);
@@ -724,7 +752,8 @@ static int reinvoke(struct inject__ctx *x, const char *prefix, const cJSON *init
     }
     if (newlist) inject__add(x, status, "mirrors", newlist);
     op_append(x, out->ops, side, cpath, "volumeMounts", newm, x->nmirrors);
-    op_append(x, out->ops, side, cpath, "args", newa, x->nmirrors);
+    size_t nign = reinvoke_ignores(x, args, taken, ntaken, newa + x->nmirrors);
+    op_append(x, out->ops, side, cpath, "args", newa, x->nmirrors + nign);
     free(cpath);
     free(newm);
     free(newa);

@@ -175,10 +175,22 @@ struct inject__sidecar {
 };
 
 /* The sidecar's args after "run": --watch per mirror, --env-watch per env
- * volume, then --events=false if asked. A malloc'd array of malloc'd
- * strings (*n of them), or NULL with x->oom set. */
+ * volume, --ignore=<mountPath>/..* per mirror nested in another (see
+ * inject__nested_ignore), then --events=false if asked. A malloc'd array
+ * of malloc'd strings (*n of them), or NULL with x->oom set. */
 char **inject__sidecar_args(struct inject__ctx *x, const struct inject__sidecar *s, size_t *n);
 void inject__args_free(char **v, size_t n);
+
+/* For a mirror at path that lies strictly inside another watched mirror
+ * (paths[0..n), path itself may be among them): the --ignore glob
+ * "<path>/..*" (fnmatch specials in path escaped), malloc'd, or NULL when
+ * it is not nested (or on OOM, x->oom set). The outer root's walk enters
+ * the inner volume below its top level, where the kubelet's "..data" and
+ * "..<timestamp>" names are not skipped; the glob (no FNM_PATHNAME: '*'
+ * crosses '/') leaves them out, so the walk yields exactly the inner
+ * volume's user-visible files. */
+char *inject__nested_ignore(struct inject__ctx *x, const char *path, const char *const *paths,
+                            size_t n);
 
 /* The container object. */
 cJSON *inject__sidecar_container(struct inject__ctx *x, const struct inject__sidecar *s);

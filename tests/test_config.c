@@ -126,8 +126,69 @@ static void test_bad_annotation_value_names_annotation(void **state)
 static void test_unknown_annotation_rejected(void **state)
 {
     struct fixture *f = *state;
-    assert_int_equal(annots(f, "reload-agent.io/debunce=\"1s\""), -22);
-    assert_non_null(strstr(f->err, "reload-agent.io/debunce"));
+    /* kept by the layer, judged by cfg_build (it knows --hash-annotation) */
+    assert_int_equal(annots(f, "reload-agent.io/debunce=\"1s\""), 0);
+    assert_int_equal(cfg_build(NULL, &f->annots, &f->cfg, f->err, sizeof f->err), -22);
+    assert_string_equal(f->err, "annotation reload-agent.io/debunce: no such option");
+}
+
+/* A custom --hash-annotation under reload-agent.io/ is stamped on the
+ * template (rollout, inject), so the annotations file carries it: the
+ * effective key is accepted, whether the flag or an annotation sets it;
+ * any other unknown key, or the default key's custom twin left behind,
+ * is still an error. */
+static void test_custom_hash_annotation_accepted(void **state)
+{
+    struct fixture *f = *state;
+    char *argv[] = {"--hash-annotation=reload-agent.io/web-hash"};
+    assert_int_equal(parse(f, 1, argv), 0);
+    assert_int_equal(annots(f, "reload-agent.io/web-hash=\"abc\"\n"
+                               "reload-agent.io/config-hash=\"def\""),
+                     0);
+    assert_int_equal(cfg_build(&f->flags, &f->annots, &f->cfg, f->err, sizeof f->err), 0);
+    assert_string_equal(f->cfg.hash_annotation, "reload-agent.io/web-hash");
+    cfg_free(&f->cfg);
+
+    /* set by annotation, in the same file */
+    struct cfg_layer a2;
+    struct annot_set set = {0};
+    char why[256];
+    const char *text = "reload-agent.io/hash-annotation=\"reload-agent.io/web-hash\"\n"
+                       "reload-agent.io/web-hash=\"abc\"";
+    assert_int_equal(cfg_layer_init(&a2, CFG_SRC_ANNOTATION), 0);
+    assert_int_equal(annot_parse(text, strlen(text), &set, why, sizeof why), 0);
+    assert_int_equal(cfg_layer_from_annotations(&set, &a2, f->err, sizeof f->err), 0);
+    assert_int_equal(cfg_build(NULL, &a2, &f->cfg, f->err, sizeof f->err), 0);
+    assert_string_equal(f->cfg.hash_annotation, "reload-agent.io/web-hash");
+    cfg_free(&f->cfg);
+    /* without it, the same key is unknown */
+    assert_int_equal(cfg_build(NULL, &f->annots, &f->cfg, f->err, sizeof f->err), -22);
+    assert_string_equal(f->err, "annotation reload-agent.io/web-hash: no such option");
+    annot_free(&set);
+    cfg_layer_free(&a2);
+
+    /* another unknown key beside the accepted one */
+    assert_int_equal(annots(f, "reload-agent.io/web-hash=\"abc\"\nreload-agent.io/nosuch=\"1\""),
+                     0);
+    assert_int_equal(cfg_build(&f->flags, &f->annots, &f->cfg, f->err, sizeof f->err), -22);
+    assert_string_equal(f->err, "annotation reload-agent.io/nosuch: no such option");
+
+    /* a key the agent or the injector reads is refused: the hash would
+     * overwrite that setting */
+    const char *bad[] = {"reload-agent.io/action", "reload-agent.io/inject",
+                         "reload-agent.io/inject-status"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct cfg_layer fl;
+        char arg[128], *av[1] = {arg};
+        int help = 0;
+        snprintf(arg, sizeof arg, "--hash-annotation=%s", bad[i]);
+        assert_int_equal(cfg_layer_init(&fl, CFG_SRC_FLAG), 0);
+        assert_int_equal(cfg_parse_args(1, av, &fl, &help, f->err, sizeof f->err), 0);
+        assert_int_equal(cfg_build(&fl, NULL, &f->cfg, f->err, sizeof f->err), -22);
+        assert_non_null(strstr(f->err, "--hash-annotation"));
+        assert_non_null(strstr(f->err, bad[i]));
+        cfg_layer_free(&fl);
+    }
 }
 
 /* The injector's keys (inject/transform.c) are not agent options, and the
@@ -797,6 +858,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bad_annotation_value_names_annotation, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_unknown_annotation_rejected, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_custom_hash_annotation_accepted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_annotation_cannot_set_annotations_file, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_unknown_flag_and_missing_value, setup, teardown),

@@ -583,6 +583,39 @@ static void test_nested_mounts(void **state)
     const struct f want[] = {{"/etc/app/tls/tls.crt", "inner", -1}};
     assert_stamp(&r, want, 1);
     free(t);
+
+    /* the outer volume watched too (as the injector mirrors both): the
+     * inner mount lies inside a root, counted once its private names are
+     * ignored; the outer volume's tls/k stays hidden under it */
+    const struct f both[] = {{"/etc/app/k", "outer", -1}, {"/etc/app/tls/tls.crt", "inner", -1}};
+    const char *argsets[] = {
+        "\"--watch\",\"/etc/app\",\"--watch\",\"/etc/app/tls\",\"--ignore=/etc/app/tls/..*\","
+        "\"--action\",\"rollout\"",
+        "\"--watch\",\"/etc/app\",\"--ignore=/etc/app/tls/..*\",\"--action\",\"rollout\"",
+        "\"--watch\",\"/etc/app/\",\"--watch\",\"/etc/app/tls/\",\"--ignore=/etc/app/tls/..*\","
+        "\"--action\",\"rollout\"",
+    };
+    for (size_t i = 0; i < sizeof argsets / sizeof argsets[0]; i++) {
+        t = tmpl("", argsets[i], mounts, vols);
+        r = stamp(t, "prod", src);
+        assert_stamp(&r, both, 2);
+        free(t);
+    }
+    /* without the --ignore (or with one that misses the timestamped
+     * names), the walk there would hash the kubelet's private names */
+    const char *bad[] = {
+        "\"--watch\",\"/etc/app\",\"--watch\",\"/etc/app/tls\",\"--action\",\"rollout\"",
+        "\"--watch\",\"/etc/app\",\"--ignore=/etc/app/tls/..data*\",\"--action\",\"rollout\"",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        t = tmpl("", bad[i], mounts, vols);
+        r = stamp(t, "prod", src);
+        assert_no_stamp(&r, 0,
+                        "volume inner is mounted at /etc/app/tls, inside watch root /etc/app: the "
+                        "hash there includes the kubelet's private timestamped names (unless "
+                        "--ignore=/etc/app/tls/..* leaves them out)");
+        free(t);
+    }
 }
 
 static unsigned select_pem(void *ud, const char *path)

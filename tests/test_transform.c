@@ -72,6 +72,7 @@ static const struct gcase CASES[] = {
     {"sidecar-overrides", 0, 0, NULL},
     {"nothing-to-watch", 0, 0, NULL},
     {"service", 0, 0, NULL},
+    {"nested-mounts", 0, 0, NULL},
 };
 
 static const char *golden_dir(void)
@@ -485,6 +486,124 @@ static void test_bad_config_is_skipped_with_agents_message(void **state)
     }
 }
 
+/* The agent's own parser judges the configuration whole: an env root set
+ * by annotation takes --env-action like an injected one, so restart there
+ * needs the shared PID namespace; and a pod with nothing to mirror but an
+ * annotated root is injected, not "nothing to watch". */
+static void test_env_options_judged_by_the_agent(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *annots, *spec;
+        int want_spn;
+    } T[] = {
+        {",\"reload-agent.io/env-watch\":\"/etc/app\",\"reload-agent.io/env-action\":"
+         "\"restart\",\"reload-agent.io/process\":\"app\"",
+         APP_CM, 1},
+        {",\"reload-agent.io/env-watch\":\"/etc/app\",\"reload-agent.io/env-action\":"
+         "\"none\"",
+         APP_CM, 0},
+        {",\"reload-agent.io/env-watch\":\"/etc/podinfo/annotations\",\"reload-agent.io/"
+         "env-action\":\"restart\",\"reload-agent.io/process\":\"app\"",
+         "\"containers\":[{\"name\":\"app\",\"image\":\"x\"}]", 1},
+    };
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
+        char json[2048];
+        struct inject_result r;
+        snprintf(json, sizeof json, POD_HEAD OPT_IN "%s}},\"spec\":{%s}}", T[i].annots, T[i].spec);
+        cJSON *pod = inject_pod(json, NULL, &r);
+        if (r.outcome != INJECT_INJECTED) print_error("case %zu: %s\n", i, r.reason);
+        assert_int_equal(r.outcome, INJECT_INJECTED);
+        const cJSON *spn =
+            cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "spec"), "shareProcessNamespace");
+        if (cJSON_IsTrue(spn) != T[i].want_spn) print_error("case %zu: shareProcessNamespace\n", i);
+        assert_int_equal(cJSON_IsTrue(spn), T[i].want_spn);
+        inject_result_free(&r);
+        cJSON_Delete(pod);
+    }
+}
+
+/* Nested mirrors: the inner volume's kubelet-private names are ignored;
+ * a reload-agent.io/ignore annotation replaces that list and is warned
+ * about unless it still covers them; a reinvocation that adds a volume
+ * inside a mirrored one adds its --ignore too. */
+#define NESTED_SPEC(extra_mount, extra_vol)                                                        \
+    "\"containers\":[{\"name\":\"app\",\"image\":\"x\",\"volumeMounts\":[{\"name\":\"cfg\","       \
+    "\"mountPath\":\"/etc/app\"},{\"name\":\"tls\",\"mountPath\":\"/etc/app/tls\"}" extra_mount    \
+    "]}],\"volumes\":[{\"name\":\"cfg\",\"configMap\":{\"name\":\"app\"}},{\"name\":\"tls\","      \
+    "\"secret\":{\"secretName\":\"tls\"}}" extra_vol "]"
+
+static void test_nested_mirrors_ignored(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *annots;
+        int warned;
+    } T[] = {
+        {"", 0},
+        {",\"reload-agent.io/ignore\":\"*.swp\"", 1},
+        {",\"reload-agent.io/ignore\":\"*.swp,/etc/a\\\\[p]p/tls/..*\"", 0},
+    };
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
+        char json[2048];
+        struct inject_result r;
+        /* the inner path holds fnmatch specials: escaped in the glob */
+        snprintf(json, sizeof json,
+                 POD_HEAD OPT_IN
+                 "%s}},\"spec\":{"
+                 "\"containers\":[{\"name\":\"app\",\"image\":\"x\","
+                 "\"volumeMounts\":[{\"name\":\"cfg\",\"mountPath\":\"/etc/a[p]p\"},"
+                 "{\"name\":\"tls\",\"mountPath\":\"/etc/a[p]p/tls\"}]}],"
+                 "\"volumes\":[{\"name\":\"cfg\",\"configMap\":{\"name\":\"app\"}},"
+                 "{\"name\":\"tls\",\"secret\":{\"secretName\":\"tls\"}}]}}",
+                 T[i].annots);
+        cJSON *pod = inject_pod(json, NULL, &r);
+        if (r.outcome != INJECT_INJECTED) print_error("case %zu: %s\n", i, r.reason);
+        assert_int_equal(r.outcome, INJECT_INJECTED);
+        const cJSON *side = find_sidecar(pod);
+        assert_true(has_arg(side, "--ignore=/etc/a\\[p]p/tls/..*"));
+        assert_false(has_arg(side, "--ignore=/etc/a\\[p]p/..*"));
+        int warned = 0;
+        for (size_t w = 0; w < r.nwarnings; w++)
+            warned |=
+                strstr(r.warnings[w], "reload-agent.io/ignore replaces the injected") != NULL &&
+                strstr(r.warnings[w], "/etc/a\\[p]p/tls/..*") != NULL;
+        if (warned != T[i].warned) print_error("case %zu: warned %d\n", i, warned);
+        assert_int_equal(warned, T[i].warned);
+        inject_result_free(&r);
+        cJSON_Delete(pod);
+    }
+
+    /* reinvocation: a volume added later inside a mirrored one */
+    char json[2048];
+    struct inject_result r;
+    snprintf(json, sizeof json, POD_HEAD OPT_IN "}},\"spec\":{" NESTED_SPEC("", "") "}}");
+    cJSON *pod = inject_pod(json, NULL, &r);
+    assert_int_equal(r.outcome, INJECT_INJECTED);
+    inject_result_free(&r);
+    cJSON *c0 =
+        cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "spec"), "containers"), 0);
+    cJSON *m = cJSON_Parse("{\"name\":\"ca\",\"mountPath\":\"/etc/app/ca\"}");
+    cJSON *v = cJSON_Parse("{\"name\":\"ca\",\"configMap\":{\"name\":\"ca\"}}");
+    cJSON_AddItemToArray(cJSON_GetObjectItem(c0, "volumeMounts"), m);
+    cJSON_AddItemToArray(cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "spec"), "volumes"), v);
+    char err[256];
+    struct inject_opts o = {.admission = 1};
+    assert_int_equal(inject_object(pod, &o, &r, err, sizeof err), 0);
+    assert_int_equal(r.outcome, INJECT_INJECTED);
+    assert_int_equal(jsonpatch_apply(&pod, r.ops, err, sizeof err), 0);
+    const cJSON *side = find_sidecar(pod);
+    assert_true(has_arg(side, "--watch=/etc/app/ca"));
+    assert_true(has_arg(side, "--ignore=/etc/app/ca/..*"));
+    int n = 0;
+    const cJSON *a;
+    cJSON_ArrayForEach(a, cJSON_GetObjectItem(side, "args")) n +=
+        strcmp(a->valuestring, "--ignore=/etc/app/tls/..*") == 0;
+    assert_int_equal(n, 1); /* the first injection's, not added again */
+    inject_result_free(&r);
+    cJSON_Delete(pod);
+}
+
 /* The injector-only keys and the agent's own options are accepted. */
 static void test_good_annotations_accepted(void **state)
 {
@@ -888,6 +1007,8 @@ int main(void)
         cmocka_unit_test(test_not_opted_in_is_not_validated),
         cmocka_unit_test(test_env_volume_names),
         cmocka_unit_test(test_bad_config_is_skipped_with_agents_message),
+        cmocka_unit_test(test_env_options_judged_by_the_agent),
+        cmocka_unit_test(test_nested_mirrors_ignored),
         cmocka_unit_test(test_good_annotations_accepted),
         cmocka_unit_test(test_default_container_uid),
         cmocka_unit_test(test_status_without_container),

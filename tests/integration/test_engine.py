@@ -11,6 +11,7 @@ the targets themselves (request log, output files, received signals), never
 only from the agent's own log.
 """
 import datetime
+import hashlib
 import json
 import os
 import re
@@ -498,6 +499,8 @@ def test_endpoints(env):
     s = json.loads(body)
     check([r.get("path") for r in s.get("roots", [])] == [vol], "roots %r" % s.get("roots"))
     check(s.get("hash") == want and s.get("applied_hash") == want, "hashes in /status: %r" % s)
+    # no file is rollout-class here: the rollout hash is that of no files
+    check(s.get("rollout_hash") == hashlib.sha256(b"").hexdigest(), "rollout_hash %r" % s.get("rollout_hash"))
     check(s.get("last_action", {}).get("action") == "exec" and s["last_action"].get("result") == "success",
           "last_action %r" % s.get("last_action"))
     check(s.get("pending_retry", {}).get("pending") is False, "pending_retry %r" % s.get("pending_retry"))

@@ -16,14 +16,25 @@ mount paths, and then:
   annotations (downward-API file) against the fake API server with the
   template pre-stamped and --on-start reconcile, finds the pod current: no
   PATCH; a change of a rollout-class key is PATCHed with exactly the stamp
-  of the changed objects; a change of an in-place key is not PATCHed.
+  of the changed objects; a change of an in-place key is not PATCHed;
+- nested mounts (a Secret volume mounted inside a ConfigMap volume, both
+  laid out by awsim, the inner mount point a directory of the outer): the
+  sidecar `inject` writes ignores the inner volume's private names, its
+  stamp equals `reload-agent hash` over both roots with that --ignore, and
+  the agent run with those args ignores an AtomicWriter rewrite of the
+  inner volume with the same content.
 """
 import base64
+import fnmatch
 import hashlib
 import json
 import os
+import shutil
+import time
 
-from lib import check
+import yaml
+
+from lib import check, http_get
 
 from test_k8s import (HASH_KEY, QUIET, clean_exit, fake_for, kube_args, put_object, requests,
                       stored, wait_action, wait_rollout)
@@ -166,7 +177,7 @@ def test_agent_finds_stamped_template_current(env):
     env.awsim(pod, {"annotations": annotations_text(ann)})
     args = tmpl["spec"]["initContainers"][0]["args"][1:]
     a = env.agent(args + ["--on-start", "reconcile", "--debounce", "50ms", "--resync", "0",
-                          "--rollout-jitter", "0s"] +
+                          "--rollout-jitter", "0s", "--listen", "127.0.0.1:0"] +
                   kube_args(fake, annotations=os.path.join(pod, "annotations")))
     a.wait_event("ready", timeout=15)
     ev = a.wait_event("reconcile", timeout=15)[0]
@@ -176,6 +187,10 @@ def test_agent_finds_stamped_template_current(env):
     check(not requests(fake, "PATCH"), "PATCHed a current template: %r" % requests(fake, "PATCH"))
     check(not a.of("rollout") and not a.of("action"), "acted at start: %r" %
           (a.of("rollout") + a.of("action")))
+    # /status shows the rollout hash beside the total: the stamp
+    status = "http://127.0.0.1:%d/status" % a.of("ready")[0]["port"]
+    s = json.loads(http_get(status)[1])
+    check(s.get("rollout_hash") == h0 and s.get("hash") != h0, "/status %r, stamp %s" % (s, h0))
 
     # a rollout-class key changes: the PATCH carries the fresh stamp
     cm1 = configmap("listen 80\n", "-Xmx2g\n", b"\x00\x01")
@@ -189,6 +204,7 @@ def test_agent_finds_stamped_template_current(env):
     check(len(patches) == 1, "%d PATCHes: %r" % (len(patches), patches))
     got = patches[0]["body"]["spec"]["template"]["metadata"]["annotations"][HASH_KEY]
     check(got == h1, "PATCHed %s, fresh stamp %s" % (got, h1))
+    check(json.loads(http_get(status)[1]).get("rollout_hash") == h1, "/status rollout_hash")
 
     # an env (Secret) key changes: rolled too, with its fresh stamp
     sec2 = secret("debug", b"t0k")
@@ -208,3 +224,128 @@ def test_agent_finds_stamped_template_current(env):
           requests(fake, "PATCH"))
     check(stored(fake, "deployments", "web")["spec"]["template"]["metadata"]["annotations"]
           [HASH_KEY] == h2, "stored template hash")
+
+
+# ---- nested mounts: a volume mounted inside another one ----
+
+def nested_input(outer, inner):
+    """A Deployment whose app mounts ConfigMap app-config at outer and Secret
+    app-tls at inner (inside outer), every file rollout-class, plus both
+    objects: the input of `reload-agent inject`."""
+    dep = {"apiVersion": "apps/v1", "kind": "Deployment",
+           "metadata": {"name": "web", "namespace": "default"},
+           "spec": {"selector": {"matchLabels": {"app": "web"}},
+                    "template": {
+                        "metadata": {"labels": {"app": "web"},
+                                     "annotations": {"reload-agent.io/inject": "true",
+                                                     "reload-agent.io/action": "rollout"}},
+                        "spec": {"containers": [{"name": "app", "image": "app",
+                                                 "volumeMounts": [
+                                                     {"name": "config", "mountPath": outer},
+                                                     {"name": "tls", "mountPath": inner}]}],
+                                 "volumes": [{"name": "config",
+                                              "configMap": {"name": "app-config"}},
+                                             {"name": "tls",
+                                              "secret": {"secretName": "app-tls"}}]}}}}
+    cm = {"apiVersion": "v1", "kind": "ConfigMap",
+          "metadata": {"name": "app-config", "namespace": "default"},
+          "data": {"app.conf": "listen 443\n", "mime.types": "types {}\n"}}
+    sec = {"apiVersion": "v1", "kind": "Secret",
+           "metadata": {"name": "app-tls", "namespace": "default"}, "type": "Opaque",
+           "data": {"tls.crt": base64.b64encode(b"CERT\n").decode(),
+                    "tls.key": base64.b64encode(b"KEY\n").decode()}}
+    return dep, cm, sec
+
+
+def inject_nested(env, outer, inner):
+    """Injects the nested Deployment; returns (sidecar args after "run",
+    the stamp, the ConfigMap, the Secret)."""
+    dep, cm, sec = nested_input(outer, inner)
+    src = "---\n".join(yaml.safe_dump(o) for o in (dep, cm, sec))
+    r = env.run([env.binary, "inject", "-"], input=src.encode())
+    check(r.returncode == 0, "inject: %s" % r.stderr.decode(errors="replace"))
+    out = list(yaml.safe_load_all(r.stdout))[0]["spec"]["template"]
+    side = [c for c in out["spec"]["initContainers"] if c["name"] == "reload-agent"][0]
+    stamp = out["metadata"]["annotations"].get(HASH_KEY)
+    check(stamp, "no stamp: %s" % r.stderr.decode(errors="replace"))
+    return side["args"][1:], stamp, cm, sec
+
+
+def lay_out_nested(env, outer, inner, cm, sec):
+    """The kubelet's layout: the outer volume (AtomicWriter), the inner
+    mount point a directory in it, the inner volume (AtomicWriter)."""
+    os.mkdir(outer)
+    env.awsim(outer, {k: v.encode() for k, v in cm["data"].items()}, "--seed", "7")
+    os.mkdir(inner)
+    env.awsim(inner, {k: base64.b64decode(v) for k, v in sec["data"].items()}, "--seed", "8")
+
+
+def hash_ignoring(env, roots, globs):
+    """`reload-agent hash --list` over roots, minus the lines an --ignore
+    glob matches (fnmatch without FNM_PATHNAME, as the agent's), hashed:
+    `reload-agent hash` with the same --ignore."""
+    r = env.run([env.binary, "hash", "--list"] + roots)
+    check(r.returncode == 0, "hash --list: %s" % r.stderr)
+    lines = r.stdout.decode().splitlines(keepends=True)[:-1]
+    kept = [l for l in lines if not any(fnmatch.fnmatchcase(l.rstrip("\n").split("  ", 1)[1], g)
+                                        for g in globs)]
+    return hashlib.sha256("".join(kept).encode()).hexdigest(), lines, kept
+
+
+def atomic_rewrite_same(vol):
+    """An AtomicWriter update that writes the same content: a new
+    timestamped directory, ..data swapped to it, the old one removed. Only
+    the kubelet-private names change."""
+    old = os.readlink(os.path.join(vol, "..data"))
+    new = "..2099_01_01_00_00_00.%d" % (time.monotonic_ns() % 1000000000)
+    shutil.copytree(os.path.join(vol, old), os.path.join(vol, new), symlinks=True)
+    os.symlink(new, os.path.join(vol, "..data_tmp"))
+    os.rename(os.path.join(vol, "..data_tmp"), os.path.join(vol, "..data"))
+    shutil.rmtree(os.path.join(vol, old))
+
+
+def test_nested_stamp_equals_hash(env):
+    """Volume B mounted inside volume A: the injected sidecar watches both
+    and ignores B's kubelet-private names; the stamp equals `reload-agent
+    hash` over both roots with that --ignore, where the outer walk yields B's
+    user-visible files at the same logical paths as B's own root."""
+    outer = env.path("etc-app")
+    inner = os.path.join(outer, "tls")
+    args, stamp, cm, sec = inject_nested(env, outer, inner)
+    globs = [a[len("--ignore="):] for a in args if a.startswith("--ignore=")]
+    check(args[:2] == ["--watch=" + outer, "--watch=" + inner] and globs == [inner + "/..*"],
+          "sidecar args %r" % args)
+    lay_out_nested(env, outer, inner, cm, sec)
+    want, lines, kept = hash_ignoring(env, [outer, inner], globs)
+    check(any("/tls/..data/" in l for l in lines), "the outer walk did not enter the inner "
+          "volume's ..data: %r" % lines)
+    check([l.rstrip("\n").split("  ", 1)[1] for l in kept] ==
+          sorted([outer + "/app.conf", outer + "/mime.types", inner + "/tls.crt",
+                  inner + "/tls.key"]), "kept lines %r" % kept)
+    check(stamp == want, "stamp %s, reload-agent hash with --ignore %s" % (stamp, want))
+    check(stamp != env.hash_of(outer, inner), "the ignore changed nothing")
+
+
+def test_nested_identical_rewrite_triggers_nothing(env):
+    """The agent run with the injected args: an AtomicWriter update of the
+    inner volume with the same content changes only kubelet-private names
+    and triggers nothing; a real change of it acts once."""
+    outer = env.path("etc-app")
+    inner = os.path.join(outer, "tls")
+    args, stamp, cm, sec = inject_nested(env, outer, inner)
+    lay_out_nested(env, outer, inner, cm, sec)
+    a = env.agent(args + ["--action", "exec", "--exec-command", "true", "--annotations", "",
+                          "--debounce", "50ms", "--resync", "0", "--listen", "127.0.0.1:0"])
+    a.wait_event("ready", timeout=15)
+    status = "http://127.0.0.1:%d/status" % a.of("ready")[0]["port"]
+    s = json.loads(http_get(status)[1])
+    check(s.get("hash") == stamp, "agent hash %r, stamp %s" % (s.get("hash"), stamp))
+    atomic_rewrite_same(inner)
+    a.quiet(QUIET)
+    s = json.loads(http_get(status)[1])
+    check(not a.of("action") and s.get("changes") == 0 and s.get("hash") == stamp,
+          "an identical rewrite acted: %r, /status %r" % (a.of("action"), s))
+    env.awsim(inner, {"tls.crt": b"CERT2\n", "tls.key": b"KEY\n"})
+    wait_action(a, action="exec", result="success")
+    a.quiet(QUIET)
+    check(len(a.of("action")) == 1, "actions %r" % a.of("action"))
