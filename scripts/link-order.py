@@ -20,7 +20,8 @@ webhook (`reload-agent webhook` with a test certificate: the TLS server,
 X.509 loading, AdmissionReview parse, transform and patch, over keep-alive
 and new connections, then SIGTERM; tests/bench/webhookbench.py's review).
 The webhook comes after the agent scenarios so that its functions never
-push an agent's out of the agent's pages. Needs valgrind;
+push an agent's out of the agent's pages; within each agent group, the
+functions the webhook runs too are put together (split_for_webhook). Needs valgrind;
 run it after changes to what runs at start or per action, and commit the
 result:
     make && python3 scripts/link-order.py --binary build/reload-agent --tools build/tools
@@ -70,6 +71,25 @@ def functions(callgrind_out):
                 if not n.startswith("(") and not n.startswith("0x"):
                     names.append(n)
     return names
+
+
+def split_for_webhook(order, wh):
+    """Within the agent's groups, moves the functions the webhook also ran
+    (the set wh) next to each other: to the end of every group up to http,
+    to the start of rollout (the last one). Each agent's functions stay one
+    range; the webhook's shared ones become one range too, just before its
+    own (TLS server, X.509, transform) after rollout's."""
+    out = []
+    for i, (kind, names) in enumerate(order):
+        shared = [n for n in names if n in wh]
+        rest = [n for n in names if n not in wh]
+        if i == len(order) - 1:
+            out.append(("%s (also run by webhook)" % kind, shared))
+            out.append((kind, rest))
+        else:
+            out.append((kind, rest))
+            out.append(("%s (also run by webhook)" % kind, shared))
+    return out
 
 
 def webhook(d, binary, out):
@@ -138,11 +158,13 @@ def main():
             print("link-order: %-8s %5d functions (%d new)" % (kind, len(seen), len(new)))
         out = b.path("callgrind.webhook")
         webhook(b.path(), a.binary, out)
+        wh = set(functions(out))
         new = []
         for n in functions(out):
             if n not in seen:
                 seen.add(n)
                 new.append(n)
+        order = split_for_webhook(order, wh)
         order.append(("webhook", new))
         print("link-order: %-8s %5d functions (%d new)" % ("webhook", len(seen), len(new)))
     finally:
