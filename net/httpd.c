@@ -21,6 +21,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <http_parser.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdint.h>
@@ -115,6 +116,7 @@ struct httpd {
     struct conn *conns;
     size_t nconns; /* in the list, closing ones included */
     size_t nlive;  /* not closing: what the limit counts */
+    size_t burst;  /* most connections open at once since the last trim */
     uint64_t seq;  /* orders conn.since */
     void (*done)(void *);
     void *done_ud;
@@ -182,6 +184,20 @@ static void maybe_free(struct httpd *s)
     if (done) done(ud);
 }
 
+/* A burst of connections (a TLS handshake holds some 50 KiB of OpenSSL
+ * state) leaves the heap fragmented: its free pages stay resident, the top
+ * cannot shrink past what is still in use. Once a burst of at least
+ * HTTPD_TRIM_BURST connections has fallen to a quarter, give the free pages
+ * back (malloc_trim walks the free chunks: once per burst, not per
+ * connection). */
+#define HTTPD_TRIM_BURST 8
+static void maybe_trim(struct httpd *s)
+{
+    if (s->burst < HTTPD_TRIM_BURST || s->nconns * 4 > s->burst) return;
+    s->burst = s->nconns;
+    (void)malloc_trim(0);
+}
+
 static void conn_close_cb(uv_handle_t *h)
 {
     struct conn *c = h->data;
@@ -193,6 +209,7 @@ static void conn_close_cb(uv_handle_t *h)
         s->conns = c->next;
     if (c->next) c->next->prev = c->prev;
     s->nconns--;
+    maybe_trim(s);
     /* A handshake cut short is counted, unless the server itself closed it. */
     tls_conn_free(c->tls, c->close_why                ? c->close_why
                           : s->closing || s->shutting ? NULL
@@ -933,6 +950,7 @@ static void on_connection(uv_stream_t *server, int status)
     s->conns = c;
     s->nconns++;
     s->nlive++;
+    if (s->nconns > s->burst) s->burst = s->nconns;
     if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
         conn_close(c);
         return;
