@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/b64.h"
 #include "config/annotations.h"
 #include "config/config.h"
 #include "hash/hash.h"
@@ -136,51 +137,6 @@ static int payload_put(struct payload *p, char *path, const void *bytes, size_t 
     f->size = len;
     hash_bytes(bytes, len, f->digest);
     return 0;
-}
-
-/* Strict standard base64 (Go's base64.StdEncoding, which Kubernetes uses
- * for []byte fields): padding required, '\r' and '\n' skipped. Returns the
- * decoded length, or -EINVAL; *out is malloc'd (free it), -ENOMEM. */
-static long b64_decode(const char *s, unsigned char **out)
-{
-    static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    size_t len = strlen(s), n = 0, pad = 0;
-    unsigned char *buf = malloc(len / 4 * 3 + 3);
-    unsigned q[4];
-    int k = 0;
-    if (!buf) return -ENOMEM;
-    for (size_t i = 0; i < len; i++) {
-        char ch = s[i];
-        if (ch == '\r' || ch == '\n') continue;
-        if (ch == '=') {
-            if (k < 2) goto bad;
-            pad++;
-            q[k++] = 0;
-        } else {
-            const char *p = ch ? strchr(A, ch) : NULL;
-            if (!p || pad) goto bad;
-            q[k++] = (unsigned)(p - A);
-        }
-        if (k == 4) {
-            buf[n++] = (unsigned char)(q[0] << 2 | q[1] >> 4);
-            buf[n++] = (unsigned char)(q[1] << 4 | q[2] >> 2);
-            buf[n++] = (unsigned char)(q[2] << 6 | q[3]);
-            k = 0;
-            if (pad) {
-                n -= pad;
-                /* nothing may follow the padding but line breaks */
-                for (size_t j = i + 1; j < len; j++)
-                    if (s[j] != '\r' && s[j] != '\n') goto bad;
-                break;
-            }
-        }
-    }
-    if (k != 0) goto bad;
-    *out = buf;
-    return (long)n;
-bad:
-    free(buf);
-    return -EINVAL;
 }
 
 /* A ConfigMap or Secret key (apimachinery IsConfigMapKey): [-._a-zA-Z0-9]+,
@@ -293,7 +249,7 @@ static int source_key(struct ctx *c, const cJSON *obj, int secret, const char *w
     if (!v) return 0;
     if (!cJSON_IsString(v) && !cJSON_IsNull(v))
         return BAD(c, "%s: %s.%s is not a string", what, b64_field, key);
-    long n = b64_decode(cJSON_IsNull(v) ? "" : v->valuestring, bytes);
+    long n = ra_b64_decode(cJSON_IsNull(v) ? "" : v->valuestring, bytes);
     if (n == -ENOMEM) return NOMEM(c);
     if (n < 0) return BAD(c, "%s: %s.%s is not valid base64", what, b64_field, key);
     *len = (size_t)n;

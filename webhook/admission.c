@@ -2,19 +2,20 @@
  * admission.c - AdmissionReview v1 bytes in, HTTP status and body out
  * (the policy is in admission.h). cJSON parses the review; the pod inside
  * it goes to the transform with managedFields dropped; the response is
- * built with cJSON and its patch base64-encoded with OpenSSL's
- * EVP_EncodeBlock. Nothing here logs: the caller reads struct
+ * built with cJSON and its patch base64-encoded (base/b64.h). Nothing
+ * here logs: the caller reads struct
  * admission_info.
  */
 #include "webhook/admission.h"
 
 #include <errno.h>
-#include <openssl/evp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+#include "base/b64.h"
 
 int (*admission__test_inject)(const cJSON *obj, const struct inject_opts *opts,
                               struct inject_result *out, char *err, size_t errlen);
@@ -209,16 +210,6 @@ static int add_warnings(cJSON *resp, struct warnings *w, struct admission_info *
 
 /* ---- the 200 answer ---- */
 
-/* Base64 of s[0..n) (no line breaks), malloc'd, or NULL on OOM. */
-static char *base64(const char *s, size_t n)
-{
-    if (n > (size_t)0x3fffffff) return NULL;
-    unsigned char *b = malloc(4 * ((n + 2) / 3) + 1);
-    if (!b) return NULL;
-    EVP_EncodeBlock(b, (const unsigned char *)s, (int)n);
-    return (char *)b;
-}
-
 /* Builds the AdmissionReview response: allowed, uid echoed, the patch (if
  * ops is non-NULL), the warnings, the audit annotation. Returns 0 and
  * fills out, or -ENOMEM. */
@@ -237,7 +228,7 @@ static int review_answer(const char *uid, const cJSON *ops, struct warnings *w,
         goto out;
     if (ops) {
         patch = cJSON_PrintUnformatted(ops);
-        if (!patch || !(b64 = base64(patch, strlen(patch)))) goto out;
+        if (!patch || !(b64 = ra_b64_encode(patch, strlen(patch)))) goto out;
         cJSON *audit;
         if (!cJSON_AddStringToObject(resp, "patchType", "JSONPatch") ||
             !cJSON_AddStringToObject(resp, "patch", b64) ||

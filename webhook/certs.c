@@ -25,8 +25,7 @@
 #include <time.h>
 #include <uv.h>
 
-#include <openssl/evp.h>
-
+#include "base/b64.h"
 #include "base/backoff.h"
 #include "base/log.h"
 #include "config/value.h"
@@ -71,34 +70,26 @@ static void step_start(struct job *j);
 
 static char *b64_encode(const char *s, size_t n)
 {
-    char *out = malloc(4 * ((n + 2) / 3) + 1);
+    char *out = ra_b64_encode(s, n);
 
     if (!out) ra_oom();
-    EVP_EncodeBlock((unsigned char *)out, (const unsigned char *)s, (int)n);
     return out;
 }
 
-/* Decodes standard base64 (as Kubernetes writes []byte fields) into a
- * NUL-terminated malloc'd string; NULL if s is not valid base64. */
+/* Decodes a []byte field of an API object (base/b64.h) into a
+ * NUL-terminated malloc'd string; NULL if s is not valid base64 or longer
+ * than SECRET_MAX. */
 static char *b64_decode(const char *s, size_t *len)
 {
-    size_t n = strlen(s), pad = 0;
-    char *out;
-    int r;
+    unsigned char *out = NULL;
+    long n;
 
-    if (n % 4 != 0 || n > SECRET_MAX) return NULL;
-    if (n > 0 && s[n - 1] == '=') pad++;
-    if (n > 1 && s[n - 2] == '=') pad++;
-    out = malloc(n / 4 * 3 + 1);
-    if (!out) ra_oom();
-    r = EVP_DecodeBlock((unsigned char *)out, (const unsigned char *)s, (int)n);
-    if (r < 0 || (size_t)r < pad) {
-        free(out);
-        return NULL;
-    }
-    out[r - pad] = '\0';
-    if (len) *len = (size_t)r - pad;
-    return out;
+    if (strlen(s) > SECRET_MAX) return NULL;
+    n = ra_b64_decode(s, &out);
+    if (n == -ENOMEM) ra_oom();
+    if (n < 0) return NULL;
+    if (len) *len = (size_t)n;
+    return (char *)out;
 }
 
 static void finish(struct job *j, int rc)
