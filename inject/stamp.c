@@ -46,6 +46,7 @@
 #include "config/config.h"
 #include "hash/hash.h"
 #include "inject/transform.h"
+#include "inject/transform_int.h"
 
 /* One file of a volume's payload: path relative to the volume. */
 struct pfile {
@@ -542,11 +543,6 @@ static int has_annotations_file(const cJSON *spec, const cJSON *sc, const char *
     return 0;
 }
 
-static int cmp_annot(const void *a, const void *b)
-{
-    return strcmp(((const struct annot *)a)->key, ((const struct annot *)b)->key);
-}
-
 /* The template's annotations as the pod's downward-API file will hold them. */
 static int template_annots(struct ctx *c, const cJSON *tmpl, struct cfg_layer *l)
 {
@@ -556,34 +552,17 @@ static int template_annots(struct ctx *c, const cJSON *tmpl, struct cfg_layer *l
     struct annot_set a = {0};
     if (!ann || cJSON_IsNull(ann)) return 1;
     if (!cJSON_IsObject(ann)) return BAD(c, "metadata.annotations is not an object");
-    a.v = calloc((size_t)cJSON_GetArraySize(ann) + 1, sizeof *a.v);
-    if (!a.v) return NOMEM(c);
-    int rc = 1;
     cJSON_ArrayForEach(e, ann)
     {
-        if (!cJSON_IsString(e)) {
-            rc = BAD(c, "metadata.annotations.%s is not a string", e->string ? e->string : "");
-            break;
-        }
-        struct annot *x = &a.v[a.n];
-        x->key = strdup(e->string ? e->string : "");
-        x->val = strdup(e->valuestring);
-        if (!x->key || !x->val) {
-            free(x->key);
-            free(x->val);
-            rc = NOMEM(c);
-            break;
-        }
-        x->vlen = strlen(x->val);
-        a.n++;
+        if (!cJSON_IsString(e))
+            return BAD(c, "metadata.annotations.%s is not a string", e->string ? e->string : "");
     }
-    if (rc == 1) {
-        char err[512];
-        qsort(a.v, a.n, sizeof *a.v, cmp_annot);
-        if (cfg_layer_from_annotations(&a, l, err, sizeof err) < 0)
-            rc = NOSTAMP(c, "the template's annotations: %s", err);
-    }
-    annot_free(&a);
+    if (inject__annot_set(ann, &a) < 0) return NOMEM(c);
+    int rc = 1;
+    char err[512];
+    if (cfg_layer_from_annotations(&a, l, err, sizeof err) < 0)
+        rc = NOSTAMP(c, "the template's annotations: %s", err);
+    free(a.v);
     return rc;
 }
 

@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/config.h"
+
 static const char *type_name(const cJSON *v)
 {
     if (cJSON_IsObject(v)) return "an object";
@@ -253,4 +255,32 @@ int inject__is_dns_subdomain(const char *s)
         if (!label[len]) return 1;
         label += len + 1;
     }
+}
+
+static int cmp_annot(const void *a, const void *b)
+{
+    return strcmp(((const struct annot *)a)->key, ((const struct annot *)b)->key);
+}
+
+int inject__annot_set(const cJSON *map, struct annot_set *set)
+{
+    const cJSON *a;
+    size_t n = 0;
+    set->v = calloc((size_t)cJSON_GetArraySize(map) + 1, sizeof *set->v);
+    set->n = 0;
+    if (!set->v) return -ENOMEM;
+    cJSON_ArrayForEach(a, map)
+    {
+        if (!a->string || !cJSON_IsString(a) ||
+            strncmp(a->string, CFG_ANNOTATION_PREFIX, strlen(CFG_ANNOTATION_PREFIX)) != 0)
+            continue;
+        if (cJSON_GetObjectItemCaseSensitive(map, a->string) != a) continue; /* a dup */
+        set->v[n].key = a->string;
+        set->v[n].val = a->valuestring;
+        set->v[n].vlen = strlen(a->valuestring);
+        n++;
+    }
+    set->n = n;
+    qsort(set->v, n, sizeof *set->v, cmp_annot);
+    return 0;
 }

@@ -191,36 +191,6 @@ static int add_apps(struct inject__ctx *x, const cJSON *arr, const char *field, 
 
 /* ---- the agent's configuration ---- */
 
-static int cmp_annot(const void *a, const void *b)
-{
-    return strcmp(((const struct annot *)a)->key, ((const struct annot *)b)->key);
-}
-
-/* The template's reload-agent.io/ annotations as the agent reads them from
- * its downward-API file (strings borrowed; free set->v only). */
-static int annot_set_of(struct inject__ctx *x, struct annot_set *set)
-{
-    const cJSON *a;
-    size_t n = 0;
-    set->v = calloc((size_t)cJSON_GetArraySize(x->annots) + 1, sizeof *set->v);
-    set->n = 0;
-    if (!set->v) return -ENOMEM;
-    cJSON_ArrayForEach(a, x->annots)
-    {
-        if (!a->string || !cJSON_IsString(a) ||
-            strncmp(a->string, CFG_ANNOTATION_PREFIX, strlen(CFG_ANNOTATION_PREFIX)) != 0)
-            continue;
-        if (cJSON_GetObjectItemCaseSensitive(x->annots, a->string) != a) continue; /* a dup */
-        set->v[n].key = a->string;
-        set->v[n].val = a->valuestring;
-        set->v[n].vlen = strlen(a->valuestring);
-        n++;
-    }
-    set->n = n;
-    qsort(set->v, n, sizeof *set->v, cmp_annot);
-    return 0;
-}
-
 struct effective {
     unsigned actions;    /* ACTION_BIT set */
     size_t nwatch;       /* the effective --watch and --env-watch roots */
@@ -274,7 +244,7 @@ static int judge_config(struct inject__ctx *x, struct effective *eff)
     int help = 0, rc = -ENOMEM;
     if (cfg_layer_init(&flags, CFG_SRC_FLAG) < 0) goto out_args;
     if (cfg_layer_init(&annots, CFG_SRC_ANNOTATION) < 0) goto out_flags;
-    if (annot_set_of(x, &set) < 0) goto out_annots;
+    if (inject__annot_set(x->annots, &set) < 0) goto out_annots;
     rc = 1;
     if (cfg_parse_args((int)nargs, args, &flags, &help, x->err, x->errlen) < 0 ||
         cfg_layer_from_annotations(&set, &annots, x->err, x->errlen) < 0 ||

@@ -18,6 +18,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "config/annotations.h"
 #include "inject/transform.h"
 
 #define INJECT__PODINFO_VOLUME "reload-agent-podinfo"
@@ -102,6 +103,13 @@ int inject__type_error(struct inject__ctx *x, const char *path, const char *want
  * message leaving the transform (warnings, reasons, errors) goes through
  * it, since they quote names and paths from the input. */
 void inject__one_line(char *buf, size_t n);
+
+/* The reload-agent.io/ annotations of map (a JSON object, or NULL) as the
+ * agent reads them from its downward-API file: string values only (other
+ * values are left out: callers check types first), the first of duplicate
+ * keys, sorted by key. Keys and values are borrowed from map: free only
+ * set->v. Returns 0 or -ENOMEM. */
+int inject__annot_set(const cJSON *map, struct annot_set *set);
 
 /* Appends a warning (printf format, made one line); sets ctx->oom on
  * failure. */
