@@ -398,17 +398,25 @@ static int is_one_of(const char *s, const char *const *words)
     return 0;
 }
 
+/* Copies in[0..len) without its '_' characters into buf (size bytes, NUL
+ * terminated), as yaml.v2 reads numbers. 0 if it does not fit. */
+static int without_underscores(const char *in, size_t len, char *buf, size_t size)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (in[i] == '_') continue;
+        if (n + 1 >= size) return 0;
+        buf[n++] = in[i];
+    }
+    buf[n] = '\0';
+    return 1;
+}
+
 /* Go's strconv.ParseInt(s, 0, 64) after removing '_' (yaml.v2). */
 static int parse_go_int(const char *in, size_t len, double *out)
 {
     char buf[80];
-    size_t n = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (in[i] == '_') continue;
-        if (n + 1 >= sizeof buf) return 0;
-        buf[n++] = in[i];
-    }
-    buf[n] = '\0';
+    if (!without_underscores(in, len, buf, sizeof buf)) return 0;
     const char *s = buf;
     int neg = 0;
     if (*s == '+' || *s == '-') neg = *s++ == '-';
@@ -446,13 +454,7 @@ static int parse_go_int(const char *in, size_t len, double *out)
 static int parse_yaml_float(const char *in, size_t len, double *out)
 {
     char buf[80];
-    size_t n = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (in[i] == '_') continue;
-        if (n + 1 >= sizeof buf) return 0;
-        buf[n++] = in[i];
-    }
-    buf[n] = '\0';
+    if (!without_underscores(in, len, buf, sizeof buf)) return 0;
     const char *s = buf;
     if (*s == '+' || *s == '-') s++;
     size_t digits = 0;
