@@ -58,16 +58,8 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 chmod 755 "$D"
 
-if [ -z "${CONTAINERS_CONF:-}" ]; then # the settings of scripts/image-test.sh
-  cat > "$D/containers.conf" <<'EOF'
-[containers]
-default_ulimits = ["nofile=1024:1024", "nproc=1024:1024"]
-[engine]
-runtime = "runc"
-cgroup_manager = "cgroupfs"
-EOF
-  export CONTAINERS_CONF="$D/containers.conf"
-fi
+# the podman settings of scripts/image-test.sh, unless the caller has its own
+export CONTAINERS_CONF="${CONTAINERS_CONF:-$PWD/scripts/containers.conf}"
 
 if curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$PORT/"; then
   fail "127.0.0.1:$PORT is already in use: set INJECT_E2E_PORT"
