@@ -353,6 +353,23 @@ int proc_signal(const struct proc_match *m, int sig)
     return r;
 }
 
+void proc_uid_note(pid_t pid, char *buf, size_t n)
+{
+    char path[64], line[256];
+    long uid = -1;
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "re");
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "Uid: %ld", &uid) == 1) break;
+    if (f) fclose(f);
+    if (uid >= 0)
+        snprintf(buf, n, ", which runs as UID %ld while reload-agent runs as UID %u", uid,
+                 (unsigned)geteuid());
+    else
+        snprintf(buf, n, " (its UID is unreadable) while reload-agent runs as UID %u",
+                 (unsigned)geteuid());
+}
+
 const char *proc_hint(int err, const struct proc_scan_info *info)
 {
     switch (err) {
@@ -362,8 +379,11 @@ const char *proc_hint(int err, const struct proc_scan_info *info)
                    "the pod spec";
         return "no matching process is running yet; will retry";
     case -EPERM:
-        return "not permitted to signal the process: run reload-agent with the same UID as the "
-               "application (securityContext.runAsUser) or grant CAP_KILL";
+        return "not permitted to signal the process: the kernel allows it only to the same UID "
+               "(or with CAP_KILL, which a non-root process does not keep): run reload-agent "
+               "with the application's UID (securityContext.runAsUser; reload-agent inject and "
+               "the webhook take it from the app container, or from the annotation "
+               "reload-agent.io/sidecar-run-as-user)";
     case -ENOENT: return "the pid file does not exist or is empty";
     case -EINVAL:
         return "invalid target: the pid file must be a regular file holding one positive decimal "

@@ -99,4 +99,9 @@ int proc_pidfd_signal(int pidfd, int sig);
  * the PID namespace is not shared. Static string. */
 const char *proc_hint(int err, const struct proc_scan_info *info);
 
+/* Writes ", which runs as UID U while reload-agent runs as UID V" about pid
+ * into buf (n bytes, always terminated), for a "cannot signal" message of
+ * -EPERM: the UIDs are what the user must make equal. */
+void proc_uid_note(pid_t pid, char *buf, size_t n);
+
 #endif

@@ -89,11 +89,13 @@ int restart_start(uv_loop_t *loop, const struct proc_target *t, int sig, uint64_
     int rc = fd >= 0 ? proc_signal(&m, sig) : 0;
     if (n <= 0 || fd < 0 || rc < 0) {
         int why = n <= 0 ? (n == 0 ? 0 : n) : fd < 0 ? fd : rc;
-        snprintf(j->err, sizeof j->err, "cannot restart %s: %s",
+        char uids[96] = "";
+        if (why == -EPERM && n > 0) proc_uid_note(m.pid, uids, sizeof uids);
+        snprintf(j->err, sizeof j->err, "cannot restart %s%s: %s",
                  t->pid_file && *t->pid_file ? t->pid_file
                  : t->name && *t->name       ? t->name
                                              : "(no --process or --pid-file configured)",
-                 proc_hint(why, &info));
+                 uids, proc_hint(why, &info));
         if (fd >= 0) close(fd);
         uv_timer_start(&j->timer, on_timeout, 0, 0); /* report asynchronously */
         return 0;

@@ -131,7 +131,9 @@ static void signal_start(struct action_env *env, const struct action_params *p, 
             rc = proc_signal(&m[i], p->signal); /* also the no-pidfd (old kernel) path */
         }
         if (rc < 0) {
-            snprintf(buf, sizeof buf, "cannot signal PID %d (%s): %s", (int)m[i].pid, who,
+            char uids[96] = "";
+            if (rc == -EPERM) proc_uid_note(m[i].pid, uids, sizeof uids);
+            snprintf(buf, sizeof buf, "cannot signal PID %d (%s)%s: %s", (int)m[i].pid, who, uids,
                      proc_hint(rc, &info));
             report(done, ud, rc, buf);
             return;

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "actions/exec.h"
+#include "actions/rollout_decide.h"
 #include "base/addr.h"
 #include "base/log.h"
 #include "base/redact.h"
@@ -231,6 +232,7 @@ const char *const cfg_injector_annotations[] = {"inject",
                                                 "sidecar-cpu-request",
                                                 "sidecar-memory-request",
                                                 "sidecar-memory-limit",
+                                                "sidecar-run-as-user",
                                                 NULL};
 
 int cfg_is_injector_annotation(const char *key)
@@ -664,17 +666,23 @@ static int check_roots(const struct strlist *l, const char *opt, char *err, size
 }
 
 /* The annotation keys under the prefix that are no option: only the
- * effective --hash-annotation (the rollout stamps it on the template, so the
- * annotations file carries it) is not an error. */
+ * effective --hash-annotation and its files twin (the rollout stamps both on
+ * the template, so every pod created after a rollout carries them in its
+ * annotations file) are not an error. */
 static int check_unknown(const struct config *c, const struct cfg_layer *annots, char *err,
                          size_t errlen)
 {
-    for (size_t i = 0; annots && i < annots->unknown.n; i++)
-        if (strcmp(annots->unknown.v[i], c->hash_annotation) != 0) {
+    if (!annots || annots->unknown.n == 0) return 0;
+    char *files = rollout__files_key(c->hash_annotation);
+    int rc = 0;
+    for (size_t i = 0; i < annots->unknown.n && rc == 0; i++)
+        if (strcmp(annots->unknown.v[i], c->hash_annotation) != 0 &&
+            strcmp(annots->unknown.v[i], files) != 0) {
             snprintf(err, errlen, "annotation %s: no such option", annots->unknown.v[i]);
-            return -EINVAL;
+            rc = -EINVAL;
         }
-    return 0;
+    free(files);
+    return rc;
 }
 
 /* --hash-annotation must not name a key the agent or the injector reads

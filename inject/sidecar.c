@@ -95,7 +95,8 @@ static cJSON *security_context(struct inject__ctx *x, const struct inject__sidec
 {
     cJSON *sc = inject__new_obj(x), *caps = inject__new_obj(x), *drop = inject__new_arr(x);
     cJSON *secc = inject__new_obj(x);
-    inject__add(x, sc, "runAsNonRoot", cJSON_CreateTrue());
+    /* UID 0 only when the app runs as root (transform.c, sidecar_uid). */
+    inject__add(x, sc, "runAsNonRoot", cJSON_CreateBool(s->run_as_user != 0));
     if (s->run_as_user >= 0) inject__add(x, sc, "runAsUser", cJSON_CreateNumber(s->run_as_user));
     if (s->run_as_group >= 0) inject__add(x, sc, "runAsGroup", cJSON_CreateNumber(s->run_as_group));
     inject__add(x, sc, "readOnlyRootFilesystem", cJSON_CreateTrue());

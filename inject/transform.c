@@ -37,6 +37,7 @@
 #define A_CPU_REQ CFG_ANNOTATION_PREFIX "sidecar-cpu-request"
 #define A_MEM_REQ CFG_ANNOTATION_PREFIX "sidecar-memory-request"
 #define A_MEM_LIM CFG_ANNOTATION_PREFIX "sidecar-memory-limit"
+#define A_RUN_AS CFG_ANNOTATION_PREFIX "sidecar-run-as-user"
 #define A_DEFAULT_CONTAINER "kubectl.kubernetes.io/default-container"
 
 /* ---- where the pod template is ---- */
@@ -233,7 +234,7 @@ static void warn_ignore_replaced(struct inject__ctx *x, const struct config *cfg
 static int judge_config(struct inject__ctx *x, struct effective *eff)
 {
     memset(eff, 0, sizeof *eff);
-    struct inject__sidecar none = {.run_as_user = -1, .run_as_group = -1};
+    struct inject__sidecar none = {.run_as_user = -1, .run_as_group = -1, .run_as_asked = -1};
     size_t nargs = 0;
     char **args = inject__sidecar_args(x, &none, &nargs);
     if (!args) return -ENOMEM;
@@ -269,6 +270,25 @@ out_args:
 }
 
 /* ---- the sidecar's settings ---- */
+
+/* reload-agent.io/sidecar-run-as-user: a decimal UID 0..2147483647 into
+ * *uid (-1 when absent). Returns 0, or 1 with the reason in x->err. */
+static int run_as_annotation(struct inject__ctx *x, long *uid)
+{
+    const char *v = annot(x, A_RUN_AS);
+    *uid = -1;
+    if (!v) return 0;
+    long n = 0;
+    const char *p = v;
+    for (; *p >= '0' && *p <= '9' && n <= 2147483647L; p++) n = n * 10 + (*p - '0');
+    if (p == v || *p || n > 2147483647L || (v[0] == '0' && v[1])) {
+        snprintf(x->err, x->errlen, "invalid %s \"%.64s\": want a UID, a decimal 0..2147483647",
+                 A_RUN_AS, v);
+        return 1;
+    }
+    *uid = n;
+    return 0;
+}
 
 /* The sidecar's image and resources: opts, then the per-pod annotations.
  * Returns 0, or 1 with the reason in x->err. */
@@ -310,7 +330,7 @@ static int sidecar_settings(struct inject__ctx *x, struct inject__sidecar *s)
                  s->memory_request, s->memory_limit);
         return 1;
     }
-    return 0;
+    return run_as_annotation(x, &s->run_as_asked);
 }
 
 /* The app container: containers[0], or the one
@@ -332,29 +352,65 @@ static const struct inject__app *app_container(struct inject__ctx *x, const cJSO
     return pick;
 }
 
-/* runAsUser/runAsGroup of the app container, else of the pod. */
+/* runAsUser/runAsGroup of the app container, else of the pod; *non_root
+ * is 1 when the container's (else the pod's) runAsNonRoot is true. */
 static int app_identity(struct inject__ctx *x, const struct inject__app *app, long *uid, long *gid,
-                        long *pod_uid)
+                        long *pod_uid, int *non_root)
 {
     char path[128];
     const cJSON *csc = NULL, *psc = NULL;
     long cu = -1, cg = -1, pu = -1, pg = -1;
+    int cn = -1, pn = -1;
     snprintf(path, sizeof path, "%s%s", x->tpath, app->path);
     if (inject__get_obj(x, app->c, path, "securityContext", &csc) < 0) return -EINVAL;
     snprintf(path, sizeof path, "%sspec", x->tpath);
     if (inject__get_obj(x, x->spec, path, "securityContext", &psc) < 0) return -EINVAL;
     snprintf(path, sizeof path, "%s%s.securityContext", x->tpath, app->path);
     if (csc && (inject__get_id(x, csc, path, "runAsUser", &cu) < 0 ||
-                inject__get_id(x, csc, path, "runAsGroup", &cg) < 0))
+                inject__get_id(x, csc, path, "runAsGroup", &cg) < 0 ||
+                inject__get_bool(x, csc, path, "runAsNonRoot", &cn) < 0))
         return -EINVAL;
     snprintf(path, sizeof path, "%sspec.securityContext", x->tpath);
     if (psc && (inject__get_id(x, psc, path, "runAsUser", &pu) < 0 ||
-                inject__get_id(x, psc, path, "runAsGroup", &pg) < 0))
+                inject__get_id(x, psc, path, "runAsGroup", &pg) < 0 ||
+                inject__get_bool(x, psc, path, "runAsNonRoot", &pn) < 0))
         return -EINVAL;
     *uid = cu >= 0 ? cu : pu;
     *gid = cg >= 0 ? cg : pg;
     *pod_uid = pu;
+    *non_root = (cn >= 0 ? cn : pn) == 1;
     return 0;
+}
+
+/* The sidecar's UID when signal or restart is effective: the kernel lets a
+ * process signal another only with the same UID, and the restricted
+ * profile leaves the sidecar no CAP_KILL. The annotation
+ * reload-agent.io/sidecar-run-as-user wins; else the app's stated UID (0
+ * included: the sidecar then runs as root with every capability dropped,
+ * as the app already does); else, unless runAsNonRoot is required, UID 0,
+ * the user of an image without USER (the official nginx image's master),
+ * with a warning; else a warning. */
+static void sidecar_uid(struct inject__ctx *x, struct inject__sidecar *s, const char *app, long uid,
+                        long gid, int non_root)
+{
+    if (s->run_as_asked >= 0) {
+        s->run_as_user = s->run_as_asked;
+        s->run_as_group = gid >= 0 ? gid : s->run_as_asked;
+    } else if (uid >= 0) {
+        s->run_as_user = uid;
+        s->run_as_group = gid;
+    } else if (!non_root) {
+        inject__warn(x,
+                     "container %s states no runAsUser: sidecar runs as UID 0, no capabilities; "
+                     "set runAsUser if the image is not root",
+                     app);
+        s->run_as_user = 0;
+        s->run_as_group = gid >= 0 ? gid : 0;
+    } else {
+        inject__warn(x,
+                     "container %s: signal/restart need the app's UID; set runAsUser on it or %s",
+                     app, A_RUN_AS);
+    }
 }
 
 /* The app container's service-account token mount, or NULL. */
@@ -505,7 +561,7 @@ static int inject_fresh(struct inject__ctx *x, const char *prefix, const cJSON *
         inject__warn(x, "annotation %swatch replaces the %zu injected --watch roots",
                      CFG_ANNOTATION_PREFIX, x->nmirrors);
 
-    struct inject__sidecar s = {.run_as_user = -1, .run_as_group = -1};
+    struct inject__sidecar s = {.run_as_user = -1, .run_as_group = -1, .run_as_asked = -1};
     if (sidecar_settings(x, &s)) {
         set_reason(out, "%s", x->err);
         out->outcome = INJECT_SKIPPED;
@@ -523,21 +579,9 @@ static int inject_fresh(struct inject__ctx *x, const char *prefix, const cJSON *
         out->outcome = INJECT_SKIPPED;
         return 0;
     }
-    if (app_identity(x, app, &uid, &gid, &pod_uid) < 0) return -EINVAL;
-    if (need_pid && uid > 0) {
-        s.run_as_user = uid;
-        s.run_as_group = gid;
-    } else if (need_pid && uid == 0) {
-        inject__warn(x,
-                     "container %s runs as UID 0: the non-root sidecar cannot signal or "
-                     "restart it; run the app as non-root",
-                     app->name);
-    } else if (need_pid) {
-        inject__warn(x,
-                     "container %s: signal/restart need the app's UID; set runAsUser on it or "
-                     "the pod",
-                     app->name);
-    }
+    int non_root = 0;
+    if (app_identity(x, app, &uid, &gid, &pod_uid, &non_root) < 0) return -EINVAL;
+    if (need_pid) sidecar_uid(x, &s, app->name, uid, gid, non_root);
     if (s.run_as_user < 0 && pod_uid == 0) s.run_as_user = INJECT__IMAGE_UID;
 
     int automount = -1;

@@ -177,7 +177,8 @@ void inject__plan_free(struct inject__ctx *x);
 
 struct inject__sidecar {
     const char *image, *cpu_request, *memory_request, *memory_limit;
-    long run_as_user, run_as_group; /* -1: not set */
+    long run_as_user, run_as_group; /* -1: not set; run_as_user 0: root, no capabilities */
+    long run_as_asked;              /* reload-agent.io/sidecar-run-as-user, or -1 */
     const cJSON *token_mount;       /* copied volumeMount, or NULL */
     int events_off;                 /* add --events=false */
 };

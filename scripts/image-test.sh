@@ -63,33 +63,8 @@ trap 'exit 130' INT TERM
 # podman's defaults fail in this sandbox (scripts/containers.conf says why).
 export CONTAINERS_CONF="$PWD/scripts/containers.conf"
 
-# The Debian mirror apt already uses for bookworm (deb822 or one-line form).
-apt_mirror() {
-  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
-    [ -f "$f" ] || continue
-    awk '
-      function stanza() { if (!found && u != "" && s ~ /(^| )bookworm( |$)/) { print u; found = 1 } u = ""; s = "" }
-      /^[ \t]*#/ { next }
-      /^[ \t]*$/ { stanza(); next }
-      $1 == "URIs:" { u = $2 }
-      $1 == "Suites:" { $1 = ""; s = $0 }
-      $1 == "deb" { i = 2; if ($i ~ /^\[/) { while ($i !~ /\]$/) i++; i++ }
-                    if (!found && $(i + 1) == "bookworm") { print $i; found = 1 } }
-      END { stanza() }' "$f"
-  done | head -n 1
-}
-
-if pm image exists "$BASE"; then
-  step "reusing base image $BASE"
-else
-  MIRROR=${DEBIAN_MIRROR:-$(apt_mirror)}
-  [ -n "$MIRROR" ] || fail "no bookworm mirror in /etc/apt/sources.list*: set DEBIAN_MIRROR"
-  step "building base image $BASE: debootstrap from $MIRROR"
-  timeout 900 debootstrap --variant=minbase bookworm "$D/rootfs" "$MIRROR" > "$D/debootstrap.log" 2>&1 ||
-    { tail -n 20 "$D/debootstrap.log" >&2; fail "debootstrap failed (log above)"; }
-  tar -C "$D/rootfs" -c . | timeout 300 podman import -q - "$BASE" >/dev/null || fail "podman import of the base failed"
-  rm -rf "$D/rootfs"
-fi
+step "base image $BASE"
+sh scripts/base-image.sh "$BASE" || fail "no base image (above)"
 
 build() { # $1 = tag, then podman build arguments
   tag=$1; shift

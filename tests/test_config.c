@@ -132,6 +132,44 @@ static void test_unknown_annotation_rejected(void **state)
     assert_string_equal(f->err, "annotation reload-agent.io/debunce: no such option");
 }
 
+/* Frees the built config and the annotation layer, and starts a new one. */
+static void renew(struct fixture *f)
+{
+    cfg_free(&f->cfg);
+    memset(&f->cfg, 0, sizeof f->cfg);
+    cfg_layer_free(&f->annots);
+    assert_int_equal(cfg_layer_init(&f->annots, CFG_SRC_ANNOTATION), 0);
+}
+
+/* The rollout writes <key minus -hash>-files beside the hash on the
+ * template, so every pod created after a rollout carries it in its
+ * annotations file: the agent (and the injector, which judges with this
+ * parser) must accept it, for the default key and a custom one. Found on the
+ * real cluster: pods created by a rollout were admitted without the sidecar
+ * ("annotation reload-agent.io/config-files: no such option"). */
+static void test_rollout_files_annotation_accepted(void **state)
+{
+    struct fixture *f = *state;
+    assert_int_equal(annots(f, "reload-agent.io/config-hash=\"abc\"\n"
+                               "reload-agent.io/config-files=\"{\\\"/etc/a\\\":\\\"0123\\\"}\""),
+                     0);
+    assert_int_equal(cfg_build(NULL, &f->annots, &f->cfg, f->err, sizeof f->err), 0);
+    renew(f);
+
+    char *argv[] = {"--hash-annotation=reload-agent.io/web-hash"};
+    assert_int_equal(parse(f, 1, argv), 0);
+    assert_int_equal(annots(f, "reload-agent.io/web-hash=\"abc\"\n"
+                               "reload-agent.io/web-files=\"{}\""),
+                     0);
+    assert_int_equal(cfg_build(&f->flags, &f->annots, &f->cfg, f->err, sizeof f->err), 0);
+    renew(f);
+
+    /* another key's files twin is still unknown */
+    assert_int_equal(annots(f, "reload-agent.io/other-files=\"{}\""), 0);
+    assert_int_equal(cfg_build(&f->flags, &f->annots, &f->cfg, f->err, sizeof f->err), -22);
+    assert_string_equal(f->err, "annotation reload-agent.io/other-files: no such option");
+}
+
 /* A custom --hash-annotation under reload-agent.io/ is stamped on the
  * template (rollout, inject), so the annotations file carries it: the
  * effective key is accepted, whether the flag or an annotation sets it;
@@ -211,7 +249,7 @@ static void test_injector_annotations_skipped(void **state)
     assert_false(cfg_is_injector_annotation("reload-agent.io/"));
     size_t n = 0;
     while (cfg_injector_annotations[n]) n++;
-    assert_int_equal(n, 7);
+    assert_int_equal(n, 8);
 }
 
 static void test_annotation_cannot_set_annotations_file(void **state)
@@ -858,6 +896,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bad_annotation_value_names_annotation, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_unknown_annotation_rejected, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rollout_files_annotation_accepted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_custom_hash_annotation_accepted, setup, teardown),
         cmocka_unit_test_setup_teardown(test_annotation_cannot_set_annotations_file, setup,
                                         teardown),

@@ -555,8 +555,16 @@ static void test_eperm(void **state)
     }
     stop(pid, rd);
     const char *h = proc_hint(-EPERM, NULL);
-    assert_non_null(strstr(h, "CAP_KILL"));
     assert_non_null(strstr(h, "runAsUser"));
+    assert_non_null(strstr(h, "sidecar-run-as-user"));
+    /* CAP_KILL is named only as what does not help a non-root agent. */
+    assert_non_null(strstr(h, "CAP_KILL, which a non-root process does not keep"));
+    char note[96];
+    proc_uid_note(1, note, sizeof note);
+    char want[96];
+    snprintf(want, sizeof want, "while reload-agent runs as UID %u", (unsigned)geteuid());
+    assert_non_null(strstr(note, want));
+    assert_non_null(strstr(note, "which runs as UID "));
 }
 
 static void test_pidfd_polls_on_exit(void **state)

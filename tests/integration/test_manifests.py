@@ -30,14 +30,14 @@ from lib import TestFailure, check
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MANIFESTS = os.path.join(ROOT, "manifests")
-FILES = ["rbac.yaml", "configmap.yaml", "deployment-signal.yaml", "statefulset-rollout.yaml"]
+FILES = ["role.yaml", "rbac.yaml", "configmap.yaml", "deployment-signal.yaml", "statefulset-rollout.yaml"]
 AGENT = "reload-agent"
 PREFIX = "reload-agent.io/"
 
 # The requests the agent makes: owner chain GETs (kube/owner.c), template
 # PATCHes (actions/rollout.c), core/v1 Event POSTs (kube/kevents.c). The
 # usual reloader Role also grants cronjobs get and events patch; the agent
-# never fetches a CronJob nor updates an Event. See rbac.yaml.
+# never fetches a CronJob nor updates an Event. See role.yaml.
 LEAST_PRIVILEGE = {
     ("", "pods"): {"get"},
     ("apps", "replicasets"): {"get"},
