@@ -314,7 +314,12 @@ static void resolved(void *ud, struct owner_info *o)
         if (r->owner) owner_info_free(r->owner);
         r->owner = o;
     } else {
-        log_warn("cannot find a workload to roll: %s", o->error ? o->error : "unknown error");
+        struct log_rec rec;
+        if (log_rec_begin(&rec, RA_LOG_WARN, "owner-error")) {
+            log_rec_str(&rec, "error", o->error ? o->error : "unknown error");
+            log_rec_end(&rec, "cannot find a workload to roll: %s",
+                        o->error ? o->error : "unknown error");
+        }
     }
     if (r->rcb) {
         void (*rcb)(void *, const struct owner_info *) = r->rcb;

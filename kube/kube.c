@@ -424,6 +424,24 @@ static int is_tls_verify(int curl_code)
     return curl_code == CURLE_PEER_FAILED_VERIFICATION || curl_code == CURLE_SSL_CACERT_BADFILE;
 }
 
+/* The RBAC hint for a 403 whose message (one line) names the refused user:
+ * the Role and, for a ServiceAccount, the exact binding command. */
+static void rbac_hint(const char *msg, char *out, size_t outlen)
+{
+    static const char sa[] = "User \"system:serviceaccount:";
+    const char *p = strstr(msg, sa), *q = p ? strchr(p + sizeof sa - 1, '"') : NULL;
+    if (p) p += sizeof sa - 1;
+    const char *colon = p && q ? memchr(p, ':', (size_t)(q - p)) : NULL;
+    if (colon && colon > p && q - colon > 1 && q - p < 320)
+        snprintf(out, outlen,
+                 KUBE_RBAC_HINT ": kubectl -n %.*s apply -f manifests/role.yaml && kubectl -n %.*s "
+                                "create rolebinding reload-agent --role=reload-agent "
+                                "--serviceaccount=%.*s)",
+                 (int)(colon - p), p, (int)(colon - p), p, (int)(q - p), p);
+    else
+        snprintf(out, outlen, KUBE_RBAC_HINT " and bind it to the agent's ServiceAccount)");
+}
+
 /* Builds the one-line error for a final HTTP status >= 400. */
 static void http_error(const struct kube_call *c, const struct httpc_result *res,
                        const cJSON *status, char *out, size_t outlen)
@@ -443,16 +461,16 @@ static void http_error(const struct kube_call *c, const struct httpc_result *res
     if (!msg[0]) snprintf(msg, sizeof msg, "HTTP %ld with an empty body", res->status);
     snprintf(out, outlen, "%s", msg);
     n = strlen(out);
+    char hint[768];
+    if (res->status == 403) rbac_hint(msg, hint, sizeof hint);
     if (res->status == 403 && c->verb && c->resource)
         snprintf(out + n, outlen - n,
                  "; RBAC: the service account needs verb \"%s\" on resource \"%s\" in API group "
-                 "\"%s\" (see manifests/rbac.yaml)",
-                 c->verb, c->resource, c->group ? c->group : "");
+                 "\"%s\"%s",
+                 c->verb, c->resource, c->group ? c->group : "", hint);
     else if (res->status == 403)
-        snprintf(out + n, outlen - n,
-                 "; RBAC: the service account may not %s %s "
-                 "(see manifests/rbac.yaml)",
-                 c->method, c->path);
+        snprintf(out + n, outlen - n, "; RBAC: the service account may not %s %s%s", c->method,
+                 c->path, hint);
     else if (c->tries >= KUBE_MAX_TRIES && (res->status == 429 || res->status >= 500))
         snprintf(out + n, outlen - n, " (gave up after %d attempts)", c->tries);
 }

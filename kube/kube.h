@@ -31,6 +31,11 @@
 
 #include "net/httpc.h"
 
+/* How the hint appended to a 403's message begins: it names the Role that
+ * grants every request the agent makes (manifests/role.yaml) and the
+ * command that binds it to the ServiceAccount the API server named. */
+#define KUBE_RBAC_HINT " (grant it the Role in manifests/role.yaml"
+
 #define KUBE_MAX_TRIES 6
 #define KUBE_SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
 #define KUBE_TIMEOUT_MS 10000 /* per attempt */

@@ -568,9 +568,17 @@ static void test_403_names_rbac_rule(void **state)
     expect_status(t, 403);
     assert_int_equal(t->tries, 1);
     assert_non_null(strstr(t->error, "deployments.apps \"web\" is forbidden"));
-    assert_non_null(strstr(t->error,
-                           "RBAC: the service account needs verb \"patch\" on resource "
-                           "\"deployments\" in API group \"apps\" (see manifests/rbac.yaml)"));
+    assert_non_null(
+        strstr(t->error,
+               "RBAC: the service account needs verb \"patch\" on resource "
+               "\"deployments\" in API group \"apps\" (grant it the Role in manifests/role.yaml"));
+    /* the command that grants it, for the ServiceAccount the API server named */
+    char fix[512];
+    snprintf(fix, sizeof fix,
+             "kubectl -n %s apply -f manifests/role.yaml && kubectl -n %s create rolebinding "
+             "reload-agent --role=reload-agent --serviceaccount=%s:",
+             g_fake.ns, g_fake.ns, g_fake.ns);
+    assert_non_null(strstr(t->error, fix));
 }
 
 static void test_404_message(void **state)

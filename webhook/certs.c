@@ -115,7 +115,7 @@ static int fail(struct job *j, const char *fmt, ...)
 /* "HTTP 403: <message> <hint>" for a failed answer (kube_resp.error). */
 static const char *why(const struct kube_resp *r, char *buf, size_t len)
 {
-    static const char agent_hint[] = " (see manifests/rbac.yaml)"; /* kube/'s, for the agent */
+    static const char agent_hint[] = KUBE_RBAC_HINT; /* kube/'s, for the agent */
     const char *e = r->error ? r->error : "", *h;
     int n = (int)strlen(e);
 
