@@ -62,7 +62,7 @@ FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 FUZZ_SECONDS ?= 240
 
-.PHONY: static-deps all test unit integration fuzz fuzz-replay asan install deps clean bench demo image-test fmt fmt-check
+.PHONY: static-deps all test unit integration fuzz fuzz-replay asan install deps clean bench demo image-test fmt fmt-check e2e cluster-up cluster-down
 
 all: $(BUILD)/reload-agent $(TOOL_BIN)
 
@@ -148,10 +148,26 @@ bench: deps
 	python3 tests/bench/injectbench.py --binary $(BUILD)/reload-agent
 	python3 tests/bench/webhookbench.py --binary $(BUILD)/reload-agent
 	python3 tests/bench/memory.py --binary $(BUILD)/reload-agent --tools $(BUILD)/tools
+	python3 tests/bench/propagation.py --binary $(BUILD)/reload-agent
 
 image-test: deps
 	$(MAKE) all
 	sh scripts/image-test.sh
+
+# The real cluster (tests/cluster/, README "The real cluster"): up.sh builds
+# Kubernetes, etcd and containerd from the Go module proxy once (cached in
+# /var/cache/reload-agent/cluster) and starts a single node; e2e runs
+# tests/e2e/ on it, then stops it (E2E_KEEP=1 leaves it running, and the
+# namespaces of failed tests). E2E_ARGS passes -k, -j to the runner.
+cluster-up:
+	bash tests/cluster/up.sh
+cluster-down:
+	bash tests/cluster/down.sh
+
+e2e: deps
+	$(MAKE) all
+	@rc=0; python3 tests/e2e/run.py --binary $(BUILD)/reload-agent $(if $(E2E_KEEP),--keep) $(E2E_ARGS) || rc=$$?; \
+	  if [ -z "$(E2E_KEEP)" ]; then bash tests/cluster/down.sh; fi; exit $$rc
 
 # The house format (.clang-format). fmt rewrites; fmt-check (CI) lists the
 # files that differ and fails.

@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Propagation on the real cluster (tests/cluster/): the time from
+`kubectl apply` of a ConfigMap to the new content being served, with the
+kubelet's default settings (syncFrequency 1m plus jitter).
+
+Two pods mount the same ConfigMap, in the same run:
+  - baseline: stock nginx serving the ConfigMap's index.html as a static
+    file, no agent. It serves the new bytes the moment the kubelet swaps
+    the volume: this is the kubelet's own propagation time;
+  - agent: stock nginx whose server block (site.conf, same ConfigMap) is
+    reloaded by the injected reload-agent with SIGHUP.
+Each edit writes both keys at once; between edits a random pause (0 to
+--gap seconds) samples the kubelet's sync phase as a user's edit would.
+The pods are left to settle first (a just-started pod is synced often).
+Prints p50/p90/max for both, their ratio, and the agent's own share (its
+log's change -> action time).
+
+Usage: propagation.py --binary build/reload-agent [--edits 10] [--gap 30]
+"""
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
+import apps  # noqa: E402
+import lib  # noqa: E402
+import run as e2e_run  # noqa: E402
+
+NS = "bench-propagation"
+
+
+def manifests(body):
+    cm = apps.configmap("content", {"index.html": body + "\n", "site.conf": apps.site_conf(body)})
+    base_conf = apps.configmap("static", {"static.conf":
+                                          "server { listen %d; root /srv/content; }\n" % apps.PORT})
+    baseline = apps.nginx_workload("Pod", "baseline", {}, cm="static",
+                                   extra_volumes=[{"name": "content", "configMap": {"name": "content"}}],
+                                   extra_mounts=[{"name": "content", "mountPath": "/srv/content"}])
+    agent = apps.nginx_workload("Pod", "agent", apps.agent_annotations(action="signal", process="nginx"),
+                                cm="content")
+    return cm, base_conf, baseline, agent
+
+
+def served(ip):
+    st, body = lib.http_get("http://%s:%d/" % (ip, apps.PORT), timeout=1.0)
+    return body.strip() if st == 200 else None
+
+
+def pct(v, p):
+    v = sorted(v)
+    return v[min(len(v) - 1, int(round(p / 100.0 * (len(v) - 1))))]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--binary", required=True)
+    ap.add_argument("--edits", type=int, default=10)
+    ap.add_argument("--gap", type=float, default=30.0)
+    ap.add_argument("--settle", type=float, default=100.0)
+    ap.add_argument("--json", help="also write the figures here")
+    a = ap.parse_args()
+    c = lib.Cluster(e2e_run.cluster_env(), os.path.abspath(a.binary))
+    c.ensure_webhook()
+    c.kubectl("delete", "namespace", NS, "--ignore-not-found", "--wait=true", timeout=180)
+    c.kubectl("create", "namespace", NS)
+    lib.wait_until(lambda: c.get("serviceaccount", "default", ns=NS, check=False), 60, "default SA")
+    cm, base_conf, baseline, agent = manifests("edit-0")
+    for m in (cm, base_conf, baseline, agent):
+        c.kubectl("apply", "-f", "-", input=m, ns=NS)
+    c.kubectl("wait", "--for=condition=Ready", "pod/baseline", "pod/agent", "--timeout=180s", ns=NS, timeout=200)
+    ips = {p: c.get("pod", p, ns=NS)["status"]["podIP"] for p in ("baseline", "agent")}
+    print("propagation: pods ready; settling %.0f s (a pod is synced often just after it starts)" % a.settle,
+          flush=True)
+    time.sleep(a.settle)
+    rnd = random.Random(20261203)
+    base_t, agent_t = [], []
+    for i in range(1, a.edits + 1):
+        body = "edit-%d" % i
+        cm = manifests(body)[0]
+        t0 = time.time()
+        c.kubectl("apply", "-f", "-", input=cm, ns=NS)
+        got = {}
+        deadline = time.monotonic() + 240
+        while len(got) < 2 and time.monotonic() < deadline:
+            for p, ip in ips.items():
+                if p not in got and served(ip) == body:
+                    got[p] = time.time() - t0
+            time.sleep(0.2)
+        if len(got) < 2:
+            sys.exit("propagation: edit %d not served within 240 s: %r" % (i, got))
+        base_t.append(got["baseline"])
+        agent_t.append(got["agent"])
+        print("propagation: edit %2d: baseline (kubelet) %5.1f s, agent %5.1f s" % (i, got["baseline"], got["agent"]),
+              flush=True)
+        time.sleep(rnd.uniform(0, a.gap))
+    # The agent's own share: its log's change -> successful action, per edit.
+    own = []
+    evs = []
+    rc, out, _ = c.kubectl("logs", "agent", "-c", "reload-agent", ns=NS, check=False)
+    for line in out.splitlines():
+        try:
+            evs.append(json.loads(line))
+        except ValueError:
+            pass
+    last_change = None
+    for e in evs:
+        if e.get("event") == "change":
+            last_change = lib._rfc3339(e["time"])
+        elif e.get("event") == "action" and e.get("result") == "success" and last_change:
+            own.append((lib._rfc3339(e["time"]) - last_change) * 1000.0)
+            last_change = None
+    res = {"edits": a.edits,
+           "baseline_s": {"p50": statistics.median(base_t), "p90": pct(base_t, 90), "max": max(base_t)},
+           "agent_s": {"p50": statistics.median(agent_t), "p90": pct(agent_t, 90), "max": max(agent_t)},
+           "agent_own_ms_p50": statistics.median(own) if own else None,
+           "ratio_p50": statistics.median(agent_t) / statistics.median(base_t)}
+    print("propagation (kubelet defaults, %d edits): apply -> served" % a.edits)
+    print("  baseline, nginx serving the file, no agent: p50 %.1f s  p90 %.1f s  max %.1f s" % (
+        res["baseline_s"]["p50"], res["baseline_s"]["p90"], res["baseline_s"]["max"]))
+    print("  reload-agent, nginx reloaded by SIGHUP:     p50 %.1f s  p90 %.1f s  max %.1f s" % (
+        res["agent_s"]["p50"], res["agent_s"]["p90"], res["agent_s"]["max"]))
+    own_s = "n/a" if not own else ("%.0f ms" % res["agent_own_ms_p50"] if res["agent_own_ms_p50"] >= 1
+                                    else "< 1 ms (the log's resolution)")
+    print("  ratio of medians (agent / baseline): %.2f; the agent's own change -> signal: %s (p50)" % (
+        res["ratio_p50"], own_s))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(res, f, indent=1)
+    c.kubectl("delete", "namespace", NS, "--wait=false", check=False)
+
+
+if __name__ == "__main__":
+    main()
