@@ -25,7 +25,8 @@ step() { clog "$* [$(($(date +%s) - T0)) s]"; }
 [ "$(id -u)" = 0 ] || cdie "up.sh needs root"
 PATH=$PATH:/usr/sbin:/sbin
 
-# ---- binaries ---------------------------------------------------------------
+# ---- packages and binaries ----------------------------------------------------
+sh "$here/deps.sh"
 bins=$("$here/build.sh" all)
 ETCD_BIN=$(echo "$bins" | sed -n 's/^ETCD_BIN=//p')
 CTRD_BIN=$(echo "$bins" | sed -n 's/^CONTAINERD_BIN=//p')
