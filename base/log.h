@@ -99,8 +99,9 @@ char *ra_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* The parsers' error convention (docs/errors.md) in one call: formats the
  * reason into err (errlen bytes, NUL-terminated; nothing if err is NULL or
- * errlen 0) and returns rc, so a parser can `return ra_errf(err, errlen,
- * -EINVAL, "...", ...)`. */
+ * errlen 0), makes it one line under the policy of base/text.h (whatever
+ * the arguments quoted raw), and returns rc, so a parser can `return
+ * ra_errf(err, errlen, -EINVAL, "...", ...)`. */
 int ra_errf(char *err, size_t errlen, int rc, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
