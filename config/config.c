@@ -5,8 +5,8 @@
  * The table is the single judge of a value: its row gives the type, the
  * range of a duration (RANGE), a check of a string (CHECKED), and whether
  * the option is read only at start (OPT_RESTART_ONLY). Every error leaving
- * this file is one line: values are Go-quoted, and one_line() escapes what
- * a message still holds raw.
+ * this file is one line: values are Go-quoted, and ra_one_line_fix()
+ * (base/text.h) escapes what a message still holds raw.
  *
  * To add an option: add a field to struct config, one row to OPTIONS below,
  * and (if it needs one) a cross-field check in validate(). Nothing else.
@@ -23,6 +23,7 @@
 #include "base/addr.h"
 #include "base/log.h"
 #include "base/redact.h"
+#include "base/text.h"
 #include "config/goquote.h"
 #include "config/value.h"
 
@@ -323,28 +324,6 @@ static void layer_set(struct cfg_layer *l, size_t i, const char *v)
     if (OPTIONS[i].flags & OPT_REPEAT) strlist_push(&l->list[i], v);
 }
 
-/* Makes an error message one line whatever a message above quoted raw:
- * each control character becomes \xHH (cut to errlen). Every error that
- * leaves this file goes through it (stderr at start, the log, /status). */
-static void one_line(char *err, size_t errlen)
-{
-    char tmp[2048];
-    size_t o = 0;
-    if (!errlen) return;
-    const char *q = err;
-    while (*q && (unsigned char)*q >= 0x20 && *q != 0x7f) q++;
-    if (!*q) return;
-    for (const char *p = err; *p && o + 5 < sizeof tmp; p++) {
-        unsigned char c = (unsigned char)*p;
-        if (c < 0x20 || c == 0x7f)
-            o += (size_t)snprintf(tmp + o, sizeof tmp - o, "\\x%02x", c);
-        else
-            tmp[o++] = (char)c;
-    }
-    tmp[o] = '\0';
-    snprintf(err, errlen, "%s", tmp);
-}
-
 static int parse_args(int argc, char **argv, struct cfg_layer *flags, int *want_help, char *err,
                       size_t errlen);
 static int layer_from_annotations(const struct annot_set *a, struct cfg_layer *l, char *err,
@@ -354,7 +333,7 @@ int cfg_parse_args(int argc, char **argv, struct cfg_layer *flags, int *want_hel
                    size_t errlen)
 {
     int rc = parse_args(argc, argv, flags, want_help, err, errlen);
-    if (rc < 0) one_line(err, errlen);
+    if (rc < 0) ra_one_line_fix(err, errlen);
     return rc;
 }
 
@@ -362,7 +341,7 @@ int cfg_layer_from_annotations(const struct annot_set *a, struct cfg_layer *l, c
                                size_t errlen)
 {
     int rc = layer_from_annotations(a, l, err, errlen);
-    if (rc < 0) one_line(err, errlen);
+    if (rc < 0) ra_one_line_fix(err, errlen);
     return rc;
 }
 
@@ -778,7 +757,7 @@ int cfg_build_env(const struct cfg_layer *flags, const struct cfg_layer *annots,
     return 0;
 fail:
     cfg_free(out);
-    one_line(err, errlen);
+    ra_one_line_fix(err, errlen);
     return -EINVAL;
 }
 
@@ -984,14 +963,13 @@ static void format_value(const struct config *c, const struct opt_def *o, char *
     }
 }
 
-/* A value for a --print-config line: Go-quoted (in place) if it holds a
- * control character, so that each option stays one line. */
+/* A value for a --print-config line: Go-quoted (in place) unless the
+ * one-line policy of base/text.h keeps it as it is, so that each option
+ * stays one line. */
 static const char *one_line_value(char *buf)
 {
     char q[4096];
-    const char *p = buf;
-    while (*p && (unsigned char)*p >= 0x20 && *p != 0x7f) p++;
-    if (!*p) return buf;
+    if (ra_text_is_one_line(buf, strlen(buf))) return buf;
     gq_quote_to(q, sizeof q, buf, strlen(buf));
     memcpy(buf, q, strlen(q) + 1);
     return buf;
