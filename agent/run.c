@@ -240,29 +240,23 @@ static int start_monitor(void)
     if (R.annot_path) extra[nextra++] = (struct monitor_extra){R.annot_path, on_annot_event, NULL};
     if (R.kube)
         extra[nextra++] = (struct monitor_extra){kube_token_path(R.kube), on_token_event, NULL};
-    /* Rollout-class files feed the rollout hash (manifest.sub): the
-     * decision of cfg_action_for as data, read on the hashing thread; the
-     * --env-watch roots are watched beside the --watch roots. */
-    size_t nrules, nroots;
-    int sub_default;
-    struct monitor_sub_rule *rules = engine_sub_rules(&R.cfg, &nrules, &sub_default);
+    /* The monitor classifies files on its hashing thread with a copy of the
+     * configuration's one path -> action value (ignored files, the
+     * rollout-class files of the rollout hash); the --env-watch roots are
+     * watched beside the --watch roots. */
+    size_t nroots;
     const char **roots = cfg_watch_roots(&R.cfg, &nroots);
     struct monitor_opts o = {
         .extra = extra,
         .nextra = nextra,
-        .sub_rules = rules,
-        .nsub_rules = nrules,
-        .sub_default = sub_default,
+        .rules = &R.cfg.path_rules,
         .baseline = on_baseline,
         .roots = roots,
         .nroots = nroots,
         .debounce_ns = R.cfg.debounce_ns,
         .resync_ns = R.cfg.resync_ns,
-        .ignore = (const char *const *)R.cfg.ignore.v,
-        .nignore = R.cfg.ignore.n,
     };
     int rc = monitor_start(&R.loop, &o, on_change, NULL, &R.mon);
-    free(rules);
     free(roots);
     if (rc < 0) {
         R.mon = NULL;
@@ -306,12 +300,8 @@ static void apply_config(struct config *next)
         R.mon = NULL;
         monitor_close(old, on_old_monitor_closed, NULL);
     } else if (R.mon) {
-        size_t nrules;
-        int sub_default;
-        struct monitor_sub_rule *rules = engine_sub_rules(&R.cfg, &nrules, &sub_default);
         monitor_set_timing(R.mon, R.cfg.debounce_ns, R.cfg.resync_ns);
-        monitor_set_sub_rules(R.mon, rules, nrules, sub_default);
-        free(rules);
+        monitor_set_rules(R.mon, &R.cfg.path_rules);
     }
     engine_config_changed(R.eng);
 }

@@ -14,7 +14,6 @@
 #include "config/config.h"
 
 #include <errno.h>
-#include <fnmatch.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -675,6 +674,20 @@ static int check_hash_annotation(const struct config *c, char *err, size_t errle
     return 0;
 }
 
+/* The one path -> action value (config/rules.h), in the order of
+ * cfg_action_for: --ignore, the --env-watch roots, the rules, --action. */
+static void build_path_rules(struct config *c)
+{
+    struct path_rules *r = &c->path_rules;
+    path_rules_free(r);
+    path_rules_init(r, c->action);
+    for (size_t i = 0; i < c->ignore.n; i++) path_rules_add_ignore(r, c->ignore.v[i]);
+    for (size_t i = 0; i < c->env_watch.n; i++)
+        path_rules_add_root(r, c->env_watch.v[i], c->env_action);
+    for (size_t i = 0; i < c->nrules; i++)
+        path_rules_add_glob(r, c->rules[i].glob, c->rules[i].action);
+}
+
 static int validate(struct config *c, const struct cfg_env *env, char *err, size_t errlen)
 {
     /* --env-watch roots may overlap --watch roots: the env root wins for
@@ -724,6 +737,7 @@ static int validate(struct config *c, const struct cfg_env *env, char *err, size
                  "--env-watch root) that uses rollout");
         return -EINVAL;
     }
+    build_path_rules(c);
     return 0;
 }
 
@@ -776,6 +790,7 @@ void cfg_free(struct config *c)
     free(c->rules);
     c->rules = NULL;
     c->nrules = 0;
+    path_rules_free(&c->path_rules);
 }
 
 static int same_list(const struct strlist *a, const struct strlist *b)
@@ -808,26 +823,17 @@ const char **cfg_watch_roots(const struct config *c, size_t *n)
 
 int cfg_is_path_under(const char *root, const char *path)
 {
-    size_t l = strlen(root);
-    while (l > 0 && root[l - 1] == '/') l--;
-    return strncmp(path, root, l) == 0 && (path[l] == '\0' || path[l] == '/');
+    return path_rules_is_under(root, path);
 }
 
 int cfg_is_ignored(const struct config *c, const char *path)
 {
-    for (size_t i = 0; i < c->ignore.n; i++)
-        if (fnmatch(c->ignore.v[i], path, 0) == 0) return 1;
-    return 0;
+    return path_rules_is_ignored(&c->path_rules, path);
 }
 
 int cfg_action_for(const struct config *c, const char *path)
 {
-    if (cfg_is_ignored(c, path)) return CFG_ACTION_IGNORED;
-    for (size_t i = 0; i < c->env_watch.n; i++)
-        if (cfg_is_path_under(c->env_watch.v[i], path)) return c->env_action;
-    for (size_t i = 0; i < c->nrules; i++)
-        if (fnmatch(c->rules[i].glob, path, 0) == 0) return c->rules[i].action;
-    return c->action;
+    return path_rules_action(&c->path_rules, path);
 }
 
 unsigned cfg_used_actions(const struct config *c)
@@ -909,6 +915,7 @@ void cfg_dup(const struct config *src, struct config *dst)
         dst->rules[i].glob = ra_strdup(src->rules[i].glob);
         dst->rules[i].action = src->rules[i].action;
     }
+    path_rules_copy(&dst->path_rules, &src->path_rules);
 }
 
 void cfg_print_help(FILE *f)
