@@ -26,7 +26,7 @@
 #include "agent/metrics.h"
 #include "agent/monitor.h"
 #include "actions/rollout.h"
-#include "agent/sched.h"
+#include "base/sched.h"
 #include "watch/watch.h"
 
 #define ANNOT_DEBOUNCE_MS 50
