@@ -33,10 +33,12 @@ int log_is_enabled(enum log_level lvl) { return lvl >= g_log.min; }
 
 void log_set_fd(int fd) { g_log.fd = fd; }
 
+const char *const log_level_names[] = {"debug", "info", "warn", "error", NULL};
+const char *const log_format_names[] = {"text", "json", NULL};
+
 const char *log_level_name(enum log_level lvl)
 {
-    static const char *const names[] = {"debug", "info", "warn", "error"};
-    return (unsigned)lvl < 4 ? names[lvl] : "?";
+    return (unsigned)lvl <= RA_LOG_ERROR ? log_level_names[lvl] : "?";
 }
 
 /* Appends n bytes to a growing buffer; returns 0 or -ENOMEM. */

@@ -44,6 +44,12 @@ int log_is_enabled(enum log_level lvl);
 /* Redirects output to fd (default 2). For tests. */
 void log_set_fd(int fd);
 
+/* The names of the levels and of the formats, NULL-terminated, indexed by
+ * their enum value: the one list every --log-level and --log-format
+ * parser takes its choices from (config/config.c, agent/flags.c). */
+extern const char *const log_level_names[];
+extern const char *const log_format_names[];
+
 /* Returns the name of a level ("debug", "info", "warn", "error"). */
 const char *log_level_name(enum log_level lvl);
 
