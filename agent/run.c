@@ -1,5 +1,6 @@
 /*
- * run.c - the `run` subcommand. Owns the loop and, in init order: the
+ * run.c - the `run` daemon (its command line is agent/cmd_run.c's). Owns
+ * the loop and, in init order: the
  * configuration (defaults < flags < annotations file), the monitor over the
  * watch roots, the watch on the annotations file, and the signal handlers.
  * Shutdown closes them in reverse order and checks uv_loop_close() == 0.
@@ -52,14 +53,6 @@ static struct {
     uv_signal_t sigterm, sigint, sighup;
     int stopping;
 } R;
-
-void run_usage(void)
-{
-    printf("usage: reload-agent run [flags]\n\n"
-           "Watches mounted ConfigMap/Secret volumes (or any directory or file), hashes their\n"
-           "content and acts when it really changed.\n\nFlags:\n");
-    cfg_print_help(stdout);
-}
 
 static void apply_logging(const struct config *c)
 {
@@ -412,35 +405,26 @@ static int fatal_config(const char *err)
     return 2;
 }
 
-int run_main(int argc, char **argv)
+/* The configuration at start: the annotations file (if any) over the
+ * flags. Returns 0 to run; else the exit status: 0 after --print-config, 2
+ * for an invalid configuration (printed). */
+static int load_config(void)
 {
     char err[1024];
-    int want_help = 0, rc;
     struct cfg_layer annots;
-
-    memset(&R, 0, sizeof R);
-    if (cfg_layer_init(&R.flags, CFG_SRC_FLAG) < 0) return 1;
-    if (cfg_parse_args(argc, argv, &R.flags, &want_help, err, sizeof err) < 0) {
-        cfg_layer_free(&R.flags);
-        return fatal_config(err);
-    }
-    if (want_help) {
-        run_usage();
-        cfg_layer_free(&R.flags);
-        return 0;
-    }
     const char *ap = cfg_layer_get(&R.flags, "annotations");
     if (ap && *ap)
-        R.annot_path = strdup(ap);
+        R.annot_path = ra_strdup(ap);
     else if (!ap && access(CFG_DEFAULT_ANNOTATIONS_FILE, F_OK) == 0)
-        R.annot_path = strdup(CFG_DEFAULT_ANNOTATIONS_FILE);
+        R.annot_path = ra_strdup(CFG_DEFAULT_ANNOTATIONS_FILE);
 
-    rc = load_annotations(&annots, err, sizeof err);
+    int rc = load_annotations(&annots, err, sizeof err);
     if (rc == 0) rc = cfg_build(&R.flags, &annots, &R.cfg, err, sizeof err);
     if (rc == 0 && R.cfg.print_config) {
         cfg_print(stdout, &R.cfg, &R.flags, &annots);
         cfg_layer_free(&annots);
-        goto out_cfg;
+        cfg_free(&R.cfg);
+        return -1;
     }
     cfg_layer_free(&annots);
     if (rc == 0 && R.cfg.watch.n + R.cfg.env_watch.n == 0) {
@@ -449,17 +433,22 @@ int run_main(int argc, char **argv)
         cfg_free(&R.cfg);
         rc = -EINVAL;
     }
-    if (rc < 0) {
-        cfg_layer_free(&R.flags);
-        free(R.annot_path);
-        return fatal_config(err);
-    }
-    cfg_dup(&R.cfg, &R.boot);
-    apply_logging(&R.cfg);
-    apply_sched(-1, &R.cfg);
-    signal(SIGPIPE, SIG_IGN);
+    if (rc < 0) return fatal_config(err);
+    return 0;
+}
 
-    uv_loop_init(&R.loop);
+/* Opens the loop and starts everything in init order; on a failure what
+ * was started is shut down (the loop then runs it out). Returns 0 or the
+ * exit status. */
+static int start_all(void)
+{
+    char err[1024];
+    int rc;
+    signal(SIGPIPE, SIG_IGN);
+    if ((rc = uv_loop_init(&R.loop)) < 0) {
+        log_error("cannot initialise the loop: %s", uv_strerror(rc));
+        return -1;
+    }
     uv_timer_init(&R.loop, &R.annot_timer);
     uv_signal_init(&R.loop, &R.sigterm);
     uv_signal_init(&R.loop, &R.sigint);
@@ -474,29 +463,45 @@ int run_main(int argc, char **argv)
     R.ep.last_config_error = R.last_config_error;
     if ((rc = engine_create(&R.loop, &R.cfg, &R.eng)) < 0) {
         log_error("cannot initialise: %s", uv_strerror(rc));
-        shutdown_all();
         rc = 1;
     } else if (R.cfg.listen && *R.cfg.listen &&
                (rc = httpd_start(&R.loop, R.cfg.listen, endpoints_handle, &R.ep, &R.srv)) < 0) {
         log_error("cannot listen on %s: %s", R.cfg.listen, uv_strerror(rc));
-        shutdown_all();
         rc = 1;
     } else if ((rc = start_kube(err, sizeof err)) < 0) {
         fprintf(stderr, "reload-agent: the rollout action needs the Kubernetes API: %s\n", err);
-        shutdown_all();
         rc = 2;
     } else if (start_monitor() < 0) {
-        shutdown_all();
         rc = 1;
     }
-    /* "ready" is logged when the monitor's baseline is taken (on_baseline). */
-    uv_run(&R.loop, UV_RUN_DEFAULT);
-    int lc = uv_loop_close(&R.loop);
-    if (lc != 0) {
-        log_error("internal error: handles left open at exit (%s)", uv_strerror(lc));
-        rc = 1;
+    if (rc != 0) shutdown_all();
+    return rc;
+}
+
+int run_main(struct cfg_layer *flags)
+{
+    memset(&R, 0, sizeof R);
+    R.flags = *flags; /* taken */
+    int rc = load_config();
+    if (rc != 0) {
+        annot_free(&R.annots);
+        cfg_layer_free(&R.flags);
+        free(R.annot_path);
+        return rc < 0 ? 0 : rc;
     }
-out_cfg:
+    cfg_dup(&R.cfg, &R.boot);
+    apply_logging(&R.cfg);
+    apply_sched(-1, &R.cfg);
+    rc = start_all();
+    if (rc >= 0) {
+        /* "ready" is logged when the monitor's baseline is taken (on_baseline). */
+        uv_run(&R.loop, UV_RUN_DEFAULT);
+        int lc = uv_loop_close(&R.loop);
+        if (lc != 0) {
+            log_error("internal error: handles left open at exit (%s)", uv_strerror(lc));
+            rc = 1;
+        }
+    }
     annot_free(&R.annots);
     cfg_free(&R.cfg);
     cfg_free(&R.boot);

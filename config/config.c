@@ -89,8 +89,6 @@ static int check_command(const char *v, char *why, size_t n)
     return 0;
 }
 
-static const char *const LEVELS[] = {"debug", "info", "warn", "error", NULL};
-static const char *const FORMATS[] = {"text", "json", NULL};
 static const char *const ON_START[] = {"skip", "reload", "reconcile", "auto", NULL};
 /* --env-action: env is fixed when a container starts, so only actions that
  * start it again (or record the change) can apply. */
@@ -128,9 +126,9 @@ static const struct opt_def OPTIONS[] = {
      RANGE(0, NS_H)},
     {"resync", OPT_DURATION, "3m", F(resync_ns), NULL, OPT_ZERO_OK, "DURATION",
      "Rehash everything this often as a safety net (0 disables).", RANGE(100 * NS_MS, 30 * NS_DAY)},
-    {"log-format", OPT_ENUM, "text", F(log_format), FORMATS, 0, "FORMAT",
+    {"log-format", OPT_ENUM, "text", F(log_format), log_format_names, 0, "FORMAT",
      "Log line format on stderr: text|json.", NO_RANGE},
-    {"log-level", OPT_ENUM, "info", F(log_level), LEVELS, 0, "LEVEL",
+    {"log-level", OPT_ENUM, "info", F(log_level), log_level_names, 0, "LEVEL",
      "Minimum level logged: debug|info|warn|error.", NO_RANGE},
     {"dry-run", OPT_BOOL, "false", F(dry_run), NULL, 0, "BOOL",
      "Log the action that would run instead of running it.", NO_RANGE},
@@ -937,6 +935,7 @@ void cfg_print_help(FILE *f)
         fputs(restart_marker(o), f);
         fputc('\n', f);
     }
+    fprintf(f, "  %-26s %s\n", "-h, --help", "Show this help.");
     fprintf(f, "\nEvery option except --annotations and --print-config can also be set with the "
                "pod annotation\n" CFG_ANNOTATION_PREFIX "<flag-name> (lists comma-separated); "
                "annotations win over flags.\nDurations are Go-style (250ms, 1m30s).\n"
