@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "base/text.h"
 #include "config/goquote.h"
 
 static const struct flag_def LOG_ROWS[] = {
@@ -31,11 +32,13 @@ static const struct flag_def *row(const struct flags_cmd *c, size_t i)
 
 int flags_usage_error(const struct flags_cmd *c, const char *fmt, ...)
 {
+    char msg[1024];
     va_list ap;
-    fprintf(stderr, "reload-agent %s: ", c->name);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    ra_one_line_fix(msg, sizeof msg); /* an argument quoted raw cannot break the line */
+    fprintf(stderr, "reload-agent %s: %s", c->name, msg);
     if (c->usage_on_error) {
         fputs("\n\n", stderr);
         flags_print_usage(c, stderr);
@@ -87,13 +90,13 @@ static int take_flag(const struct flags_cmd *c, int argc, char **argv, int *i, f
             flags_usage_error(c, "unknown flag %.*s", (int)(a[1] == '-' ? len + 2 : strlen(a)), a);
         return 1;
     }
+    if (d->type == FLAG_BOOL && eq) {
+        *status = flags_usage_error(c, "flag --%s takes no value", d->name);
+        return 1;
+    }
     if (d == &HELP_ROW) {
         flags_print_usage(c, stdout);
         *status = 0;
-        return 1;
-    }
-    if (d->type == FLAG_BOOL && eq) {
-        *status = flags_usage_error(c, "flag --%s takes no value", d->name);
         return 1;
     }
     if (d->type != FLAG_BOOL) {

@@ -78,8 +78,9 @@ int flags_parse(const struct flags_cmd *c, int argc, char **argv, flags_cb cb, v
 /* Writes c's usage, flag list and footer (the --help text) to f. */
 void flags_print_usage(const struct flags_cmd *c, FILE *f);
 
-/* Writes "reload-agent CMD: <message>" and the usage or a --help hint (as
- * c says) to stderr. Returns 2, the exit status of a usage error. */
+/* Writes "reload-agent CMD: <message>" (one line under base/text.h's
+ * policy, at most 1 KiB) and the usage or a --help hint (as c says) to
+ * stderr. Returns 2, the exit status of a usage error. */
 int flags_usage_error(const struct flags_cmd *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

@@ -154,6 +154,8 @@ static void test_usage_errors(void **state)
          "reload-agent t: flag --filename needs a value (PATH)\n",
          "all;"},
         {&POS, {"--all=yes", NULL}, "reload-agent t: flag --all takes no value\n", ""},
+        {&POS, {"--help=1", NULL}, "reload-agent t: flag --help takes no value\n", ""},
+        {&POS, {"-\x1b[2J", NULL}, "reload-agent t: unknown flag -\\x1b[2J\n", ""}, /* one line */
         {&POS,
          {"-o", "xml\n", NULL},
          "reload-agent t: invalid value for --output: \"xml\\n\": must be one of yaml|json\n",
