@@ -62,7 +62,7 @@ FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 FUZZ_SECONDS ?= 240
 
-.PHONY: static-deps all test unit integration fuzz fuzz-replay asan install deps clean bench demo image-test fmt fmt-check e2e cluster-up cluster-down
+.PHONY: static-deps all test unit integration fuzz fuzz-replay asan install deps clean bench demo image-test fmt fmt-check levels e2e cluster-up cluster-down
 
 all: $(BUILD)/reload-agent $(TOOL_BIN)
 
@@ -179,6 +179,12 @@ fmt-check:
 	@bad=$$(for f in $(FMT_SRC); do clang-format "$$f" | cmp -s - "$$f" || echo "$$f"; done); \
 	if [ -n "$$bad" ]; then echo "not formatted (run make fmt):"; echo "$$bad"; exit 1; fi; \
 	echo "fmt-check: $(words $(FMT_SRC)) files formatted"
+
+# The folder levels (docs/architecture.md, "Folders and levels"): every
+# #include "x/..." of the source folders against the table, which the
+# script parses. CI runs it beside fmt-check.
+levels:
+	@sh scripts/levels.sh docs/architecture.md $(SRC_DIRS)
 
 install: $(BUILD)/reload-agent
 	install -D -m 0755 $(BUILD)/reload-agent $(DESTDIR)$(PREFIX)/bin/reload-agent

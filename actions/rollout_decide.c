@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/text.h"
 
 char *rollout__files_key(const char *hash_key)
 {
@@ -150,14 +151,13 @@ void rollout__decide(const struct rollout_state *st, const struct rollout_input 
     if (st->current && g && g->last_set[0] && strcmp(st->current, g->last_set) != 0) {
         d->flipped = !in->flip_counted;
         if (recent_flips(g, in->now) + (size_t)d->flipped >= ROLLOUT_FLIP_LIMIT) {
-            char paths[1024];
+            char paths[1024], raw[sizeof d->reason];
             differing_paths(in->files, st->their_files, paths, sizeof paths);
-            snprintf(d->reason, sizeof d->reason,
+            snprintf(raw, sizeof raw,
                      "the pod template hash keeps flipping between replicas (%.12s vs %.12s): "
                      "pods see different content; differing paths: %s. Not rolling again.",
                      in->hash, st->current, paths);
-            for (char *c = d->reason; *c; c++) /* paths come from the API: one line */
-                if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
+            ra_one_line(d->reason, sizeof d->reason, raw); /* paths come from the API */
             d->verdict = ROLLOUT_V_BLOCKED;
             return;
         }

@@ -11,21 +11,50 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/flags.h"
 #include "base/log.h"
 #include "hash/hash.h"
 
-static const char usage[] =
-    "usage: reload-agent hash [--list] PATH...\n"
-    "\n"
-    "Prints the canonical SHA-256 of the user-visible content under the PATHs\n"
-    "(directories or files), as the agent computes it: the SHA-256 of the\n"
-    "manifest, one line per file sorted bytewise by logical path, exactly as GNU\n"
-    "sha256sum prints it: <sha256 of content>  <logical path>.\n"
-    "\n"
-    "  --list   first print the manifest, so that\n"
-    "           reload-agent hash --list PATH... | head -n -1 | sha256sum\n"
-    "           reproduces the hash\n"
-    "  --help   show this help\n";
+enum { F_LIST = 1 };
+
+static const struct flag_def FLAGS[] = {
+    {F_LIST, "list", 0, FLAG_BOOL, NULL, NULL,
+     "first print the manifest, so that\n"
+     "reload-agent hash --list PATH... | head -n -1 | sha256sum\n"
+     "reproduces the hash"},
+};
+
+static const struct flags_cmd CMD = {
+    .name = "hash",
+    .usage = "usage: reload-agent hash [--list] PATH...\n"
+             "\n"
+             "Prints the canonical SHA-256 of the user-visible content under the PATHs\n"
+             "(directories or files), as the agent computes it: the SHA-256 of the\n"
+             "manifest, one line per file sorted bytewise by logical path, exactly as GNU\n"
+             "sha256sum prints it: <sha256 of content>  <logical path>.\n"
+             "\n",
+    .v = FLAGS,
+    .n = sizeof FLAGS / sizeof FLAGS[0],
+    .positional = 1,
+    .usage_on_error = 1,
+};
+
+struct args {
+    const char **paths;
+    size_t npaths;
+    int list;
+};
+
+static int on_arg(void *ud, const struct flag_def *def, const char *value, int choice)
+{
+    struct args *a = ud;
+    (void)choice;
+    if (!def)
+        a->paths[a->npaths++] = value;
+    else if (def->id == F_LIST)
+        a->list = 1;
+    return 0;
+}
 
 static void on_warn(void *ud, enum hash_warning w, const char *lpath)
 {
@@ -49,48 +78,27 @@ static void put_stdout(void *ud, const void *p, size_t n)
     fwrite(p, 1, n, stdout); /* errors: checked once, after the last line */
 }
 
-static int usage_error(const char *msg, const char *arg)
-{
-    fprintf(stderr, "reload-agent hash: %s%s\n\n%s", msg, arg, usage);
-    return 2;
-}
-
 int cmd_hash(int argc, char **argv)
 {
-    const char **paths = calloc((size_t)(argc > 0 ? argc : 1), sizeof *paths);
-    size_t npaths = 0;
-    int list = 0, opts_done = 0, status = 0;
-    if (!paths) {
+    struct args a = {calloc((size_t)(argc > 0 ? argc : 1), sizeof *a.paths), 0, 0};
+    int status = 0;
+    if (!a.paths) {
         fputs("reload-agent hash: out of memory\n", stderr);
         return 1;
     }
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!opts_done && strcmp(a, "--") == 0) {
-            opts_done = 1;
-        } else if (!opts_done && strcmp(a, "--list") == 0) {
-            list = 1;
-        } else if (!opts_done && (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)) {
-            fputs(usage, stdout);
-            free(paths);
-            return 0;
-        } else if (!opts_done && a[0] == '-' && a[1] != '\0') {
-            free(paths);
-            return usage_error("unknown option: ", a);
-        } else {
-            paths[npaths++] = a;
-        }
+    if (flags_parse(&CMD, argc, argv, on_arg, &a, &status)) {
+        free(a.paths);
+        return status;
     }
-    if (npaths == 0) {
-        free(paths);
-        return usage_error("no PATH given", "");
+    if (a.npaths == 0) {
+        free(a.paths);
+        return flags_usage_error(&CMD, "no PATH given");
     }
-
     struct hash_opts ho = {.warn = on_warn};
     struct hash_manifest m;
     struct hash_error err;
-    int rc = hash_compute(paths, npaths, &ho, &m, &err);
-    free(paths);
+    int rc = hash_compute(a.paths, a.npaths, &ho, &m, &err);
+    free(a.paths);
     if (rc < 0) {
         struct log_rec r;
         if (log_rec_begin(&r, RA_LOG_ERROR, "hash_error")) {
@@ -104,7 +112,7 @@ int cmd_hash(int argc, char **argv)
         return 1;
     }
     char hex[HASH_HEX_LEN + 1];
-    for (size_t i = 0; list && i < m.n; i++) hash_manifest_line(&m.v[i], put_stdout, NULL);
+    for (size_t i = 0; a.list && i < m.n; i++) hash_manifest_line(&m.v[i], put_stdout, NULL);
     hash_hex(m.total, hex);
     printf("%s\n", hex);
     hash_manifest_free(&m);

@@ -17,61 +17,73 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agent/flags.h"
 #include "base/log.h"
 #include "inject/cli.h"
 
 #define INJECT_MAX_INPUT (256u << 20) /* bytes per input */
 
-static const char usage[] =
-    "usage: reload-agent inject [-f FILE|DIR|-]... [FILE|DIR|-]... [--all]\n"
-    "                           [--output yaml|json|patch] [-i] [--image IMAGE]\n"
-    "\n"
-    "Adds the reload-agent sidecar to the workloads of Kubernetes manifests\n"
-    "(Pod, Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, CronJob, Argo\n"
-    "Rollout, and the items of a List) whose pod template is annotated\n"
-    "reload-agent.io/inject: \"true\" (every workload with --all; \"false\" always\n"
-    "opts out). Every other object passes through unchanged.\n"
-    "\n"
-    "Inputs are YAML streams (several documents) or JSON. With no input, or\n"
-    "with -, stdin is read. A directory is walked recursively for *.yaml,\n"
-    "*.yml and *.json files in sorted order (names starting with '.' are\n"
-    "skipped). YAML comes out as it came in, with the changes spliced in:\n"
-    "comments, key order, quoting and blank lines outside the changed nodes\n"
-    "are kept byte for byte; JSON comes out as JSON.\n"
-    "\n"
-    "  -f, --filename PATH  an input (repeatable; a plain argument works too)\n"
-    "  --all                inject every workload not annotated inject: \"false\"\n"
-    "  -o, --output FORMAT  yaml (default: the manifests, each input in its own\n"
-    "                       format), json (one JSON document per document), or\n"
-    "                       patch (per injected object its JSON Patch, as a list\n"
-    "                       of kustomize `patches:` entries; JSON for JSON input)\n"
-    "  -i, --in-place       rewrite each changed input file atomically instead\n"
-    "                       of printing (not with stdin; --output yaml only)\n"
-    "  --image IMAGE        the sidecar image (default " INJECT_DEFAULT_IMAGE ")\n"
-    "  -h, --help           show this help\n"
-    "\n"
-    "An injected workload is also stamped with reload-agent.io/config-hash (the\n"
-    "rollout hash the agent will compute) when every ConfigMap and Secret of its\n"
-    "rollout-class files is in the input (all inputs count).\n"
-    "\n"
-    "The report goes to stderr, one line per object (\"deployment/web injected\",\n"
-    "\"configmap/app passed through\", \"job/x skipped: <reason>\"), with the\n"
-    "stamp (\"... stamped ...\" or \"... not stamped: <why>\") and warnings.\n"
-    "Output is all or nothing: on any error (a malformed document is named by\n"
-    "file, document number and line) nothing is written and the exit status\n"
-    "is 1; a usage error exits with 2.\n";
+enum { F_FILE = 1, F_ALL, F_OUTPUT, F_IN_PLACE, F_IMAGE };
+
+static const char *const OUTPUTS[] = {"yaml", "json", "patch", NULL};
+
+static const struct flag_def FLAGS[] = {
+    {F_FILE, "filename", 'f', FLAG_STR, "PATH", NULL,
+     "an input (repeatable; a plain argument works too)"},
+    {F_ALL, "all", 0, FLAG_BOOL, NULL, NULL,
+     "inject every workload not annotated inject: \"false\""},
+    {F_OUTPUT, "output", 'o', FLAG_ENUM, "FORMAT", OUTPUTS,
+     "yaml (default: the manifests, each input in its own\n"
+     "format), json (one JSON document per document), or\n"
+     "patch (per injected object its JSON Patch, as a list\n"
+     "of kustomize `patches:` entries; JSON for JSON input)"},
+    {F_IN_PLACE, "in-place", 'i', FLAG_BOOL, NULL, NULL,
+     "rewrite each changed input file atomically instead\n"
+     "of printing (not with stdin; --output yaml only)"},
+    {F_IMAGE, "image", 0, FLAG_STR, "IMAGE", NULL,
+     "the sidecar image (default " INJECT_DEFAULT_IMAGE ")"},
+};
+
+static const struct flags_cmd CMD = {
+    .name = "inject",
+    .usage = "usage: reload-agent inject [-f FILE|DIR|-]... [FILE|DIR|-]... [--all]\n"
+             "                           [--output yaml|json|patch] [-i] [--image IMAGE]\n"
+             "\n"
+             "Adds the reload-agent sidecar to the workloads of Kubernetes manifests\n"
+             "(Pod, Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, CronJob, Argo\n"
+             "Rollout, and the items of a List) whose pod template is annotated\n"
+             "reload-agent.io/inject: \"true\" (every workload with --all; \"false\" always\n"
+             "opts out). Every other object passes through unchanged.\n"
+             "\n"
+             "Inputs are YAML streams (several documents) or JSON. With no input, or\n"
+             "with -, stdin is read. A directory is walked recursively for *.yaml,\n"
+             "*.yml and *.json files in sorted order (names starting with '.' are\n"
+             "skipped). YAML comes out as it came in, with the changes spliced in:\n"
+             "comments, key order, quoting and blank lines outside the changed nodes\n"
+             "are kept byte for byte; JSON comes out as JSON.\n"
+             "\n",
+    .footer = "\n"
+              "An injected workload is also stamped with reload-agent.io/config-hash (the\n"
+              "rollout hash the agent will compute) when every ConfigMap and Secret of its\n"
+              "rollout-class files is in the input (all inputs count).\n"
+              "\n"
+              "The report goes to stderr, one line per object (\"deployment/web injected\",\n"
+              "\"configmap/app passed through\", \"job/x skipped: <reason>\"), with the\n"
+              "stamp (\"... stamped ...\" or \"... not stamped: <why>\") and warnings.\n"
+              "Output is all or nothing: on any error (a malformed document is named by\n"
+              "file, document number and line) nothing is written and the exit status\n"
+              "is 1; a usage error exits with 2.\n",
+    .v = FLAGS,
+    .n = sizeof FLAGS / sizeof FLAGS[0],
+    .positional = 1,
+    .usage_on_error = 1,
+};
 
 struct inputs {
     struct cli_input *v;
     char **paths; /* NULL for stdin */
     size_t n, cap;
 };
-
-static int usage_error(const char *msg, const char *arg)
-{
-    fprintf(stderr, "reload-agent inject: %s%s\n\n%s", msg, arg, usage);
-    return 2;
-}
 
 static void add_input(struct inputs *in, const char *path)
 {
@@ -301,123 +313,92 @@ static int write_in_place(struct inputs *in)
     return status;
 }
 
-int cmd_inject(int argc, char **argv)
-{
-    struct inputs in = {0};
+/* What the command line asks for. */
+struct args {
+    struct inputs in;
     struct cli_opts o;
-    struct cli_result res;
-    int in_place = 0, opts_done = 0, status = 0, stdin_given = 0;
-    char **bufs = NULL;
-    char err[1024];
+    int in_place, stdin_given;
+};
 
-    memset(&o, 0, sizeof o);
-    o.output = CLI_OUT_MANIFEST;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *val = NULL;
-        if (!opts_done && strcmp(a, "--") == 0) {
-            opts_done = 1;
-        } else if (!opts_done && (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)) {
-            fputs(usage, stdout);
-            status = 0;
-            goto out;
-        } else if (!opts_done && strcmp(a, "--all") == 0) {
-            o.inject.all = 1;
-        } else if (!opts_done && (strcmp(a, "-i") == 0 || strcmp(a, "--in-place") == 0)) {
-            in_place = 1;
-        } else if (!opts_done && (strcmp(a, "-f") == 0 || strcmp(a, "--filename") == 0 ||
-                                  strncmp(a, "--filename=", 11) == 0 || strcmp(a, "-o") == 0 ||
-                                  strcmp(a, "--output") == 0 || strncmp(a, "--output=", 9) == 0 ||
-                                  strcmp(a, "--image") == 0 || strncmp(a, "--image=", 8) == 0)) {
-            const char *eq = strchr(a, '=');
-            char opt[16];
-            snprintf(opt, sizeof opt, "%.*s", eq ? (int)(eq - a) : (int)strlen(a), a);
-            if (eq)
-                val = eq + 1;
-            else if (i + 1 < argc)
-                val = argv[++i];
-            else {
-                status = usage_error("missing value for ", opt);
-                goto out;
-            }
-            if (opt[1] == 'f' || strcmp(opt, "--filename") == 0) {
-                stdin_given |= strcmp(val, "-") == 0;
-                if (add_arg(&in, val) < 0) {
-                    status = 1;
-                    goto out;
-                }
-            } else if (strcmp(opt, "--image") == 0) {
-                if (!*val) {
-                    status = usage_error("--image needs a value", "");
-                    goto out;
-                }
-                o.inject.image = val;
-            } else if (strcmp(val, "yaml") == 0) {
-                o.output = CLI_OUT_MANIFEST;
-            } else if (strcmp(val, "json") == 0) {
-                o.output = CLI_OUT_JSON;
-            } else if (strcmp(val, "patch") == 0) {
-                o.output = CLI_OUT_PATCH;
-            } else {
-                status = usage_error("--output must be yaml, json or patch, not ", val);
-                goto out;
-            }
-        } else if (!opts_done && a[0] == '-' && a[1] != '\0') {
-            status = usage_error("unknown option: ", a);
-            goto out;
-        } else {
-            stdin_given |= strcmp(a, "-") == 0;
-            if (add_arg(&in, a) < 0) {
-                status = 1;
-                goto out;
-            }
-        }
+static int on_arg(void *ud, const struct flag_def *def, const char *val, int choice)
+{
+    static const enum cli_output outputs[] = {CLI_OUT_MANIFEST, CLI_OUT_JSON, CLI_OUT_PATCH};
+    struct args *a = ud;
+    switch (def ? def->id : F_FILE) {
+    case F_FILE: a->stdin_given |= strcmp(val, "-") == 0; return add_arg(&a->in, val) < 0 ? 1 : 0;
+    case F_ALL: a->o.inject.all = 1; return 0;
+    case F_IN_PLACE: a->in_place = 1; return 0;
+    case F_OUTPUT: a->o.output = outputs[choice]; return 0;
+    case F_IMAGE:
+        if (!*val) return flags_usage_error(&CMD, "--image needs a value");
+        a->o.inject.image = val;
+        return 0;
     }
-    if (in.n == 0 && !stdin_given) {
-        add_input(&in, NULL);
-        stdin_given = 1;
+    return 0;
+}
+
+/* The combinations the flags cannot say alone; 0 or the exit status 2. */
+static int check_args(struct args *a)
+{
+    if (a->in.n == 0 && !a->stdin_given) {
+        add_input(&a->in, NULL);
+        a->stdin_given = 1;
     }
-    if (in_place && stdin_given) {
-        status = usage_error("-i rewrites files in place; it cannot be used with stdin", "");
-        goto out;
-    }
-    if (in_place && o.output != CLI_OUT_MANIFEST) {
-        status =
-            usage_error("-i writes manifests; it cannot be used with --output json or patch", "");
-        goto out;
-    }
+    if (a->in_place && a->stdin_given)
+        return flags_usage_error(&CMD, "-i rewrites files in place; it cannot be used with stdin");
+    if (a->in_place && a->o.output != CLI_OUT_MANIFEST)
+        return flags_usage_error(&CMD,
+                                 "-i writes manifests; it cannot be used with --output json or "
+                                 "patch");
     int nstdin = 0;
-    for (size_t i = 0; i < in.n; i++) nstdin += in.paths[i] == NULL;
-    if (nstdin > 1) {
-        status = usage_error("stdin (-) given more than once", "");
-        goto out;
-    }
-    if (!(bufs = calloc(in.n, sizeof *bufs))) ra_oom();
-    for (size_t i = 0; i < in.n; i++)
-        if (read_input(&in.v[i], in.paths[i], &bufs[i]) < 0) {
-            status = 1;
-            goto out;
-        }
-    if (cli_run(in.v, in.n, &o, &res, err, sizeof err) < 0) {
+    for (size_t i = 0; i < a->in.n; i++) nstdin += a->in.paths[i] == NULL;
+    if (nstdin > 1) return flags_usage_error(&CMD, "stdin (-) given more than once");
+    return 0;
+}
+
+/* Reads every input, injects, and writes the result; the exit status. */
+static int run(struct args *a, char **bufs)
+{
+    struct inputs *in = &a->in;
+    struct cli_result res;
+    char err[1024];
+    int status = 0;
+    for (size_t i = 0; i < in->n; i++)
+        if (read_input(&in->v[i], in->paths[i], &bufs[i]) < 0) return 1;
+    if (cli_run(in->v, in->n, &a->o, &res, err, sizeof err) < 0) {
         fprintf(stderr, "reload-agent inject: %s\n", err);
-        status = 1;
-        goto out;
+        return 1;
     }
-    if (in_place) {
-        status = write_in_place(&in);
+    if (a->in_place) {
+        status = write_in_place(in);
     } else if (res.outlen &&
                (fwrite(res.out, 1, res.outlen, stdout) != res.outlen || fflush(stdout) != 0)) {
         fprintf(stderr, "reload-agent inject: writing the output: %s\n", strerror(errno));
         status = 1;
     }
     if (status == 0 && res.reportlen) fwrite(res.report, 1, res.reportlen, stderr);
-    cli_free(in.v, in.n, &res);
-out:
-    for (size_t i = 0; i < in.n; i++) {
-        free(in.paths[i]);
+    cli_free(in->v, in->n, &res);
+    return status;
+}
+
+int cmd_inject(int argc, char **argv)
+{
+    struct args a;
+    char **bufs = NULL;
+    int status = 0;
+
+    memset(&a, 0, sizeof a);
+    a.o.output = CLI_OUT_MANIFEST;
+    if (!flags_parse(&CMD, argc, argv, on_arg, &a, &status) && !(status = check_args(&a))) {
+        if (!(bufs = calloc(a.in.n, sizeof *bufs))) ra_oom();
+        status = run(&a, bufs);
+    }
+    for (size_t i = 0; i < a.in.n; i++) {
+        free(a.in.paths[i]);
         if (bufs) free(bufs[i]);
     }
     free(bufs);
-    free(in.v);
-    free(in.paths);
+    free(a.in.v);
+    free(a.in.paths);
     return status;
 }

@@ -57,28 +57,6 @@ struct engine {
     void *done_ud;
 };
 
-int engine_action_for(const struct config *cfg, const char *path)
-{
-    return cfg_action_for(cfg, path);
-}
-
-struct monitor_sub_rule *engine_sub_rules(const struct config *c, size_t *n, int *sub_default)
-{
-    /* The order of cfg_action_for: --env-watch roots, then the rules, then
-     * --action (the default); --ignore is the monitor's own list. */
-    struct monitor_sub_rule *v = calloc(c->env_watch.n + c->nrules + 1, sizeof *v);
-    if (!v) ra_oom();
-    *n = 0;
-    for (size_t i = 0; i < c->env_watch.n; i++)
-        v[(*n)++] = (struct monitor_sub_rule){
-            .glob = c->env_watch.v[i], .sub = c->env_action == ACTION_ROLLOUT, .root = 1};
-    for (size_t i = 0; i < c->nrules; i++)
-        v[(*n)++] = (struct monitor_sub_rule){.glob = c->rules[i].glob,
-                                              .sub = c->rules[i].action == ACTION_ROLLOUT};
-    *sub_default = c->action == ACTION_ROLLOUT;
-    return v;
-}
-
 /* Actions needed to go from the applied state to the observed one. */
 static unsigned needed_mask(struct engine *e)
 {

@@ -23,7 +23,6 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "agent/monitor.h"
 #include "config/config.h"
 #include "hash/hash.h"
 
@@ -77,20 +76,5 @@ void engine_get_status(const struct engine *e, struct engine_status *st);
  * --exec-timeout / --restart-timeout). Then the handles close, e is freed
  * and done(ud) runs (done may be NULL). */
 void engine_close(struct engine *e, void (*done)(void *), void *ud);
-
-/* Action for one logical path under cfg: cfg_action_for (ignored files
- * give CFG_ACTION_IGNORED; env roots, then the first matching rule, else
- * --action). Exposed for tests. */
-int engine_action_for(const struct config *cfg, const char *path);
-
-/* cfg_action_for's rollout class as data for the monitor's hashing thread
- * (struct monitor_sub_rule, matched by monitor_rule_sub): one root rule
- * per --env-watch root (sub when --env-action is rollout), then one glob
- * rule per --rule (sub when its action is rollout); *sub_default = --action
- * is rollout. --ignore is not in it (the monitor's own ignore list). The
- * array (*n entries) is malloc'd, its globs point into c; aborts on OOM.
- * For every path that is not ignored, monitor_rule_sub(rules, n, def, path)
- * == (cfg_action_for(c, path) == ACTION_ROLLOUT): keep the two in sync. */
-struct monitor_sub_rule *engine_sub_rules(const struct config *c, size_t *n, int *sub_default);
 
 #endif

@@ -1,6 +1,7 @@
 /*
  * main.c - subcommand dispatch: run (default), hash, inject, webhook (and
- * webhook certs), version.
+ * webhook certs, through cmd_webhook), version. Each subcommand parses its
+ * own flags in agent/cmd_<name>.c.
  */
 #include <malloc.h>
 #include <stdio.h>
@@ -12,9 +13,8 @@
 #include "agent/cmd_hash.h"
 #include "agent/cmd_inject.h"
 #include "agent/cmd_webhook.h"
-#include "agent/run.h"
+#include "agent/cmd_run.h"
 #include "base/backoff.h"
-#include "webhook/certs.h"
 
 static void usage(FILE *f)
 {
@@ -43,15 +43,13 @@ int main(int argc, char **argv)
     }
     if (argc >= 2 && strcmp(argv[1], "hash") == 0) return cmd_hash(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "inject") == 0) return cmd_inject(argc - 1, argv + 1);
-    if (argc >= 3 && strcmp(argv[1], "webhook") == 0 && strcmp(argv[2], "certs") == 0)
-        return webhook_certs_main(argc - 2, argv + 2);
     if (argc >= 2 && strcmp(argv[1], "webhook") == 0) return cmd_webhook(argc - 1, argv + 1);
-    if (argc >= 2 && strcmp(argv[1], "run") == 0) return run_main(argc - 2, argv + 2);
+    if (argc >= 2 && strcmp(argv[1], "run") == 0) return cmd_run(argc - 2, argv + 2);
     if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
                       strcmp(argv[1], "help") == 0)) {
         usage(stdout);
         printf("\n");
-        run_usage();
+        cmd_run_usage();
         return 0;
     }
     if (argc >= 2 && argv[1][0] != '-') {
@@ -59,5 +57,5 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    return run_main(argc - 1, argv + 1);
+    return cmd_run(argc - 1, argv + 1);
 }

@@ -17,7 +17,6 @@
 #include "agent/monitor.h"
 
 #include <errno.h>
-#include <fnmatch.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -25,10 +24,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "actions/action.h"
 #include "agent/metrics.h"
 #include "base/backoff.h"
 #include "base/log.h"
-#include "config/config.h"
 #include "watch/watch.h"
 
 #define RETRY_MIN_MS 500
@@ -45,16 +44,6 @@
 /* While some directory could not be watched, try again this often. */
 #define REARM_MS 2000
 
-/* What a hash needs to classify files: copied into every job, so the
- * worker thread never reads the monitor or the caller's configuration. */
-struct classify {
-    char **ignore;
-    size_t nignore;
-    struct monitor_sub_rule *rules; /* globs owned */
-    size_t nrules;
-    int sub_default;
-};
-
 struct warn_rec {
     enum hash_warning w;
     char *path;
@@ -69,10 +58,13 @@ struct job {
     uv_async_t *async; /* the monitor's; sent when done unless abandoned */
     const char **roots;
     size_t nroots;
-    const struct classify *cls;
-    struct classify cls_copy; /* worker jobs: what cls points to */
+    /* What classifies files: the monitor's (inline) or a copy the job owns
+     * (worker), so the worker thread never reads the monitor or the
+     * caller's configuration. */
+    const struct path_rules *rules;
+    struct path_rules rules_copy; /* worker jobs: what rules points to */
     struct hash_cache *cache;
-    int owns;       /* roots and cls are copies owned by the job */
+    int owns;       /* roots and rules are copies owned by the job */
     int owns_cache; /* abandoned: the worker frees the cache too */
     int inline_;    /* hashing inline: stop if the budget is crossed */
     int check;      /* stat each file against the budget (see evaluate) */
@@ -96,7 +88,7 @@ struct monitor {
     char **roots;
     size_t nroots;
     unsigned char *seen; /* root existed at some point */
-    struct classify cls;
+    struct path_rules rules;
     uint64_t debounce_ms, resync_ms;
     uint64_t burst_start; /* uv_now of the first hint of the pending burst */
     int pending;          /* debounce timer armed */
@@ -131,62 +123,14 @@ static void *need(void *p)
     return p;
 }
 
-static void cls_free(struct classify *c)
-{
-    for (size_t i = 0; i < c->nignore; i++) free(c->ignore[i]);
-    for (size_t i = 0; i < c->nrules; i++) free((char *)c->rules[i].glob);
-    free(c->ignore);
-    free(c->rules);
-    memset(c, 0, sizeof *c);
-}
-
-static void cls_set_rules(struct classify *c, const struct monitor_sub_rule *r, size_t n, int def)
-{
-    for (size_t i = 0; i < c->nrules; i++) free((char *)c->rules[i].glob);
-    free(c->rules);
-    c->rules = need(calloc(n + 1, sizeof *c->rules));
-    for (c->nrules = 0; c->nrules < n; c->nrules++) {
-        c->rules[c->nrules] = r[c->nrules];
-        c->rules[c->nrules].glob = ra_strdup(r[c->nrules].glob);
-    }
-    c->sub_default = def;
-}
-
-static void cls_copy(struct classify *dst, const struct classify *src)
-{
-    memset(dst, 0, sizeof *dst);
-    dst->ignore = need(calloc(src->nignore + 1, sizeof *dst->ignore));
-    for (; dst->nignore < src->nignore; dst->nignore++)
-        dst->ignore[dst->nignore] = ra_strdup(src->ignore[dst->nignore]);
-    dst->rules = need(calloc(src->nrules + 1, sizeof *dst->rules));
-    for (; dst->nrules < src->nrules; dst->nrules++) {
-        dst->rules[dst->nrules] = src->rules[dst->nrules];
-        dst->rules[dst->nrules].glob = ra_strdup(src->rules[dst->nrules].glob);
-    }
-    dst->sub_default = src->sub_default;
-}
-
-int monitor_rule_sub(const struct monitor_sub_rule *rules, size_t n, int sub_default,
-                     const char *path)
-{
-    /* Mirrors cfg_action_for (config/config.c) for the rules engine_sub_rules
-     * builds: keep the two in sync (tests/test_engine.c compares them). */
-    for (size_t i = 0; i < n; i++)
-        if (rules[i].root ? cfg_is_path_under(rules[i].glob, path)
-                          : fnmatch(rules[i].glob, path, 0) == 0)
-            return rules[i].sub != 0;
-    return sub_default != 0;
-}
-
-/* hash_opts.select; runs on the thread that hashes. The ignore globs are
- * cfg_is_ignored's, the classes cfg_action_for's (see monitor_rule_sub). */
+/* hash_opts.select; runs on the thread that hashes: the one path -> action
+ * decision (config/rules.h) on the job's rules. */
 static unsigned select_file(void *ud, const char *path)
 {
     struct job *j = ud;
-    const struct classify *c = j->cls;
     if (atomic_load(&j->cancel)) return 0;
-    for (size_t i = 0; i < c->nignore; i++)
-        if (fnmatch(c->ignore[i], path, 0) == 0) return 0;
+    int a = path_rules_action(j->rules, path);
+    if (a == PATH_RULES_IGNORED) return 0;
     if (j->inline_ && j->check) {
         struct stat st;
         j->files++;
@@ -197,8 +141,7 @@ static unsigned select_file(void *ud, const char *path)
             return 0;
         }
     }
-    int sub = monitor_rule_sub(c->rules, c->nrules, c->sub_default, path);
-    return HASH_CLASS_MAIN | (sub ? HASH_CLASS_SUB : 0);
+    return HASH_CLASS_MAIN | (a == ACTION_ROLLOUT ? HASH_CLASS_SUB : 0);
 }
 
 /* hash_opts.warn; runs on the thread that hashes: collected, logged later
@@ -250,7 +193,7 @@ static void job_free(struct job *j)
     job_clear_result(j);
     if (j->owns) {
         for (size_t i = 0; i < j->nroots; i++) free((char *)j->roots[i]);
-        cls_free(&j->cls_copy);
+        path_rules_free(&j->rules_copy);
     }
     free(j->roots);
     if (j->owns_cache) {
@@ -371,8 +314,8 @@ static void start_job(struct monitor *m, const char *const *present, size_t np)
     j->owns = 1;
     j->roots = need(calloc(np ? np : 1, sizeof *j->roots));
     for (; j->nroots < np; j->nroots++) j->roots[j->nroots] = ra_strdup(present[j->nroots]);
-    cls_copy(&j->cls_copy, &m->cls);
-    j->cls = &j->cls_copy;
+    path_rules_copy(&j->rules_copy, &m->rules);
+    j->rules = &j->rules_copy;
     j->cache = m->cache;
     j->async = &m->job_done;
     m->job = j;
@@ -421,7 +364,7 @@ static void evaluate(struct monitor *m)
     if (m->sized && m->last_files <= INLINE_MAX_FILES && m->last_bytes <= INLINE_MAX_BYTES) {
         struct job j = {.roots = present,
                         .nroots = np,
-                        .cls = &m->cls,
+                        .rules = &m->rules,
                         .cache = m->cache,
                         .inline_ = 1,
                         .check = !swaps_only};
@@ -604,13 +547,10 @@ int monitor_start(uv_loop_t *loop, const struct monitor_opts *o, monitor_change_
     m->seen = calloc(o->nroots + 1, 1);
     m->forget = calloc(o->nroots + 1, 1);
     m->cache = calloc(1, sizeof *m->cache);
-    m->cls.ignore = calloc(o->nignore + 1, sizeof *m->cls.ignore);
-    if (!m->roots || !m->seen || !m->forget || !m->cache || !m->cls.ignore) goto fail;
+    if (!m->roots || !m->seen || !m->forget || !m->cache) goto fail;
     for (size_t i = 0; i < o->nroots; i++, m->nroots++)
         if (!(m->roots[i] = strdup(o->roots[i]))) goto fail;
-    for (size_t i = 0; i < o->nignore; i++, m->cls.nignore++)
-        if (!(m->cls.ignore[i] = strdup(o->ignore[i]))) goto fail;
-    cls_set_rules(&m->cls, o->sub_rules, o->nsub_rules, o->sub_default);
+    if (o->rules) path_rules_copy(&m->rules, o->rules);
     hash_empty(m->cur.total);
     metrics_set_unwatched_directories(0);
     if ((rc = watch_create(loop, &m->w)) < 0) goto fail;
@@ -664,7 +604,7 @@ fail:
     free(m->seen);
     free(m->forget);
     free(m->cache);
-    cls_free(&m->cls);
+    path_rules_free(&m->rules);
     free(m);
     return rc;
 }
@@ -682,10 +622,10 @@ void monitor_set_timing(struct monitor *m, int64_t debounce_ns, int64_t resync_n
     }
 }
 
-void monitor_set_sub_rules(struct monitor *m, const struct monitor_sub_rule *rules, size_t n,
-                           int sub_default)
+void monitor_set_rules(struct monitor *m, const struct path_rules *rules)
 {
-    cls_set_rules(&m->cls, rules, n, sub_default);
+    path_rules_free(&m->rules);
+    path_rules_copy(&m->rules, rules);
 }
 
 void monitor_kick(struct monitor *m)
@@ -715,7 +655,7 @@ static void maybe_free(struct monitor *m)
     free(m->roots);
     free(m->seen);
     free(m->forget);
-    cls_free(&m->cls);
+    path_rules_free(&m->rules);
     hash_manifest_free(&m->cur);
     if (m->cache) hash_cache_free(m->cache);
     free(m->cache);

@@ -39,6 +39,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "config/rules.h"
 #include "hash/hash.h"
 #include "watch/watch.h"
 
@@ -55,24 +56,6 @@ struct monitor_extra {
     void *ud;
 };
 
-/* Files that also feed manifest.sub (e.g. rollout-class files): the first
- * rule that matches the logical path decides, and sub_default when none
- * does. A rule matches by its glob (fnmatch, no flags), or, with root set,
- * when the path is glob itself or lies under it (cfg_is_path_under: an
- * --env-watch root). Rules are data, not a callback, because they are read
- * on the hashing thread. agent/engine.c builds them from the configuration
- * (engine_sub_rules) so that they decide as cfg_action_for does. */
-struct monitor_sub_rule {
-    const char *glob;
-    int sub;
-    int root;
-};
-
-/* The sub class of a logical path under rules[0..n) (see above): 1 or 0.
- * Pure: runs on the hashing thread, and in tests. */
-int monitor_rule_sub(const struct monitor_sub_rule *rules, size_t n, int sub_default,
-                     const char *path);
-
 /* Called once, on the loop thread, when the baseline is taken (the manifest
  * is owned by the monitor; see monitor_current). */
 typedef void (*monitor_baseline_cb)(void *ud, const struct hash_manifest *base);
@@ -81,12 +64,12 @@ struct monitor_opts {
     const char *const *roots;
     size_t nroots;
     int64_t debounce_ns;
-    int64_t resync_ns;         /* 0 = no resync */
-    const char *const *ignore; /* globs; files matching are left out */
-    size_t nignore;
-    const struct monitor_sub_rule *sub_rules; /* copied; may be NULL */
-    size_t nsub_rules;
-    int sub_default;
+    int64_t resync_ns; /* 0 = no resync */
+    /* The path -> action decision (config/rules.h), copied: an ignored
+     * file is left out of the content, a rollout-class file also feeds
+     * manifest.sub (the rollout hash). NULL: nothing is ignored and
+     * manifest.sub is empty. */
+    const struct path_rules *rules;
     monitor_baseline_cb baseline;      /* optional; gets the ud of monitor_start */
     const struct monitor_extra *extra; /* may be NULL */
     size_t nextra;
@@ -110,10 +93,11 @@ const struct hash_manifest *monitor_current(const struct monitor *m);
 /* Changes debounce and resync at run time. */
 void monitor_set_timing(struct monitor *m, int64_t debounce_ns, int64_t resync_ns);
 
-/* Replaces the manifest.sub rules (copied) for the hashes that start from
- * now on. */
-void monitor_set_sub_rules(struct monitor *m, const struct monitor_sub_rule *rules, size_t n,
-                           int sub_default);
+/* Replaces the path -> action decision (copied) for the hashes that start
+ * from now on. The ignore globs change what the content is: when they
+ * differ, start a new monitor instead (agent/run.c does), so that the
+ * baseline is taken again. */
+void monitor_set_rules(struct monitor *m, const struct path_rules *rules);
 
 /* Evaluates now (SIGHUP, tests). */
 void monitor_kick(struct monitor *m);

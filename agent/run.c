@@ -1,5 +1,6 @@
 /*
- * run.c - the `run` subcommand. Owns the loop and, in init order: the
+ * run.c - the `run` daemon (its command line is agent/cmd_run.c's). Owns
+ * the loop and, in init order: the
  * configuration (defaults < flags < annotations file), the monitor over the
  * watch roots, the watch on the annotations file, and the signal handlers.
  * Shutdown closes them in reverse order and checks uv_loop_close() == 0.
@@ -26,7 +27,7 @@
 #include "agent/metrics.h"
 #include "agent/monitor.h"
 #include "actions/rollout.h"
-#include "agent/sched.h"
+#include "base/sched.h"
 #include "watch/watch.h"
 
 #define ANNOT_DEBOUNCE_MS 50
@@ -52,14 +53,6 @@ static struct {
     uv_signal_t sigterm, sigint, sighup;
     int stopping;
 } R;
-
-void run_usage(void)
-{
-    printf("usage: reload-agent run [flags]\n\n"
-           "Watches mounted ConfigMap/Secret volumes (or any directory or file), hashes their\n"
-           "content and acts when it really changed.\n\nFlags:\n");
-    cfg_print_help(stdout);
-}
 
 static void apply_logging(const struct config *c)
 {
@@ -240,29 +233,23 @@ static int start_monitor(void)
     if (R.annot_path) extra[nextra++] = (struct monitor_extra){R.annot_path, on_annot_event, NULL};
     if (R.kube)
         extra[nextra++] = (struct monitor_extra){kube_token_path(R.kube), on_token_event, NULL};
-    /* Rollout-class files feed the rollout hash (manifest.sub): the
-     * decision of cfg_action_for as data, read on the hashing thread; the
-     * --env-watch roots are watched beside the --watch roots. */
-    size_t nrules, nroots;
-    int sub_default;
-    struct monitor_sub_rule *rules = engine_sub_rules(&R.cfg, &nrules, &sub_default);
+    /* The monitor classifies files on its hashing thread with a copy of the
+     * configuration's one path -> action value (ignored files, the
+     * rollout-class files of the rollout hash); the --env-watch roots are
+     * watched beside the --watch roots. */
+    size_t nroots;
     const char **roots = cfg_watch_roots(&R.cfg, &nroots);
     struct monitor_opts o = {
         .extra = extra,
         .nextra = nextra,
-        .sub_rules = rules,
-        .nsub_rules = nrules,
-        .sub_default = sub_default,
+        .rules = &R.cfg.path_rules,
         .baseline = on_baseline,
         .roots = roots,
         .nroots = nroots,
         .debounce_ns = R.cfg.debounce_ns,
         .resync_ns = R.cfg.resync_ns,
-        .ignore = (const char *const *)R.cfg.ignore.v,
-        .nignore = R.cfg.ignore.n,
     };
     int rc = monitor_start(&R.loop, &o, on_change, NULL, &R.mon);
-    free(rules);
     free(roots);
     if (rc < 0) {
         R.mon = NULL;
@@ -306,12 +293,8 @@ static void apply_config(struct config *next)
         R.mon = NULL;
         monitor_close(old, on_old_monitor_closed, NULL);
     } else if (R.mon) {
-        size_t nrules;
-        int sub_default;
-        struct monitor_sub_rule *rules = engine_sub_rules(&R.cfg, &nrules, &sub_default);
         monitor_set_timing(R.mon, R.cfg.debounce_ns, R.cfg.resync_ns);
-        monitor_set_sub_rules(R.mon, rules, nrules, sub_default);
-        free(rules);
+        monitor_set_rules(R.mon, &R.cfg.path_rules);
     }
     engine_config_changed(R.eng);
 }
@@ -422,35 +405,26 @@ static int fatal_config(const char *err)
     return 2;
 }
 
-int run_main(int argc, char **argv)
+/* The configuration at start: the annotations file (if any) over the
+ * flags. Returns 0 to run; else the exit status: 0 after --print-config, 2
+ * for an invalid configuration (printed). */
+static int load_config(void)
 {
     char err[1024];
-    int want_help = 0, rc;
     struct cfg_layer annots;
-
-    memset(&R, 0, sizeof R);
-    if (cfg_layer_init(&R.flags, CFG_SRC_FLAG) < 0) return 1;
-    if (cfg_parse_args(argc, argv, &R.flags, &want_help, err, sizeof err) < 0) {
-        cfg_layer_free(&R.flags);
-        return fatal_config(err);
-    }
-    if (want_help) {
-        run_usage();
-        cfg_layer_free(&R.flags);
-        return 0;
-    }
     const char *ap = cfg_layer_get(&R.flags, "annotations");
     if (ap && *ap)
-        R.annot_path = strdup(ap);
+        R.annot_path = ra_strdup(ap);
     else if (!ap && access(CFG_DEFAULT_ANNOTATIONS_FILE, F_OK) == 0)
-        R.annot_path = strdup(CFG_DEFAULT_ANNOTATIONS_FILE);
+        R.annot_path = ra_strdup(CFG_DEFAULT_ANNOTATIONS_FILE);
 
-    rc = load_annotations(&annots, err, sizeof err);
+    int rc = load_annotations(&annots, err, sizeof err);
     if (rc == 0) rc = cfg_build(&R.flags, &annots, &R.cfg, err, sizeof err);
     if (rc == 0 && R.cfg.print_config) {
         cfg_print(stdout, &R.cfg, &R.flags, &annots);
         cfg_layer_free(&annots);
-        goto out_cfg;
+        cfg_free(&R.cfg);
+        return -1;
     }
     cfg_layer_free(&annots);
     if (rc == 0 && R.cfg.watch.n + R.cfg.env_watch.n == 0) {
@@ -459,17 +433,22 @@ int run_main(int argc, char **argv)
         cfg_free(&R.cfg);
         rc = -EINVAL;
     }
-    if (rc < 0) {
-        cfg_layer_free(&R.flags);
-        free(R.annot_path);
-        return fatal_config(err);
-    }
-    cfg_dup(&R.cfg, &R.boot);
-    apply_logging(&R.cfg);
-    apply_sched(-1, &R.cfg);
-    signal(SIGPIPE, SIG_IGN);
+    if (rc < 0) return fatal_config(err);
+    return 0;
+}
 
-    uv_loop_init(&R.loop);
+/* Opens the loop and starts everything in init order; on a failure what
+ * was started is shut down (the loop then runs it out). Returns 0 or the
+ * exit status. */
+static int start_all(void)
+{
+    char err[1024];
+    int rc;
+    signal(SIGPIPE, SIG_IGN);
+    if ((rc = uv_loop_init(&R.loop)) < 0) {
+        log_error("cannot initialise the loop: %s", uv_strerror(rc));
+        return -1;
+    }
     uv_timer_init(&R.loop, &R.annot_timer);
     uv_signal_init(&R.loop, &R.sigterm);
     uv_signal_init(&R.loop, &R.sigint);
@@ -484,29 +463,45 @@ int run_main(int argc, char **argv)
     R.ep.last_config_error = R.last_config_error;
     if ((rc = engine_create(&R.loop, &R.cfg, &R.eng)) < 0) {
         log_error("cannot initialise: %s", uv_strerror(rc));
-        shutdown_all();
         rc = 1;
     } else if (R.cfg.listen && *R.cfg.listen &&
                (rc = httpd_start(&R.loop, R.cfg.listen, endpoints_handle, &R.ep, &R.srv)) < 0) {
         log_error("cannot listen on %s: %s", R.cfg.listen, uv_strerror(rc));
-        shutdown_all();
         rc = 1;
     } else if ((rc = start_kube(err, sizeof err)) < 0) {
         fprintf(stderr, "reload-agent: the rollout action needs the Kubernetes API: %s\n", err);
-        shutdown_all();
         rc = 2;
     } else if (start_monitor() < 0) {
-        shutdown_all();
         rc = 1;
     }
-    /* "ready" is logged when the monitor's baseline is taken (on_baseline). */
-    uv_run(&R.loop, UV_RUN_DEFAULT);
-    int lc = uv_loop_close(&R.loop);
-    if (lc != 0) {
-        log_error("internal error: handles left open at exit (%s)", uv_strerror(lc));
-        rc = 1;
+    if (rc != 0) shutdown_all();
+    return rc;
+}
+
+int run_main(struct cfg_layer *flags)
+{
+    memset(&R, 0, sizeof R);
+    R.flags = *flags; /* taken */
+    int rc = load_config();
+    if (rc != 0) {
+        annot_free(&R.annots);
+        cfg_layer_free(&R.flags);
+        free(R.annot_path);
+        return rc < 0 ? 0 : rc;
     }
-out_cfg:
+    cfg_dup(&R.cfg, &R.boot);
+    apply_logging(&R.cfg);
+    apply_sched(-1, &R.cfg);
+    rc = start_all();
+    if (rc >= 0) {
+        /* "ready" is logged when the monitor's baseline is taken (on_baseline). */
+        uv_run(&R.loop, UV_RUN_DEFAULT);
+        int lc = uv_loop_close(&R.loop);
+        if (lc != 0) {
+            log_error("internal error: handles left open at exit (%s)", uv_strerror(lc));
+            rc = 1;
+        }
+    }
     annot_free(&R.annots);
     cfg_free(&R.cfg);
     cfg_free(&R.boot);

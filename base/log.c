@@ -14,6 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/text.h"
+#include "base/utf8.h"
+
 static struct {
     enum log_level min;
     enum log_format fmt;
@@ -30,10 +33,12 @@ int log_is_enabled(enum log_level lvl) { return lvl >= g_log.min; }
 
 void log_set_fd(int fd) { g_log.fd = fd; }
 
+const char *const log_level_names[] = {"debug", "info", "warn", "error", NULL};
+const char *const log_format_names[] = {"text", "json", NULL};
+
 const char *log_level_name(enum log_level lvl)
 {
-    static const char *const names[] = {"debug", "info", "warn", "error"};
-    return (unsigned)lvl < 4 ? names[lvl] : "?";
+    return (unsigned)lvl <= RA_LOG_ERROR ? log_level_names[lvl] : "?";
 }
 
 /* Appends n bytes to a growing buffer; returns 0 or -ENOMEM. */
@@ -58,52 +63,13 @@ static int buf_addc(char **b, size_t *len, size_t *cap, char c)
     return buf_add(b, len, cap, &c, 1);
 }
 
-/* Length of the valid UTF-8 sequence at s (max n bytes), or 0 if invalid;
- * its code point in *cp. */
-static size_t utf8_decode(const unsigned char *s, size_t n, unsigned *cp)
-{
-    unsigned c = s[0];
-    size_t need;
-    unsigned v;
-    if (c < 0x80) {
-        *cp = c;
-        return 1;
-    }
-    if (c >= 0xC2 && c <= 0xDF)
-        need = 2, v = c & 0x1F;
-    else if (c >= 0xE0 && c <= 0xEF)
-        need = 3, v = c & 0x0F;
-    else if (c >= 0xF0 && c <= 0xF4)
-        need = 4, v = c & 0x07;
-    else
-        return 0;
-    if (n < need) return 0;
-    for (size_t i = 1; i < need; i++) {
-        if ((s[i] & 0xC0) != 0x80) return 0;
-        v = (v << 6) | (s[i] & 0x3F);
-    }
-    if ((need == 3 && v < 0x800) || (need == 4 && (v < 0x10000 || v > 0x10FFFF)) ||
-        (v >= 0xD800 && v <= 0xDFFF))
-        return 0;
-    *cp = v;
-    return need;
-}
-
-/* Code points above ASCII that some readers take as a line break or that
- * are invisible controls: C1 (NEL is U+0085), LINE and PARAGRAPH SEPARATOR.
- * Both formats write them as \uHHHH. */
-static int is_break_like(unsigned cp)
-{
-    return (cp >= 0x80 && cp <= 0x9F) || cp == 0x2028 || cp == 0x2029;
-}
-
 int log_json_escape(char **out, size_t *len, size_t *cap, const char *s, size_t n)
 {
     const unsigned char *p = (const unsigned char *)s;
     char tmp[8];
     if (buf_addc(out, len, cap, '"')) return -ENOMEM;
     for (size_t i = 0; i < n;) {
-        unsigned c = p[i], cp;
+        unsigned c = p[i];
         int rc = 0;
         if (c == '"' || c == '\\') {
             tmp[0] = '\\';
@@ -120,14 +86,15 @@ int log_json_escape(char **out, size_t *len, size_t *cap, const char *s, size_t 
             }
             i++;
         } else {
-            size_t l = utf8_decode(p + i, n - i, &cp);
-            if (l == 0) {
+            size_t l;
+            int32_t cp = ra_utf8_decode(s + i, n - i, &l);
+            if (cp == RA_UTF8_INVALID) {
                 /* invalid byte: the literal text \xHH (backslash escaped) */
                 snprintf(tmp, sizeof tmp, "\\\\x%02x", c);
                 rc = buf_add(out, len, cap, tmp, 5);
                 i++;
-            } else if (is_break_like(cp)) {
-                snprintf(tmp, sizeof tmp, "\\u%04x", cp);
+            } else if (ra_text_is_break_like(cp)) {
+                snprintf(tmp, sizeof tmp, "\\u%04x", (unsigned)cp & 0xFFFF);
                 rc = buf_add(out, len, cap, tmp, 6);
                 i += l;
             } else {
@@ -148,48 +115,40 @@ static int text_value(char **out, size_t *len, size_t *cap, const char *s, size_
     const unsigned char *p = (const unsigned char *)s;
     int plain = n > 0;
     for (size_t i = 0; i < n && plain;) {
-        unsigned c = p[i], cp;
+        unsigned c = p[i];
+        size_t l;
         if (c <= ' ' || c == '"' || c == '=' || c == '\\' || c == 0x7f || c == ',' || c == '[' ||
             c == ']')
             plain = 0;
-        size_t l = utf8_decode(p + i, n - i, &cp);
-        if (l == 0 || is_break_like(cp)) plain = 0;
-        i += l ? l : 1;
+        int32_t cp = ra_utf8_decode(s + i, n - i, &l);
+        if (cp == RA_UTF8_INVALID || ra_text_is_break_like(cp)) plain = 0;
+        i += l;
     }
     if (plain) return buf_add(out, len, cap, s, n);
     return log_json_escape(out, len, cap, s, n);
 }
 
 /* Text format, the message: written as is, except that no byte of it can
- * end the line or hide: \n \r \t as those two characters, other control
- * characters and bytes that are not valid UTF-8 as \xHH, break-like code
- * points as \uHHHH. One record is one line, whatever the message holds. */
+ * end the line or hide: \n \r \t as those two characters, everything else
+ * under the one-line policy of base/text.h (other control characters and
+ * bytes that are not valid UTF-8 as \xHH, break-like code points as
+ * \uHHHH). One record is one line, whatever the message holds. */
 static int text_msg(char **out, size_t *len, size_t *cap, const char *s, size_t n)
 {
-    const unsigned char *p = (const unsigned char *)s;
-    char tmp[8];
+    char tmp[RA_TEXT_STEP_MAX];
     for (size_t i = 0; i < n;) {
-        unsigned c = p[i], cp;
-        size_t l = utf8_decode(p + i, n - i, &cp);
-        int rc;
+        char c = s[i];
+        size_t l, w;
         if (c == '\n' || c == '\r' || c == '\t') {
             tmp[0] = '\\';
             tmp[1] = c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
-            rc = buf_add(out, len, cap, tmp, 2);
-            i++;
-        } else if (c < 0x20 || c == 0x7f || l == 0) {
-            snprintf(tmp, sizeof tmp, "\\x%02x", c);
-            rc = buf_add(out, len, cap, tmp, 4);
-            i++;
-        } else if (is_break_like(cp)) {
-            snprintf(tmp, sizeof tmp, "\\u%04x", cp);
-            rc = buf_add(out, len, cap, tmp, 6);
-            i += l;
+            l = 2;
+            w = 1;
         } else {
-            rc = buf_add(out, len, cap, s + i, l);
-            i += l;
+            l = ra_text_step(s + i, n - i, tmp, &w);
         }
-        if (rc) return rc;
+        if (buf_add(out, len, cap, tmp, l)) return -ENOMEM;
+        i += w;
     }
     return 0;
 }
@@ -390,6 +349,7 @@ int ra_errf(char *err, size_t errlen, int rc, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(err, errlen, fmt, ap);
         va_end(ap);
+        ra_one_line_fix(err, errlen);
     }
     return rc;
 }

@@ -44,6 +44,12 @@ int log_is_enabled(enum log_level lvl);
 /* Redirects output to fd (default 2). For tests. */
 void log_set_fd(int fd);
 
+/* The names of the levels and of the formats, NULL-terminated, indexed by
+ * their enum value: the one list every --log-level and --log-format
+ * parser takes its choices from (config/config.c, agent/flags.c). */
+extern const char *const log_level_names[];
+extern const char *const log_format_names[];
+
 /* Returns the name of a level ("debug", "info", "warn", "error"). */
 const char *log_level_name(enum log_level lvl);
 
@@ -99,8 +105,9 @@ char *ra_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* The parsers' error convention (docs/errors.md) in one call: formats the
  * reason into err (errlen bytes, NUL-terminated; nothing if err is NULL or
- * errlen 0) and returns rc, so a parser can `return ra_errf(err, errlen,
- * -EINVAL, "...", ...)`. */
+ * errlen 0), makes it one line under the policy of base/text.h (whatever
+ * the arguments quoted raw), and returns rc, so a parser can `return
+ * ra_errf(err, errlen, -EINVAL, "...", ...)`. */
 int ra_errf(char *err, size_t errlen, int rc, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 

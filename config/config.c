@@ -5,8 +5,8 @@
  * The table is the single judge of a value: its row gives the type, the
  * range of a duration (RANGE), a check of a string (CHECKED), and whether
  * the option is read only at start (OPT_RESTART_ONLY). Every error leaving
- * this file is one line: values are Go-quoted, and one_line() escapes what
- * a message still holds raw.
+ * this file is one line: values are Go-quoted, and ra_one_line_fix()
+ * (base/text.h) escapes what a message still holds raw.
  *
  * To add an option: add a field to struct config, one row to OPTIONS below,
  * and (if it needs one) a cross-field check in validate(). Nothing else.
@@ -14,7 +14,6 @@
 #include "config/config.h"
 
 #include <errno.h>
-#include <fnmatch.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +23,7 @@
 #include "base/addr.h"
 #include "base/log.h"
 #include "base/redact.h"
+#include "base/text.h"
 #include "config/goquote.h"
 #include "config/value.h"
 
@@ -90,8 +90,6 @@ static int check_command(const char *v, char *why, size_t n)
     return 0;
 }
 
-static const char *const LEVELS[] = {"debug", "info", "warn", "error", NULL};
-static const char *const FORMATS[] = {"text", "json", NULL};
 static const char *const ON_START[] = {"skip", "reload", "reconcile", "auto", NULL};
 /* --env-action: env is fixed when a container starts, so only actions that
  * start it again (or record the change) can apply. */
@@ -129,9 +127,9 @@ static const struct opt_def OPTIONS[] = {
      RANGE(0, NS_H)},
     {"resync", OPT_DURATION, "3m", F(resync_ns), NULL, OPT_ZERO_OK, "DURATION",
      "Rehash everything this often as a safety net (0 disables).", RANGE(100 * NS_MS, 30 * NS_DAY)},
-    {"log-format", OPT_ENUM, "text", F(log_format), FORMATS, 0, "FORMAT",
+    {"log-format", OPT_ENUM, "text", F(log_format), log_format_names, 0, "FORMAT",
      "Log line format on stderr: text|json.", NO_RANGE},
-    {"log-level", OPT_ENUM, "info", F(log_level), LEVELS, 0, "LEVEL",
+    {"log-level", OPT_ENUM, "info", F(log_level), log_level_names, 0, "LEVEL",
      "Minimum level logged: debug|info|warn|error.", NO_RANGE},
     {"dry-run", OPT_BOOL, "false", F(dry_run), NULL, 0, "BOOL",
      "Log the action that would run instead of running it.", NO_RANGE},
@@ -325,28 +323,6 @@ static void layer_set(struct cfg_layer *l, size_t i, const char *v)
     if (OPTIONS[i].flags & OPT_REPEAT) strlist_push(&l->list[i], v);
 }
 
-/* Makes an error message one line whatever a message above quoted raw:
- * each control character becomes \xHH (cut to errlen). Every error that
- * leaves this file goes through it (stderr at start, the log, /status). */
-static void one_line(char *err, size_t errlen)
-{
-    char tmp[2048];
-    size_t o = 0;
-    if (!errlen) return;
-    const char *q = err;
-    while (*q && (unsigned char)*q >= 0x20 && *q != 0x7f) q++;
-    if (!*q) return;
-    for (const char *p = err; *p && o + 5 < sizeof tmp; p++) {
-        unsigned char c = (unsigned char)*p;
-        if (c < 0x20 || c == 0x7f)
-            o += (size_t)snprintf(tmp + o, sizeof tmp - o, "\\x%02x", c);
-        else
-            tmp[o++] = (char)c;
-    }
-    tmp[o] = '\0';
-    snprintf(err, errlen, "%s", tmp);
-}
-
 static int parse_args(int argc, char **argv, struct cfg_layer *flags, int *want_help, char *err,
                       size_t errlen);
 static int layer_from_annotations(const struct annot_set *a, struct cfg_layer *l, char *err,
@@ -356,7 +332,7 @@ int cfg_parse_args(int argc, char **argv, struct cfg_layer *flags, int *want_hel
                    size_t errlen)
 {
     int rc = parse_args(argc, argv, flags, want_help, err, errlen);
-    if (rc < 0) one_line(err, errlen);
+    if (rc < 0) ra_one_line_fix(err, errlen);
     return rc;
 }
 
@@ -364,7 +340,7 @@ int cfg_layer_from_annotations(const struct annot_set *a, struct cfg_layer *l, c
                                size_t errlen)
 {
     int rc = layer_from_annotations(a, l, err, errlen);
-    if (rc < 0) one_line(err, errlen);
+    if (rc < 0) ra_one_line_fix(err, errlen);
     return rc;
 }
 
@@ -704,6 +680,20 @@ static int check_hash_annotation(const struct config *c, char *err, size_t errle
     return 0;
 }
 
+/* The one path -> action value (config/rules.h), in the order of
+ * cfg_action_for: --ignore, the --env-watch roots, the rules, --action. */
+static void build_path_rules(struct config *c)
+{
+    struct path_rules *r = &c->path_rules;
+    path_rules_free(r);
+    path_rules_init(r, c->action);
+    for (size_t i = 0; i < c->ignore.n; i++) path_rules_add_ignore(r, c->ignore.v[i]);
+    for (size_t i = 0; i < c->env_watch.n; i++)
+        path_rules_add_root(r, c->env_watch.v[i], c->env_action);
+    for (size_t i = 0; i < c->nrules; i++)
+        path_rules_add_glob(r, c->rules[i].glob, c->rules[i].action);
+}
+
 static int validate(struct config *c, const struct cfg_env *env, char *err, size_t errlen)
 {
     /* --env-watch roots may overlap --watch roots: the env root wins for
@@ -753,6 +743,7 @@ static int validate(struct config *c, const struct cfg_env *env, char *err, size
                  "--env-watch root) that uses rollout");
         return -EINVAL;
     }
+    build_path_rules(c);
     return 0;
 }
 
@@ -786,7 +777,7 @@ int cfg_build_env(const struct cfg_layer *flags, const struct cfg_layer *annots,
     return 0;
 fail:
     cfg_free(out);
-    one_line(err, errlen);
+    ra_one_line_fix(err, errlen);
     return -EINVAL;
 }
 
@@ -805,6 +796,7 @@ void cfg_free(struct config *c)
     free(c->rules);
     c->rules = NULL;
     c->nrules = 0;
+    path_rules_free(&c->path_rules);
 }
 
 static int same_list(const struct strlist *a, const struct strlist *b)
@@ -837,26 +829,17 @@ const char **cfg_watch_roots(const struct config *c, size_t *n)
 
 int cfg_is_path_under(const char *root, const char *path)
 {
-    size_t l = strlen(root);
-    while (l > 0 && root[l - 1] == '/') l--;
-    return strncmp(path, root, l) == 0 && (path[l] == '\0' || path[l] == '/');
+    return path_rules_is_under(root, path);
 }
 
 int cfg_is_ignored(const struct config *c, const char *path)
 {
-    for (size_t i = 0; i < c->ignore.n; i++)
-        if (fnmatch(c->ignore.v[i], path, 0) == 0) return 1;
-    return 0;
+    return path_rules_is_ignored(&c->path_rules, path);
 }
 
 int cfg_action_for(const struct config *c, const char *path)
 {
-    if (cfg_is_ignored(c, path)) return CFG_ACTION_IGNORED;
-    for (size_t i = 0; i < c->env_watch.n; i++)
-        if (cfg_is_path_under(c->env_watch.v[i], path)) return c->env_action;
-    for (size_t i = 0; i < c->nrules; i++)
-        if (fnmatch(c->rules[i].glob, path, 0) == 0) return c->rules[i].action;
-    return c->action;
+    return path_rules_action(&c->path_rules, path);
 }
 
 unsigned cfg_used_actions(const struct config *c)
@@ -938,6 +921,7 @@ void cfg_dup(const struct config *src, struct config *dst)
         dst->rules[i].glob = ra_strdup(src->rules[i].glob);
         dst->rules[i].action = src->rules[i].action;
     }
+    path_rules_copy(&dst->path_rules, &src->path_rules);
 }
 
 void cfg_print_help(FILE *f)
@@ -959,6 +943,7 @@ void cfg_print_help(FILE *f)
         fputs(restart_marker(o), f);
         fputc('\n', f);
     }
+    fprintf(f, "  %-26s %s\n", "-h, --help", "Show this help.");
     fprintf(f, "\nEvery option except --annotations and --print-config can also be set with the "
                "pod annotation\n" CFG_ANNOTATION_PREFIX "<flag-name> (lists comma-separated); "
                "annotations win over flags.\nDurations are Go-style (250ms, 1m30s).\n"
@@ -992,14 +977,13 @@ static void format_value(const struct config *c, const struct opt_def *o, char *
     }
 }
 
-/* A value for a --print-config line: Go-quoted (in place) if it holds a
- * control character, so that each option stays one line. */
+/* A value for a --print-config line: Go-quoted (in place) unless the
+ * one-line policy of base/text.h keeps it as it is, so that each option
+ * stays one line. */
 static const char *one_line_value(char *buf)
 {
     char q[4096];
-    const char *p = buf;
-    while (*p && (unsigned char)*p >= 0x20 && *p != 0x7f) p++;
-    if (!*p) return buf;
+    if (ra_text_is_one_line(buf, strlen(buf))) return buf;
     gq_quote_to(q, sizeof q, buf, strlen(buf));
     memcpy(buf, q, strlen(q) + 1);
     return buf;

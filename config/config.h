@@ -20,6 +20,7 @@
 
 #include "actions/action.h"
 #include "config/annotations.h"
+#include "config/rules.h"
 
 #define CFG_ANNOTATION_PREFIX "reload-agent.io/"
 #define CFG_DEFAULT_ANNOTATIONS_FILE "/etc/podinfo/annotations"
@@ -45,6 +46,9 @@ struct config {
     struct rule *rules;       /* parsed rule_raw, same order */
     size_t nrules;
     struct strlist ignore;
+    /* The path -> action decision of this configuration (--ignore,
+     * --env-watch/--env-action, --rule, --action), built by cfg_build. */
+    struct path_rules path_rules;
     int64_t debounce_ns;
     int64_t resync_ns;
     int log_level;  /* enum log_level */
@@ -188,20 +192,19 @@ int cfg_is_same_watch(const struct config *a, const struct config *b);
  * and its length in *n; aborts on OOM. */
 const char **cfg_watch_roots(const struct config *c, size_t *n);
 
-/* 1 if logical path `path` is root itself or lies under it (path starts
- * with root + "/"); root is taken as given with trailing '/' removed, as
- * logical paths are built (PRODUCT.md, the content hash), so "/" holds
- * every absolute path. Pure: safe on any thread. */
+/* path_rules_is_under (config/rules.h), under the name inject/ calls. */
 int cfg_is_path_under(const char *root, const char *path);
 
 /* 1 if a --ignore glob matches the logical path (fnmatch, no flags: '*'
- * crosses '/'): the file is left out of the content entirely. */
+ * crosses '/'): the file is left out of the content entirely.
+ * path_rules_is_ignored(&c->path_rules, path). */
 int cfg_is_ignored(const struct config *c, const char *path);
 
 /* What cfg_action_for returns for an ignored path. */
-#define CFG_ACTION_IGNORED (-1)
+#define CFG_ACTION_IGNORED PATH_RULES_IGNORED
 
 /* The one decision of a logical path's action, for the whole program:
+ * path_rules_action(&c->path_rules, path) (config/rules.h), that is
  *   CFG_ACTION_IGNORED when an --ignore glob matches it; else
  *   --env-action when it lies under an --env-watch root (env is fixed at
  *     container start, so no --rule can make it in-place; an env root that
@@ -209,10 +212,8 @@ int cfg_is_ignored(const struct config *c, const char *path);
  *   the action of the first --rule whose glob matches it (fnmatch, no
  *     flags); else
  *   --action.
- * The agent's monitor classifies files on its hashing thread from a copy of
- * the same decision as data (engine_sub_rules in agent/engine.c, matched by
- * monitor_rule_sub in agent/monitor.c); the render-time stamp
- * (inject/stamp.c) calls this. Keep them in sync. */
+ * The engine and the render-time stamp (inject/stamp.c) call this; the
+ * monitor's hashing thread reads a copy of c->path_rules. */
 int cfg_action_for(const struct config *c, const char *path);
 
 /* The actions a configuration can require: --action, every rule's action,

@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/utf8.h"
+
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -39,30 +41,6 @@ static int hex_val(unsigned char c)
     if (c >= 'a' && c <= 'f') return c - 'a' + 10;
     if (c >= 'A' && c <= 'F') return c - 'A' + 10;
     return -1;
-}
-
-static size_t utf8_encode(uint32_t r, char *out)
-{
-    if (r < 0x80) {
-        out[0] = (char)r;
-        return 1;
-    }
-    if (r < 0x800) {
-        out[0] = (char)(0xC0 | (r >> 6));
-        out[1] = (char)(0x80 | (r & 0x3F));
-        return 2;
-    }
-    if (r < 0x10000) {
-        out[0] = (char)(0xE0 | (r >> 12));
-        out[1] = (char)(0x80 | ((r >> 6) & 0x3F));
-        out[2] = (char)(0x80 | (r & 0x3F));
-        return 3;
-    }
-    out[0] = (char)(0xF0 | (r >> 18));
-    out[1] = (char)(0x80 | ((r >> 12) & 0x3F));
-    out[2] = (char)(0x80 | ((r >> 6) & 0x3F));
-    out[3] = (char)(0x80 | (r & 0x3F));
-    return 4;
 }
 
 /* Describes the byte after a backslash for an error message. */
@@ -134,7 +112,7 @@ static size_t unescape(const unsigned char *s, size_t len, size_t i, char *out, 
         set_err(err, errlen, "escape \\%c at offset %zu: U+%04X is a surrogate", c, i, v);
         return 0;
     } else {
-        *o += utf8_encode(v, out + *o);
+        *o += ra_utf8_encode(v, out + *o);
     }
     return 2 + ndig;
 }
@@ -184,43 +162,6 @@ fail:
     return -EINVAL;
 }
 
-/* Strict UTF-8 decoding as Go's utf8.DecodeRune: returns the code point and
- * sets *width, or returns -1 with *width = 1 for an invalid byte. */
-static int32_t utf8_decode(const unsigned char *s, size_t len, size_t *width)
-{
-    unsigned char b = s[0], lo = 0x80, hi = 0xBF;
-    size_t n, k;
-    int32_t r;
-
-    *width = 1;
-    if (b < 0x80) return b;
-    if (b >= 0xC2 && b <= 0xDF) {
-        n = 2;
-        r = b & 0x1F;
-    } else if (b >= 0xE0 && b <= 0xEF) {
-        n = 3;
-        r = b & 0x0F;
-        if (b == 0xE0) lo = 0xA0; /* overlong */
-        if (b == 0xED) hi = 0x9F; /* surrogates */
-    } else if (b >= 0xF0 && b <= 0xF4) {
-        n = 4;
-        r = b & 0x07;
-        if (b == 0xF0) lo = 0x90; /* overlong */
-        if (b == 0xF4) hi = 0x8F; /* > U+10FFFF */
-    } else {
-        return -1;
-    }
-    if (len < n) return -1;
-    for (k = 1; k < n; k++) {
-        if (s[k] < lo || s[k] > hi) return -1;
-        lo = 0x80;
-        hi = 0xBF;
-        r = (r << 6) | (s[k] & 0x3F);
-    }
-    *width = n;
-    return r;
-}
-
 static int is_print(int32_t r)
 {
     static const int32_t not_print[][2] = {
@@ -265,7 +206,7 @@ static size_t quote_char(const unsigned char *s, size_t len, size_t *width, char
     static const char hex[] = "0123456789abcdef";
     static const char simple_in[] = "\a\b\f\n\r\t\v";
     static const char simple_out[] = "abfnrtv";
-    int32_t r = utf8_decode(s, len, width);
+    int32_t r = ra_utf8_decode((const char *)s, len, width);
     const char *p;
     size_t n, k;
 

@@ -242,6 +242,56 @@ static int push_comp(char *out, size_t *n, const char *comp, size_t clen)
     return 0;
 }
 
+/* Removes the last component of the resolved path out (of length *n):
+ * ".." is lexical once the path is resolved; "/" stays "/". */
+static void pop_comp(char *out, size_t *n)
+{
+    while (*n > 1 && out[*n - 1] != '/') (*n)--;
+    *n = *n > 1 ? *n - 1 : 1;
+    out[*n] = '\0';
+}
+
+/* The resolved target of a symlink met before in this attempt, or NULL. */
+static const char *memo_get(const struct walk *w, const char *link)
+{
+    for (size_t i = 0; i < w->nmemo; i++)
+        if (strcmp(w->memo[i].link, link) == 0) return w->memo[i].target;
+    return NULL;
+}
+
+/* Remembers link -> target for the rest of the attempt (up to LINK_MEMO;
+ * a memo lost to memory pressure only costs a readlink). */
+static void memo_put(struct walk *w, const char *link, const char *target)
+{
+    if (w->nmemo >= LINK_MEMO) return;
+    char *a = strdup(link), *b = strdup(target);
+    if (a && b)
+        w->memo[w->nmemo++] = (struct link_memo){a, b};
+    else {
+        free(a);
+        free(b);
+    }
+}
+
+/* What the symlink at the resolved path `link` says, into tgt (PATH_MAX
+ * bytes): known when the caller read it already, else readlinkat. Returns
+ * 0 or -errno (-EAGAIN: it is no longer a symlink). */
+static int read_target(struct walk *w, const char *link, const char *known, char *tgt)
+{
+    if (known) {
+        size_t tl = strlen(known);
+        if (tl >= PATH_MAX) return -ENAMETOOLONG;
+        memcpy(tgt, known, tl + 1);
+        return 0;
+    }
+    int ldfd;
+    const char *lrel = at_root(w, link, &ldfd);
+    ssize_t l = readlinkat(ldfd, lrel, tgt, PATH_MAX - 1);
+    if (l < 0) return errno == EINVAL ? -EAGAIN : -errno; /* EINVAL: not a link (now) */
+    tgt[l] = '\0';
+    return 0;
+}
+
 /* Resolves path (relative to the resolved absolute directory base, or
  * absolute) like realpath(3), into out, without looking up base again;
  * symlinks resolved before in this attempt come from the memo. *st gets
@@ -269,17 +319,13 @@ static int resolve_from(struct walk *w, const char *base, const char *path, char
         p += clen;
         if (clen == 1 && comp[0] == '.') continue;
         if (clen == 2 && comp[0] == '.' && comp[1] == '.') { /* out is resolved: lexical */
-            while (n > 1 && out[n - 1] != '/') n--;
-            n = n > 1 ? n - 1 : 1;
-            out[n] = '\0';
+            pop_comp(out, &n);
             *have_st = 0;
             continue;
         }
         size_t parent = n;
         if (push_comp(out, &n, comp, clen) < 0) return -ENAMETOOLONG;
-        const char *hit = NULL;
-        for (size_t i = 0; i < w->nmemo && !hit; i++)
-            if (strcmp(w->memo[i].link, out) == 0) hit = w->memo[i].target;
+        const char *hit = memo_get(w, out);
         if (hit) {
             n = strlen(hit);
             memcpy(out, hit, n + 1);
@@ -304,34 +350,17 @@ static int resolve_from(struct walk *w, const char *base, const char *path, char
             continue;
         }
         if (++*hops > 40) return -ELOOP;
-        if (known) { /* the caller read this link already */
-            size_t tl = strlen(known);
-            if (tl >= sizeof tgt) return -ENAMETOOLONG;
-            memcpy(tgt, known, tl + 1);
-        } else {
-            int ldfd;
-            const char *lrel = at_root(w, out, &ldfd);
-            ssize_t l = readlinkat(ldfd, lrel, tgt, sizeof tgt - 1);
-            if (l < 0) return errno == EINVAL ? -EAGAIN : -errno; /* EINVAL: not a link (now) */
-            tgt[l] = '\0';
-        }
+        int rc = read_target(w, out, known, tgt);
+        if (rc < 0) return rc;
         memcpy(link, out, n + 1);
         out[parent ? parent : 1] = '\0'; /* back to the link's directory */
         if (parent == 0) out[0] = '/';
         char dir[PATH_MAX];
         memcpy(dir, out, strlen(out) + 1);
-        int rc = resolve_from(w, dir, tgt, out, st, have_st, hops, NULL, 0, NULL);
+        rc = resolve_from(w, dir, tgt, out, st, have_st, hops, NULL, 0, NULL);
         if (rc < 0) return rc;
         n = strlen(out);
-        if (w->nmemo < LINK_MEMO) {
-            char *a = strdup(link), *b = strdup(out);
-            if (a && b)
-                w->memo[w->nmemo++] = (struct link_memo){a, b};
-            else {
-                free(a);
-                free(b);
-            }
-        }
+        memo_put(w, link, out);
     }
     return 0;
 }
@@ -550,13 +579,9 @@ static void seed_datalink(struct walk *w, const struct datalink *dl)
     if (dl->rc != 0 || w->nmemo >= LINK_MEMO) return;
     if (resolve_from(w, w->rootreal, dl->target, out, &st, &have_st, &hops, NULL, 0, NULL) != 0)
         return;
-    char *link = join(w->rootreal, "..data"), *target = strdup(out);
-    if (link && target && w->nmemo < LINK_MEMO) {
-        w->memo[w->nmemo++] = (struct link_memo){link, target};
-        return;
-    }
+    char *link = join(w->rootreal, "..data");
+    if (link) memo_put(w, link, out);
     free(link);
-    free(target);
 }
 
 /* Walks root number i: a directory through its resolved path (remembered

@@ -28,6 +28,7 @@
 #include "base/file.h"
 #include "base/backoff.h"
 #include "base/log.h"
+#include "base/text.h"
 
 #define TOKEN_MAX 16384 /* bytes; a bound service-account JWT is ~1 KiB */
 #define BACKOFF_BASE_MS 200
@@ -354,16 +355,17 @@ static void finish_error(struct kube_call *c, const char *msg)
     call_finish(c, &r);
 }
 
-/* Copies s[0..n) into out as one line: control characters become spaces,
- * at most MESSAGE_MAX bytes. */
+/* Copies s[0..n) into out as one line: only what comes before its first
+ * newline (the length rule: an API message's first line says what went
+ * wrong), without trailing blanks, under the one-line policy of
+ * base/text.h, at most MESSAGE_MAX bytes. */
 static void one_line(char *out, size_t outlen, const char *s, size_t n)
 {
-    size_t i, j = 0;
+    const char *nl = memchr(s, '\n', n);
 
-    for (i = 0; i < n && s[i] != '\n' && j + 1 < outlen && j < MESSAGE_MAX; i++)
-        out[j++] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? ' ' : s[i];
-    while (j > 0 && out[j - 1] == ' ') j--;
-    out[j] = '\0';
+    if (nl) n = (size_t)(nl - s);
+    while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r')) n--;
+    ra_one_linen(out, outlen < MESSAGE_MAX + 1 ? outlen : MESSAGE_MAX + 1, s, n);
 }
 
 /* The Status object in a response body, or NULL. */

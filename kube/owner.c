@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/text.h"
 
 /* ---- helpers ---- */
 
@@ -48,14 +49,6 @@ static const cJSON *arr_at(const cJSON *obj, const char *key)
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
 
     return cJSON_IsArray(v) ? v : NULL;
-}
-
-/* Makes s one line of printable text: API data (kinds, names, uids) goes
- * into messages, logs and Events, and must not carry control characters. */
-static void printable(char *s)
-{
-    for (; s && *s; s++)
-        if ((unsigned char)*s < 0x20 || *s == 0x7f) *s = '?';
 }
 
 /* "apps/v1" has group "apps"; "v1" is the core group "". */
@@ -106,22 +99,25 @@ static const char *rollout_not_rolling(const cJSON *obj, char *buf, size_t len, 
     }
     *blocks = 1;
     if (r > 0) {
-        snprintf(buf, len,
+        char raw[512];
+        /* API data (kinds, names) goes into messages, logs and Events: one line */
+        snprintf(raw, sizeof raw,
                  "spec.workloadRef names Deployment %.253s: the pod template lives "
                  "there, and the Rollout itself is never patched",
                  name ? name : "(no name)");
-        printable(buf);
+        ra_one_line(buf, len, raw);
         return buf;
     }
     if (!ref) return "spec.workloadRef is not an object: the pod template cannot be found";
-    snprintf(buf, len,
+    char raw[768];
+    snprintf(raw, sizeof raw,
              "spec.workloadRef names %.63s %.253s (%.100s), not an apps/v1 Deployment: "
              "reload-agent patches only a referenced Deployment's pod template; use "
              "--action restart or signal",
              str_at(ref, "kind") ? str_at(ref, "kind") : "(no kind)",
              str_at(ref, "name") ? str_at(ref, "name") : "(no name)",
              str_at(ref, "apiVersion") ? str_at(ref, "apiVersion") : "no apiVersion");
-    printable(buf);
+    ra_one_line(buf, len, raw);
     return buf;
 }
 
@@ -266,12 +262,14 @@ static int fail(struct owner__chain *c, enum owner_status st, const char *fmt, .
 static int fail(struct owner__chain *c, enum owner_status st, const char *fmt, ...)
 {
     va_list ap;
+    char *raw;
 
     free(c->o->error);
     va_start(ap, fmt);
-    if (vasprintf(&c->o->error, fmt, ap) < 0) ra_oom();
+    if (vasprintf(&raw, fmt, ap) < 0) ra_oom();
     va_end(ap);
-    printable(c->o->error);
+    c->o->error = ra_one_line_dup(raw); /* API data in an error: one line (base/text.h) */
+    free(raw);
     c->o->status = st;
     return 0;
 }

@@ -163,6 +163,61 @@ static int read_pem(const char *what, const char *path, char **buf, size_t *len,
     return rc;
 }
 
+/* Adds the certificates after the leaf in b (the chain, if any) to ctx.
+ * Returns 0, or -EINVAL with err set. */
+static int add_chain(SSL_CTX *ctx, BIO *b, const char *cert_file, char *err, size_t errlen)
+{
+    for (int i = 2;; i++) {
+        if (i > TLS_CHAIN_MAX) {
+            snprintf(err, errlen, "certificate file %s: more than %d certificates", cert_file,
+                     TLS_CHAIN_MAX);
+            return -EINVAL;
+        }
+        X509 *ca = PEM_read_bio_X509(b, NULL, no_password, NULL);
+        if (!ca) {
+            unsigned long e = ERR_peek_last_error();
+            if (ERR_GET_LIB(e) == ERR_LIB_PEM && ERR_GET_REASON(e) == PEM_R_NO_START_LINE) {
+                ERR_clear_error(); /* end of file */
+                return 0;
+            }
+            snprintf(err, errlen,
+                     "certificate file %s: certificate %d of the chain is not valid PEM "
+                     "(OpenSSL: %s)",
+                     cert_file, i, ossl_reason("bad certificate"));
+            return -EINVAL;
+        }
+        if (SSL_CTX_add0_chain_cert(ctx, ca) != 1) {
+            X509_free(ca);
+            snprintf(err, errlen,
+                     "certificate file %s: certificate %d of the chain refused "
+                     "(OpenSSL: %s)",
+                     cert_file, i, ossl_reason("bad certificate"));
+            return -EINVAL;
+        }
+    }
+}
+
+/* 0 if the leaf is inside its validity period now, else 1 with err saying
+ * why (expired, or not valid yet). */
+static int validity(X509 *leaf, const struct leaf_info *info, const char *cert_file, char *err,
+                    size_t errlen)
+{
+    char when[32];
+    if (X509_cmp_current_time(X509_get0_notAfter(leaf)) <= 0) {
+        fmt_time(info->not_after, when, sizeof when);
+        snprintf(err, errlen, "certificate file %s: the certificate (%s) expired at %s", cert_file,
+                 info->subject, when);
+        return 1;
+    }
+    if (X509_cmp_current_time(X509_get0_notBefore(leaf)) >= 0) {
+        fmt_time(asn1_time_unix(X509_get0_notBefore(leaf)), when, sizeof when);
+        snprintf(err, errlen, "certificate file %s: the certificate (%s) is not valid before %s",
+                 cert_file, info->subject, when);
+        return 1;
+    }
+    return 0;
+}
+
 /* Builds a context from the two files. Returns 0 (or 1: loaded, but the
  * leaf is outside its validity period; err says so) with *out and *info,
  * or <0 with err set and nothing allocated. */
@@ -198,34 +253,7 @@ static int load_ctx(const char *cert_file, const char *key_file, SSL_CTX **out,
                  ossl_reason("unusable certificate"));
         goto out;
     }
-    for (int i = 2;; i++) { /* the chain after the leaf, if any */
-        if (i > TLS_CHAIN_MAX) {
-            snprintf(err, errlen, "certificate file %s: more than %d certificates", cert_file,
-                     TLS_CHAIN_MAX);
-            goto out;
-        }
-        X509 *ca = PEM_read_bio_X509(b, NULL, no_password, NULL);
-        if (!ca) {
-            unsigned long e = ERR_peek_last_error();
-            if (ERR_GET_LIB(e) == ERR_LIB_PEM && ERR_GET_REASON(e) == PEM_R_NO_START_LINE) {
-                ERR_clear_error(); /* end of file */
-                break;
-            }
-            snprintf(err, errlen,
-                     "certificate file %s: certificate %d of the chain is not valid PEM "
-                     "(OpenSSL: %s)",
-                     cert_file, i, ossl_reason("bad certificate"));
-            goto out;
-        }
-        if (SSL_CTX_add0_chain_cert(ctx, ca) != 1) {
-            X509_free(ca);
-            snprintf(err, errlen,
-                     "certificate file %s: certificate %d of the chain refused "
-                     "(OpenSSL: %s)",
-                     cert_file, i, ossl_reason("bad certificate"));
-            goto out;
-        }
-    }
+    if (add_chain(ctx, b, cert_file, err, errlen) < 0) goto out;
     BIO_free(b);
     if (!(b = BIO_new_mem_buf(kbuf, (int)klen))) ra_oom();
     if (!(key = PEM_read_bio_PrivateKey(b, NULL, no_password, NULL))) {
@@ -239,19 +267,7 @@ static int load_ctx(const char *cert_file, const char *key_file, SSL_CTX **out,
         goto out;
     }
     describe_leaf(leaf, info);
-    rc = 0;
-    char when[32];
-    if (X509_cmp_current_time(X509_get0_notAfter(leaf)) <= 0) {
-        fmt_time(info->not_after, when, sizeof when);
-        snprintf(err, errlen, "certificate file %s: the certificate (%s) expired at %s", cert_file,
-                 info->subject, when);
-        rc = 1;
-    } else if (X509_cmp_current_time(X509_get0_notBefore(leaf)) >= 0) {
-        fmt_time(asn1_time_unix(X509_get0_notBefore(leaf)), when, sizeof when);
-        snprintf(err, errlen, "certificate file %s: the certificate (%s) is not valid before %s",
-                 cert_file, info->subject, when);
-        rc = 1;
-    }
+    rc = validity(leaf, info, cert_file, err, errlen);
     *out = ctx;
     ctx = NULL;
 out:

@@ -118,62 +118,11 @@ static void test_action_for_first_rule_wins(void **state)
         "*=http",         "--action",      "none",       "--process",          "x",
         "--exec-command", "true",          "--http-url", "http://127.0.0.1:1/"};
     config(&c, args, 14);
-    assert_int_equal(engine_action_for(&c, "/v/a.conf"), ACTION_SIGNAL);
-    assert_int_equal(engine_action_for(&c, "/v/sub/dir/b.conf"),
-                     ACTION_SIGNAL); /* '*' crosses '/' */
-    assert_int_equal(engine_action_for(&c, "/v/jvm.options"), ACTION_EXEC);
-    assert_int_equal(engine_action_for(&c, "/v/other"), ACTION_HTTP);
+    assert_int_equal(cfg_action_for(&c, "/v/a.conf"), ACTION_SIGNAL);
+    assert_int_equal(cfg_action_for(&c, "/v/sub/dir/b.conf"), ACTION_SIGNAL); /* '*' crosses '/' */
+    assert_int_equal(cfg_action_for(&c, "/v/jvm.options"), ACTION_EXEC);
+    assert_int_equal(cfg_action_for(&c, "/v/other"), ACTION_HTTP);
     cfg_free(&c);
-}
-
-/* The monitor classifies files for the rollout hash on its hashing thread
- * from data (engine_sub_rules, matched by monitor_rule_sub); the engine and
- * the render-time stamp decide with cfg_action_for. On a table of
- * configurations and paths, the two must agree on every path that is not
- * ignored. */
-static void test_monitor_classes_match_cfg_action_for(void **state)
-{
-    (void)state;
-    const char *cfgs[][24] = {
-        {"--action", "rollout", NULL},
-        {"--action", "signal", "--process", "x", NULL},
-        {"--rule", "*.pem=signal", "--rule", "*/jvm.options=rollout", "--action", "signal",
-         "--process", "x", NULL},
-        {"--watch", "/v", "--env-watch", "/v/env", "--action", "signal", "--process", "x", NULL},
-        {"--env-watch", "/e/cm/", "--env-watch", "/e/s", "--rule", "*=rollout", "--env-action",
-         "restart", "--process", "x", NULL},
-        {"--env-watch", "/e/cm", "--rule", "*.pem=rollout", "--rule", "*=signal", "--env-action",
-         "none", "--action", "rollout", "--process", "x", NULL},
-        {"--env-watch", "/", "--rule", "*=signal", "--process", "x", NULL},
-        {"--env-watch", "/e/cm", "--ignore", "*/skip", "--action", "rollout", NULL},
-    };
-    const char *paths[] = {"/v/app.conf", "/v/tls.pem",        "/v/jvm.options", "/v/env/KEY",
-                           "/v/env",      "/v/envy/KEY",       "/e/cm/KEY",      "/e/cm/tls.pem",
-                           "/e/cm/d/x",   "/e/cmx/KEY",        "/e/s/KEY",       "/e/s",
-                           "/e/cm/skip",  "/other/jvm.options"};
-    int compared = 0;
-    for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
-        struct config c;
-        int argc = 0;
-        while (cfgs[i][argc]) argc++;
-        config(&c, cfgs[i], argc);
-        size_t n;
-        int def;
-        struct monitor_sub_rule *rules = engine_sub_rules(&c, &n, &def);
-        for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++) {
-            int a = cfg_action_for(&c, paths[p]);
-            if (a == CFG_ACTION_IGNORED) continue;
-            compared++;
-            int sub = monitor_rule_sub(rules, n, def, paths[p]);
-            if (sub != (a == ACTION_ROLLOUT))
-                fail_msg("config %zu, %s: monitor sub %d, cfg_action_for %s", i, paths[p], sub,
-                         action_name(a));
-            assert_int_equal(engine_action_for(&c, paths[p]), a);
-        }
-        free(rules);
-        cfg_free(&c);
-    }
-    assert_true(compared > 100);
 }
 
 struct ctx {
@@ -779,7 +728,6 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_rules_pick_only_needed_action, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_waits_for_inflight, setup, teardown),
         cmocka_unit_test(test_table_lookups),
-        cmocka_unit_test(test_monitor_classes_match_cfg_action_for),
         cmocka_unit_test_setup_teardown(test_fake_env_root_takes_env_action, fake_setup,
                                         fake_teardown),
         cmocka_unit_test_setup_teardown(test_fake_strongest_action_wins, fake_setup, fake_teardown),

@@ -595,6 +595,24 @@ static void test_404_message(void **state)
     assert_int_equal(code_count(t->k, 404), 1);
 }
 
+/* An API message is untrusted text in an error: its first line only,
+ * under the one-line policy of base/text.h (a terminal escape, a tab and a
+ * C1 NEL are escaped, not turned into spaces), trailing blanks dropped. */
+static void test_api_message_one_line(void **state)
+{
+    struct t *t = *state;
+    char path[256];
+
+    snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/odd", g_fake.ns);
+    fault("{\"method\":\"GET\",\"path_regex\":\"/pods/odd$\",\"status\":404,"
+          "\"message\":\"pods \\\"odd\\\" \\u001b[31mnot\\tfound \\u0085end \\r\\n"
+          "level=error msg=forged\"}");
+    get(t, path);
+    run_until(t, 1, RUN_LIMIT_MS);
+    expect_status(t, 404);
+    assert_string_equal(t->error, "pods \"odd\" \\x1b[31mnot\\x09found \\u0085end");
+}
+
 /* APF-style 429: plain text, Retry-After: 1. */
 static void test_429_plain_retry_after(void **state)
 {
@@ -896,6 +914,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_token_stale, setup, teardown),
         cmocka_unit_test_setup_teardown(test_403_names_rbac_rule, setup, teardown),
         cmocka_unit_test_setup_teardown(test_404_message, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_api_message_one_line, setup, teardown),
         cmocka_unit_test_setup_teardown(test_429_plain_retry_after, setup, teardown),
         cmocka_unit_test_setup_teardown(test_429_gives_up, setup, teardown),
         cmocka_unit_test_setup_teardown(test_503_backoff, setup, teardown),

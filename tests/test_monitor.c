@@ -12,6 +12,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "actions/action.h"
 #include "agent/monitor.h"
 #include "base/log.h"
 
@@ -224,6 +225,66 @@ static void test_change_during_hash(void **state)
     expect_hash_of_root(f);
 }
 
+/* The test's own classification, independent of config/rules: *.swp left
+ * out, *.pem (and, with conf_rolls, *.conf) in manifest.sub. */
+static int g_conf_rolls;
+static unsigned by_suffix(void *ud, const char *path)
+{
+    (void)ud;
+    size_t n = strlen(path);
+    if (n > 4 && strcmp(path + n - 4, ".swp") == 0) return 0;
+    int sub = (n > 4 && strcmp(path + n - 4, ".pem") == 0) ||
+              (g_conf_rolls && n > 5 && strcmp(path + n - 5, ".conf") == 0);
+    return HASH_CLASS_MAIN | (sub ? HASH_CLASS_SUB : 0);
+}
+
+static void expect_classes(struct fx *f, size_t n, size_t nsub)
+{
+    const char *roots[] = {f->root};
+    struct hash_opts ho = {.select = by_suffix};
+    struct hash_manifest want = {0};
+    const struct hash_manifest *cur = monitor_current(f->m);
+    assert_int_equal(hash_compute(roots, 1, &ho, &want, NULL), 0);
+    assert_int_equal(cur->n, n);
+    assert_int_equal(cur->nsub, nsub);
+    assert_memory_equal(cur->total, want.total, HASH_LEN);
+    assert_memory_equal(cur->sub, want.sub, HASH_LEN);
+    hash_manifest_free(&want);
+}
+
+/* The monitor classifies files with its copy of the one path -> action
+ * value (config/rules.h): an ignored file is not in the content, a
+ * rollout-class file feeds manifest.sub; on the baseline's worker thread
+ * and inline, and monitor_set_rules applies to the hashes after it. */
+static void test_rules_classify_files(void **state)
+{
+    struct fx *f = *state;
+    put(f->root, "a.conf", "a", 10);
+    put(f->root, "tls.pem", "p", 10);
+    put(f->root, "x.swp", "s", 10);
+    struct path_rules r;
+    path_rules_init(&r, ACTION_SIGNAL);
+    path_rules_add_ignore(&r, "*.swp");
+    path_rules_add_glob(&r, "*.pem", ACTION_ROLLOUT);
+    const char *roots[] = {f->root};
+    struct monitor_opts o = {
+        .roots = roots, .nroots = 1, .debounce_ns = 20000000, .baseline = on_baseline, .rules = &r};
+    assert_int_equal(monitor_start(&f->loop, &o, on_change, f, &f->m), 0);
+    path_rules_free(&r); /* copied */
+    assert_true(run_until(f, &f->baselines, 1));
+    g_conf_rolls = 0;
+    expect_classes(f, 2, 1);
+    path_rules_init(&r, ACTION_ROLLOUT); /* now everything not ignored rolls */
+    path_rules_add_ignore(&r, "*.swp");
+    monitor_set_rules(f->m, &r);
+    path_rules_free(&r);
+    put(f->root, "a.conf", "b", 10);
+    put(f->root, "x.swp", "t", 10); /* ignored: not part of the change */
+    assert_true(run_until(f, &f->changes, 1));
+    g_conf_rolls = 1;
+    expect_classes(f, 2, 2);
+}
+
 static int threads(void)
 {
     DIR *d = opendir("/proc/self/task");
@@ -263,6 +324,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_baseline_off_the_loop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_change_during_hash, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_abandons_hash, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rules_classify_files, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

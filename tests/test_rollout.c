@@ -95,16 +95,16 @@ static const struct decide_case DECIDE[] = {
     {"API text in the reason stays one line", "Rollout",
      "{\"spec\":{\"workloadRef\":{\"apiVersion\":\"apps/v1\",\"kind\":\"Stateful\\nSet\","
      "\"name\":\"db\\r\"}}}",
-     0, NULL, 0, 0, 0, ROLLOUT_V_BLOCKED, 0, 0, 1, "names Stateful?Set db? (apps/v1)"},
+     0, NULL, 0, 0, 0, ROLLOUT_V_BLOCKED, 0, 0, 1, "names Stateful\\x0aSet db\\x0d (apps/v1)"},
     {"a Deployment workloadRef's name stays one line", "Rollout",
      "{\"spec\":{\"workloadRef\":{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\","
      "\"name\":\"web\\nforged\"}}}",
      0, NULL, 0, 0, 0, ROLLOUT_V_BLOCKED, 0, 0, 1,
-     "names Deployment web?forged: the pod template lives there"},
+     "names Deployment web\\x0aforged: the pod template lives there"},
     {"guard: API paths in the reason stay one line", "Deployment",
      "{" TPL("\"@\":\"" THEIRS "\",\"reload-agent.io/config-files\":"
              "\"{\\\"/v/a\\\\nforged\\\":\\\"aaaa\\\"}\"") "}}",
-     0, OLD, 2, 0, 0, ROLLOUT_V_BLOCKED, 0, 1, 0, "/v/a?forged"},
+     0, OLD, 2, 0, 0, ROLLOUT_V_BLOCKED, 0, 1, 0, "/v/a\\x0aforged"},
     {"workloadRef not an object: blocked", "Rollout", "{\"spec\":{\"workloadRef\":\"web\"}}", 0,
      NULL, 0, 0, 0, ROLLOUT_V_BLOCKED, 0, 0, 1, "spec.workloadRef is not an object"},
     {"workloadRef null: a plain Rollout", "Rollout", "{" TPL("") ",\"workloadRef\":null}}", 0, NULL,
@@ -409,7 +409,7 @@ static const struct chain_case CHAIN[] = {
      NULL,
      NULL,
      NULL,
-     "pod p is controlled by Node?level=error msg=forged n (v1)",
+     "pod p is controlled by Node\\x0alevel=error msg=forged n (v1)",
      0},
     {"a ReplicaSet may not be controlled by a StatefulSet",
      {POD_OF("ReplicaSet", "apps/v1", "rs", "ru"), RS_OF("StatefulSet", "apps/v1", "db", "su")},

@@ -28,7 +28,6 @@
 #include "base/b64.h"
 #include "base/backoff.h"
 #include "base/log.h"
-#include "config/value.h"
 #include "kube/kube.h"
 #include "net/httpc.h"
 #include "webhook/certgen.h"
@@ -43,17 +42,12 @@
 
 enum step { STEP_GET_SECRET, STEP_CREATE_SECRET, STEP_GET_MWC, STEP_PATCH_MWC };
 
-struct opts {
-    const char *ns, *secret, *service, *mwc, *api, *token_file, *ca_file;
-    int64_t validity_s;
-};
-
 struct job {
     uv_loop_t loop;
     uv_timer_t timer; /* waits before a retried step */
     struct httpc *hc;
     struct kube *k;
-    struct opts o;
+    struct certs_opts o;
     char *dns[4];
     size_t ndns;
     enum step step;
@@ -124,17 +118,6 @@ static const char *why(const struct kube_resp *r, char *buf, size_t len)
     snprintf(buf, len, "HTTP %ld: %.*s%s%s", r->status, n, e, r->status == 403 ? " " : "",
              r->status == 403 ? RBAC_HINT : "");
     return buf;
-}
-
-static int is_dns_label(const char *s)
-{
-    size_t n = strlen(s);
-
-    if (n == 0 || n > 63 || !(s[0] >= 'a' && s[0] <= 'z') || s[n - 1] == '-') return 0;
-    for (size_t i = 0; i < n; i++)
-        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
-            return 0;
-    return 1;
 }
 
 /* ---- the steps ---- */
@@ -468,143 +451,18 @@ static void on_resp(void *ud, const struct kube_resp *r)
 
 /* ---- the command ---- */
 
-void webhook_certs_usage(FILE *f)
-{
-    fprintf(
-        f, "usage: reload-agent webhook certs --secret-name NAME --service-name NAME\n"
-           "                                  [--webhook-config NAME] [flags]\n"
-           "\n"
-           "Makes sure Secret NAME (type kubernetes.io/tls: tls.crt, tls.key, ca.crt) holds a CA\n"
-           "and a serving certificate for the webhook's Service, then writes that CA into the\n"
-           "caBundle of every webhook of the MutatingWebhookConfiguration whose caBundle differs.\n"
-           "An existing Secret is kept (and checked); nothing is written when all is current.\n"
-           "Run it as a Job (manifests/webhook/certgen). Exit status: 0 done, 1 an API or\n"
-           "certificate error, 2 a usage error.\n"
-           "\n"
-           "  --namespace NS          namespace of the Secret and the Service (default\n"
-           "                          $POD_NAMESPACE, then the service-account namespace file)\n"
-           "  --secret-name NAME      the TLS Secret to create or keep (required)\n"
-           "  --service-name NAME     the webhook's Service; the certificate is valid for NAME,\n"
-           "                          NAME.NS, NAME.NS.svc, NAME.NS.svc.cluster.local (required)\n"
-           "  --webhook-config NAME   the MutatingWebhookConfiguration whose caBundle to write\n"
-           "                          (without it only the Secret is ensured)\n"
-           "  --validity DURATION     lifetime of the CA and the serving certificate, both\n"
-           "                          EC P-256 (default 87600h = 10 years; 1h to 876000h)\n"
-           "  --kube-api URL          API server (https://; default: in-cluster)\n"
-           "  --kube-token-file PATH  bearer token (default: the service-account token)\n"
-           "  --kube-ca-file PATH     CA of the API server (default: the service-account ca.crt)\n"
-           "  --log-format text|json  (default text)\n"
-           "  --log-level LEVEL       debug, info, warn, error (default info)\n"
-           "  -h, --help              this help\n");
-}
-
-static int usage_error(const char *fmt, const char *a, const char *b)
-{
-    fprintf(stderr, "reload-agent webhook certs: ");
-    fprintf(stderr, fmt, a, b);
-    fprintf(stderr, "\nrun \"reload-agent webhook certs --help\" for the flags\n");
-    return 2;
-}
-
-static int parse_args(int argc, char **argv, struct opts *o, int *help)
-{
-    static const char *const names[] = {
-        "namespace", "secret-name",     "service-name", "webhook-config", "validity",
-        "kube-api",  "kube-token-file", "kube-ca-file", "log-format",     "log-level"};
-    const char *vals[sizeof names / sizeof names[0]] = {0};
-    enum log_level lvl = RA_LOG_INFO;
-    enum log_format fmt = RA_LOG_FORMAT_TEXT;
-    char err[256];
-
-    *help = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = NULL, *eq;
-        size_t k, n = sizeof names / sizeof names[0], len;
-
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            *help = 1;
-            return 0;
-        }
-        if (strncmp(a, "--", 2) != 0) return usage_error("unexpected argument \"%s\"%s", a, "");
-        eq = strchr(a + 2, '=');
-        len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
-        for (k = 0; k < n; k++)
-            if (strlen(names[k]) == len && strncmp(names[k], a + 2, len) == 0) break;
-        if (k == n) return usage_error("unknown flag \"%s\"%s", a, "");
-        if (eq)
-            v = eq + 1;
-        else if (i + 1 < argc)
-            v = argv[++i];
-        else
-            return usage_error("flag --%s needs a value%s", names[k], "");
-        vals[k] = v;
-    }
-    o->ns = vals[0];
-    o->secret = vals[1];
-    o->service = vals[2];
-    o->mwc = vals[3];
-    o->api = vals[5];
-    o->token_file = vals[6];
-    o->ca_file = vals[7];
-    if (vals[8]) {
-        if (strcmp(vals[8], "json") == 0)
-            fmt = RA_LOG_FORMAT_JSON;
-        else if (strcmp(vals[8], "text") != 0)
-            return usage_error("--log-format \"%s\": use text or json%s", vals[8], "");
-    }
-    if (vals[9]) {
-        static const char *const lv[] = {"debug", "info", "warn", "error"};
-        int found = 0;
-
-        for (int l = 0; l < 4; l++)
-            if (strcmp(vals[9], lv[l]) == 0) {
-                lvl = (enum log_level)l;
-                found = 1;
-            }
-        if (!found)
-            return usage_error("--log-level \"%s\": use debug, info, warn or error%s", vals[9], "");
-    }
-    log_configure(lvl, fmt);
-    if (!o->secret || !o->secret[0]) return usage_error("--secret-name is required%s%s", "", "");
-    if (!kube_is_object_name(o->secret))
-        return usage_error("--secret-name \"%s\" is not a valid Secret name%s", o->secret, "");
-    if (!o->service || !o->service[0]) return usage_error("--service-name is required%s%s", "", "");
-    if (!is_dns_label(o->service))
-        return usage_error("--service-name \"%s\" is not a valid Service name (a lowercase "
-                           "RFC 1035 label)%s",
-                           o->service, "");
-    if (o->mwc && !kube_is_object_name(o->mwc))
-        return usage_error("--webhook-config \"%s\" is not a valid object name%s", o->mwc, "");
-    o->validity_s = CERTGEN_VALIDITY_S;
-    if (vals[4]) {
-        int64_t ns;
-
-        if (val_duration(vals[4], &ns, err, sizeof err) < 0)
-            return usage_error("--validity: %s%s", err, "");
-        if (ns / 1000000000 < CERTGEN_MIN_VALIDITY_S || ns / 1000000000 > CERTGEN_MAX_VALIDITY_S)
-            return usage_error("--validity \"%s\": must be between 1h and 876000h%s", vals[4], "");
-        o->validity_s = ns / 1000000000;
-    }
-    return 0;
-}
-
 static void on_close(uv_handle_t *h) { (void)h; }
 
-int webhook_certs_main(int argc, char **argv)
+int webhook_certs_run(const struct certs_opts *o)
 {
     struct job *j = calloc(1, sizeof *j);
     struct kube_config kc = {0};
     char err[512];
-    int help, rc;
+    int rc;
 
     if (!j) ra_oom();
     j->rc = -1;
-    rc = parse_args(argc, argv, &j->o, &help);
-    if (rc != 0 || help) {
-        if (help) webhook_certs_usage(stdout);
-        free(j);
-        return rc;
-    }
+    j->o = *o;
     uv_loop_init(&j->loop);
     uv_timer_init(&j->loop, &j->timer);
     j->timer.data = j;

@@ -6,27 +6,38 @@
  * caBundle of every webhook of the MutatingWebhookConfiguration whose
  * caBundle differs. User documentation: docs/webhook-install.md.
  *
- * The certificates themselves come from webhook/certgen.c. The exported
- * name keeps the webhook_ prefix the subcommand table expects.
+ * The certificates themselves come from webhook/certgen.c; the command line
+ * is agent/cmd_certs.c's.
  */
 #ifndef RA_WEBHOOK_CERTS_H
 #define RA_WEBHOOK_CERTS_H
 
-#include <stdio.h>
+#include <stdint.h>
 
-/* Prints the usage of `reload-agent webhook certs` to f. */
-void webhook_certs_usage(FILE *f);
+/* What one run of the job does; the strings are the caller's and must stay
+ * valid during webhook_certs_run. agent/cmd_certs.c fills it from the
+ * command line and checks it (names, validity range) before the run. */
+struct certs_opts {
+    const char *ns;         /* namespace of the Secret and Service; NULL: kube/'s default */
+    const char *secret;     /* the TLS Secret to create or keep (required) */
+    const char *service;    /* the webhook's Service (required): the DNS names */
+    const char *mwc;        /* the MutatingWebhookConfiguration, or NULL: Secret only */
+    const char *api;        /* API server URL, NULL: in-cluster */
+    const char *token_file; /* NULL: the service-account token */
+    const char *ca_file;    /* NULL: the service-account ca.crt */
+    int64_t validity_s;     /* lifetime of the certificates, in seconds */
+};
 
-/* `reload-agent webhook certs [flags]` (argv[0] = "certs"). Runs its own
- * libuv loop until done: GET the Secret; if it is absent, generate and
- * create it (on 409 AlreadyExists read the one that won); check it; then
- * PATCH (JSON patch with a test op on metadata.resourceVersion) the
- * caBundle of each webhook of --webhook-config whose caBundle differs, and
- * write nothing when none differs. A failed test op or a 409 re-reads the
- * configuration and tries again (5 times at most); 5xx answers are retried
- * with backoff (kube/ already retries 429 and 503). Returns the exit
- * status: 0 done, 1 an API or certificate error (logged, naming the object
- * and the HTTP status), 2 a usage error. */
-int webhook_certs_main(int argc, char **argv);
+/* Runs the job `reload-agent webhook certs` describes, on its own libuv
+ * loop, until done: GET the Secret; if it is absent, generate and create it
+ * (on 409 AlreadyExists read the one that won); check it; then PATCH (JSON
+ * patch with a test op on metadata.resourceVersion) the caBundle of each
+ * webhook of o->mwc whose caBundle differs, and write nothing when none
+ * differs. A failed test op or a 409 re-reads the configuration and tries
+ * again (5 times at most); 5xx answers are retried with backoff (kube/
+ * already retries 429 and 503). o is copied. Returns the exit status: 0
+ * done, 1 an API or certificate error (logged, naming the object and the
+ * HTTP status). */
+int webhook_certs_run(const struct certs_opts *o);
 
 #endif

@@ -395,7 +395,7 @@ def test_certs_usage_errors(env):
                        (["--secret-name", "s", "--service-name", "w", "--validity", "1m"],
                         "between 1h and 876000h"),
                        (["--secret-name", "s", "--service-name", "w", "--bogus", "1"],
-                        'unknown flag "--bogus"'),
+                        "unknown flag --bogus"),
                        (["--secret-name"], "needs a value")):
         r = env.run([b, "webhook", "certs"] + args)
         err = r.stderr.decode()

@@ -1,7 +1,7 @@
 /*
  * sched.c - asks the kernel for a short scheduler time slice (see sched.h).
  */
-#include "agent/sched.h"
+#include "base/sched.h"
 
 #include <errno.h>
 #include <sched.h>
