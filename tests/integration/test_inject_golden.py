@@ -127,8 +127,21 @@ def test_inject_golden_outputs_are_valid_pods(env):
         check(not [c for c in spec["containers"] if c["name"] == "reload-agent"],
               "%s: a plain reload-agent container" % name)
         sc = side[0]["securityContext"]
-        check(sc["runAsNonRoot"] is True and sc.get("runAsUser", 1) != 0 and
-              sc["capabilities"] == {"drop": ["ALL"]}, "%s: securityContext %s" % (name, sc))
+        check(sc["capabilities"] == {"drop": ["ALL"]} and sc["allowPrivilegeEscalation"] is False,
+              "%s: securityContext %s" % (name, sc))
+        if sc.get("runAsUser") != 0:
+            check(sc["runAsNonRoot"] is True, "%s: securityContext %s" % (name, sc))
+            continue
+        # Root only beside a root app that signal/restart must reach: the app
+        # states UID 0, or no UID and no runAsNonRoot (an image's default).
+        app = spec["containers"][0]
+        csc, psc = app.get("securityContext", {}), spec.get("securityContext", {})
+        uid = csc.get("runAsUser", psc.get("runAsUser"))
+        non_root = csc.get("runAsNonRoot", psc.get("runAsNonRoot"))
+        check(sc["runAsNonRoot"] is False and (uid == 0 or (uid is None and non_root is not True)),
+              "%s: a root sidecar beside app %s (securityContext %s)" % (name, csc or psc, sc))
+        check(spec.get("shareProcessNamespace") is True,
+              "%s: a root sidecar that signals nothing" % name)
 
 
 def go_quote(s):
