@@ -19,6 +19,7 @@
 #include "config/config.h"
 #include "agent/endpoints.h"
 #include "agent/engine.h"
+#include "agent/injectnote.h"
 #include "net/httpc.h"
 #include "net/httpd.h"
 #include "kube/kevents.h"
@@ -474,8 +475,13 @@ static int start_all(void)
     } else if (start_monitor() < 0) {
         rc = 1;
     }
-    if (rc != 0) shutdown_all();
-    return rc;
+    if (rc != 0) {
+        shutdown_all();
+        return rc;
+    }
+    injectnote_report(R.annot_path ? &R.annots : NULL, R.kev, R.kube ? kube_pod_name(R.kube) : NULL,
+                      R.kube ? kube_namespace(R.kube) : NULL);
+    return 0;
 }
 
 int run_main(struct cfg_layer *flags)

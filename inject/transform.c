@@ -440,6 +440,15 @@ static char *status_json(struct inject__ctx *x)
         inject__push(x, mirs, inject__str(x, x->mirrors[i].volume));
     inject__add(x, st, "volumes", vols);
     inject__add(x, st, "mirrors", mirs);
+    /* The warnings travel with the pod: the agent logs them and posts them
+     * as Events at start, where a controller-created pod's user sees them
+     * (admission warnings go to the controller that created the pod). */
+    if (x->nwarnings) {
+        cJSON *w = inject__new_arr(x);
+        for (size_t i = 0; i < x->nwarnings && i < INJECT_STATUS_MAX_WARNINGS; i++)
+            inject__push(x, w, inject__str(x, x->warnings[i]));
+        inject__add(x, st, "warnings", w);
+    }
     char *s = x->oom ? NULL : cJSON_PrintUnformatted(st);
     if (!s) x->oom = 1;
     cJSON_Delete(st);

@@ -31,7 +31,8 @@
  *   - the service-account token mount copied from the app container, only
  *     at admission (opts->admission) and only when rollout or Events need
  *     the API;
- *   - the annotation reload-agent.io/inject-status recording what was added.
+ *   - the annotation reload-agent.io/inject-status recording what was added
+ *     (and the warnings, which the agent logs and posts as Events at start).
  */
 #ifndef RA_INJECT_TRANSFORM_H
 #define RA_INJECT_TRANSFORM_H
@@ -42,6 +43,9 @@
 
 #define INJECT_CONTAINER "reload-agent"
 #define INJECT_STATUS_ANNOTATION "reload-agent.io/inject-status"
+/* At most this many of the transform's warnings are recorded in the status
+ * annotation ("warnings"), for the agent to log and post as Events. */
+#define INJECT_STATUS_MAX_WARNINGS 16
 #define INJECT_ENABLE_ANNOTATION "reload-agent.io/inject"
 /* The image this version builds (Dockerfile tag). */
 #define INJECT_DEFAULT_IMAGE "reload-agent:" RA_VERSION

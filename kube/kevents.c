@@ -65,12 +65,23 @@ static int admit(struct kevents *ev, const struct kev_object *o, const char *rea
     return 1;
 }
 
+/* The first refused Event (403: no "events create" in the agent's Role)
+ * is a warning naming the fix; the process logs it once, since Events are
+ * fire and forget. Any other failure stays at debug level. */
+static int refused_logged;
+
 static void posted(void *ud, const struct kube_resp *r)
 {
     (void)ud;
-    if (!r->ok || r->status >= 300)
-        log_debug("could not create a Kubernetes Event: %s",
-                  r->error ? r->error : "request failed");
+    if (r->ok && r->status < 300) return;
+    if (r->ok && r->status == 403 && !refused_logged) {
+        refused_logged = 1;
+        log_warn("cannot create Kubernetes Events: %s; no Event is posted until that is granted "
+                 "(later refusals are logged at debug level)",
+                 r->error ? r->error : "HTTP 403");
+        return;
+    }
+    log_debug("could not create a Kubernetes Event: %s", r->error ? r->error : "request failed");
 }
 
 void kev_post(struct kevents *ev, const struct kev_object *o, const char *type, const char *reason,

@@ -4,7 +4,8 @@
  * owner for rollouts (Normal RolloutTriggered, Warning RolloutSkipped).
  *
  * Fire and forget: a failed POST is logged at debug level and dropped (an
- * Event is never worth a retry storm). Rate-limited: the same reason for
+ * Event is never worth a retry storm); only the process's first refusal
+ * (403) is a warning, naming the RBAC rule to grant. Rate-limited: the same reason for
  * the same object at most once per KEV_SAME_REASON_S, and at most
  * KEV_BURST events per minute overall; each suppressed Event is pushed to
  * the kube client's counters (kube_set_counters: event_suppressed).

@@ -876,3 +876,57 @@ def test_rollout_without_api_or_pod_is_fatal(env):
     check("pod" in err.lower() and ("--pod-name" in err or "POD_NAME" in err),
           "no pod name: message %r" % err)
     check("t0ken" not in err, "the token was printed")
+
+
+# ---- 13. The injector's warnings reach the pod (issue 15) ----
+
+@clean_exit
+def test_injection_warnings_logged_and_posted(env):
+    """The warnings inject/the webhook recorded in inject-status are logged
+    at start and posted as one Warning Event on the agent's own pod (a
+    controller-created pod never shows admission warnings to its user)."""
+    fake = fake_for(env)
+    vol = volume(env, {"app.conf": "v0\n"})
+    pod = fake.info["pods"][0]
+    status = json.dumps({"version": "0.1.0", "container": "reload-agent", "volumes": [], "mirrors": ["cfg"],
+                         "warnings": ["container app mounts volume cfg with subPath: it never updates",
+                                      "second warning"]})
+    ann = env.path("annotations")
+    with open(ann, "w") as f:
+        f.write("reload-agent.io/inject-status=%s\n" % json.dumps(status, ensure_ascii=True))
+    a = start(env, fake, vol, "--action", "exec", "--exec-command", "true", annotations=ann,
+              wait_reconcile=False)
+    warned = [e for e in a.events if e.get("event") == "inject-warning"]
+    check([e.get("warning") for e in warned] == ["container app mounts volume cfg with subPath: it never updates",
+                                                 "second warning"], "inject-warning lines: %r" % warned)
+    check(all(e.get("level") == "warn" for e in warned), "not at warn level: %r" % warned)
+    ev = wait_kube_event(fake, "InjectionWarning", "Pod", pod)
+    check(len(ev) == 1 and ev[0]["type"] == "Warning" and "subPath" in ev[0]["message"] and
+          "second warning" in ev[0]["message"], "InjectionWarning events: %r" % ev)
+
+
+@clean_exit
+def test_refused_event_is_one_warning(env):
+    """Events are fire and forget, but a Role without "events create" must
+    not go unnoticed: the first 403 is a warning naming the rule, later ones
+    are debug lines."""
+    fake = fake_for(env)
+    vol = volume(env, {"app.conf": "v0\n"})
+    faults(fake, {"method": "POST", "path_regex": "/events$", "status": 403})
+    status = json.dumps({"version": "0.1.0", "container": "reload-agent", "warnings": ["a warning"]})
+    ann = env.path("annotations")
+    with open(ann, "w") as f:
+        f.write("reload-agent.io/inject-status=%s\n" % json.dumps(status, ensure_ascii=True))
+    a = start(env, fake, vol, "--action", "exec", "--exec-command", "true", annotations=ann,
+              wait_reconcile=False)
+    a.wait_for(lambda evs: [e for e in evs if "cannot create Kubernetes Events" in e.get("msg", "")], 10,
+               "the refused-Event warning (InjectionWarning at start)")
+    update(env, vol, {"app.conf": "v1\n"})
+    wait_action(a, action="exec", result="success")
+    a.wait_for(lambda evs: [e for e in evs if "could not create a Kubernetes Event" in e.get("msg", "")],
+               10, "the second refusal (Reloaded), at debug level")
+    refused = [e for e in a.events if "cannot create Kubernetes Events" in e.get("msg", "")]
+    check(len(refused) == 1 and refused[0]["level"] == "warn", "refusal lines: %r" % refused)
+    check('verb "create" on resource "events"' in refused[0]["msg"], "no RBAC rule named: %r" % refused[0])
+    later = [e for e in a.events if "could not create a Kubernetes Event" in e.get("msg", "")]
+    check(all(e["level"] == "debug" for e in later), "later refusals: %r" % later)
