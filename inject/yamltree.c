@@ -486,8 +486,12 @@ static int parse_yaml_float(const char *in, size_t len, double *out)
 }
 
 static const char *const NULLS[] = {"~", "null", "Null", "NULL", NULL};
-static const char *const TRUES[] = {"true", "True", "TRUE", NULL};
-static const char *const FALSES[] = {"false", "False", "FALSE", NULL};
+/* YAML 1.1's booleans, as go-yaml v2 (and so sigs.k8s.io/yaml, kubectl's
+ * reader) resolves them. */
+static const char *const TRUES[] = {"true", "True", "TRUE", "y",  "Y",  "yes",
+                                    "Yes",  "YES",  "on",   "On", "ON", NULL};
+static const char *const FALSES[] = {"false", "False", "FALSE", "n",   "N",   "no",
+                                     "No",    "NO",    "off",   "Off", "OFF", NULL};
 static const char *const SPECIAL_FLOATS[] = {".inf",  ".Inf",  ".INF",  "-.inf", "-.Inf",
                                              "-.INF", "+.inf", "+.Inf", "+.INF", ".nan",
                                              ".NaN",  ".NAN",  NULL};

@@ -8,7 +8,9 @@
  * always a string), as sigs.k8s.io/yaml resolves them where it matters for
  * manifests, YAML 1.2-like otherwise:
  *   null  ~ null Null NULL and the empty scalar
- *   bool  true True TRUE false False FALSE  (yes/no/on/off/y/n stay strings)
+ *   bool  true True TRUE false False FALSE, and YAML 1.1's y Y yes Yes YES
+ *         on On ON / n N no No NO off Off OFF (kubectl reads them so: an
+ *         annotation `yes` is an error there, tests/e2e/test_scalars.py)
  *   int   Go's strconv.ParseInt base 0 after removing '_': 12, -3, 0x1F,
  *         0o644, 0b101 and 0644 (octal: 420, as kubectl reads it)
  *   float [-+]?(.N|N(.N*)?)([eE][-+]?N)?   (.inf and .nan: an error, JSON

@@ -427,10 +427,22 @@ static void scalars_as_kubernetes_reads_them(void **state)
                        &e, &rc);
     assert_int_equal(rc, 0);
     char *s = cJSON_PrintUnformatted(j);
-    assert_string_equal(s, "{\"a\":420,\"b\":8,\"c\":31,\"d\":1000,\"e\":\"12\",\"f\":\"yes\","
-                           "\"g\":\"on\",\"h\":null,\"i\":true,\"j\":1500,\"k\":0.5,"
+    assert_string_equal(s, "{\"a\":420,\"b\":8,\"c\":31,\"d\":1000,\"e\":\"12\",\"f\":true,"
+                           "\"g\":true,\"h\":null,\"i\":true,\"j\":1500,\"k\":0.5,"
                            "\"l\":\"2001-12-14\",\"m\":\"null\",\"n\":\"7\",\"o\":89,\"p\":-12,"
                            "\"q\":3}");
+    free(s);
+    cJSON_Delete(j);
+    /* YAML 1.1 booleans, as kubectl's sigs.k8s.io/yaml reads them (an
+     * annotation "yes" is an error there, a boolean field "on" is true);
+     * tests/e2e/test_scalars.py checks the table against the real kubectl. */
+    j = to_json(
+        "[y, Y, yes, Yes, YES, on, On, ON, n, N, no, No, NO, off, Off, OFF, 'yes', yES, !!bool on]",
+        &e, &rc);
+    assert_int_equal(rc, 0);
+    s = cJSON_PrintUnformatted(j);
+    assert_string_equal(s, "[true,true,true,true,true,true,true,true,false,false,false,false,false,"
+                           "false,false,false,\"yes\",\"yES\",true]");
     free(s);
     cJSON_Delete(j);
 }

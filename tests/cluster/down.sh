@@ -66,6 +66,19 @@ for d in /proc/[0-9]*; do
 	kill -KILL "${d#/proc/}" 2> /dev/null
 done
 
+# Containers whose containerd and shims died (killed with the machine's
+# session): every process in the kubelet's cgroup tree is one of this
+# cluster's pods; they are found by pid there.
+for procs in /sys/fs/cgroup/pids/kubepods /sys/fs/cgroup/memory/kubepods; do
+	[ -d "$procs" ] || continue
+	for pid in $(find "$procs" -name cgroup.procs -exec cat {} + 2> /dev/null | sort -u); do
+		clog "killing leftover pod process $pid"
+		kill -KILL "$pid" 2> /dev/null
+	done
+	break
+done
+sleep 0.2
+
 # 4. Mounts under the state dir, deepest first (volumes, overlays, netns).
 for ((pass = 0; pass < 5; pass++)); do
 	mounts=$(awk -v s="$STATE" '$5 == s || index($5, s "/") == 1 { print $5 }' /proc/self/mountinfo | sort -r)

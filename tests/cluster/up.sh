@@ -66,11 +66,15 @@ fi
 if [ "$running" != 0 ]; then
 	step "$running of the cluster's processes run, $stopped do not: stopping them first"
 	"$here/down.sh"
+elif [ -d "$STATE" ]; then
+	# A cluster whose processes were killed (a machine's session ended) leaves
+	# mounts, bridges and rules: down.sh clears them whether anything runs.
+	"$here/down.sh"
 fi
 
 # ---- fresh state --------------------------------------------------------------
 if [ -d "$STATE" ]; then
-	grep -q " $STATE" /proc/self/mountinfo && cdie "mounts under $STATE remain: run down.sh"
+	grep -q " $STATE" /proc/self/mountinfo && cdie "mounts under $STATE remain after down.sh"
 	rm -rf "$STATE"
 fi
 mkdir -p "$STATE"/{pki,logs,pids,etcd,kubelet,pod-logs,cni/net.d,containerd}
