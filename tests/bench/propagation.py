@@ -62,6 +62,7 @@ def main():
     ap.add_argument("--settle", type=float, default=100.0)
     ap.add_argument("--json", help="also write the figures here")
     a = ap.parse_args()
+    lock = e2e_run.lock_cluster()  # noqa: F841 (held until exit)
     c = lib.Cluster(e2e_run.cluster_env(), os.path.abspath(a.binary))
     c.ensure_webhook()
     c.kubectl("delete", "namespace", NS, "--ignore-not-found", "--wait=true", timeout=180)

@@ -131,6 +131,14 @@ class Cluster:
                 pass
         return out
 
+    def webhook_outdated(self):
+        """True when a running webhook pod's image is not the imported one."""
+        want = agent_image_id(self.env["STATE"])
+        pods = self.get("pods", ns="reload-agent")["items"]
+        ids = [cs.get("imageID") for p in pods if p["metadata"].get("labels", {}).get(
+            "app.kubernetes.io/name") == "reload-agent-webhook" for cs in p["status"].get("containerStatuses", [])]
+        return want is None or any(i != want for i in ids)
+
     def ensure_webhook(self):
         """Installs the webhook exactly as docs/webhook-install.md says
         (kubectl apply -k manifests/webhook/certgen) once per run, and waits
@@ -140,14 +148,25 @@ class Cluster:
                 return
             self.kubectl("apply", "-k", os.path.join(REPO, "manifests/webhook/certgen"), timeout=120)
             # A reused cluster may run an older build of the image under the
-            # same tag: restart so the webhook is the tree under test.
-            self.kubectl("rollout", "restart", "deployment/reload-agent-webhook", ns="reload-agent")
+            # same tag: restart it then, so the webhook is the tree under test.
+            if self.webhook_outdated():
+                self.kubectl("rollout", "restart", "deployment/reload-agent-webhook", ns="reload-agent")
             wait_until(lambda: (self.get("job", "reload-agent-webhook-certs", ns="reload-agent")
                                 .get("status", {}).get("succeeded")),
                        180, "the webhook certs Job to succeed")
             self.kubectl("rollout", "status", "deployment/reload-agent-webhook", "--timeout=180s",
                          ns="reload-agent", timeout=200)
             self.webhook_ready = True
+
+
+def agent_image_id(state):
+    """The image ID (sha256:...) images.sh last imported as the agent."""
+    path = os.path.join(state, "images", "docker.io_library_reload-agent_0.1.0.id")
+    try:
+        with open(path) as f:
+            return "sha256:" + f.read().strip()
+    except OSError:
+        return None
 
 
 def _rfc3339(s):

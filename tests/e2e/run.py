@@ -28,6 +28,23 @@ sys.path.insert(0, HERE)
 import lib  # noqa: E402
 
 
+LOCK = "/var/lock/reload-agent-e2e.lock"
+
+
+def lock_cluster():
+    """Takes the one cluster for this process (every e2e run, bench and load
+    test takes it): two runs on one cluster would take each other's webhook
+    down. Waits, saying so; the lock goes with the process."""
+    import fcntl
+    f = open(LOCK, "w")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print("e2e: another run holds %s; waiting for it" % LOCK, flush=True)
+        fcntl.flock(f, fcntl.LOCK_EX)
+    return f
+
+
 def cluster_env():
     p = subprocess.run(["bash", os.path.join(lib.REPO, "tests/cluster/up.sh")], stdout=subprocess.PIPE,
                        timeout=5400)
@@ -106,6 +123,7 @@ def main():
     tests = discover(a.k)
     if not tests:
         sys.exit("e2e: no test matches %r" % a.k)
+    lock = lock_cluster()  # noqa: F841 (held until exit)
     t0 = time.monotonic()
     cluster = lib.Cluster(cluster_env(), os.path.abspath(a.binary))
     print("e2e: cluster ready in %.0f s; %d tests, %d at a time" % (time.monotonic() - t0, len(tests), a.j),
