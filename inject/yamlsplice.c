@@ -74,12 +74,12 @@ static void find_indent(const struct yamltree_node *n, long *step, long *seqoff)
     if (n->kind == YAMLTREE_MAP) {
         for (size_t i = 0; i + 1 < n->n; i += 2) {
             const struct yamltree_node *k = n->kids[i], *v = n->kids[i + 1];
-            if (v->kind == YAMLTREE_MAP && !v->flow && *step < 0 && v->line > k->line &&
-                v->col > k->col)
-                *step = (long)(v->col - k->col);
-            if (v->kind == YAMLTREE_SEQ && !v->flow && *seqoff < 0 && v->line > k->line &&
-                v->col >= k->col)
-                *seqoff = (long)(v->col - k->col);
+            if (v->kind == YAMLTREE_MAP && !v->flow && *step < 0 && v->iline > k->line &&
+                v->indent > k->col)
+                *step = (long)(v->indent - k->col);
+            if (v->kind == YAMLTREE_SEQ && !v->flow && *seqoff < 0 && v->iline > k->line &&
+                v->indent >= k->col)
+                *seqoff = (long)(v->indent - k->col);
         }
     }
     for (size_t i = 0; i < n->n && (*step < 0 || *seqoff < 0); i++)
@@ -163,10 +163,10 @@ static void add_key(const struct state *s, const struct yamltree_node *m, const 
 {
     ed->start = ed->end = line_end(s, yamltree_content_end(m, s->text));
     yamlrender_puts(&ed->repl, s->st.nl);
-    yamlrender_spaces(&ed->repl, m->col);
+    yamlrender_spaces(&ed->repl, m->indent);
     yamlrender_key(&ed->repl, key);
     yamlrender_put(&ed->repl, ":", 1);
-    yamlrender_after_key(&ed->repl, v, m->col, &s->st);
+    yamlrender_after_key(&ed->repl, v, m->indent, &s->st);
 }
 
 static void append_item(const struct state *s, const struct yamltree_node *q, const cJSON *v,
@@ -174,9 +174,9 @@ static void append_item(const struct state *s, const struct yamltree_node *q, co
 {
     ed->start = ed->end = line_end(s, yamltree_content_end(q, s->text));
     yamlrender_puts(&ed->repl, s->st.nl);
-    yamlrender_spaces(&ed->repl, q->col);
+    yamlrender_spaces(&ed->repl, q->indent);
     yamlrender_put(&ed->repl, "- ", 2);
-    yamlrender_inline(&ed->repl, v, q->col + 2, &s->st);
+    yamlrender_inline(&ed->repl, v, q->indent + 2, &s->st);
 }
 
 /* A flow collection that holds a comment keeps its layout (entries are
@@ -226,11 +226,11 @@ static int insert_item(const struct state *s, const struct yamltree_node *q, siz
     size_t ls = p;
     while (ls > 0 && s->text[ls - 1] == ' ') ls--;
     if (ls > 0 && s->text[ls - 1] != '\n') return 1;
-    if (p - ls != q->col) return 1;
+    if (p - ls != q->indent) return 1;
     ed->start = ed->end = ls;
-    yamlrender_spaces(&ed->repl, q->col);
+    yamlrender_spaces(&ed->repl, q->indent);
     yamlrender_put(&ed->repl, "- ", 2);
-    yamlrender_inline(&ed->repl, v, q->col + 2, &s->st);
+    yamlrender_inline(&ed->repl, v, q->indent + 2, &s->st);
     yamlrender_puts(&ed->repl, s->st.nl);
     return 0;
 }

@@ -176,7 +176,43 @@ static struct yamltree_node *new_node(struct builder *b, enum yamltree_kind kind
     n->end = posmap_off(&b->pm, ev->end_mark.index);
     n->line = ev->start_mark.line;
     n->col = ev->start_mark.column;
+    n->indent = n->col;
+    n->iline = n->line;
     return n;
+}
+
+/* Sets n->indent and n->iline: where the first entry of a block
+ * collection starts. libyaml's start mark is at the collection's anchor or
+ * tag when it has one ("volumes: &v" then "- name: a" on the next line);
+ * the entry follows the properties, blanks, a comment and line breaks. */
+static void set_indent(const struct posmap *m, struct yamltree_node *n)
+{
+    const char *t = m->text;
+    size_t i = n->start, col = n->col, line = n->line;
+    n->indent = col;
+    n->iline = line;
+    if (n->flow || i >= m->len || (t[i] != '&' && t[i] != '!')) return;
+    while (i < m->len) {
+        char ch = t[i];
+        if (ch == '&' || ch == '!') { /* a property: up to the next blank */
+            while (i < m->len && !strchr(" \t\r\n", t[i])) {
+                if (((unsigned char)t[i] & 0xC0) != 0x80) col++;
+                i++;
+            }
+        } else if (ch == ' ' || ch == '\t') {
+            i++, col++;
+        } else if (ch == '#') {
+            while (i < m->len && t[i] != '\n') i++;
+        } else if (ch == '\r' || ch == '\n') {
+            i += ch == '\r' && i + 1 < m->len && t[i + 1] == '\n' ? 2 : 1;
+            col = 0;
+            line++;
+        } else {
+            break;
+        }
+    }
+    n->indent = col;
+    n->iline = line;
 }
 
 static int set_anchor(struct builder *b, struct yamltree_node *n, const yaml_char_t *anchor)
@@ -294,6 +330,7 @@ static int on_event(struct builder *b, const yaml_event_t *ev, size_t *prev_end,
         if ((rc = set_tag(b, n, seq ? ev->data.sequence_start.tag : ev->data.mapping_start.tag)) <
             0)
             return rc;
+        set_indent(&b->pm, n);
         if ((rc = attach(b, n, e)) < 0) return rc;
         if ((rc = set_anchor(
                  b, n, seq ? ev->data.sequence_start.anchor : ev->data.mapping_start.anchor)) < 0)

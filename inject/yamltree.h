@@ -47,6 +47,10 @@ struct yamltree_node {
                         * block collection end is where libyaml closed it
                         * (the next token): use yamltree_content_end */
     size_t line, col;            /* 0-based line and column (characters) of start */
+    size_t indent, iline;        /* SEQ/MAP in block style: the column (characters) and
+                                  * 0-based line of its first entry (a key, or an item's
+                                  * "-"), past any anchor, tag or comment that start
+                                  * points at ("key: &a\n  x: 1"); else col and line */
     struct yamltree_node **kids; /* SEQ: items; MAP: key0, value0, key1, ... */
     size_t n;                    /* number of entries in kids */
     size_t cap;

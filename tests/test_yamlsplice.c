@@ -313,6 +313,69 @@ static void anchors_and_merge_keys(void **state)
            "    c: d\n");
 }
 
+/* Issue 16.1: an anchor or a tag on the mapping or sequence that gets a key
+ * or an item (no alias anywhere): the new entry takes the column of the
+ * collection's first entry, not the anchor's. */
+static void anchors_and_tags_on_appended_nodes(void **state)
+{
+    (void)state;
+    expect("meta:\n"
+           "  annotations: &ann\n"
+           "    a: b\n",
+           "[{\"op\":\"add\",\"path\":\"/meta/annotations/c\",\"value\":\"d\"}]",
+           "meta:\n"
+           "  annotations: &ann\n"
+           "    a: b\n"
+           "    c: d\n");
+    expect("meta:\n"
+           "  annotations: !!map\n"
+           "    a: b\n",
+           "[{\"op\":\"add\",\"path\":\"/meta/annotations/c\",\"value\":\"d\"}]",
+           "meta:\n"
+           "  annotations: !!map\n"
+           "    a: b\n"
+           "    c: d\n");
+    /* an indentless sequence, an anchor and a comment before its first item */
+    expect("spec:\n"
+           "  volumes: &vols # the volumes\n"
+           "  - name: a\n",
+           "[{\"op\":\"add\",\"path\":\"/spec/volumes/-\",\"value\":{\"name\":\"b\"}}]",
+           "spec:\n"
+           "  volumes: &vols # the volumes\n"
+           "  - name: a\n"
+           "  - name: b\n");
+    expect("spec:\n"
+           "  volumes: !!seq\n"
+           "    - name: a\n",
+           "[{\"op\":\"add\",\"path\":\"/spec/volumes/0\",\"value\":{\"name\":\"b\"}}]",
+           "spec:\n"
+           "  volumes: !!seq\n"
+           "    - name: b\n"
+           "    - name: a\n");
+    /* a key added to an anchored pod spec, with a nested block */
+    expect("template:\n"
+           "  spec: &ps\n"
+           "    containers:\n"
+           "    - name: app\n",
+           "[{\"op\":\"add\",\"path\":\"/template/spec/initContainers\","
+           "\"value\":[{\"name\":\"x\",\"args\":[\"run\"]}]}]",
+           "template:\n"
+           "  spec: &ps\n"
+           "    containers:\n"
+           "    - name: app\n"
+           "    initContainers:\n"
+           "    - name: x\n"
+           "      args:\n"
+           "      - run\n");
+    /* the root, anchored and tagged */
+    expect("--- !!map &root\n"
+           "a: 1\n",
+           "[{\"op\":\"add\",\"path\":\"/b\",\"value\":2}]",
+           "--- !!map &root\n"
+           "a: 1\n"
+           "b: 2\n");
+}
+
 static void anchored_sequence_is_refused(void **state)
 {
     (void)state;
@@ -501,6 +564,7 @@ int main(void)
         cmocka_unit_test(byte_order_mark),
         cmocka_unit_test(tabs_are_an_error),
         cmocka_unit_test(anchors_and_merge_keys),
+        cmocka_unit_test(anchors_and_tags_on_appended_nodes),
         cmocka_unit_test(anchored_sequence_is_refused),
         cmocka_unit_test(null_and_empty_values),
         cmocka_unit_test(block_scalar_last),
