@@ -347,6 +347,57 @@ static int on_event(struct builder *b, const yaml_event_t *ev, size_t *prev_end,
     }
 }
 
+/* The number of documents that have started in text[0..len) (at least
+ * 1): the document a reader error at offset len is in. */
+static size_t docs_before(const char *text, size_t len)
+{
+    yaml_parser_t p;
+    size_t n = 0;
+    if (!yaml_parser_initialize(&p)) return 1;
+    yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
+    for (;;) {
+        yaml_event_t ev;
+        if (!yaml_parser_parse(&p, &ev)) break;
+        int type = ev.type;
+        yaml_event_delete(&ev);
+        if (type == YAML_DOCUMENT_START_EVENT) n++;
+        if (type == YAML_STREAM_END_EVENT) break;
+    }
+    yaml_parser_delete(&p);
+    return n ? n : 1;
+}
+
+/* Fills *e for a failed yaml_parser_parse. libyaml gives no mark for a
+ * reader error (a byte that is not UTF-8, a control character), only the
+ * byte offset, and reads ahead of the parser: the line, the column and the
+ * document are counted here from that offset. */
+static void parse_error(const yaml_parser_t *p, const char *text, size_t len, size_t doc,
+                        struct yamltree_error *e)
+{
+    const char *problem = p->problem ? p->problem : "syntax error";
+    e->doc = doc;
+    e->line = p->problem_mark.line + 1;
+    if (p->error == YAML_READER_ERROR && p->problem_offset <= len) {
+        size_t off = p->problem_offset, ls = 0, line = 1, col = 1;
+        for (size_t i = 0; i < off; i++)
+            if (text[i] == '\n' || (text[i] == '\r' && (i + 1 >= len || text[i + 1] != '\n'))) {
+                line++;
+                ls = i + 1;
+            }
+        if (ls == 0 && len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) ls = 3; /* a BOM */
+        for (size_t i = ls; i < off; i++) col += ((unsigned char)text[i] & 0xC0) != 0x80;
+        e->line = line;
+        e->doc = docs_before(text, ls);
+        snprintf(e->msg, sizeof e->msg, "%s (byte 0x%02x at column %zu)", problem,
+                 off < len ? (unsigned char)text[off] : 0, col);
+    } else if (p->context) {
+        snprintf(e->msg, sizeof e->msg, "%s (%s at line %zu)", problem, p->context,
+                 p->context_mark.line + 1);
+    } else {
+        snprintf(e->msg, sizeof e->msg, "%s", problem);
+    }
+}
+
 int yamltree_parse(const char *text, size_t len, struct yamltree *out, struct yamltree_error *e)
 {
     struct builder b;
@@ -383,16 +434,7 @@ int yamltree_parse(const char *text, size_t len, struct yamltree *out, struct ya
                 rc = -ENOMEM;
                 break;
             }
-            if (e) {
-                e->doc = out->ndocs + (in_doc ? 0 : 1);
-                e->line = p.problem_mark.line + 1;
-                if (p.context)
-                    snprintf(e->msg, sizeof e->msg, "%s (%s at line %zu)",
-                             p.problem ? p.problem : "syntax error", p.context,
-                             p.context_mark.line + 1);
-                else
-                    snprintf(e->msg, sizeof e->msg, "%s", p.problem ? p.problem : "syntax error");
-            }
+            if (e) parse_error(&p, text, len, out->ndocs + (in_doc ? 0 : 1), e);
             rc = -EINVAL;
             break;
         }

@@ -529,6 +529,44 @@ static void tree_errors_name_the_line(void **state)
     assert_non_null(strstr(e.msg, "aliases expand"));
 }
 
+/* Expects yamltree_parse of text to fail at document doc, line line, with
+ * needle in the message. */
+static void expect_parse_error(const char *text, size_t len, size_t doc, size_t line,
+                               const char *needle)
+{
+    struct yamltree t;
+    struct yamltree_error e;
+    assert_int_equal(yamltree_parse(text, len, &t, &e), -EINVAL);
+    if (e.doc != doc || e.line != line || !strstr(e.msg, needle))
+        fail_msg("document %zu, line %zu: \"%s\"; want document %zu, line %zu, \"%s\"", e.doc,
+                 e.line, e.msg, doc, line, needle);
+}
+
+/* Issue 16.2: a byte that is not UTF-8 (or a control character) is
+ * reported where it is, not at document 1, line 1: libyaml gives only its
+ * offset, and reads ahead of the parser. */
+static void reader_errors_name_document_and_line(void **state)
+{
+    (void)state;
+    static const char two[] = "a: 1\n---\nb: 2\nc: \"x\xffy\"\n";
+    expect_parse_error(two, sizeof two - 1, 2, 4,
+                       "invalid leading UTF-8 octet (byte 0xff at column 6)");
+    static const char ctl[] = "a: 1\r\n---\r\nb: 2\r\nc: x\x01y\r\n";
+    expect_parse_error(ctl, sizeof ctl - 1, 2, 4,
+                       "control characters are not allowed (byte 0x01 at column 5)");
+    static const char bom[] = "\xEF\xBB\xBF"
+                              "a: \xc3\xa9\xc3";
+    expect_parse_error(bom, sizeof bom - 1, 1, 1, "(byte 0xc3 at column 5)");
+    /* far beyond libyaml's read-ahead: the 3001st document */
+    size_t n = 3000 * 9 + 32, o = 0;
+    char *big = malloc(n);
+    assert_non_null(big);
+    for (int i = 0; i < 3000; i++) o += (size_t)snprintf(big + o, n - o, "a: 1\n---\n");
+    o += (size_t)snprintf(big + o, n - o, "b: |\n  ok\n  \xfe\n");
+    expect_parse_error(big, o, 3001, 6003, "(byte 0xfe at column 3)");
+    free(big);
+}
+
 static void documents_and_their_bytes(void **state)
 {
     (void)state;
@@ -574,6 +612,7 @@ int main(void)
         cmocka_unit_test(bad_ops_are_errors),
         cmocka_unit_test(scalars_as_kubernetes_reads_them),
         cmocka_unit_test(tree_errors_name_the_line),
+        cmocka_unit_test(reader_errors_name_document_and_line),
         cmocka_unit_test(documents_and_their_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
