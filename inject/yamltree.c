@@ -335,6 +335,11 @@ static int on_event(struct builder *b, const yaml_event_t *ev, size_t *prev_end,
         if ((rc = set_anchor(
                  b, n, seq ? ev->data.sequence_start.anchor : ev->data.mapping_start.anchor)) < 0)
             return rc;
+        /* refused as it opens: libyaml's scanner costs O(depth) per token
+         * in flow context, so 100 000 '[' would take minutes to read whole */
+        if (b->depth >= YAMLTREE_MAX_DEPTH)
+            return fail(e, n->line + 1, -EINVAL, "nested deeper than %d levels",
+                        YAMLTREE_MAX_DEPTH);
         return push(b, n);
     }
     case YAML_SEQUENCE_END_EVENT:

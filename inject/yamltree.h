@@ -20,7 +20,9 @@
  * YAMLTREE_MAX_EXPANSION values is an error: "billion laughs"), merge keys
  * "<<" are resolved (explicit keys win, earlier merged maps win), a
  * duplicate key is an error, a key must be a scalar (its text is the JSON
- * key).
+ * key). Collections nested deeper than YAMLTREE_MAX_DEPTH are refused as
+ * they are read (libyaml's scanner is quadratic in flow depth). A byte
+ * that is not UTF-8 is reported at its document, line and column.
  */
 #ifndef RA_INJECT_YAMLTREE_H
 #define RA_INJECT_YAMLTREE_H

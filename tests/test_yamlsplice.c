@@ -567,6 +567,31 @@ static void reader_errors_name_document_and_line(void **state)
     free(big);
 }
 
+/* Issue 16.10: deep flow nesting is refused while libyaml reads it (its
+ * scanner is quadratic in flow depth: 100 000 '[' took 41 s to read
+ * whole), before the rest of the input. The inputs are cut off after their
+ * opening brackets: the error must be the depth, at line 1, not the syntax
+ * error at the end that a full read finds first. */
+static void deep_nesting_is_refused_early(void **state)
+{
+    (void)state;
+    static const char *const open[] = {"[", "{a: ", "[{a: "};
+    for (size_t k = 0; k < sizeof open / sizeof open[0]; k++) {
+        size_t n = 100000, w = strlen(open[k]), o = 0;
+        char *text = malloc(n * w + 1);
+        assert_non_null(text);
+        for (size_t i = 0; i < n; i++, o += w) memcpy(text + o, open[k], w);
+        text[o] = '\0';
+        struct yamltree t;
+        struct yamltree_error e;
+        int rc = yamltree_parse(text, o, &t, &e);
+        free(text);
+        assert_int_equal(rc, -EINVAL);
+        if (e.doc != 1 || e.line != 1 || !strstr(e.msg, "nested deeper than 512 levels"))
+            fail_msg("\"%s\" x %zu: document %zu, line %zu: %s", open[k], n, e.doc, e.line, e.msg);
+    }
+}
+
 static void documents_and_their_bytes(void **state)
 {
     (void)state;
@@ -613,6 +638,7 @@ int main(void)
         cmocka_unit_test(scalars_as_kubernetes_reads_them),
         cmocka_unit_test(tree_errors_name_the_line),
         cmocka_unit_test(reader_errors_name_document_and_line),
+        cmocka_unit_test(deep_nesting_is_refused_early),
         cmocka_unit_test(documents_and_their_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
