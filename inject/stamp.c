@@ -409,16 +409,12 @@ static int volume_payload(struct ctx *c, const cJSON *spec, const char *name, st
                    name, volume_kind(vol));
 }
 
-/* mountPath with repeated slashes collapsed and the trailing '/' removed. */
+/* mountPath as the container runtime reads it (cleaned: inject__clean_path),
+ * "" for "/". */
 static char *norm_mount(const char *p)
 {
-    char *o = malloc(strlen(p) + 1);
-    size_t n = 0;
-    if (!o) return NULL;
-    for (const char *s = p; *s; s++)
-        if (!(*s == '/' && n > 0 && o[n - 1] == '/')) o[n++] = *s;
-    while (n > 0 && o[n - 1] == '/') n--;
-    o[n] = '\0';
+    char *o = inject__clean_path(p);
+    if (o && strcmp(o, "/") == 0) o[0] = '\0';
     return o;
 }
 
@@ -607,6 +603,26 @@ static int compute(struct ctx *c, const cJSON *spec, const cJSON *sc, const stru
     if (nroots == 0) {
         rc = NOSTAMP(c, "the sidecar watches nothing");
         goto out;
+    }
+    /* the agent's logical paths start with the root as written: the
+     * container's paths only where it is clean */
+    for (size_t r = 0; r < nroots; r++) {
+        size_t l = strlen(roots[r]);
+        char *root = strdup(roots[r]);
+        if (!root) {
+            rc = NOMEM(c);
+            goto out;
+        }
+        while (l > 1 && root[l - 1] == '/') root[--l] = '\0';
+        int clean = inject__is_clean_path(root);
+        free(root);
+        if (!clean) {
+            rc = NOSTAMP(c,
+                         "watch root %s is not a clean path: the agent's paths would not be "
+                         "the container's",
+                         roots[r]);
+            goto out;
+        }
     }
     const cJSON *vms = cJSON_GetObjectItemCaseSensitive(sc, "volumeMounts"), *vm;
     if (vms && !cJSON_IsNull(vms) && !cJSON_IsArray(vms)) {

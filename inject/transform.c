@@ -364,9 +364,10 @@ static const cJSON *token_mount(const struct inject__app *app)
     cJSON_ArrayForEach(m, (cJSON_IsArray(mounts) ? mounts : NULL))
     {
         const cJSON *p = cJSON_GetObjectItemCaseSensitive(m, "mountPath");
-        if (cJSON_IsString(p) && inject__path_within(p->valuestring, INJECT__TOKEN_PATH) &&
-            inject__path_within(INJECT__TOKEN_PATH, p->valuestring))
-            return m;
+        char *c = cJSON_IsString(p) ? inject__clean_path(p->valuestring) : NULL;
+        int hit = c && strcmp(c, INJECT__TOKEN_PATH) == 0;
+        free(c);
+        if (hit) return m;
     }
     return NULL;
 }

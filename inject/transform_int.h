@@ -130,6 +130,17 @@ cJSON *inject__new_arr(struct inject__ctx *x);
  * ops (value owned; NULL for none). */
 void inject__op(struct inject__ctx *x, cJSON *ops, const char *op, const char *path, cJSON *value);
 
+/* ---- cleanpath.c ---- */
+
+/* path as the container runtime reads it, cleaned like Go's path.Clean:
+ * one '/' between elements, no "." element, each ".." with the element
+ * before it removed ("/.." is "/"), no trailing '/' ("" is "."). Returns a
+ * malloc'd string, or NULL on OOM. */
+char *inject__clean_path(const char *path);
+/* 1 if path is already clean (inject__clean_path returns it unchanged),
+ * 0 if not or on OOM. */
+int inject__is_clean_path(const char *path);
+
 /* 1 if path equals root or lies under it (trailing '/' ignored on both). */
 int inject__path_within(const char *path, const char *root);
 /* 1 if s is a DNS-1123 label (a volume name): [a-z0-9-], 1 to 63, starting

@@ -85,13 +85,19 @@ static int token_volume_has_content(const cJSON *vol)
     return 0;
 }
 
-/* 1 if a mirror at path would clash with the sidecar's own mounts. */
-static int clashes_with_own(const char *path)
+/* What of the sidecar's own a mirror at path (clean) would clash with:
+ * its mount at or inside path, or the one path lies in; NULL for none. */
+static const char *clashes_with_own(const char *path)
 {
-    static const char *const OWN[] = {INJECT__PODINFO_PATH, INJECT__OWN_ROOT, INJECT__TOKEN_PATH};
+    static const struct {
+        const char *path, *what;
+    } OWN[] = {{INJECT__PODINFO_PATH, "the sidecar's " INJECT__PODINFO_PATH},
+               {INJECT__OWN_ROOT, "the sidecar's " INJECT__OWN_ROOT},
+               {INJECT__TOKEN_PATH, "the sidecar's token mount"}};
     for (size_t i = 0; i < sizeof OWN / sizeof OWN[0]; i++)
-        if (inject__path_within(path, OWN[i]) || inject__path_within(OWN[i], path)) return 1;
-    return 0;
+        if (inject__path_within(path, OWN[i].path) || inject__path_within(OWN[i].path, path))
+            return OWN[i].what;
+    return NULL;
 }
 
 static int same_path(const char *a, const char *b)
@@ -193,6 +199,38 @@ static int plan(struct inject__ctx *x, const struct mount *mounts, size_t nm, si
                 const char *const *skip, size_t nskip, const char *const *taken, size_t ntaken,
                 int warn_subpath);
 
+/* Why a mirror cannot go to the app's mountPath (clean: cleaned): it is
+ * relative, holds $( (the kubelet would expand it in the sidecar's args),
+ * or is taken in the sidecar (by its own mounts, a mount the sidecar
+ * already has: taken[0..ntaken), or another mirror: by names which).
+ * NULL when it can go there. */
+static const char *mirror_clash(const struct inject__ctx *x, const char *clean,
+                                const char *const *taken, size_t ntaken, char *by, size_t bylen)
+{
+    const char *own;
+    if (clean[0] != '/') return "is not absolute";
+    if (strstr(clean, "$(")) return "holds $( (args expand it)";
+    if ((own = clashes_with_own(clean))) {
+        snprintf(by, bylen, " by %s", own);
+        return "is taken";
+    }
+    for (size_t t = 0; t < ntaken; t++) {
+        char *c = inject__clean_path(taken[t]);
+        int same = c && same_path(clean, c);
+        free(c);
+        if (same) {
+            snprintf(by, bylen, " by the sidecar's mount at %s", taken[t]);
+            return "is taken";
+        }
+    }
+    for (size_t k = 0; k < x->nmirrors; k++)
+        if (same_path(clean, x->mirrors[k].mount_path)) {
+            snprintf(by, bylen, " by volume %s", x->mirrors[k].volume);
+            return "is taken";
+        }
+    return NULL;
+}
+
 int inject__plan_mirrors(struct inject__ctx *x, const char *const *skip, size_t nskip,
                          const char *const *taken, size_t ntaken, int warn_subpath)
 {
@@ -259,24 +297,24 @@ static int plan(struct inject__ctx *x, const struct mount *mounts, size_t nm, si
             inject__warn(x, "volume name \"%.64s\" is not a DNS label: not watched", vname);
             continue;
         }
-        /* a path the kubelet would expand in args ($(VAR)) is not the app's path */
-        const char *why = chosen[0] != '/'           ? "is not absolute"
-                          : strstr(chosen, "$(")     ? "holds $( (args expand it)"
-                          : clashes_with_own(chosen) ? "is taken in the sidecar"
-                                                     : NULL;
-        for (size_t t = 0; !why && t < ntaken; t++)
-            if (same_path(chosen, taken[t])) why = "is taken in the sidecar";
-        for (size_t k = 0; !why && k < x->nmirrors; k++)
-            if (same_path(chosen, x->mirrors[k].mount_path)) why = "is taken in the sidecar";
+        char by[160] = "";
+        char *clean = inject__clean_path(chosen);
+        if (!clean) return -ENOMEM;
+        const char *why = mirror_clash(x, clean, taken, ntaken, by, sizeof by);
+        size_t cl = strlen(chosen); /* a trailing '/' changes nothing the agent sees */
+        while (cl > 1 && chosen[cl - 1] == '/') cl--;
+        if (!why && (strlen(clean) != cl || strncmp(clean, chosen, cl) != 0))
+            inject__warn(x, "volume %s: mountPath %s is %s once cleaned; mirrored there", vname,
+                         chosen, clean);
         struct inject__mirror *mir = &x->mirrors[x->nmirrors];
         mir->volume = vname;
         if (why) {
+            free(clean);
             mir->mount_path = inject__printf(x, INJECT__OWN_ROOT "/volumes/%s", vname);
-            inject__warn(x, "volume %s: mountPath %s %s; mirrored at %s", vname, chosen, why,
+            inject__warn(x, "volume %s: %s %s%s; mirrored at %s", vname, chosen, why, by,
                          mir->mount_path ? mir->mount_path : "?");
         } else {
-            mir->mount_path = strdup(chosen);
-            if (!mir->mount_path) x->oom = 1;
+            mir->mount_path = clean;
         }
         if (x->oom) return -ENOMEM;
         x->nmirrors++;

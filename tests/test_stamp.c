@@ -616,6 +616,22 @@ static void test_nested_mounts(void **state)
                         "--ignore=/etc/app/tls/..* leaves them out)");
         free(t);
     }
+    /* issue 16.4: a mount written unclean is where the runtime puts it (the
+     * clean path); a watch root written unclean gives the agent logical
+     * paths that are not the container's: no stamp, and why */
+    const char *unclean = MOUNT("outer", "/etc/app") "," MOUNT("inner", "/etc//app/./tls/");
+    t = tmpl("", argsets[0], unclean, vols);
+    r = stamp(t, "prod", src);
+    assert_stamp(&r, both, 2);
+    free(t);
+    t = tmpl(
+        "",
+        "\"--watch\",\"/etc/app\",\"--watch\",\"/etc/app/./tls\",\"--ignore=/etc/app/tls/..*\","
+        "\"--action\",\"rollout\"",
+        mounts, vols);
+    r = stamp(t, "prod", src);
+    assert_no_stamp(&r, 0, "watch root /etc/app/./tls is not a clean path");
+    free(t);
 }
 
 static unsigned select_pem(void *ud, const char *path)

@@ -25,6 +25,7 @@
 
 #include "inject/jsonpatch.h"
 #include "inject/transform.h"
+#include "inject/transform_int.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -818,7 +819,7 @@ static void test_pods_the_api_server_would_reject(void **state)
     assert_int_equal(r.outcome, INJECT_INJECTED);
     assert_true(has_arg(find_sidecar(pod), "--watch=/reload-agent/volumes/cfg"));
     assert_int_equal(r.nwarnings, 2);
-    assert_string_equal(r.warnings[0], "volume cfg: mountPath /etc/$(HOME) holds $( (args expand "
+    assert_string_equal(r.warnings[0], "volume cfg: /etc/$(HOME) holds $( (args expand "
                                        "it); mirrored at /reload-agent/volumes/cfg");
     assert_string_equal(r.warnings[1], "volume name \"Bad_Name\" is not a DNS label: not watched");
     inject_result_free(&r);
@@ -909,6 +910,107 @@ static void test_api_access(void **state)
         if (T[i].warning) assert_string_equal(r.warnings[0], T[i].warning);
         inject_result_free(&r);
         cJSON_Delete(pod);
+    }
+}
+
+/* 1 if a warning of r holds needle. */
+static int warned(const struct inject_result *r, const char *needle)
+{
+    for (size_t i = 0; i < r->nwarnings; i++)
+        if (strstr(r->warnings[i], needle)) return 1;
+    return 0;
+}
+
+/* Issue 16.3 and 16.4: mount paths are compared and written cleaned, as
+ * the container runtime reads them: an unclean path on the sidecar's own
+ * mounts, or on another mirror, is taken (so the sidecar never mounts two
+ * volumes on one directory), the warning says by what, and a nested
+ * mirror written with "/./" or "//" gets the clean path and the --ignore
+ * glob of it, which is what the agent walks. */
+static void test_mount_paths_are_cleaned(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *path, *mirror, *warning;
+    } T[] = {
+        {"/etc/./podinfo", "/reload-agent/volumes/v",
+         "volume v: /etc/./podinfo is taken by the sidecar's /etc/podinfo"},
+        {"/srv/../reload-agent/env/configmap/x", "/reload-agent/volumes/v",
+         "is taken by the sidecar's /reload-agent"},
+        {"/etc/conf/..", "/reload-agent/volumes/v",
+         "volume v: /etc/conf/.. is taken by the "
+         "sidecar's /etc/podinfo"},
+        {"//etc//app/", "/reload-agent/volumes/v", "volume v: //etc//app/ is taken by volume cfg"},
+        {"/etc/app/./tls", "/etc/app/tls", "volume v: mountPath /etc/app/./tls is /etc/app/tls"},
+        {"/etc/app//tls/", "/etc/app/tls", "is /etc/app/tls once cleaned"},
+        {"/etc/app/x/../tls", "/etc/app/tls", "is /etc/app/tls once cleaned"},
+    };
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
+        char json[2048];
+        struct inject_result r;
+        snprintf(json, sizeof json,
+                 POD_HEAD OPT_IN "}},\"spec\":{\"containers\":[{\"name\":\"app\",\"image\":\"x\","
+                                 "\"volumeMounts\":[{\"name\":\"cfg\",\"mountPath\":\"/etc/app\"},"
+                                 "{\"name\":\"v\",\"mountPath\":\"%s\"}]}],"
+                                 "\"volumes\":[{\"name\":\"cfg\",\"configMap\":{\"name\":\"a\"}},"
+                                 "{\"name\":\"v\",\"secret\":{\"secretName\":\"s\"}}]}}",
+                 T[i].path);
+        cJSON *pod = inject_pod(json, NULL, &r);
+        assert_int_equal(r.outcome, INJECT_INJECTED);
+        const cJSON *side = find_sidecar(pod);
+        char arg[128];
+        snprintf(arg, sizeof arg, "--watch=%s", T[i].mirror);
+        if (!sidecar_mount(side, T[i].mirror) || !has_arg(side, arg) || !warned(&r, T[i].warning))
+            print_error("case %zu (%s): want the mirror at %s and a warning \"%s\"\n", i, T[i].path,
+                        T[i].mirror, T[i].warning);
+        assert_non_null(sidecar_mount(side, T[i].mirror));
+        assert_true(has_arg(side, arg));
+        assert_true(warned(&r, T[i].warning));
+        /* nested in /etc/app: the glob of the clean path */
+        int nested = strcmp(T[i].mirror, "/etc/app/tls") == 0;
+        assert_int_equal(has_arg(side, "--ignore=/etc/app/tls/..*"), nested);
+        /* no two mounts of the sidecar on one directory, none unclean */
+        const cJSON *m, *m2;
+        cJSON_ArrayForEach(m, cJSON_GetObjectItem(side, "volumeMounts"))
+        {
+            const char *mp = cJSON_GetObjectItem(m, "mountPath")->valuestring;
+            assert_null(strstr(mp, "/."));
+            assert_null(strstr(mp, "//"));
+            cJSON_ArrayForEach(m2, cJSON_GetObjectItem(side, "volumeMounts")) if (m2 != m)
+                assert_string_not_equal(mp, cJSON_GetObjectItem(m2, "mountPath")->valuestring);
+        }
+        inject_result_free(&r);
+        cJSON_Delete(pod);
+    }
+}
+
+/* inject__clean_path is Go's path.Clean. */
+static void test_clean_path(void **state)
+{
+    (void)state;
+    static const char *const T[][2] = {
+        {"/", "/"},
+        {"//", "/"},
+        {"/..", "/"},
+        {"/../a", "/a"},
+        {"/a/b/../..", "/"},
+        {"/a/./b//c/", "/a/b/c"},
+        {"a/..", "."},
+        {"", "."},
+        {"../a/..", ".."},
+        {"./a/", "a"},
+        {"a/../../b", "../b"},
+        {"/etc/conf/..", "/etc"},
+        {"/a/b/../c/./d", "/a/c/d"},
+        {"/x$(Y)/z", "/x$(Y)/z"},
+    };
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
+        char *c = inject__clean_path(T[i][0]);
+        assert_non_null(c);
+        if (strcmp(c, T[i][1]) != 0) print_error("\"%s\": got \"%s\"\n", T[i][0], c);
+        assert_string_equal(c, T[i][1]);
+        assert_int_equal(inject__is_clean_path(T[i][0]), strcmp(T[i][0], T[i][1]) == 0);
+        free(c);
     }
 }
 
@@ -1017,6 +1119,8 @@ int main(void)
         cmocka_unit_test(test_out_of_memory),
         cmocka_unit_test(test_pods_the_api_server_would_reject),
         cmocka_unit_test(test_api_access),
+        cmocka_unit_test(test_clean_path),
+        cmocka_unit_test(test_mount_paths_are_cleaned),
         cmocka_unit_test(test_default_container_missing),
         cmocka_unit_test(test_reinvocation_status_without_mirrors),
         cmocka_unit_test(test_rollout_without_a_rollable_owner),
