@@ -469,6 +469,41 @@ static void warn_unrollable(struct inject__ctx *x)
                         "restart or none)");
 }
 
+/* The service-account token of the sidecar, when the API is needed
+ * (rollout, or Events asked for). At admission the plugin has run: the
+ * app container's token mount is copied. From the CLI the plugin will
+ * mount one at pod creation, unless automountServiceAccountToken is false:
+ * then only a token mount the app has itself can be copied. A sidecar
+ * with rollout and no token would exit 2 at start: refused. Returns 0, 1
+ * (refused: out says why) or -EINVAL. */
+static int plan_token(struct inject__ctx *x, const struct inject__app *app, int need_api,
+                      int rollout, struct inject__sidecar *s, struct inject_result *out)
+{
+    int automount = -1;
+    char sp[96];
+    snprintf(sp, sizeof sp, "%sspec", x->tpath);
+    if (inject__get_bool(x, x->spec, sp, "automountServiceAccountToken", &automount) < 0)
+        return -EINVAL;
+    int plugin = !x->opts->admission && automount != 0; /* mounts one at creation */
+    if (need_api && !plugin) s->token_mount = token_mount(app);
+    if (x->opts->admission) s->events_off = !s->token_mount;
+    if (!need_api || plugin || s->token_mount) return 0;
+    const char *why = x->opts->admission ? "" : " (automountServiceAccountToken is false)";
+    if (rollout) {
+        set_reason(out,
+                   "rollout needs the Kubernetes API, but container %s has no service-account "
+                   "token mount to copy%s",
+                   app->name, why);
+        out->outcome = INJECT_SKIPPED;
+        return 1;
+    }
+    inject__warn(x,
+                 "Events need the Kubernetes API, but container %s has no token mount%s: "
+                 "Events are off",
+                 app->name, why);
+    return 0;
+}
+
 /* ---- a first injection ---- */
 
 static int inject_fresh(struct inject__ctx *x, const char *prefix, const cJSON *containers,
@@ -541,33 +576,9 @@ static int inject_fresh(struct inject__ctx *x, const char *prefix, const cJSON *
     }
     if (s.run_as_user < 0 && pod_uid == 0) s.run_as_user = INJECT__IMAGE_UID;
 
-    int automount = -1;
     char sp[96];
     snprintf(sp, sizeof sp, "%sspec", x->tpath);
-    if (inject__get_bool(x, x->spec, sp, "automountServiceAccountToken", &automount) < 0)
-        return -EINVAL;
-    if (x->opts->admission) {
-        if (need_api) s.token_mount = token_mount(app);
-        if (need_api && !s.token_mount && rollout) {
-            set_reason(out,
-                       "rollout needs the Kubernetes API, but container %s has no "
-                       "service-account token mount to copy",
-                       app->name);
-            out->outcome = INJECT_SKIPPED;
-            return 0;
-        }
-        if (need_api && !s.token_mount)
-            inject__warn(x,
-                         "Events need the Kubernetes API, but container %s has no token mount: "
-                         "Events are off",
-                         app->name);
-        s.events_off = !s.token_mount;
-    } else if (need_api && automount == 0) {
-        inject__warn(x,
-                     "automountServiceAccountToken is false: the sidecar gets no token, but %s "
-                     "needs the API",
-                     rollout ? "rollout" : "Events");
-    }
+    if ((rc = plan_token(x, app, need_api, rollout, &s, out)) != 0) return rc < 0 ? rc : 0;
 
     int spn = -1;
     if (need_pid && inject__get_bool(x, x->spec, sp, "shareProcessNamespace", &spn) < 0)

@@ -877,10 +877,12 @@ static void test_api_access(void **state)
          0, NULL},
         /* CLI: the ServiceAccount plugin mounts the token at pod creation */
         {",\"reload-agent.io/action\":\"rollout\"", 0, 0, 0, 0, 0, NULL},
-        /* CLI: ... unless automountServiceAccountToken is false */
-        {",\"reload-agent.io/action\":\"rollout\"", 0, 0, 1, 0, 0,
-         "automountServiceAccountToken is false: the sidecar gets no token, but rollout needs the "
-         "API"},
+        /* CLI: ... unless automountServiceAccountToken is false: Events go off */
+        {",\"reload-agent.io/events\":\"true\"", 0, 0, 1, 0, 0,
+         "Events need the Kubernetes API, but container app has no token mount "
+         "(automountServiceAccountToken is false): Events are off"},
+        /* CLI: automountServiceAccountToken false, the app mounts a token itself: copied */
+        {",\"reload-agent.io/action\":\"rollout\"", 0, 1, 1, 1, 0, NULL},
     };
     for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
         char json[2048];
@@ -1014,6 +1016,42 @@ static void test_clean_path(void **state)
     }
 }
 
+/* Issue 16.5: a sidecar that would exit 2 is never injected. With
+ * automountServiceAccountToken: false no token reaches the sidecar at pod
+ * creation; rollout (asked for, or the env volumes' default env-action)
+ * cannot start without one: refused with the reason, as at admission,
+ * unless the app mounts a token itself (copied, test_api_access). */
+static void test_rollout_without_a_token_is_refused(void **state)
+{
+    (void)state;
+    static const char *const T[] = {
+        /* asked for */
+        POD_HEAD OPT_IN ",\"reload-agent.io/action\":\"rollout\"}},\"spec\":{"
+                        "\"automountServiceAccountToken\":false," APP_CM "}}",
+        /* the env volumes' default env-action */
+        POD_HEAD OPT_IN "}},\"spec\":{\"automountServiceAccountToken\":false,\"containers\":["
+                        "{\"name\":\"app\",\"envFrom\":[{\"configMapRef\":{\"name\":\"env\"}}]}]}}",
+    };
+    for (int admission = 0; admission < 2; admission++)
+        for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
+            struct inject_opts o = {.admission = admission};
+            struct inject_result r;
+            cJSON *pod = inject_pod(T[i], &o, &r);
+            if (r.outcome != INJECT_SKIPPED)
+                print_error("case %zu, admission %d: not refused\n", i, admission);
+            assert_int_equal(r.outcome, INJECT_SKIPPED);
+            assert_int_equal(cJSON_GetArraySize(r.ops), 0);
+            if (!strstr(r.reason, "rollout needs the Kubernetes API, but container app has no "
+                                  "service-account token mount to copy"))
+                print_error("reason: %s\n", r.reason);
+            assert_non_null(strstr(r.reason, "rollout needs the Kubernetes API"));
+            if (!admission)
+                assert_non_null(strstr(r.reason, "(automountServiceAccountToken is false)"));
+            inject_result_free(&r);
+            cJSON_Delete(pod);
+        }
+}
+
 /* A default-container that does not exist: the first container, warned. */
 static void test_default_container_missing(void **state)
 {
@@ -1121,6 +1159,7 @@ int main(void)
         cmocka_unit_test(test_api_access),
         cmocka_unit_test(test_clean_path),
         cmocka_unit_test(test_mount_paths_are_cleaned),
+        cmocka_unit_test(test_rollout_without_a_token_is_refused),
         cmocka_unit_test(test_default_container_missing),
         cmocka_unit_test(test_reinvocation_status_without_mirrors),
         cmocka_unit_test(test_rollout_without_a_rollable_owner),
