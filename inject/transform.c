@@ -189,6 +189,107 @@ static int add_apps(struct inject__ctx *x, const cJSON *arr, const char *field, 
     return 0;
 }
 
+/* ---- the pod's operating system ---- */
+
+#define OS_LABEL "kubernetes.io/os"
+#define OS_LABEL_BETA "beta.kubernetes.io/os"
+
+/* 1 if term (a nodeSelectorTerm at path) admits only nodes whose OS label
+ * is not linux, with the values in *os; 0 if not; -EINVAL. */
+static int term_excludes_linux(struct inject__ctx *x, const cJSON *term, const char *path,
+                               const char **os)
+{
+    const cJSON *exprs, *e;
+    char ep[320];
+    if (!cJSON_IsObject(term)) return inject__type_error(x, path, "an object", term);
+    if (inject__get_arr(x, term, path, "matchExpressions", &exprs) < 0) return -EINVAL;
+    int i = 0;
+    cJSON_ArrayForEach(e, exprs)
+    {
+        const char *key, *op;
+        const cJSON *vals, *v;
+        snprintf(ep, sizeof ep, "%.240s.matchExpressions[%d]", path, i++);
+        if (!cJSON_IsObject(e)) return inject__type_error(x, ep, "an object", e);
+        if (inject__get_str(x, e, ep, "key", &key) < 0 ||
+            inject__get_str(x, e, ep, "operator", &op) < 0 ||
+            inject__get_arr(x, e, ep, "values", &vals) < 0)
+            return -EINVAL;
+        if (!key || !op || (strcmp(key, OS_LABEL) != 0 && strcmp(key, OS_LABEL_BETA) != 0))
+            continue;
+        int linux = 0, any = 0;
+        cJSON_ArrayForEach(v, vals) if (cJSON_IsString(v))
+        {
+            linux |= strcmp(v->valuestring, "linux") == 0;
+            if (!any) *os = v->valuestring;
+            any = 1;
+        }
+        if (strcmp(op, "In") == 0 && any && !linux) return 1; /* *os: the first value */
+        if (strcmp(op, "NotIn") == 0 && linux) {
+            *os = "non-linux";
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* 1 if the pod can only run on another OS than Linux, with why (the
+ * field and the OS) in why: spec.os.name, nodeSelector kubernetes.io/os,
+ * or a required node affinity each of whose terms excludes linux; 0 if
+ * not; -EINVAL for a field of the wrong type. sp is the spec's path. */
+static int other_os(struct inject__ctx *x, const char *sp, char *why, size_t whylen)
+{
+    const cJSON *os, *sel, *aff, *na, *req, *terms, *t;
+    const char *name = NULL, *label = NULL, *beta = NULL;
+    char p[224];
+    snprintf(p, sizeof p, "%s.os", sp);
+    if (inject__get_obj(x, x->spec, sp, "os", &os) < 0 ||
+        (os && inject__get_str(x, os, p, "name", &name) < 0))
+        return -EINVAL;
+    if (name && strcmp(name, "linux") != 0) {
+        snprintf(why, whylen, "%.40s pods are not injected (spec.os.name)", name);
+        return 1;
+    }
+    snprintf(p, sizeof p, "%s.nodeSelector", sp);
+    if (inject__get_obj(x, x->spec, sp, "nodeSelector", &sel) < 0 ||
+        (sel && (inject__get_str(x, sel, p, OS_LABEL, &label) < 0 ||
+                 inject__get_str(x, sel, p, OS_LABEL_BETA, &beta) < 0)))
+        return -EINVAL;
+    if (!label) label = beta;
+    if (label && strcmp(label, "linux") != 0) {
+        snprintf(why, whylen, "%.40s pods are not injected (nodeSelector %s)", label,
+                 beta && label == beta ? OS_LABEL_BETA : OS_LABEL);
+        return 1;
+    }
+    snprintf(p, sizeof p, "%s.affinity", sp);
+    if (inject__get_obj(x, x->spec, sp, "affinity", &aff) < 0 ||
+        (aff && inject__get_obj(x, aff, p, "nodeAffinity", &na) < 0))
+        return -EINVAL;
+    if (!aff || !na) return 0;
+    snprintf(p, sizeof p, "%s.affinity.nodeAffinity", sp);
+    if (inject__get_obj(x, na, p, "requiredDuringSchedulingIgnoredDuringExecution", &req) < 0)
+        return -EINVAL;
+    snprintf(p, sizeof p, "%s.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution",
+             sp);
+    if (!req) return 0;
+    if (inject__get_arr(x, req, p, "nodeSelectorTerms", &terms) < 0) return -EINVAL;
+    const char *first = NULL;
+    int i = 0, n = 0;
+    cJSON_ArrayForEach(t, terms)
+    {
+        char tp[240];
+        const char *o = NULL;
+        snprintf(tp, sizeof tp, "%.200s.nodeSelectorTerms[%d]", p, i++);
+        int rc = term_excludes_linux(x, t, tp, &o);
+        if (rc <= 0) return rc;
+        if (!first) first = o;
+        n++;
+    }
+    if (n == 0) return 0;
+    snprintf(why, whylen, "%.40s pods are not injected (required node affinity on %s)", first,
+             OS_LABEL);
+    return 1;
+}
+
 /* ---- the agent's configuration ---- */
 
 struct effective {
@@ -856,16 +957,11 @@ static int run(struct inject__ctx *x, const cJSON *obj, struct inject_result *ou
         set_reason(out, "hostPID pods are not injected");
         return 0;
     }
-    const cJSON *os;
-    const char *os_name = NULL;
-    char op[112];
-    snprintf(op, sizeof op, "%s.os", sp);
-    if (inject__get_obj(x, spec, sp, "os", &os) < 0 ||
-        (os && inject__get_str(x, os, op, "name", &os_name) < 0))
-        return -EINVAL;
-    if (os_name && strcmp(os_name, "linux") != 0) { /* its securityContext would be rejected */
-        set_reason(out, "%.40s pods are not injected (spec.os.name): the agent runs on Linux",
-                   os_name);
+    char os_why[160];
+    int rc = other_os(x, sp, os_why, sizeof os_why);
+    if (rc < 0) return rc;
+    if (rc == 1) { /* its securityContext would be rejected, or its image never run */
+        set_reason(out, "%s: the agent runs on Linux", os_why);
         return 0;
     }
 

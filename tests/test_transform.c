@@ -1052,6 +1052,60 @@ static void test_rollout_without_a_token_is_refused(void **state)
         }
 }
 
+/* Issue 16.7: a pod that can only run on another OS, by spec.os.name, by
+ * nodeSelector kubernetes.io/os or by a required node affinity every term
+ * of which excludes linux, is refused with the field in the reason. */
+static void test_other_os_is_refused(void **state)
+{
+    (void)state;
+#define AFF(terms)                                                                                 \
+    "\"affinity\":{\"nodeAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":{"         \
+    "\"nodeSelectorTerms\":[" terms "]}}},"
+#define OS_IN(v)                                                                                   \
+    "{\"matchExpressions\":[{\"key\":\"kubernetes.io/os\",\"operator\":\"In\",\"values\":[" v "]}" \
+    "]}"
+    static const struct {
+        const char *spec;   /* members before "containers" */
+        const char *reason; /* NULL: injected */
+    } T[] = {
+        {"\"os\":{\"name\":\"windows\"},", "windows pods are not injected (spec.os.name)"},
+        {"\"nodeSelector\":{\"kubernetes.io/os\":\"windows\"},",
+         "windows pods are not injected (nodeSelector kubernetes.io/os): the agent runs on Linux"},
+        {"\"nodeSelector\":{\"beta.kubernetes.io/os\":\"windows\"},",
+         "windows pods are not injected (nodeSelector beta.kubernetes.io/os)"},
+        {"\"nodeSelector\":{\"kubernetes.io/os\":\"linux\",\"disk\":\"ssd\"},", NULL},
+        {AFF(OS_IN("\"windows\"")),
+         "windows pods are not injected (required node affinity on kubernetes.io/os)"},
+        {AFF(OS_IN("\"windows\"") "," OS_IN("\"windows\",\"linux\"")), NULL},
+        {AFF("{\"matchExpressions\":[{\"key\":\"kubernetes.io/os\",\"operator\":\"NotIn\","
+             "\"values\":[\"linux\"]}]}"),
+         "non-linux pods are not injected (required node affinity"},
+        {AFF("{\"matchExpressions\":[{\"key\":\"zone\",\"operator\":\"In\",\"values\":[\"a\"]}]}"),
+         NULL},
+        {"\"affinity\":{\"nodeAffinity\":{\"preferredDuringSchedulingIgnoredDuringExecution\":[]}}"
+         ",",
+         NULL},
+    };
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
+        char json[2048];
+        struct inject_result r;
+        snprintf(json, sizeof json, POD_HEAD OPT_IN "}},\"spec\":{%s" APP_CM "}}", T[i].spec);
+        cJSON *pod = inject_pod(json, NULL, &r);
+        if (T[i].reason && (r.outcome != INJECT_SKIPPED || !strstr(r.reason, T[i].reason)))
+            print_error("case %zu: outcome %d, reason \"%s\"\n", i, r.outcome, r.reason);
+        assert_int_equal(r.outcome, T[i].reason ? INJECT_SKIPPED : INJECT_INJECTED);
+        if (T[i].reason) assert_non_null(strstr(r.reason, T[i].reason));
+        inject_result_free(&r);
+        cJSON_Delete(pod);
+    }
+    expect_einval(POD_HEAD OPT_IN "}},\"spec\":{\"nodeSelector\":[]," APP_CM "}}",
+                  "spec.nodeSelector: want an object, got an array");
+    expect_einval(POD_HEAD OPT_IN "}},\"spec\":{" AFF("{\"matchExpressions\":{}}") APP_CM "}}",
+                  "nodeSelectorTerms[0].matchExpressions: want an array");
+#undef AFF
+#undef OS_IN
+}
+
 /* A default-container that does not exist: the first container, warned. */
 static void test_default_container_missing(void **state)
 {
@@ -1160,6 +1214,7 @@ int main(void)
         cmocka_unit_test(test_clean_path),
         cmocka_unit_test(test_mount_paths_are_cleaned),
         cmocka_unit_test(test_rollout_without_a_token_is_refused),
+        cmocka_unit_test(test_other_os_is_refused),
         cmocka_unit_test(test_default_container_missing),
         cmocka_unit_test(test_reinvocation_status_without_mirrors),
         cmocka_unit_test(test_rollout_without_a_rollable_owner),
