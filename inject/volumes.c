@@ -199,6 +199,85 @@ static int plan(struct inject__ctx *x, const struct mount *mounts, size_t nm, si
                 const char *const *skip, size_t nskip, const char *const *taken, size_t ntaken,
                 int warn_subpath);
 
+/* ---- file modes ---- */
+
+#define DEFAULT_MODE 0644 /* the API's default for configMap, secret and projected */
+
+/* 1 if a file of mode m, owned by root (the kubelet's), is readable by the
+ * non-root sidecar: by others, or by group when the sidecar's group is 0. */
+static int mode_readable(long m, int group0) { return (m & 04) || (group0 && (m & 040)); }
+
+/* The first unreadable mode of a source's items (mode, else dflt) into
+ * *bad. src: a configMap or secret source at path. Returns 0 or -EINVAL. */
+static int items_mode(struct inject__ctx *x, const cJSON *src, const char *path, long dflt,
+                      int group0, long *bad)
+{
+    const cJSON *items, *it;
+    char ip[288];
+    long dm = -1;
+    if (!cJSON_IsObject(src)) return 0;
+    if (inject__get_id(x, src, path, "defaultMode", &dm) < 0 ||
+        inject__get_arr(x, src, path, "items", &items) < 0)
+        return -EINVAL;
+    if (dm >= 0) dflt = dm;
+    if (!items && !mode_readable(dflt, group0) && *bad < 0) *bad = dflt;
+    int i = 0;
+    cJSON_ArrayForEach(it, items)
+    {
+        long m = -1;
+        snprintf(ip, sizeof ip, "%.240s.items[%d]", path, i++);
+        if (cJSON_IsObject(it) && inject__get_id(x, it, ip, "mode", &m) < 0) return -EINVAL;
+        if (m < 0) m = dflt;
+        if (!mode_readable(m, group0) && *bad < 0) *bad = m;
+    }
+    return 0;
+}
+
+/* Warns when a mirrored volume (spec.volumes[idx]) holds files the
+ * sidecar cannot read: a mode without read for others (0400, 0440) and no
+ * pod fsGroup (with one the kubelet makes every file group-readable and
+ * the sidecar is in the group). The agent would report Permission denied
+ * at every attempt. Returns 0 or -EINVAL. */
+static int warn_unreadable(struct inject__ctx *x, const cJSON *vol, const char *vname, size_t idx)
+{
+    const cJSON *psc = cJSON_GetObjectItemCaseSensitive(x->spec, "securityContext"), *src;
+    const cJSON *fs = cJSON_GetObjectItemCaseSensitive(psc, "fsGroup");
+    const cJSON *rg = cJSON_GetObjectItemCaseSensitive(psc, "runAsGroup");
+    if (cJSON_IsNumber(fs)) return 0;
+    int group0 = cJSON_IsNumber(rg) && rg->valuedouble == 0;
+    char vp[160], sp[224];
+    long bad = -1, pdm = DEFAULT_MODE;
+    snprintf(vp, sizeof vp, "%sspec.volumes[%zu]", x->tpath, idx);
+    static const char *const KINDS[] = {"configMap", "secret"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(sp, sizeof sp, "%s.%s", vp, KINDS[k]);
+        src = cJSON_GetObjectItemCaseSensitive(vol, KINDS[k]);
+        if (items_mode(x, src, sp, DEFAULT_MODE, group0, &bad) < 0) return -EINVAL;
+    }
+    const cJSON *pj = cJSON_GetObjectItemCaseSensitive(vol, "projected"), *sources;
+    snprintf(sp, sizeof sp, "%s.projected", vp);
+    if (cJSON_IsObject(pj) && (inject__get_id(x, pj, sp, "defaultMode", &pdm) < 0 ||
+                               inject__get_arr(x, pj, sp, "sources", &sources) < 0))
+        return -EINVAL;
+    if (pdm < 0) pdm = DEFAULT_MODE;
+    int i = 0;
+    cJSON_ArrayForEach(src, (cJSON_IsObject(pj) ? sources : NULL))
+    {
+        for (int k = 0; k < 2; k++) { /* a projection's items default to the volume's mode */
+            snprintf(sp, sizeof sp, "%s.projected.sources[%d].%s", vp, i, KINDS[k]);
+            const cJSON *s = cJSON_GetObjectItemCaseSensitive(src, KINDS[k]);
+            if (items_mode(x, s, sp, pdm, group0, &bad) < 0) return -EINVAL;
+        }
+        i++;
+    }
+    if (bad >= 0)
+        inject__warn(x,
+                     "volume %s: files of mode %04lo owned by root; the sidecar cannot read them: "
+                     "set the pod's fsGroup or mode 0444",
+                     vname, bad);
+    return 0;
+}
+
 /* Why a mirror cannot go to the app's mountPath (clean: cleaned): it is
  * relative, holds $( (the kubelet would expand it in the sidecar's args),
  * or is taken in the sidecar (by its own mounts, a mount the sidecar
@@ -318,6 +397,7 @@ static int plan(struct inject__ctx *x, const struct mount *mounts, size_t nm, si
         }
         if (x->oom) return -ENOMEM;
         x->nmirrors++;
+        if (warn_unreadable(x, vol, vname, idx) < 0) return -EINVAL;
     }
     return 0;
 }

@@ -1106,6 +1106,68 @@ static void test_other_os_is_refused(void **state)
 #undef OS_IN
 }
 
+/* Issue 16.9: a mirrored volume whose files the non-root sidecar cannot
+ * read (owned by root, no read for others, no fsGroup) is warned about at
+ * injection (the agent would fail with Permission denied at every try). */
+static void test_unreadable_modes_warned(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *psc, *vol; /* the pod's securityContext members, the volume's source */
+        long mode;             /* the warned mode, -1: none */
+    } T[] = {
+        {"", "\"secret\":{\"secretName\":\"s\",\"defaultMode\":256}", 0400},
+        {"", "\"secret\":{\"secretName\":\"s\",\"defaultMode\":288}", 0440},
+        {"\"runAsGroup\":0", "\"secret\":{\"secretName\":\"s\",\"defaultMode\":288}", -1},
+        {"\"fsGroup\":2000", "\"secret\":{\"secretName\":\"s\",\"defaultMode\":256}", -1},
+        {"", "\"secret\":{\"secretName\":\"s\"}", -1},
+        {"", "\"configMap\":{\"name\":\"c\",\"defaultMode\":292}", -1},
+        {"",
+         "\"configMap\":{\"name\":\"c\",\"items\":[{\"key\":\"a\",\"path\":\"a\"},{\"key\":"
+         "\"b\",\"path\":\"b\",\"mode\":384}]}",
+         0600},
+        {"",
+         "\"secret\":{\"secretName\":\"s\",\"defaultMode\":256,\"items\":[{\"key\":\"a\","
+         "\"path\":\"a\",\"mode\":292}]}",
+         -1},
+        {"", "\"projected\":{\"defaultMode\":256,\"sources\":[{\"secret\":{\"name\":\"s\"}}]}",
+         0400},
+        {"",
+         "\"projected\":{\"sources\":[{\"configMap\":{\"name\":\"c\",\"items\":[{\"key\":\"a\","
+         "\"path\":\"a\",\"mode\":256}]}}]}",
+         0400},
+    };
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
+        char json[2048], want[128];
+        struct inject_result r;
+        snprintf(json, sizeof json,
+                 POD_HEAD OPT_IN
+                 "}},\"spec\":{\"securityContext\":{%s},\"containers\":[{\"name\":"
+                 "\"app\",\"volumeMounts\":[{\"name\":\"v\",\"mountPath\":\"/v\"}]}],"
+                 "\"volumes\":[{\"name\":\"v\",%s}]}}",
+                 T[i].psc, T[i].vol);
+        cJSON *pod = inject_pod(json, NULL, &r);
+        assert_int_equal(r.outcome, INJECT_INJECTED);
+        snprintf(want, sizeof want,
+                 "volume v: files of mode %04lo owned by root; the sidecar "
+                 "cannot read them: set the pod's fsGroup or mode 0444",
+                 T[i].mode);
+        int got = warned(&r, "owned by root");
+        if (got != (T[i].mode >= 0) || (got && !warned(&r, want)))
+            print_error("case %zu: warnings %zu, first \"%s\"\n", i, r.nwarnings,
+                        r.nwarnings ? r.warnings[0] : "");
+        assert_int_equal(got, T[i].mode >= 0);
+        if (got) assert_true(warned(&r, want));
+        inject_result_free(&r);
+        cJSON_Delete(pod);
+    }
+    expect_einval(POD_HEAD OPT_IN
+                  "}},\"spec\":{\"containers\":[{\"name\":\"app\",\"volumeMounts\":"
+                  "[{\"name\":\"v\",\"mountPath\":\"/v\"}]}],\"volumes\":[{\"name\":"
+                  "\"v\",\"secret\":{\"defaultMode\":\"0400\"}}]}}",
+                  "spec.volumes[0].secret.defaultMode: want an integer");
+}
+
 /* A default-container that does not exist: the first container, warned. */
 static void test_default_container_missing(void **state)
 {
@@ -1215,6 +1277,7 @@ int main(void)
         cmocka_unit_test(test_mount_paths_are_cleaned),
         cmocka_unit_test(test_rollout_without_a_token_is_refused),
         cmocka_unit_test(test_other_os_is_refused),
+        cmocka_unit_test(test_unreadable_modes_warned),
         cmocka_unit_test(test_default_container_missing),
         cmocka_unit_test(test_reinvocation_status_without_mirrors),
         cmocka_unit_test(test_rollout_without_a_rollable_owner),
