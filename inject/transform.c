@@ -304,18 +304,16 @@ struct effective {
  * mirror whose kubelet-private names it no longer leaves out. */
 static void warn_ignore_replaced(struct inject__ctx *x, const struct config *cfg)
 {
-    const char **paths = calloc(x->nmirrors + 1, sizeof *paths);
-    if (!paths) {
+    struct inject__names paths;
+    if (inject__mirror_paths(x, &paths) < 0) {
         x->oom = 1;
         return;
     }
-    for (size_t i = 0; i < x->nmirrors; i++) paths[i] = x->mirrors[i].mount_path;
     for (size_t i = 0; i < x->nmirrors && !x->oom; i++) {
-        char *g = inject__nested_ignore(x, paths[i], paths, x->nmirrors);
+        const char *mp = x->mirrors[i].mount_path;
+        char *g = inject__nested_ignore(x, mp, &paths);
         if (!g) continue;
-        size_t len = strlen(paths[i]);
-        while (len > 1 && paths[i][len - 1] == '/') len--;
-        char *probe = inject__printf(x, "%.*s/..data/k", (int)len, paths[i]);
+        char *probe = inject__printf(x, "%s/..data/k", mp);
         if (probe && !cfg_is_ignored(cfg, probe))
             inject__warn(x,
                          "annotation %signore replaces the injected --ignore list: add %s to "
@@ -324,7 +322,7 @@ static void warn_ignore_replaced(struct inject__ctx *x, const struct config *cfg
         free(probe);
         free(g);
     }
-    free(paths);
+    inject__names_free(&paths);
 }
 
 /* Builds the configuration the sidecar will run with: its args as flags,
@@ -605,6 +603,25 @@ static int plan_token(struct inject__ctx *x, const struct inject__app *app, int 
     return 0;
 }
 
+/* 1 (and the reason in out) when the sidecar would watch more than
+ * INJECT_MAX_WATCHED things: mirrors, env volumes and the keys those list
+ * (plus nargs args it has already). Each adds a mount, an arg or an item
+ * to the pod, tens to hundreds of bytes: past that the pod would grow
+ * beyond what the API server stores, and a pod that cannot be created is
+ * worse than one without the sidecar. */
+static int too_many_roots(struct inject__ctx *x, size_t nargs, struct inject_result *out)
+{
+    size_t n = x->nmirrors + nargs;
+    for (size_t i = 0; i < x->nenvs; i++) n += 1 + x->envs[i].nkeys;
+    if (n <= INJECT_MAX_WATCHED) return 0;
+    set_reason(out,
+               "%zu volumes, env sources and keys to watch, more than %d: not injected (the "
+               "sidecar would make the pod too large)",
+               n, INJECT_MAX_WATCHED);
+    out->outcome = INJECT_SKIPPED;
+    return 1;
+}
+
 /* ---- a first injection ---- */
 
 static int inject_fresh(struct inject__ctx *x, const char *prefix, const cJSON *containers,
@@ -618,6 +635,7 @@ static int inject_fresh(struct inject__ctx *x, const char *prefix, const cJSON *
     }
     if (rc < 0) return rc;
     if ((rc = inject__plan_mirrors(x, NULL, 0, NULL, 0, 1)) < 0) return rc;
+    if (too_many_roots(x, 0, out)) return 0;
     if (inject__volume(x, INJECT__PODINFO_VOLUME)) {
         set_reason(out, "the pod already has a volume named %s that reload-agent did not add",
                    INJECT__PODINFO_VOLUME);
@@ -729,14 +747,6 @@ static int inject_fresh(struct inject__ctx *x, const char *prefix, const cJSON *
 
 /* ---- reinvocation: mirrors of volumes added since ---- */
 
-/* 1 if the string array arr holds s. */
-static int has_string(const cJSON *arr, const char *s)
-{
-    const cJSON *v;
-    cJSON_ArrayForEach(v, arr) if (cJSON_IsString(v) && strcmp(v->valuestring, s) == 0) return 1;
-    return 0;
-}
-
 /* The --ignore args a reinvocation adds: for each new mirror inside a
  * watched path of the sidecar (taken: its mounts, ntaken) or another new
  * mirror, and each of those paths inside a new mirror (the sidecar's own
@@ -746,30 +756,43 @@ static int has_string(const cJSON *arr, const char *s)
 static size_t reinvoke_ignores(struct inject__ctx *x, const cJSON *args, const char *const *taken,
                                size_t ntaken, cJSON **add)
 {
-    size_t n = ntaken + x->nmirrors, k = 0;
-    const char **all = calloc(n + 1, sizeof *all);
-    if (!all) {
-        x->oom = 1;
-        return 0;
-    }
-    for (size_t i = 0; i < ntaken; i++) all[i] = taken[i];
-    for (size_t i = 0; i < x->nmirrors; i++) all[ntaken + i] = x->mirrors[i].mount_path;
-    for (size_t i = 0; i < n; i++) {
+    struct inject__names newm = {0}, all = {0}, have = {0};
+    char **clean = calloc(ntaken + 1, sizeof *clean);
+    size_t k = 0;
+    const cJSON *a;
+    int rc = clean && inject__mirror_paths(x, &newm) == 0 &&
+                     inject__names_init(&all, ntaken + x->nmirrors) == 0 &&
+                     inject__names_init(&have, 8) == 0
+                 ? 0
+                 : -ENOMEM;
+    for (size_t i = 0; i < ntaken && rc == 0; i++)
+        if (!(clean[i] = inject__clean_path(taken[i])) ||
+            inject__names_put(&all, clean[i], i, NULL) < 0)
+            rc = -ENOMEM;
+    for (size_t i = 0; i < x->nmirrors && rc == 0; i++)
+        if (inject__names_put(&all, x->mirrors[i].mount_path, i, NULL) < 0) rc = -ENOMEM;
+    cJSON_ArrayForEach(a, args) if (rc == 0 && cJSON_IsString(a) &&
+                                    inject__names_put(&have, a->valuestring, 0, NULL) < 0) rc =
+        -ENOMEM;
+    for (size_t i = 0; i < ntaken + x->nmirrors && rc == 0; i++) {
         /* an old path matters only when a new mirror holds it */
-        const char *const *outer = i < ntaken ? all + ntaken : all;
-        size_t nouter = i < ntaken ? x->nmirrors : n;
-        char *g = inject__nested_ignore(x, all[i], outer, nouter);
-        char *a = g ? inject__printf(x, "--ignore=%s", g) : NULL;
+        const char *p = i < ntaken ? clean[i] : x->mirrors[i - ntaken].mount_path;
+        char *g = inject__nested_ignore(x, p, i < ntaken ? &newm : &all);
+        char *arg = g ? inject__printf(x, "--ignore=%s", g) : NULL;
+        cJSON *item = arg ? inject__str(x, arg) : NULL;
         free(g);
-        if (a && !has_string(args, a)) {
-            int dup = 0;
-            for (size_t j = 0; j < k && !dup; j++) dup = strcmp(add[j]->valuestring, a) == 0;
-            cJSON *item = dup ? NULL : inject__str(x, a);
-            if (item) add[k++] = item;
-        }
-        free(a);
+        free(arg);
+        if (item && inject__names_put(&have, item->valuestring, 0, NULL) == 1)
+            add[k++] = item;
+        else
+            cJSON_Delete(item);
     }
-    free(all);
+    if (rc < 0) x->oom = 1;
+    for (size_t i = 0; clean && i < ntaken; i++) free(clean[i]);
+    free(clean);
+    inject__names_free(&newm);
+    inject__names_free(&all);
+    inject__names_free(&have);
     return k;
 }
 
@@ -810,6 +833,7 @@ static int reinvoke(struct inject__ctx *x, const char *prefix, const cJSON *init
         if (cJSON_IsString(p)) taken[ntaken++] = p->valuestring;
     }
     if ((rc = inject__plan_mirrors(x, skip, nskip, taken, ntaken, 0)) < 0) goto out;
+    if (too_many_roots(x, (size_t)cJSON_GetArraySize(args), out)) goto out;
     if (x->nmirrors == 0) {
         out->outcome = INJECT_UNCHANGED;
         goto out;
