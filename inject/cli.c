@@ -227,7 +227,12 @@ static int process_object(struct run *r, struct file *f, size_t di, const cJSON 
         goto out;
     switch (was) {
     case INJECT_INJECTED: report(r, "%s injected", name); break;
-    case INJECT_UNCHANGED: report(r, "%s unchanged: already injected", name); break;
+    case INJECT_UNCHANGED:
+        if (cJSON_GetArraySize(res.ops) > 0) /* only the stamp's operation */
+            report(r, "%s updated: already injected, its stamp replaced", name);
+        else
+            report(r, "%s unchanged: already injected", name);
+        break;
     case INJECT_SKIPPED: report(r, "%s skipped: %s", name, res.reason); break;
     case INJECT_NOT_WORKLOAD: report(r, "%s passed through", name); break;
     }

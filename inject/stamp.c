@@ -225,6 +225,20 @@ static const cJSON *find_source(struct ctx *c, const char *kind, const char *nam
     return found;
 }
 
+/* The namespace of a ConfigMap or Secret (kind) called name in another
+ * namespace than the workload's ("" for none given), or NULL: why a source
+ * the input holds does not count. */
+static const char *other_namespace(struct ctx *c, const char *kind, const char *name)
+{
+    for (size_t i = 0; c->src && i < c->src->n; i++) {
+        const cJSON *o = c->src->objs[i];
+        const cJSON *md = cJSON_GetObjectItemCaseSensitive(o, "metadata");
+        const char *k = str_of(o, "kind"), *n = str_of(md, "name"), *ns = str_of(md, "namespace");
+        if (k && n && !strcmp(k, kind) && !strcmp(n, name)) return ns ? ns : "";
+    }
+    return NULL;
+}
+
 /* The bytes of key in a source object: ConfigMap data (as is) or
  * binaryData (base64); Secret stringData (as is) over data (base64).
  * Returns 1 and *bytes (malloc'd) / *len, 0 when the key is absent, <0 on a
@@ -306,6 +320,12 @@ static int source_payload(struct ctx *c, const cJSON *src, int secret, const cha
     if (!obj) {
         /* the kubelet mounts an empty directory for an optional one */
         if (optional) return 1;
+        const char *other = other_namespace(c, kind, name);
+        if (other)
+            return NOSTAMP(c,
+                           "%s is not in the input for namespace %s: the input has it in "
+                           "namespace %s",
+                           what, c->ns && *c->ns ? c->ns : "(none)", *other ? other : "(none)");
         return NOSTAMP(c, "%s is not in the input", what);
     }
     /* the plain map (as is) and the base64 one; source_key gives a key's

@@ -651,8 +651,19 @@ static int inject_fresh(struct inject__ctx *x, const char *prefix, const cJSON *
         return 0;
     }
     if (eff.nwatch == 0) {
-        set_reason(out, "nothing to watch: the app mounts no ConfigMap, Secret or projected volume "
-                        "and reads none through env");
+        if (x->subpath_only)
+            set_reason(out,
+                       "nothing to watch: volume %s is mounted only with subPath (at %s), and "
+                       "subPath mounts never update: mount the whole volume",
+                       x->subpath_only, x->subpath_at);
+        else if (x->token_only)
+            set_reason(out,
+                       "nothing to watch: projected volume %s holds a service-account token, "
+                       "which is never watched (it rotates hourly)",
+                       x->token_only);
+        else
+            set_reason(out, "nothing to watch: the app mounts no ConfigMap, Secret or projected "
+                            "volume and reads none through env");
         out->outcome = INJECT_SKIPPED;
         return 0;
     }

@@ -292,13 +292,18 @@ static void test_optional_and_missing_sources(void **state)
     r = stamp(t, "prod", cm);
     assert_no_stamp(&r, 0, "secret/extra is not in the input");
     free(t);
-    /* only in another namespace: not the workload's */
+    /* only in another namespace: not the workload's, and the reason says
+     * where it is (issue 16.13) */
     t = tmpl("", "\"--watch\",\"/etc/app\",\"--action\",\"rollout\"", MOUNT("cfg", "/etc/app"),
              "{\"name\":\"cfg\",\"configMap\":{\"name\":\"app\"}}");
     r = stamp(t, "staging", cm);
-    assert_no_stamp(&r, 0, "configmap/app is not in the input");
+    assert_no_stamp(&r, 0,
+                    "configmap/app is not in the input for namespace staging: the input has it in "
+                    "namespace prod");
     r = stamp(t, NULL, cm);
-    assert_no_stamp(&r, 0, "configmap/app is not in the input");
+    assert_no_stamp(&r, 0,
+                    "configmap/app is not in the input for namespace (none): the input has it in "
+                    "namespace prod");
     /* neither gave a namespace: the same one (kubectl's current) */
     r = stamp(t, "",
               "[{\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"app\"},\"data\":{\"k\":"

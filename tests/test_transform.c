@@ -1271,6 +1271,42 @@ static void test_many_volumes(void **state)
     cJSON_Delete(pod);
 }
 
+/* Issue 16.13: "nothing to watch" says why when the app mounts a ConfigMap
+ * only through subPath, or only a token projected volume. */
+static void test_nothing_to_watch_says_why(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *mounts, *volumes, *reason;
+    } T[] = {
+        {"{\"name\":\"cfg\",\"mountPath\":\"/etc/a.conf\",\"subPath\":\"a.conf\"}",
+         "{\"name\":\"cfg\",\"configMap\":{\"name\":\"a\"}}",
+         "nothing to watch: volume cfg is mounted only with subPath (at /etc/a.conf), and subPath "
+         "mounts never update: mount the whole volume"},
+        {"{\"name\":\"tok\",\"mountPath\":\"/var/run/tok\"}",
+         "{\"name\":\"tok\",\"projected\":{\"sources\":[{\"serviceAccountToken\":{\"path\":\"t\"}}]"
+         "}}",
+         "nothing to watch: projected volume tok holds a service-account token, which is never "
+         "watched (it rotates hourly)"},
+        {"{\"name\":\"e\",\"mountPath\":\"/tmp\"}", "{\"name\":\"e\",\"emptyDir\":{}}",
+         "nothing to watch: the app mounts no ConfigMap, Secret or projected volume and reads none "
+         "through env"},
+    };
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
+        char json[2048];
+        struct inject_result r;
+        snprintf(json, sizeof json,
+                 POD_HEAD OPT_IN "}},\"spec\":{\"containers\":[{\"name\":\"app\",\"volumeMounts\":"
+                                 "[%s]}],\"volumes\":[%s]}}",
+                 T[i].mounts, T[i].volumes);
+        cJSON *pod = inject_pod(json, NULL, &r);
+        assert_int_equal(r.outcome, INJECT_SKIPPED);
+        assert_string_equal(r.reason, T[i].reason);
+        inject_result_free(&r);
+        cJSON_Delete(pod);
+    }
+}
+
 /* A default-container that does not exist: the first container, warned. */
 static void test_default_container_missing(void **state)
 {
@@ -1382,6 +1418,7 @@ int main(void)
         cmocka_unit_test(test_other_os_is_refused),
         cmocka_unit_test(test_unreadable_modes_warned),
         cmocka_unit_test(test_many_volumes),
+        cmocka_unit_test(test_nothing_to_watch_says_why),
         cmocka_unit_test(test_default_container_missing),
         cmocka_unit_test(test_reinvocation_status_without_mirrors),
         cmocka_unit_test(test_rollout_without_a_rollable_owner),

@@ -158,7 +158,8 @@ def report(err):
     for line in err.splitlines():
         if line.startswith("  warning: ") or re.match(r"^\S+/\S+ (not )?stamped", line):
             continue
-        m = re.match(r"^(\S+/\S+) (injected|passed through|skipped: .+|unchanged: .+)$", line)
+        m = re.match(r"^(\S+/\S+) (injected|passed through|skipped: .+|unchanged: .+|updated: .+)$",
+                     line)
         check(m, "unexpected report line: %r" % line)
         rep[m.group(1)] = m.group(2)
     return rep
@@ -559,7 +560,11 @@ def test_inject_stamps_the_config_hash(env):
     env.awsim(vol, data2)
     new = list(yaml.safe_load_all(again))[0]["spec"]["template"]["metadata"]["annotations"]
     check(new["reload-agent.io/config-hash"] == env.hash_of(vol), "restamp differs from the hash")
-    check("deployment/web unchanged: already injected" in err2.splitlines(), err2)
+    # issue 16.13: the report says the stamp was replaced, not "unchanged"
+    check("deployment/web updated: already injected, its stamp replaced" in err2.splitlines(),
+          err2)
+    check("deployment/web unchanged: already injected" in
+          inject_ok(env, ["-"], stdin=again)[1].splitlines(), "not unchanged once restamped")
     # the patch output carries the stamp as one more operation
     p, _ = inject_ok(env, ["-o", "patch", "-"], stdin=src.encode())
     ops = yaml.safe_load(yaml.safe_load(p)[0]["patch"])
