@@ -17,6 +17,7 @@
 #include "base/log.h"
 #include "inject/jsonpatch.h"
 #include "inject/stamp.h"
+#include "inject/yamljoin.h"
 #include "inject/yamlrender.h"
 #include "inject/yamlsplice.h"
 #include "inject/yamltree.h"
@@ -474,6 +475,96 @@ static int collect_sources(struct run *r)
     return 0;
 }
 
+/* 1 if a[0..alen) and b[0..blen) hold the same documents, 0 if not, or
+ * -ENOMEM. A text that does not parse holds none. */
+static int same_documents(const char *a, size_t alen, const char *b, size_t blen)
+{
+    struct yamltree ta, tb;
+    struct yamltree_error e;
+    int rca = yamltree_parse(a, alen, &ta, &e), rcb = yamltree_parse(b, blen, &tb, &e);
+    int same = rca == 0 && rcb == 0 && ta.ndocs == tb.ndocs, rc = 0;
+    for (size_t i = 0; same && i < ta.ndocs; i++) {
+        cJSON *ja = NULL, *jb = NULL;
+        if (yamltree_to_json(ta.docs[i].root, &ja, &e) == -ENOMEM ||
+            yamltree_to_json(tb.docs[i].root, &jb, &e) == -ENOMEM)
+            rc = -ENOMEM;
+        same = ja && jb && cJSON_Compare(ja, jb, 1);
+        cJSON_Delete(ja);
+        cJSON_Delete(jb);
+    }
+    if (rca == 0) yamltree_free(&ta);
+    if (rcb == 0) yamltree_free(&tb);
+    if (rca == -ENOMEM || rcb == -ENOMEM) rc = -ENOMEM;
+    return rc < 0 ? rc : same;
+}
+
+/* Appends input i's YAML rendering to out when another input follows it:
+ * with a line break after it, which must not change what it holds (a
+ * block scalar at its very end would take the break into its value: its
+ * chomping is made strip, yamljoin.h). Returns 0, -EINVAL (err set) or
+ * -ENOMEM. */
+static int put_joined(struct run *r, const struct cli_input *in, struct yamlrender_buf *out,
+                      size_t skip)
+{
+    const char *text = in->out + skip;
+    size_t len = in->outlen - skip;
+    char *safe = NULL, *with = NULL;
+    size_t safelen = 0;
+    int rc = 1;
+    if (len && text[len - 1] != '\n') {
+        /* the text as it is, with the break: the same documents? */
+        if (!(with = malloc(len + 1))) return -ENOMEM;
+        memcpy(with, text, len);
+        with[len] = '\n';
+        rc = same_documents(text, len, with, len + 1);
+        free(with);
+        if (rc == 0 && (rc = yamljoin_safe_end(text, len, &safe, &safelen)) == 1) {
+            size_t n = safelen;
+            if (!n || safe[n - 1] != '\n') safe[n++] = '\n'; /* yamljoin leaves room for it */
+            rc = same_documents(text, len, safe, n);
+        }
+    }
+    if (rc == 0)
+        rc = ra_errf(r->err, r->errlen, -EINVAL,
+                     "%s: it ends in a block scalar without a final line break, which joining "
+                     "it with the next input would change: add a line break at its end",
+                     in->name);
+    if (rc > 0) yamlrender_put(out, safe ? safe : text, safe ? safelen : len);
+    free(safe);
+    if (rc < 0) return rc;
+    if (out->len && out->p[out->len - 1] != '\n') yamlrender_put(out, "\n", 1);
+    return 0;
+}
+
+/* Joins the inputs' renderings into one stream in out: YAML inputs with
+ * the separator the next one needs (separator), JSON documents as they
+ * are. Returns 0, -EINVAL (err set) or -ENOMEM. */
+static int join(struct run *r, struct cli_input *in, size_t n, struct yamlrender_buf *out)
+{
+    size_t last = n; /* the last input with some output */
+    for (size_t i = 0; i < n; i++)
+        if (in[i].outlen) last = i;
+    int prev = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (in[i].outlen == 0) continue;
+        size_t skip = 0;
+        int yaml = r->opts->output == CLI_OUT_MANIFEST;
+        if (prev && yaml) {
+            yamlrender_puts(out, separator(in[i].out, in[i].outlen));
+            /* a byte order mark only starts a stream */
+            if (in[i].outlen >= 3 && memcmp(in[i].out, "\xEF\xBB\xBF", 3) == 0) skip = 3;
+        }
+        int rc = 0;
+        if (yaml && i != last)
+            rc = put_joined(r, &in[i], out, skip);
+        else
+            yamlrender_put(out, in[i].out + skip, in[i].outlen - skip);
+        if (rc < 0) return rc;
+        prev = 1;
+    }
+    return 0;
+}
+
 static void free_files(struct run *r)
 {
     free(r->sources.objs);
@@ -522,20 +613,8 @@ int cli_run(struct cli_input *in, size_t n, const struct cli_opts *opts, struct 
 
     if (opts->output == CLI_OUT_PATCH) {
         render_patches(&r, &out, all_json);
-    } else {
-        size_t prev = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (in[i].outlen == 0) continue;
-            size_t skip = 0;
-            if (prev && opts->output == CLI_OUT_MANIFEST) {
-                if (out.p[out.len - 1] != '\n') yamlrender_put(&out, "\n", 1);
-                yamlrender_puts(&out, separator(in[i].out, in[i].outlen));
-                /* a byte order mark only starts a stream */
-                if (in[i].outlen >= 3 && memcmp(in[i].out, "\xEF\xBB\xBF", 3) == 0) skip = 3;
-            }
-            yamlrender_put(&out, in[i].out + skip, in[i].outlen - skip);
-            prev = 1;
-        }
+    } else if ((rc = join(&r, in, n, &out)) < 0) {
+        goto fail;
     }
     if (out.oom || r.report.oom) {
         rc = -ENOMEM;

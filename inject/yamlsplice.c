@@ -13,6 +13,7 @@
 
 #include "base/log.h"
 #include "inject/jsonpatch.h"
+#include "inject/yamljoin.h"
 #include "inject/yamlrender.h"
 #include "inject/yamltree.h"
 
@@ -407,6 +408,16 @@ int yamlsplice_apply(const char *text, size_t len, const cJSON *ops, char **out,
     }
     memcpy(cur, text, len);
     cur[len] = '\0';
+    /* a block scalar at the very end, with no line break after it, would
+     * take the break before an appended key into its value */
+    char *safe = NULL;
+    size_t safelen = 0;
+    if ((rc = yamljoin_safe_end(cur, curlen, &safe, &safelen)) < 0) goto fail;
+    if (rc == 1) {
+        free(cur);
+        cur = safe;
+        curlen = safelen;
+    }
     int k = 0;
     for (const cJSON *op = ops->child; op; op = op->next, k++) {
         char *next = NULL;

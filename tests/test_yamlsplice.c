@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "inject/yamljoin.h"
 #include "inject/yamlrender.h"
 #include "inject/yamlsplice.h"
 #include "inject/yamltree.h"
@@ -421,6 +422,50 @@ static void block_scalar_last(void **state)
            "kind: ConfigMap\n");
 }
 
+/* Issue 16.6: a block scalar at the very end of a text without a final
+ * line break ("a: |\n  x", its value "x"): a line break after it, from a
+ * joined stream's separator or a key the splicer appends, would read as
+ * part of its value ("x\n"). yamljoin_safe_end rewrites it to strip
+ * chomping, or (keep, last line blank) drops the blank partial line. */
+static void block_scalar_at_the_end_without_a_line_break(void **state)
+{
+    (void)state;
+    static const char *const T[][2] = {
+        {"a: |\n  x", "a: |-\n  x"},
+        {"a: >\n  x\n  y", "a: >-\n  x\n  y"},
+        {"a: |2\n   x", "a: |-2\n   x"},
+        {"a: |+\n  x", "a: |-\n  x"},
+        {"a: !!str &k |2+\n   x", "a: !!str &k |2-\n   x"},
+        {"a: |+\n  x\n\n  ", "a: |+\n  x\n\n"},
+        {"a: |-\n  x", NULL},      /* a break changes nothing */
+        {"a: |\n  x\n\n  ", NULL}, /* clip, blank last line: the same */
+        {"a: |\n  x\n", NULL},     /* ends in a break */
+        {"a: x", NULL},            /* no block scalar */
+        {"a: |\n  x\n# c", NULL},  /* a comment ends it */
+        {"- a\n- |\n  x", "- a\n- |-\n  x"},
+    };
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
+        char *out = NULL;
+        size_t len = 0;
+        int rc = yamljoin_safe_end(T[i][0], strlen(T[i][0]), &out, &len);
+        if (rc != (T[i][1] ? 1 : 0) || (out && strcmp(out, T[i][1]) != 0))
+            fail_msg("%zu \"%s\": rc %d, \"%s\"", i, T[i][0], rc, out ? out : "");
+        if (out) assert_int_equal(strlen(out), len);
+        free(out);
+    }
+    /* the splicer: a key appended after it keeps its value */
+    expect("metadata:\n"
+           "  annotations:\n"
+           "    note: |\n"
+           "      hello",
+           "[{\"op\":\"add\",\"path\":\"/metadata/annotations/k\",\"value\":\"v\"}]",
+           "metadata:\n"
+           "  annotations:\n"
+           "    note: |-\n"
+           "      hello\n"
+           "    k: v");
+}
+
 static void escaped_tokens_replace_insert(void **state)
 {
     (void)state;
@@ -631,6 +676,7 @@ int main(void)
         cmocka_unit_test(anchored_sequence_is_refused),
         cmocka_unit_test(null_and_empty_values),
         cmocka_unit_test(block_scalar_last),
+        cmocka_unit_test(block_scalar_at_the_end_without_a_line_break),
         cmocka_unit_test(escaped_tokens_replace_insert),
         cmocka_unit_test(remove_rerenders_the_root),
         cmocka_unit_test(document_markers_kept),

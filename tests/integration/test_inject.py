@@ -575,3 +575,47 @@ def test_inject_stamps_the_config_hash(env):
     check("config-hash" not in out3.decode(), "stamped without its ConfigMap")
     check(any(l.startswith("deployment/web not stamped: ") and "web-conf" in l
               for l in err3.splitlines()), "report: %s" % err3)
+
+
+def json_docs(out):
+    """The documents of a stream of JSON documents (what -o json prints)."""
+    dec, i, s, docs = json.JSONDecoder(), 0, out.decode(), []
+    while i < len(s):
+        while i < len(s) and s[i].isspace():
+            i += 1
+        if i < len(s):
+            o, i = dec.raw_decode(s, i)
+            docs.append(o)
+    return docs
+
+
+def test_inject_joined_inputs_keep_their_values(env):
+    """Issue 16.6: a file without a final line break that ends in a `|` or
+    `|+` block scalar (microservices-demo's otel-collector ConfigMap): joined
+    with the next input, its value is kept, and `-o json` of the same run
+    agrees with the YAML output; one whose value a break would change is an
+    error naming it."""
+    names = []
+    for i, tail in enumerate(("|\n    receivers:\n      otlp: {}", "|+\n    x",
+                              ">\n    folded\n    text", "|+\n    x\n\n  ")):
+        p = env.path("cm%d.yaml" % i)
+        with open(p, "w") as f:
+            f.write("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm%d\ndata:\n"
+                    "  conf: %s" % (i, tail))
+        names.append(p)
+    last = env.path("z.yaml")
+    with open(last, "w") as f:
+        f.write("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: z}\n")
+    want = [yaml.safe_load(open(p)) for p in names]
+    out, _ = inject_ok(env, names + [last])
+    got = [d for d in yaml.safe_load_all(out) if d is not None]
+    check(got[:4] == want, "joined values changed: %r" % [d["data"] for d in got[:4]])
+    check(json_docs(inject_ok(env, ["-o", "json"] + names + [last])[0]) == got,
+          "-o json differs from the joined YAML")
+    check(inject_ok(env, ["-"], stdin=out)[0] == out, "the joined stream is not stable")
+    bad = env.path("bad.yaml")
+    with open(bad, "w") as f:
+        f.write("a: |\n  x\n\n   ")  # a last line of spaces past the indentation: content
+    rc, _, err = inject(env, [bad, last])
+    check(rc == 1 and ("%s: it ends in a block scalar without a final line break" % bad) in err,
+          "exit %d: %s" % (rc, err))
