@@ -16,6 +16,7 @@
 
 #include "base/log.h"
 #include "inject/jsonpatch.h"
+#include "inject/jsonstream.h"
 #include "inject/stamp.h"
 #include "inject/yamljoin.h"
 #include "inject/yamlrender.h"
@@ -25,13 +26,15 @@
 /* One document of one input. */
 struct doc {
     size_t start, end; /* its bytes in the input */
+    size_t vstart;     /* a JSON stream's document: where its value starts */
     cJSON *json;       /* parsed (NULL for an empty document) */
     cJSON *ops;        /* operations on the whole document (prefixed for List items) */
 };
 
 struct file {
     struct cli_input *in;
-    int json; /* the input is one JSON document */
+    int json;   /* the input is JSON: one document, or a stream of them */
+    int stream; /* a stream of JSON documents (jsonstream.h) */
     size_t indent;
     struct yamltree t;
     struct doc *docs;
@@ -293,9 +296,73 @@ static size_t json_indent(const char *s, size_t n)
     return k > 0 && k <= 8 ? k : 4;
 }
 
+/* Reads document i of a JSON stream, text[d->vstart, d->end) on lines
+ * from line0 (0-based) on: it must be JSON, read with yamltree's rules as
+ * any document (duplicate keys are errors). */
+static int parse_stream_doc(struct run *r, struct file *f, size_t i, size_t line0)
+{
+    struct doc *d = &f->docs[i];
+    const char *text = f->in->data + d->vstart, *end = NULL;
+    size_t len = d->end - d->vstart;
+    cJSON *check = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    cJSON_Delete(check);
+    if (!check || end != text + len) {
+        size_t line = line0 + 1;
+        for (const char *p = text; end && p < end && p < text + len; p++) line += *p == '\n';
+        return ra_errf(r->err, r->errlen, -EINVAL,
+                       "%s: document %zu, line %zu: not JSON (a stream of JSON documents holds "
+                       "only JSON)",
+                       f->in->name, i + 1, line);
+    }
+    struct yamltree t;
+    struct yamltree_error e;
+    int rc = yamltree_parse(text, len, &t, &e);
+    if (rc == 0) {
+        memset(&e, 0, sizeof e);
+        rc = t.ndocs == 1 ? yamltree_to_json(t.docs[0].root, &d->json, &e) : -EINVAL;
+        yamltree_free(&t);
+    }
+    if (rc == -EINVAL)
+        return ra_errf(r->err, r->errlen, rc, "%s: document %zu, line %zu: %s", f->in->name, i + 1,
+                       line0 + (e.line ? e.line : 1), e.msg);
+    return rc;
+}
+
+/* Reads a stream of JSON documents (jsonstream.h) into f. */
+static int parse_stream(struct run *r, struct file *f, const struct jsonstream_doc *js, size_t n)
+{
+    const char *text = f->in->data;
+    if (!(f->docs = calloc(n, sizeof *f->docs))) return -ENOMEM;
+    f->ndocs = n;
+    f->json = f->stream = 1;
+    f->indent = json_indent(text, f->in->len);
+    size_t prev = 0, line0 = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct doc *d = &f->docs[i];
+        for (size_t k = prev; k < js[i].start; k++) line0 += text[k] == '\n';
+        d->start = prev;
+        d->vstart = js[i].start;
+        d->end = prev = js[i].end;
+        int rc = parse_stream_doc(r, f, i, line0);
+        if (rc < 0) return rc;
+        for (size_t k = js[i].start; k < js[i].end; k++) line0 += text[k] == '\n';
+    }
+    return 0;
+}
+
 static int parse_file(struct run *r, struct file *f)
 {
     struct yamltree_error e;
+    if (looks_json(f->in->data, f->in->len)) {
+        struct jsonstream_doc *js;
+        long n = jsonstream_split(f->in->data, f->in->len, &js);
+        if (n < 0) return (int)n;
+        if (n > 0) {
+            int rc = parse_stream(r, f, js, (size_t)n);
+            free(js);
+            return rc;
+        }
+    }
     int rc = yamltree_parse(f->in->data, f->in->len, &f->t, &e);
     if (rc < 0) {
         if (rc == -ENOMEM) return rc;
@@ -344,7 +411,23 @@ static int render_file(struct run *r, struct file *f)
     struct yamlrender_buf b = {0};
     const char *src = f->in->data;
     int rc = 0;
-    if (r->opts->output == CLI_OUT_JSON || (f->json && f->docs[0].ops)) {
+    int changed = 0;
+    for (size_t i = 0; i < f->ndocs; i++) changed |= f->docs[i].ops != NULL;
+    if (f->stream && changed && r->opts->output != CLI_OUT_JSON) {
+        /* a JSON stream: each changed document rendered in its place */
+        size_t pos = 0;
+        for (size_t i = 0; i < f->ndocs; i++) {
+            const struct doc *d = &f->docs[i];
+            cJSON *j = NULL;
+            if (!d->ops) continue;
+            if ((rc = patched(d, &j, r, f, i)) < 0) goto out;
+            yamlrender_put(&b, src + pos, d->vstart - pos);
+            yamlrender_json(&b, j, f->indent);
+            cJSON_Delete(j);
+            pos = d->end;
+        }
+        yamlrender_put(&b, src + pos, f->in->len - pos);
+    } else if (r->opts->output == CLI_OUT_JSON || (f->json && changed)) {
         for (size_t i = 0; i < f->ndocs; i++) {
             cJSON *j = NULL;
             if (!f->docs[i].json || cJSON_IsNull(f->docs[i].json)) continue;

@@ -619,3 +619,35 @@ def test_inject_joined_inputs_keep_their_values(env):
     rc, _, err = inject(env, [bad, last])
     check(rc == 1 and ("%s: it ends in a block scalar without a final line break" % bad) in err,
           "exit %d: %s" % (rc, err))
+
+
+def test_inject_json_streams(env):
+    """Issue 16.8: a stream of JSON documents (what `-o json` prints for
+    several documents, and `kubectl get -o json` for several objects) is
+    read back: its documents injected like any, the others byte for byte,
+    `-o json` equal to it, a second run unchanged; a malformed document is
+    named with its line."""
+    k = Kubectl(env)
+    objs = k.to_json(WEB.encode())
+    texts = [json.dumps(o, indent=2) for o in objs]
+    src = "\n".join(texts) + "\n"
+    out, err = inject_ok(env, ["-"], stdin=src.encode())
+    check(report(err)["deployment/web"] == "injected", err)
+    got = json_docs(out)
+    check(len(got) == 3 and got[1] == objs[1] and got[2] == objs[2], "documents: %r" % got)
+    sidecar(got[0])
+    s = out.decode()
+    check(s.endswith("\n" + texts[1] + "\n" + texts[2] + "\n"), "the other documents changed")
+    check(json_docs(inject_ok(env, ["-o", "json", "-"], stdin=src.encode())[0]) == got,
+          "-o json differs")
+    check(inject_ok(env, ["-"], stdin=out)[0] == out, "a second run changed the stream")
+    # -o json's own output of a YAML stream reads back
+    j = inject_ok(env, ["-o", "json", "-"], stdin=WEB.encode())[0]
+    check(inject_ok(env, ["-"], stdin=j)[0] == j, "-o json output does not read back unchanged")
+    bad = texts[0] + "\n" + '{"kind": "ConfigMap",\n "a": 1,\n "a": 2}\n'
+    rc, _, err = inject(env, ["-"], stdin=bad.encode())
+    line = texts[0].count("\n") + 4
+    check(rc == 1 and ("document 2, line %d: duplicate key \"a\"" % line) in err,
+          "exit %d: %s" % (rc, err))
+    rc, _, err = inject(env, ["-"], stdin=(texts[1] + "\n{a: 1}\n").encode())
+    check(rc == 1 and "document 2, line" in err and "not JSON" in err, "exit %d: %s" % (rc, err))
