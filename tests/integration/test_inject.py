@@ -13,10 +13,13 @@ in which an unknown or misspelled field would be dropped), and `kubectl
 kustomize` applies the patch output as a kustomization's `patches:`.
 """
 import difflib
+import errno
 import json
 import os
 import re
 import stat
+import subprocess
+import time
 
 import jsonpatch
 import yaml
@@ -651,3 +654,82 @@ def test_inject_json_streams(env):
           "exit %d: %s" % (rc, err))
     rc, _, err = inject(env, ["-"], stdin=(texts[1] + "\n{a: 1}\n").encode())
     check(rc == 1 and "document 2, line" in err and "not JSON" in err, "exit %d: %s" % (rc, err))
+
+
+def test_inject_in_place_refuses_a_changed_file_and_keeps_owner_and_links(env):
+    """Issue 16.11: -i compares what it read with what is there before the
+    rename: a file changed while inject ran is not overwritten (inject is
+    held on a FIFO input, read after it, while the test changes it); the
+    owner is kept (the tests run as root); a file with hard links is
+    refused, not detached from its other names."""
+    d = env.path("m")
+    os.makedirs(d)
+    a, fifo = os.path.join(d, "a.yaml"), os.path.join(d, "held.yaml")
+    with open(a, "w") as f:
+        f.write(WEB)
+    os.mkfifo(fifo)
+    p = subprocess.Popen([env.binary, "inject", "-i", a, fifo], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    edited = WEB.replace("keep this comment", "edited meanwhile")
+    try:
+        # inject opens the FIFO once it has read a.yaml (bounded: 30 s)
+        fd, deadline = None, time.monotonic() + 30
+        while fd is None and p.poll() is None and time.monotonic() < deadline:
+            try:
+                fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError as e:
+                check(e.errno == errno.ENXIO, "opening the FIFO: %s" % e)
+                time.sleep(0.02)
+        check(fd is not None, "inject never opened its FIFO input")
+        with open(a, "w") as g:
+            g.write(edited)
+        os.write(fd, b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: held}\n")
+        os.close(fd)
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    err = err.decode()
+    check(p.returncode == 1 and ("%s: changed while inject ran: nothing written" % a) in err,
+          "exit %d: %s" % (p.returncode, err))
+    check(open(a).read() == edited, "the edit made meanwhile was overwritten")
+    check(sorted(os.listdir(d)) == ["a.yaml", "held.yaml"], "temp files left: %s" % os.listdir(d))
+    # the owner stays
+    os.unlink(fifo)
+    os.chown(a, 1234, 5678)
+    inject_ok(env, ["-i", a])
+    st = os.stat(a)
+    check((st.st_uid, st.st_gid) == (1234, 5678) and "reload-agent" in open(a).read(),
+          "owner %d:%d after -i" % (st.st_uid, st.st_gid))
+    # a hard link: refused, both names keep the same content
+    b, link = os.path.join(d, "b.yaml"), os.path.join(d, "b-link.yaml")
+    with open(b, "w") as f:
+        f.write(WEB)
+    os.link(b, link)
+    rc, _, err = inject(env, ["-i", b])
+    check(rc == 1 and ("%s: has 2 hard links" % b) in err, "exit %d: %s" % (rc, err))
+    check(open(b).read() == WEB and os.stat(b).st_ino == os.stat(link).st_ino,
+          "the hard-linked file was touched")
+
+
+def test_inject_walk_skips_link_loops_and_dangling_links(env):
+    """Issue 16.12: a directory with a symlink loop or a dangling *.yaml
+    link is walked: those entries are skipped, each with a report line."""
+    d = env.path("tree")
+    os.makedirs(os.path.join(d, "sub"))
+    with open(os.path.join(d, "a.yaml"), "w") as f:
+        f.write("kind: ConfigMap\nmetadata: {name: a}\n")
+    os.symlink("nowhere.yaml", os.path.join(d, "dangling.yaml"))
+    os.symlink("..", os.path.join(d, "sub", "up"))
+    os.symlink("l2", os.path.join(d, "l1"))
+    os.symlink("l1", os.path.join(d, "l2"))
+    out, err = inject_ok(env, [d])
+    lines = err.splitlines()
+    check(lines == ["%s/dangling.yaml skipped: a dangling symbolic link" % d,
+                    "%s/l1 skipped: a symbolic link loop" % d,
+                    "%s/l2 skipped: a symbolic link loop" % d,
+                    "%s/sub/up skipped: a symbolic link loop (it leads back to a directory being "
+                    "walked)" % d,
+                    "configmap/a passed through"], "report: %s" % lines)
+    check(out.decode() == "kind: ConfigMap\nmetadata: {name: a}\n", "output %r" % out)
