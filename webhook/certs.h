@@ -23,8 +23,10 @@ void webhook_certs_usage(FILE *f);
  * PATCH (JSON patch with a test op on metadata.resourceVersion) the
  * caBundle of each webhook of --webhook-config whose caBundle differs, and
  * write nothing when none differs. A failed test op or a 409 re-reads the
- * configuration and tries again (5 times at most); 5xx answers are retried
- * with backoff (kube/ already retries 429 and 503). Returns the exit
+ * configuration and tries again (5 times at most); 5xx answers and
+ * requests that got no answer (a timeout, a connection kube/ gave up on)
+ * are retried with backoff (kube/ already retries 429 and 503, and failures
+ * to connect). Returns the exit
  * status: 0 done, 1 an API or certificate error (logged, naming the object
  * and the HTTP status), 2 a usage error. */
 int webhook_certs_main(int argc, char **argv);
