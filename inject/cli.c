@@ -306,6 +306,8 @@ static int parse_stream_doc(struct run *r, struct file *f, size_t i, size_t line
     size_t len = d->end - d->vstart;
     cJSON *check = cJSON_ParseWithLengthOpts(text, len, &end, 0);
     cJSON_Delete(check);
+    long ctl = jsonstream_control_at(text, len);
+    if (ctl >= 0) end = text + ctl; /* cJSON lets them through */
     if (!check || end != text + len) {
         size_t line = line0 + 1;
         for (const char *p = text; end && p < end && p < text + len; p++) line += *p == '\n';
@@ -475,24 +477,42 @@ out:
     return rc;
 }
 
-/* What must stand between two inputs' YAML in one stream. */
+/* The length of the YAML line break at s[0..n) (LF, CR, CR LF, and
+ * libyaml's NEL, LS and PS), or 0. */
+static size_t line_break(const char *s, size_t n)
+{
+    if (n >= 1 && s[0] == '\n') return 1;
+    if (n >= 1 && s[0] == '\r') return n >= 2 && s[1] == '\n' ? 2 : 1;
+    if (n >= 2 && memcmp(s, "\xC2\x85", 2) == 0) return 2;
+    if (n >= 3 && (memcmp(s, "\xE2\x80\xA8", 3) == 0 || memcmp(s, "\xE2\x80\xA9", 3) == 0))
+        return 3;
+    return 0;
+}
+
+/* What must stand between two inputs' YAML in one stream: "" when the
+ * next starts with its own "---", "...\n" before a directive, "---\n"
+ * else; NULL when the next holds no content (comments, blank lines). */
 static const char *separator(const char *next, size_t n)
 {
     size_t i = 0;
     if (n >= 3 && memcmp(next, "\xEF\xBB\xBF", 3) == 0) i = 3;
     while (i < n) {
-        size_t e = i;
-        while (e < n && next[e] != '\n') e++;
+        size_t e = i, br = 0;
+        while (e < n && !(br = line_break(next + e, n - e))) e++;
         size_t s = i;
-        while (s < e && (next[s] == ' ' || next[s] == '\t' || next[s] == '\r')) s++;
+        while (s < e && (next[s] == ' ' || next[s] == '\t')) s++;
         if (s < e && next[s] != '#') {
-            if (e - s >= 3 && memcmp(next + s, "---", 3) == 0) return "";
-            if (next[s] == '%') return "...\n";
+            /* a marker is "---" at column 0, alone or before a blank
+             * ("---:" and an indented "---" are content) */
+            if (s == i && e - s >= 3 && memcmp(next + s, "---", 3) == 0 &&
+                (e - s == 3 || next[s + 3] == ' ' || next[s + 3] == '\t'))
+                return "";
+            if (s == i && next[s] == '%') return "...\n";
             return "---\n";
         }
-        i = e + 1;
+        i = e + (br ? br : 1);
     }
-    return ""; /* only comments: nothing to separate */
+    return NULL; /* only comments and blanks */
 }
 
 static void render_patches(struct run *r, struct yamlrender_buf *b, int all_json)
@@ -619,6 +639,27 @@ static int put_joined(struct run *r, const struct cli_input *in, struct yamlrend
     return 0;
 }
 
+/* Appends a stream of JSON documents joined with other inputs into a YAML
+ * stream: each document after the first on a line after "---" (JSON
+ * documents one after the other are no YAML stream). more: another input
+ * follows (the text then ends in a line break). Returns 0 or -ENOMEM. */
+static int put_stream_joined(struct yamlrender_buf *out, const char *text, size_t len, int more)
+{
+    struct jsonstream_doc *d = NULL;
+    long n = jsonstream_split(text, len, &d);
+    if (n < 0) return (int)n;
+    size_t pos = 0;
+    for (long i = 1; i < n; i++) { /* up to document i, then the separator */
+        yamlrender_put(out, text + pos, d[i - 1].end - pos);
+        yamlrender_puts(out, "\n---\n");
+        pos = d[i].start;
+    }
+    free(d);
+    yamlrender_put(out, text + pos, len - pos);
+    if (more && out->len && out->p[out->len - 1] != '\n') yamlrender_put(out, "\n", 1);
+    return 0;
+}
+
 /* Joins the inputs' renderings into one stream in out: YAML inputs with
  * the separator the next one needs (separator), JSON documents as they
  * are. Returns 0, -EINVAL (err set) or -ENOMEM. */
@@ -627,23 +668,30 @@ static int join(struct run *r, struct cli_input *in, size_t n, struct yamlrender
     size_t last = n; /* the last input with some output */
     for (size_t i = 0; i < n; i++)
         if (in[i].outlen) last = i;
-    int prev = 0;
+    int prev = 0, docs = 0; /* some input before, some document before */
     for (size_t i = 0; i < n; i++) {
         if (in[i].outlen == 0) continue;
         size_t skip = 0;
         int yaml = r->opts->output == CLI_OUT_MANIFEST;
         if (prev && yaml) {
-            yamlrender_puts(out, separator(in[i].out, in[i].outlen));
+            /* an input of only comments and blank lines holds no document:
+             * after one, "..." ends it (else an indented comment or blank
+             * line would read as part of a block scalar it ends in) */
+            const char *sep = separator(in[i].out, in[i].outlen);
+            yamlrender_puts(out, sep ? sep : docs ? "...\n" : "");
             /* a byte order mark only starts a stream */
             if (in[i].outlen >= 3 && memcmp(in[i].out, "\xEF\xBB\xBF", 3) == 0) skip = 3;
         }
         int rc = 0;
-        if (yaml && i != last)
+        if (yaml && r->files[i].stream && (prev || i != last))
+            rc = put_stream_joined(out, in[i].out + skip, in[i].outlen - skip, i != last);
+        else if (yaml && i != last)
             rc = put_joined(r, &in[i], out, skip);
         else
             yamlrender_put(out, in[i].out + skip, in[i].outlen - skip);
         if (rc < 0) return rc;
         prev = 1;
+        docs |= r->files[i].ndocs > 0;
     }
     return 0;
 }

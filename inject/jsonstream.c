@@ -36,6 +36,21 @@ static size_t value_end(const char *text, size_t len, size_t i)
     return 0;
 }
 
+long jsonstream_control_at(const char *text, size_t len)
+{
+    int in_str = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)text[i];
+        if (in_str && c == '\\')
+            i++;
+        else if (c == '"')
+            in_str = !in_str;
+        else if (in_str && c < 0x20)
+            return (long)i;
+    }
+    return -1;
+}
+
 long jsonstream_split(const char *text, size_t len, struct jsonstream_doc **docs)
 {
     size_t i = len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0, n = 0, cap = 0;

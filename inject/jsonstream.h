@@ -24,4 +24,9 @@ struct jsonstream_doc {
  * Each document is then read on its own, which checks that it is JSON. */
 long jsonstream_split(const char *text, size_t len, struct jsonstream_doc **docs);
 
+/* The offset of the first control character (below 0x20) written raw
+ * inside a string of the JSON text[0..len), which JSON does not allow (and
+ * which a YAML reader would fold into a space), or -1. */
+long jsonstream_control_at(const char *text, size_t len);
+
 #endif

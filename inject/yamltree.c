@@ -18,6 +18,8 @@
 
 #include <yaml.h>
 
+#include "inject/transform_int.h"
+
 #define TAG_PREFIX "tag:yaml.org,2002:"
 
 /* ---- arena ---- */
@@ -146,6 +148,7 @@ static int fail(struct yamltree_error *e, size_t line, int rc, const char *fmt, 
         e->line = line;
         vsnprintf(e->msg, sizeof e->msg, fmt, ap);
         va_end(ap);
+        inject__one_line(e->msg, sizeof e->msg); /* values quoted from the input */
     }
     return rc;
 }
@@ -413,6 +416,7 @@ int yamltree_parse(const char *text, size_t len, struct yamltree *out, struct ya
     memset(out, 0, sizeof *out);
     memset(&b, 0, sizeof b);
     if (e) memset(e, 0, sizeof *e);
+    if (!text) text = ""; /* libyaml asserts on a NULL input */
     if (len >= 2 &&
         ((text[0] == '\xFF' && text[1] == '\xFE') || (text[0] == '\xFE' && text[1] == '\xFF'))) {
         if (e) e->doc = 1;

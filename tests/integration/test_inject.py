@@ -654,6 +654,18 @@ def test_inject_json_streams(env):
           "exit %d: %s" % (rc, err))
     rc, _, err = inject(env, ["-"], stdin=(texts[1] + "\n{a: 1}\n").encode())
     check(rc == 1 and "document 2, line" in err and "not JSON" in err, "exit %d: %s" % (rc, err))
+    # joined with YAML inputs, its documents stay documents of one YAML stream
+    a, b = env.path("stream.json"), env.path("web.yaml")
+    with open(a, "w") as f:
+        f.write(src)
+    with open(b, "w") as f:
+        f.write(WEB)
+    for order in ((a, b), (b, a)):
+        joined, _ = inject_ok(env, list(order))
+        want = [d for p in order for d in (got if p == a else
+                                           list(yaml.safe_load_all(inject_ok(env, [b])[0])))]
+        check(list(yaml.safe_load_all(joined)) == want, "a joined JSON stream: %r" % joined[:200])
+        check(inject_ok(env, ["-"], stdin=joined)[0] == joined, "the joined stream is not stable")
 
 
 def test_inject_in_place_refuses_a_changed_file_and_keeps_owner_and_links(env):
@@ -733,3 +745,32 @@ def test_inject_walk_skips_link_loops_and_dangling_links(env):
                     "walked)" % d,
                     "configmap/a passed through"], "report: %s" % lines)
     check(out.decode() == "kind: ConfigMap\nmetadata: {name: a}\n", "output %r" % out)
+
+
+def test_inject_joined_inputs_separators(env):
+    """Found by fuzzing the joins (tests/fuzz/fuzz_cli.c): the separator
+    between two inputs follows YAML's rules, so the joined stream holds the
+    inputs' documents: "---:" and an indented "---" are content, not a
+    marker; a lone CR ends a line; an input of only comments and blank
+    lines after a block scalar is kept out of it ("..." ends the document);
+    a stream of JSON documents gets "---" between its documents."""
+    cases = [
+        ("a: 1\n", "---: x\n"),
+        ("a: 1\n", "# c\n   ---\n"),
+        ("a: 1\n", "# c\rb: 2\n"),
+        ("a: |\n  x\n", "    # only a comment\n\n  \n"),
+        ('{"a": 1}\n{"b": 2}\n', "c: 3\n"),
+    ]
+    for i, (first, second) in enumerate(cases):
+        a, b = env.path("j%da.yaml" % i), env.path("j%db.yaml" % i)
+        with open(a, "w", newline="") as f:
+            f.write(first)
+        with open(b, "w", newline="") as f:
+            f.write(second)
+        want = [d for t in (first, second) for d in
+                (json_docs(t.encode()) if t.startswith("{") else yaml.safe_load_all(t))
+                if d is not None]
+        out, _ = inject_ok(env, [a, b])
+        got = [d for d in yaml.safe_load_all(out.decode()) if d is not None]
+        check(got == want, "case %d: joined %r reads %r, want %r" % (i, out, got, want))
+        check(inject_ok(env, ["-"], stdin=out)[0] == out, "case %d: not stable" % i)
