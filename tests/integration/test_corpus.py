@@ -38,6 +38,7 @@ import jsonpatch
 import yaml
 
 from lib import TestFailure, check
+from test_inject import json_docs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CORPUS = os.path.join(ROOT, "tests", "corpus")
@@ -74,17 +75,6 @@ def docs(text):
     objs = [json.loads(json.dumps(o)) for o in yaml.load_all(text, Loader=Loader)]
     check(len(objs) == len(out), "document marks: %d, documents: %d" % (len(out), len(objs)))
     return list(zip(objs, out))
-
-
-def json_docs(data):
-    dec, i, s, out = json.JSONDecoder(), 0, data.decode(), []
-    while i < len(s):
-        while i < len(s) and s[i].isspace():
-            i += 1
-        if i < len(s):
-            o, i = dec.raw_decode(s, i)
-            out.append(o)
-    return out
 
 
 def objects_of(doc):

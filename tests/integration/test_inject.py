@@ -181,6 +181,18 @@ def docs_of(text):
     return parts
 
 
+def json_docs(out):
+    """The documents of a stream of JSON documents (what -o json prints)."""
+    dec, i, s, docs = json.JSONDecoder(), 0, out.decode(), []
+    while i < len(s):
+        while i < len(s) and s[i].isspace():
+            i += 1
+        if i < len(s):
+            o, i = dec.raw_decode(s, i)
+            docs.append(o)
+    return docs
+
+
 def name_of(o):
     return "%s/%s" % (o["kind"].lower(), o["metadata"]["name"])
 
@@ -379,13 +391,7 @@ def test_inject_json_input_and_output(env):
     check(out2.decode() == cm, "a JSON ConfigMap did not pass through byte for byte")
     # --output json: one JSON document per YAML document
     out3, _ = inject_ok(env, ["-o", "json", "-"], stdin=WEB.encode())
-    dec, i, s, docs = json.JSONDecoder(), 0, out3.decode(), []
-    while i < len(s):
-        while i < len(s) and s[i].isspace():
-            i += 1
-        if i < len(s):
-            o, i = dec.raw_decode(s, i)
-            docs.append(o)
+    docs = json_docs(out3)
     check([d["kind"] for d in docs] == ["Deployment", "ConfigMap", "Job"], "json docs")
     check(docs[0] == objects(list(yaml.safe_load_all(inject_ok(env, ["-"], WEB.encode())[0])))[0],
           "--output json differs from the YAML output")
@@ -578,18 +584,6 @@ def test_inject_stamps_the_config_hash(env):
     check("config-hash" not in out3.decode(), "stamped without its ConfigMap")
     check(any(l.startswith("deployment/web not stamped: ") and "web-conf" in l
               for l in err3.splitlines()), "report: %s" % err3)
-
-
-def json_docs(out):
-    """The documents of a stream of JSON documents (what -o json prints)."""
-    dec, i, s, docs = json.JSONDecoder(), 0, out.decode(), []
-    while i < len(s):
-        while i < len(s) and s[i].isspace():
-            i += 1
-        if i < len(s):
-            o, i = dec.raw_decode(s, i)
-            docs.append(o)
-    return docs
 
 
 def test_inject_joined_inputs_keep_their_values(env):
