@@ -147,6 +147,7 @@ bench: deps
 	python3 tests/bench/stall.py --binary $(BUILD)/reload-agent
 	python3 tests/bench/injectbench.py --binary $(BUILD)/reload-agent
 	python3 tests/bench/webhookbench.py --binary $(BUILD)/reload-agent
+	python3 tests/bench/webhookworst.py --binary $(BUILD)/reload-agent
 	python3 tests/bench/memory.py --binary $(BUILD)/reload-agent --tools $(BUILD)/tools
 	python3 tests/bench/propagation.py --binary $(BUILD)/reload-agent
 

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +40,8 @@ static const struct flag_def FLAGS[] = {
      "of kustomize `patches:` entries; JSON for JSON input)"},
     {F_IN_PLACE, "in-place", 'i', FLAG_BOOL, NULL, NULL,
      "rewrite each changed input file atomically instead\n"
-     "of printing (not with stdin; --output yaml only)"},
+     "of printing (not with stdin; --output yaml only);\n"
+     "a file changed meanwhile or with hard links is refused"},
     {F_IMAGE, "image", 0, FLAG_STR, "IMAGE", NULL,
      "the sidecar image (default " INJECT_DEFAULT_IMAGE ")"},
 };
@@ -55,12 +57,13 @@ static const struct flags_cmd CMD = {
              "reload-agent.io/inject: \"true\" (every workload with --all; \"false\" always\n"
              "opts out). Every other object passes through unchanged.\n"
              "\n"
-             "Inputs are YAML streams (several documents) or JSON. With no input, or\n"
-             "with -, stdin is read. A directory is walked recursively for *.yaml,\n"
-             "*.yml and *.json files in sorted order (names starting with '.' are\n"
-             "skipped). YAML comes out as it came in, with the changes spliced in:\n"
-             "comments, key order, quoting and blank lines outside the changed nodes\n"
-             "are kept byte for byte; JSON comes out as JSON.\n"
+             "Inputs are YAML streams (several documents) or JSON (one document, or\n"
+             "a stream of them). With no input, or with -, stdin is read. A directory\n"
+             "is walked recursively for *.yaml, *.yml and *.json files in sorted order\n"
+             "(names starting with '.' are skipped, and dangling links and link loops\n"
+             "too, with a report line). YAML comes out as it came in, with the changes\n"
+             "spliced in: comments, key order, quoting and blank lines outside the\n"
+             "changed nodes are kept byte for byte; JSON comes out as JSON.\n"
              "\n",
     .footer = "\n"
               "An injected workload is also stamped with reload-agent.io/config-hash (the\n"
@@ -83,6 +86,14 @@ struct inputs {
     struct cli_input *v;
     char **paths; /* NULL for stdin */
     size_t n, cap;
+    char *skipped; /* report lines of the entries a directory walk skipped */
+};
+
+/* A directory on the path of the walk (a symlink back to one is a loop). */
+struct walk_dir {
+    dev_t dev;
+    ino_t ino;
+    const struct walk_dir *up;
 };
 
 static void add_input(struct inputs *in, const char *path)
@@ -112,35 +123,67 @@ static int by_name(const struct dirent **a, const struct dirent **b)
     return strcmp((*a)->d_name, (*b)->d_name);
 }
 
+/* Adds a report line for an entry the walk skipped. */
+static void skip(struct inputs *in, const char *path, const char *why)
+{
+    char *line = ra_asprintf("%s%s skipped: %s\n", in->skipped ? in->skipped : "", path, why);
+    free(in->skipped);
+    in->skipped = line;
+}
+
+static int walk(struct inputs *in, const char *dir, int depth, const struct walk_dir *up);
+
+/* One entry p (name) of a walked directory: a manifest is added, a
+ * directory walked, a dangling link or a link loop skipped with a report
+ * line. Returns 0 or -errno. */
+static int walk_entry(struct inputs *in, const char *p, const char *name, int depth,
+                      const struct walk_dir *up)
+{
+    struct stat st, lst;
+    if (stat(p, &st) < 0) {
+        int e = errno;
+        if (e == ELOOP || (e == ENOENT && lstat(p, &lst) == 0 && S_ISLNK(lst.st_mode))) {
+            if (has_manifest_suffix(name) || e == ELOOP)
+                skip(in, p, e == ELOOP ? "a symbolic link loop" : "a dangling symbolic link");
+            return 0;
+        }
+        fprintf(stderr, "reload-agent inject: %s: %s\n", p, strerror(e));
+        return -e;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        for (const struct walk_dir *d = up; d; d = d->up)
+            if (d->dev == st.st_dev && d->ino == st.st_ino) {
+                skip(in, p, "a symbolic link loop (it leads back to a directory being walked)");
+                return 0;
+            }
+        return walk(in, p, depth + 1, up);
+    }
+    if (S_ISREG(st.st_mode) && has_manifest_suffix(name)) add_input(in, p);
+    return 0;
+}
+
 /* Adds the manifests under dir, sorted, recursively. */
-static int walk(struct inputs *in, const char *dir, int depth)
+static int walk(struct inputs *in, const char *dir, int depth, const struct walk_dir *up)
 {
     struct dirent **ents;
+    struct stat st;
     if (depth > 32) {
         fprintf(stderr, "reload-agent inject: %s: directories nested too deep\n", dir);
         return -ELOOP;
     }
-    int n = scandir(dir, &ents, NULL, by_name);
+    int n = stat(dir, &st) == 0 ? scandir(dir, &ents, NULL, by_name) : -1;
     if (n < 0) {
         int e = errno;
         fprintf(stderr, "reload-agent inject: %s: %s\n", dir, strerror(e));
         return -e;
     }
+    struct walk_dir here = {st.st_dev, st.st_ino, up};
     int rc = 0;
     for (int i = 0; i < n; i++) {
         const char *name = ents[i]->d_name;
         if (rc == 0 && name[0] != '.') {
             char *p = ra_asprintf("%s/%s", dir, name);
-            struct stat st;
-            if (stat(p, &st) < 0) {
-                int e = errno;
-                fprintf(stderr, "reload-agent inject: %s: %s\n", p, strerror(e));
-                rc = -e;
-            } else if (S_ISDIR(st.st_mode)) {
-                rc = walk(in, p, depth + 1);
-            } else if (S_ISREG(st.st_mode) && has_manifest_suffix(name)) {
-                add_input(in, p);
-            }
+            rc = walk_entry(in, p, name, depth, &here);
             free(p);
         }
         free(ents[i]);
@@ -161,7 +204,7 @@ static int add_arg(struct inputs *in, const char *a)
         char *d = ra_strdup(a);
         size_t l = strlen(d);
         while (l > 1 && d[l - 1] == '/') d[--l] = '\0';
-        int rc = walk(in, d, 0);
+        int rc = walk(in, d, 0, NULL);
         free(d);
         if (rc == 0 && in->n == before) {
             fprintf(stderr, "reload-agent inject: %s: no *.yaml, *.yml or *.json files\n", a);
@@ -232,9 +275,71 @@ static int read_input(struct cli_input *v, const char *path, char **buf)
     return 0;
 }
 
-/* -i: writes every changed file to a temporary file beside it (same mode,
- * fsync'd), and only when all of them are written renames them over the
- * originals. Returns 0 or 1 (the exit status). */
+/* Writes v's output to a new temporary file beside real (st: real's
+ * status), with real's mode, and its owner where this process may set it,
+ * fsync'd. Returns the temporary file's path (malloc'd), or NULL (the
+ * error reported). */
+static char *write_temp(const struct cli_input *v, const char *real, const struct stat *st)
+{
+    char *dcopy = ra_strdup(real), *bcopy = ra_strdup(real);
+    char *tmp = ra_asprintf("%s/.%s.inject-XXXXXX", dirname(dcopy), basename(bcopy));
+    free(dcopy);
+    free(bcopy);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        fprintf(stderr, "reload-agent inject: %s: cannot create a temporary file: %s\n", v->name,
+                strerror(errno));
+        free(tmp);
+        return NULL;
+    }
+    size_t off = 0;
+    int e = 0;
+    while (off < v->outlen && !e) {
+        ssize_t w = write(fd, v->out + off, v->outlen - off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0)
+            e = errno;
+        else
+            off += (size_t)w;
+    }
+    /* the owner as far as allowed (root may set both; others their groups) */
+    if (!e && fchown(fd, st->st_uid, st->st_gid) < 0) (void)fchown(fd, (uid_t)-1, st->st_gid);
+    if (!e && fchmod(fd, st->st_mode & 07777) < 0) e = errno;
+    if (!e && fsync(fd) < 0) e = errno;
+    if (close(fd) < 0 && !e) e = errno;
+    if (e) {
+        fprintf(stderr, "reload-agent inject: %s: writing %s: %s\n", v->name, tmp, strerror(e));
+        unlink(tmp);
+        free(tmp);
+        return NULL;
+    }
+    return tmp;
+}
+
+/* 1 if real still holds what was read as v (nothing changed it while
+ * inject ran), else 0 with the reason reported. */
+static int unchanged_since_read(const struct cli_input *v, const char *real)
+{
+    char *now = NULL;
+    size_t len = 0;
+    int fd = open(real, O_RDONLY | O_CLOEXEC | O_NOCTTY),
+        rc = fd < 0 ? -errno : read_fd(fd, &now, &len);
+    if (fd >= 0) close(fd);
+    int same = rc == 0 && len == v->len && memcmp(now, v->data, len) == 0;
+    free(now);
+    if (rc < 0)
+        fprintf(stderr, "reload-agent inject: %s: reading it again: %s\n", v->name, strerror(-rc));
+    else if (!same)
+        fprintf(stderr, "reload-agent inject: %s: changed while inject ran: nothing written\n",
+                v->name);
+    return same;
+}
+
+/* -i: writes every changed file to a temporary file beside it (same mode
+ * and owner, fsync'd), checks that no original changed since it was read,
+ * and only then renames them over the originals. A file with more than
+ * one hard link is refused (a rename would leave the other names with the
+ * old content). Returns 0 or 1 (the exit status). */
 static int write_in_place(struct inputs *in)
 {
     char **tmp = calloc(in->n ? in->n : 1, sizeof *tmp);
@@ -248,54 +353,28 @@ static int write_in_place(struct inputs *in)
         if (!(real[i] = realpath(in->paths[i], NULL)) || stat(real[i], &st) < 0) {
             fprintf(stderr, "reload-agent inject: %s: %s\n", v->name, strerror(errno));
             status = 1;
-            break;
-        }
-        char *dcopy = ra_strdup(real[i]), *bcopy = ra_strdup(real[i]);
-        tmp[i] = ra_asprintf("%s/.%s.inject-XXXXXX", dirname(dcopy), basename(bcopy));
-        free(dcopy);
-        free(bcopy);
-        int fd = mkstemp(tmp[i]);
-        if (fd < 0) {
-            fprintf(stderr, "reload-agent inject: %s: cannot create a temporary file: %s\n",
-                    v->name, strerror(errno));
-            free(tmp[i]);
-            tmp[i] = NULL;
+        } else if (st.st_nlink > 1) {
+            fprintf(stderr,
+                    "reload-agent inject: %s: has %ju hard links, which -i would break (the "
+                    "others would keep the old content): inject it to stdout instead\n",
+                    v->name, (uintmax_t)st.st_nlink);
             status = 1;
-            break;
-        }
-        size_t off = 0;
-        int e = 0;
-        while (off < v->outlen && !e) {
-            ssize_t w = write(fd, v->out + off, v->outlen - off);
-            if (w < 0 && errno == EINTR) continue;
-            if (w < 0)
-                e = errno;
-            else
-                off += (size_t)w;
-        }
-        if (!e && fchmod(fd, st.st_mode & 07777) < 0) e = errno;
-        if (!e && fsync(fd) < 0) e = errno;
-        if (close(fd) < 0 && !e) e = errno;
-        if (e) {
-            fprintf(stderr, "reload-agent inject: %s: writing %s: %s\n", v->name, tmp[i],
-                    strerror(e));
+        } else if (!(tmp[i] = write_temp(v, real[i], &st))) {
             status = 1;
         }
     }
-    if (status != 0) {
-        for (size_t i = 0; i < in->n; i++)
-            if (tmp[i]) unlink(tmp[i]);
-    }
+    for (size_t i = 0; i < in->n && status == 0; i++)
+        if (tmp[i] && !unchanged_since_read(&in->v[i], real[i])) status = 1;
     for (size_t i = 0; i < in->n && status == 0; i++) {
         if (!tmp[i]) continue;
         if (rename(tmp[i], real[i]) < 0) {
             fprintf(stderr, "reload-agent inject: %s: replacing it: %s\n", in->v[i].name,
                     strerror(errno));
-            for (size_t j = i; j < in->n; j++)
-                if (tmp[j]) unlink(tmp[j]);
             status = 1;
             break;
         }
+        free(tmp[i]);
+        tmp[i] = NULL;
         char *dcopy = ra_strdup(real[i]);
         int dfd = open(dirname(dcopy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd >= 0) {
@@ -305,6 +384,7 @@ static int write_in_place(struct inputs *in)
         free(dcopy);
     }
     for (size_t i = 0; i < in->n; i++) {
+        if (tmp[i]) unlink(tmp[i]);
         free(tmp[i]);
         free(real[i]);
     }
@@ -376,6 +456,7 @@ static int run(struct args *a, char **bufs)
         fprintf(stderr, "reload-agent inject: writing the output: %s\n", strerror(errno));
         status = 1;
     }
+    if (status == 0 && in->skipped) fputs(in->skipped, stderr);
     if (status == 0 && res.reportlen) fwrite(res.report, 1, res.reportlen, stderr);
     cli_free(in->v, in->n, &res);
     return status;
@@ -400,5 +481,6 @@ int cmd_inject(int argc, char **argv)
     free(bufs);
     free(a.in.v);
     free(a.in.paths);
+    free(a.in.skipped);
     return status;
 }

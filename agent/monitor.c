@@ -28,6 +28,7 @@
 #include "agent/metrics.h"
 #include "base/backoff.h"
 #include "base/log.h"
+#include "base/permhint.h"
 #include "watch/watch.h"
 
 #define RETRY_MIN_MS 500
@@ -90,12 +91,13 @@ struct monitor {
     unsigned char *seen; /* root existed at some point */
     struct path_rules rules;
     uint64_t debounce_ms, resync_ms;
-    uint64_t burst_start; /* uv_now of the first hint of the pending burst */
-    int pending;          /* debounce timer armed */
-    int overflowed;       /* an overflow is pending evaluation */
-    uint64_t retry_ms;    /* current hash-error backoff, 0 = none */
-    uint64_t hold_until;  /* content unstable: no evaluation before this uv_now */
-    int retry_n;          /* hash errors in a row */
+    uint64_t burst_start;            /* uv_now of the first hint of the pending burst */
+    int pending;                     /* debounce timer armed */
+    int overflowed;                  /* an overflow is pending evaluation */
+    uint64_t retry_ms;               /* current hash-error backoff, 0 = none */
+    uint64_t hold_until;             /* content unstable: no evaluation before this uv_now */
+    int retry_n;                     /* hash errors in a row */
+    uint64_t err_key, err_logged_at; /* the hash error last logged at error level, when */
     struct hash_manifest cur;
     int have_base;            /* cur is a baseline (or later) taken from the content */
     struct hash_cache *cache; /* resolved roots and listings, kept between evaluations */
@@ -230,22 +232,39 @@ static void hash_failed(struct monitor *m, int hold)
     m->hold_until = hold ? uv_now(m->loop) + m->retry_ms : 0;
 }
 
-static void log_hash_error(const struct job *j)
+/* A hash error is logged at error level when a run of failures starts,
+ * when it is another error than the last one logged so, and at most every
+ * HASH_ERROR_LOG_MS while the same one repeats (at debug level between):
+ * retries go on, the log does not fill with one line every 30 s. */
+#define HASH_ERROR_LOG_MS (10 * 60 * 1000)
+
+static void log_hash_error(struct monitor *m, const struct job *j)
 {
     struct log_rec r;
     const char *op = j->err.op ? j->err.op : "";
-    if (!log_rec_begin(&r, RA_LOG_ERROR, "hash-error")) return;
+    uint64_t key = 1469598103934665603ull ^ (uint64_t)(-j->rc), now = uv_now(m->loop);
+    for (const char *p = j->err.path; *p; p++) key = (key ^ (unsigned char)*p) * 1099511628211ull;
+    for (const char *p = op; *p; p++) key = (key ^ (unsigned char)*p) * 1099511628211ull;
+    int loud = m->retry_n == 0 || key != m->err_key || now - m->err_logged_at >= HASH_ERROR_LOG_MS;
+    if (loud) {
+        m->err_key = key;
+        m->err_logged_at = now;
+    }
+    char hint[512] = "";
+    if (j->rc == -EACCES) ra_perm_hint(j->err.path, hint, sizeof hint);
+    if (!log_rec_begin(&r, loud ? RA_LOG_ERROR : RA_LOG_DEBUG, "hash-error")) return;
     log_rec_str(&r, "path", j->err.path);
     log_rec_str(&r, "op", op);
     log_rec_str(&r, "error", hash_strerror(j->rc));
+    if (*hint) log_rec_str(&r, "hint", hint);
     if (strcmp(op, "rewalk") == 0)
         log_rec_end(&r,
                     "cannot hash the watched content: %s kept changing while it was read "
                     "(%d attempts); retrying with backoff",
                     j->err.path, HASH_MAX_REWALKS + 1);
     else
-        log_rec_end(&r, "cannot hash the watched content: %s %s: %s", op, j->err.path,
-                    hash_strerror(j->rc));
+        log_rec_end(&r, "cannot hash the watched content: %s %s: %s%s%s", op, j->err.path,
+                    hash_strerror(j->rc), *hint ? "; " : "", hint);
 }
 
 /* A hash finished and its result is current: act on it. */
@@ -255,7 +274,7 @@ static void finish(struct monitor *m, struct job *j)
     char hex[HASH_HEX_LEN + 1];
     log_warnings(j);
     if (j->rc < 0) {
-        log_hash_error(j);
+        log_hash_error(m, j);
         hash_failed(m, j->err.op && strcmp(j->err.op, "rewalk") == 0);
         return;
     }

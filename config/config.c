@@ -21,6 +21,7 @@
 #include "actions/exec.h"
 #include "actions/rollout_decide.h"
 #include "base/addr.h"
+#include "base/dups.h"
 #include "base/log.h"
 #include "base/redact.h"
 #include "base/text.h"
@@ -625,18 +626,17 @@ static int check_env(const struct config *c, const struct cfg_env *env, const in
 /* A list of roots: no empty path, none given twice. */
 static int check_roots(const struct strlist *l, const char *opt, char *err, size_t errlen)
 {
-    for (size_t i = 0; i < l->n; i++) {
+    for (size_t i = 0; i < l->n; i++)
         if (l->v[i][0] == '\0') {
             snprintf(err, errlen, "invalid value for --%s: empty path", opt);
             return -EINVAL;
         }
-        for (size_t j = 0; j < i; j++)
-            if (strcmp(l->v[i], l->v[j]) == 0) {
-                char q[QUOTED_MAX];
-                snprintf(err, errlen, "invalid value for --%s: %s is given twice", opt,
-                         QV(q, l->v[i]));
-                return -EINVAL;
-            }
+    long d = ra_first_duplicate((const char *const *)l->v, l->n);
+    if (d == -2) ra_oom();
+    if (d >= 0) {
+        char q[QUOTED_MAX];
+        snprintf(err, errlen, "invalid value for --%s: %s is given twice", opt, QV(q, l->v[d]));
+        return -EINVAL;
     }
     return 0;
 }

@@ -16,7 +16,9 @@
 
 #include "base/log.h"
 #include "inject/jsonpatch.h"
+#include "inject/jsonstream.h"
 #include "inject/stamp.h"
+#include "inject/yamljoin.h"
 #include "inject/yamlrender.h"
 #include "inject/yamlsplice.h"
 #include "inject/yamltree.h"
@@ -24,13 +26,15 @@
 /* One document of one input. */
 struct doc {
     size_t start, end; /* its bytes in the input */
+    size_t vstart;     /* a JSON stream's document: where its value starts */
     cJSON *json;       /* parsed (NULL for an empty document) */
     cJSON *ops;        /* operations on the whole document (prefixed for List items) */
 };
 
 struct file {
     struct cli_input *in;
-    int json; /* the input is one JSON document */
+    int json;   /* the input is JSON: one document, or a stream of them */
+    int stream; /* a stream of JSON documents (jsonstream.h) */
     size_t indent;
     struct yamltree t;
     struct doc *docs;
@@ -227,7 +231,12 @@ static int process_object(struct run *r, struct file *f, size_t di, const cJSON 
         goto out;
     switch (was) {
     case INJECT_INJECTED: report(r, "%s injected", name); break;
-    case INJECT_UNCHANGED: report(r, "%s unchanged: already injected", name); break;
+    case INJECT_UNCHANGED:
+        if (cJSON_GetArraySize(res.ops) > 0) /* only the stamp's operation */
+            report(r, "%s updated: already injected, its stamp replaced", name);
+        else
+            report(r, "%s unchanged: already injected", name);
+        break;
     case INJECT_SKIPPED: report(r, "%s skipped: %s", name, res.reason); break;
     case INJECT_NOT_WORKLOAD: report(r, "%s passed through", name); break;
     }
@@ -287,9 +296,75 @@ static size_t json_indent(const char *s, size_t n)
     return k > 0 && k <= 8 ? k : 4;
 }
 
+/* Reads document i of a JSON stream, text[d->vstart, d->end) on lines
+ * from line0 (0-based) on: it must be JSON, read with yamltree's rules as
+ * any document (duplicate keys are errors). */
+static int parse_stream_doc(struct run *r, struct file *f, size_t i, size_t line0)
+{
+    struct doc *d = &f->docs[i];
+    const char *text = f->in->data + d->vstart, *end = NULL;
+    size_t len = d->end - d->vstart;
+    cJSON *check = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    cJSON_Delete(check);
+    long ctl = jsonstream_control_at(text, len);
+    if (ctl >= 0) end = text + ctl; /* cJSON lets them through */
+    if (!check || end != text + len) {
+        size_t line = line0 + 1;
+        for (const char *p = text; end && p < end && p < text + len; p++) line += *p == '\n';
+        return ra_errf(r->err, r->errlen, -EINVAL,
+                       "%s: document %zu, line %zu: not JSON (a stream of JSON documents holds "
+                       "only JSON)",
+                       f->in->name, i + 1, line);
+    }
+    struct yamltree t;
+    struct yamltree_error e;
+    int rc = yamltree_parse(text, len, &t, &e);
+    if (rc == 0) {
+        memset(&e, 0, sizeof e);
+        rc = t.ndocs == 1 ? yamltree_to_json(t.docs[0].root, &d->json, &e) : -EINVAL;
+        yamltree_free(&t);
+    }
+    if (rc == -EINVAL)
+        return ra_errf(r->err, r->errlen, rc, "%s: document %zu, line %zu: %s", f->in->name, i + 1,
+                       line0 + (e.line ? e.line : 1), e.msg);
+    return rc;
+}
+
+/* Reads a stream of JSON documents (jsonstream.h) into f. */
+static int parse_stream(struct run *r, struct file *f, const struct jsonstream_doc *js, size_t n)
+{
+    const char *text = f->in->data;
+    if (!(f->docs = calloc(n, sizeof *f->docs))) return -ENOMEM;
+    f->ndocs = n;
+    f->json = f->stream = 1;
+    f->indent = json_indent(text, f->in->len);
+    size_t prev = 0, line0 = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct doc *d = &f->docs[i];
+        for (size_t k = prev; k < js[i].start; k++) line0 += text[k] == '\n';
+        d->start = prev;
+        d->vstart = js[i].start;
+        d->end = prev = js[i].end;
+        int rc = parse_stream_doc(r, f, i, line0);
+        if (rc < 0) return rc;
+        for (size_t k = js[i].start; k < js[i].end; k++) line0 += text[k] == '\n';
+    }
+    return 0;
+}
+
 static int parse_file(struct run *r, struct file *f)
 {
     struct yamltree_error e;
+    if (looks_json(f->in->data, f->in->len)) {
+        struct jsonstream_doc *js;
+        long n = jsonstream_split(f->in->data, f->in->len, &js);
+        if (n < 0) return (int)n;
+        if (n > 0) {
+            int rc = parse_stream(r, f, js, (size_t)n);
+            free(js);
+            return rc;
+        }
+    }
     int rc = yamltree_parse(f->in->data, f->in->len, &f->t, &e);
     if (rc < 0) {
         if (rc == -ENOMEM) return rc;
@@ -338,7 +413,23 @@ static int render_file(struct run *r, struct file *f)
     struct yamlrender_buf b = {0};
     const char *src = f->in->data;
     int rc = 0;
-    if (r->opts->output == CLI_OUT_JSON || (f->json && f->docs[0].ops)) {
+    int changed = 0;
+    for (size_t i = 0; i < f->ndocs; i++) changed |= f->docs[i].ops != NULL;
+    if (f->stream && changed && r->opts->output != CLI_OUT_JSON) {
+        /* a JSON stream: each changed document rendered in its place */
+        size_t pos = 0;
+        for (size_t i = 0; i < f->ndocs; i++) {
+            const struct doc *d = &f->docs[i];
+            cJSON *j = NULL;
+            if (!d->ops) continue;
+            if ((rc = patched(d, &j, r, f, i)) < 0) goto out;
+            yamlrender_put(&b, src + pos, d->vstart - pos);
+            yamlrender_json(&b, j, f->indent);
+            cJSON_Delete(j);
+            pos = d->end;
+        }
+        yamlrender_put(&b, src + pos, f->in->len - pos);
+    } else if (r->opts->output == CLI_OUT_JSON || (f->json && changed)) {
         for (size_t i = 0; i < f->ndocs; i++) {
             cJSON *j = NULL;
             if (!f->docs[i].json || cJSON_IsNull(f->docs[i].json)) continue;
@@ -386,24 +477,42 @@ out:
     return rc;
 }
 
-/* What must stand between two inputs' YAML in one stream. */
+/* The length of the YAML line break at s[0..n) (LF, CR, CR LF, and
+ * libyaml's NEL, LS and PS), or 0. */
+static size_t line_break(const char *s, size_t n)
+{
+    if (n >= 1 && s[0] == '\n') return 1;
+    if (n >= 1 && s[0] == '\r') return n >= 2 && s[1] == '\n' ? 2 : 1;
+    if (n >= 2 && memcmp(s, "\xC2\x85", 2) == 0) return 2;
+    if (n >= 3 && (memcmp(s, "\xE2\x80\xA8", 3) == 0 || memcmp(s, "\xE2\x80\xA9", 3) == 0))
+        return 3;
+    return 0;
+}
+
+/* What must stand between two inputs' YAML in one stream: "" when the
+ * next starts with its own "---", "...\n" before a directive, "---\n"
+ * else; NULL when the next holds no content (comments, blank lines). */
 static const char *separator(const char *next, size_t n)
 {
     size_t i = 0;
     if (n >= 3 && memcmp(next, "\xEF\xBB\xBF", 3) == 0) i = 3;
     while (i < n) {
-        size_t e = i;
-        while (e < n && next[e] != '\n') e++;
+        size_t e = i, br = 0;
+        while (e < n && !(br = line_break(next + e, n - e))) e++;
         size_t s = i;
-        while (s < e && (next[s] == ' ' || next[s] == '\t' || next[s] == '\r')) s++;
+        while (s < e && (next[s] == ' ' || next[s] == '\t')) s++;
         if (s < e && next[s] != '#') {
-            if (e - s >= 3 && memcmp(next + s, "---", 3) == 0) return "";
-            if (next[s] == '%') return "...\n";
+            /* a marker is "---" at column 0, alone or before a blank
+             * ("---:" and an indented "---" are content) */
+            if (s == i && e - s >= 3 && memcmp(next + s, "---", 3) == 0 &&
+                (e - s == 3 || next[s + 3] == ' ' || next[s + 3] == '\t'))
+                return "";
+            if (s == i && next[s] == '%') return "...\n";
             return "---\n";
         }
-        i = e + 1;
+        i = e + (br ? br : 1);
     }
-    return ""; /* only comments: nothing to separate */
+    return NULL; /* only comments and blanks */
 }
 
 static void render_patches(struct run *r, struct yamlrender_buf *b, int all_json)
@@ -469,6 +578,124 @@ static int collect_sources(struct run *r)
     return 0;
 }
 
+/* 1 if a[0..alen) and b[0..blen) hold the same documents, 0 if not, or
+ * -ENOMEM. A text that does not parse holds none. */
+static int same_documents(const char *a, size_t alen, const char *b, size_t blen)
+{
+    struct yamltree ta, tb;
+    struct yamltree_error e;
+    int rca = yamltree_parse(a, alen, &ta, &e), rcb = yamltree_parse(b, blen, &tb, &e);
+    int same = rca == 0 && rcb == 0 && ta.ndocs == tb.ndocs, rc = 0;
+    for (size_t i = 0; same && i < ta.ndocs; i++) {
+        cJSON *ja = NULL, *jb = NULL;
+        if (yamltree_to_json(ta.docs[i].root, &ja, &e) == -ENOMEM ||
+            yamltree_to_json(tb.docs[i].root, &jb, &e) == -ENOMEM)
+            rc = -ENOMEM;
+        same = ja && jb && cJSON_Compare(ja, jb, 1);
+        cJSON_Delete(ja);
+        cJSON_Delete(jb);
+    }
+    if (rca == 0) yamltree_free(&ta);
+    if (rcb == 0) yamltree_free(&tb);
+    if (rca == -ENOMEM || rcb == -ENOMEM) rc = -ENOMEM;
+    return rc < 0 ? rc : same;
+}
+
+/* Appends input i's YAML rendering to out when another input follows it:
+ * with a line break after it, which must not change what it holds (a
+ * block scalar at its very end would take the break into its value: its
+ * chomping is made strip, yamljoin.h). Returns 0, -EINVAL (err set) or
+ * -ENOMEM. */
+static int put_joined(struct run *r, const struct cli_input *in, struct yamlrender_buf *out,
+                      size_t skip)
+{
+    const char *text = in->out + skip;
+    size_t len = in->outlen - skip;
+    char *safe = NULL, *with = NULL;
+    size_t safelen = 0;
+    int rc = 1;
+    if (len && text[len - 1] != '\n') {
+        /* the text as it is, with the break: the same documents? */
+        if (!(with = malloc(len + 1))) return -ENOMEM;
+        memcpy(with, text, len);
+        with[len] = '\n';
+        rc = same_documents(text, len, with, len + 1);
+        free(with);
+        if (rc == 0 && (rc = yamljoin_safe_end(text, len, &safe, &safelen)) == 1) {
+            size_t n = safelen;
+            if (!n || safe[n - 1] != '\n') safe[n++] = '\n'; /* yamljoin leaves room for it */
+            rc = same_documents(text, len, safe, n);
+        }
+    }
+    if (rc == 0)
+        rc = ra_errf(r->err, r->errlen, -EINVAL,
+                     "%s: it ends in a block scalar without a final line break, which joining "
+                     "it with the next input would change: add a line break at its end",
+                     in->name);
+    if (rc > 0) yamlrender_put(out, safe ? safe : text, safe ? safelen : len);
+    free(safe);
+    if (rc < 0) return rc;
+    if (out->len && out->p[out->len - 1] != '\n') yamlrender_put(out, "\n", 1);
+    return 0;
+}
+
+/* Appends a stream of JSON documents joined with other inputs into a YAML
+ * stream: each document after the first on a line after "---" (JSON
+ * documents one after the other are no YAML stream). more: another input
+ * follows (the text then ends in a line break). Returns 0 or -ENOMEM. */
+static int put_stream_joined(struct yamlrender_buf *out, const char *text, size_t len, int more)
+{
+    struct jsonstream_doc *d = NULL;
+    long n = jsonstream_split(text, len, &d);
+    if (n < 0) return (int)n;
+    size_t pos = 0;
+    for (long i = 1; i < n; i++) { /* up to document i, then the separator */
+        yamlrender_put(out, text + pos, d[i - 1].end - pos);
+        yamlrender_puts(out, "\n---\n");
+        pos = d[i].start;
+    }
+    free(d);
+    yamlrender_put(out, text + pos, len - pos);
+    if (more && out->len && out->p[out->len - 1] != '\n') yamlrender_put(out, "\n", 1);
+    return 0;
+}
+
+/* Joins the inputs' renderings into one stream in out: YAML inputs with
+ * the separator the next one needs (separator), JSON documents as they
+ * are. Returns 0, -EINVAL (err set) or -ENOMEM. */
+static int join(struct run *r, struct cli_input *in, size_t n, struct yamlrender_buf *out)
+{
+    size_t last = n; /* the last input with some output */
+    for (size_t i = 0; i < n; i++)
+        if (in[i].outlen) last = i;
+    int prev = 0, docs = 0; /* some input before, some document before */
+    for (size_t i = 0; i < n; i++) {
+        if (in[i].outlen == 0) continue;
+        size_t skip = 0;
+        int yaml = r->opts->output == CLI_OUT_MANIFEST;
+        if (prev && yaml) {
+            /* an input of only comments and blank lines holds no document:
+             * after one, "..." ends it (else an indented comment or blank
+             * line would read as part of a block scalar it ends in) */
+            const char *sep = separator(in[i].out, in[i].outlen);
+            yamlrender_puts(out, sep ? sep : docs ? "...\n" : "");
+            /* a byte order mark only starts a stream */
+            if (in[i].outlen >= 3 && memcmp(in[i].out, "\xEF\xBB\xBF", 3) == 0) skip = 3;
+        }
+        int rc = 0;
+        if (yaml && r->files[i].stream && (prev || i != last))
+            rc = put_stream_joined(out, in[i].out + skip, in[i].outlen - skip, i != last);
+        else if (yaml && i != last)
+            rc = put_joined(r, &in[i], out, skip);
+        else
+            yamlrender_put(out, in[i].out + skip, in[i].outlen - skip);
+        if (rc < 0) return rc;
+        prev = 1;
+        docs |= r->files[i].ndocs > 0;
+    }
+    return 0;
+}
+
 static void free_files(struct run *r)
 {
     free(r->sources.objs);
@@ -517,20 +744,8 @@ int cli_run(struct cli_input *in, size_t n, const struct cli_opts *opts, struct 
 
     if (opts->output == CLI_OUT_PATCH) {
         render_patches(&r, &out, all_json);
-    } else {
-        size_t prev = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (in[i].outlen == 0) continue;
-            size_t skip = 0;
-            if (prev && opts->output == CLI_OUT_MANIFEST) {
-                if (out.p[out.len - 1] != '\n') yamlrender_put(&out, "\n", 1);
-                yamlrender_puts(&out, separator(in[i].out, in[i].outlen));
-                /* a byte order mark only starts a stream */
-                if (in[i].outlen >= 3 && memcmp(in[i].out, "\xEF\xBB\xBF", 3) == 0) skip = 3;
-            }
-            yamlrender_put(&out, in[i].out + skip, in[i].outlen - skip);
-            prev = 1;
-        }
+    } else if ((rc = join(&r, in, n, &out)) < 0) {
+        goto fail;
     }
     if (out.oom || r.report.oom) {
         rc = -ENOMEM;

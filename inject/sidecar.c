@@ -8,6 +8,7 @@
  */
 #include "inject/transform_int.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,15 +18,24 @@ void inject__args_free(char **v, size_t n)
     free(v);
 }
 
-char *inject__nested_ignore(struct inject__ctx *x, const char *path, const char *const *paths,
-                            size_t n)
+int inject__mirror_paths(const struct inject__ctx *x, struct inject__names *m)
 {
-    int nested = 0;
-    for (size_t i = 0; i < n && !nested; i++)
-        nested = inject__path_within(path, paths[i]) && !inject__path_within(paths[i], path);
-    if (!nested) return NULL;
+    if (inject__names_init(m, x->nmirrors) < 0) return -ENOMEM;
+    for (size_t i = 0; i < x->nmirrors; i++)
+        if (inject__names_put(m, x->mirrors[i].mount_path, i, NULL) < 0) {
+            inject__names_free(m);
+            return -ENOMEM;
+        }
+    return 0;
+}
+
+char *inject__nested_ignore(struct inject__ctx *x, const char *path,
+                            const struct inject__names *within)
+{
+    long up = inject__names_ancestor(within, path);
+    if (up == -ENOMEM) x->oom = 1;
+    if (up < 0) return NULL;
     size_t len = strlen(path);
-    while (len > 1 && path[len - 1] == '/') len--;
     char *g = malloc(2 * len + sizeof "/..*");
     if (!g) {
         x->oom = 1;
@@ -44,25 +54,22 @@ char **inject__sidecar_args(struct inject__ctx *x, const struct inject__sidecar 
 {
     size_t cap = 2 * x->nmirrors + x->nenvs + 1, k = 0;
     char **v = calloc(cap, sizeof *v);
-    const char **paths = calloc(x->nmirrors + 1, sizeof *paths);
-    if (!v || !paths) {
+    struct inject__names paths;
+    if (!v || inject__mirror_paths(x, &paths) < 0) {
         free(v);
-        free(paths);
         x->oom = 1;
         return NULL;
     }
-    for (size_t i = 0; i < x->nmirrors; i++) {
+    for (size_t i = 0; i < x->nmirrors; i++)
         v[k++] = inject__printf(x, "--watch=%s", x->mirrors[i].mount_path);
-        paths[i] = x->mirrors[i].mount_path;
-    }
     for (size_t i = 0; i < x->nenvs; i++)
         v[k++] = inject__printf(x, "--env-watch=%s", x->envs[i].mount_path);
     for (size_t i = 0; i < x->nmirrors; i++) {
-        char *g = inject__nested_ignore(x, paths[i], paths, x->nmirrors);
+        char *g = inject__nested_ignore(x, x->mirrors[i].mount_path, &paths);
         if (g) v[k++] = inject__printf(x, "--ignore=%s", g);
         free(g);
     }
-    free(paths);
+    inject__names_free(&paths);
     if (s->events_off) v[k++] = inject__printf(x, "--events=false");
     *n = k;
     if (x->oom) {

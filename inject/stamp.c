@@ -225,6 +225,20 @@ static const cJSON *find_source(struct ctx *c, const char *kind, const char *nam
     return found;
 }
 
+/* The namespace of a ConfigMap or Secret (kind) called name in another
+ * namespace than the workload's ("" for none given), or NULL: why a source
+ * the input holds does not count. */
+static const char *other_namespace(struct ctx *c, const char *kind, const char *name)
+{
+    for (size_t i = 0; c->src && i < c->src->n; i++) {
+        const cJSON *o = c->src->objs[i];
+        const cJSON *md = cJSON_GetObjectItemCaseSensitive(o, "metadata");
+        const char *k = str_of(o, "kind"), *n = str_of(md, "name"), *ns = str_of(md, "namespace");
+        if (k && n && !strcmp(k, kind) && !strcmp(n, name)) return ns ? ns : "";
+    }
+    return NULL;
+}
+
 /* The bytes of key in a source object: ConfigMap data (as is) or
  * binaryData (base64); Secret stringData (as is) over data (base64).
  * Returns 1 and *bytes (malloc'd) / *len, 0 when the key is absent, <0 on a
@@ -306,6 +320,12 @@ static int source_payload(struct ctx *c, const cJSON *src, int secret, const cha
     if (!obj) {
         /* the kubelet mounts an empty directory for an optional one */
         if (optional) return 1;
+        const char *other = other_namespace(c, kind, name);
+        if (other)
+            return NOSTAMP(c,
+                           "%s is not in the input for namespace %s: the input has it in "
+                           "namespace %s",
+                           what, c->ns && *c->ns ? c->ns : "(none)", *other ? other : "(none)");
         return NOSTAMP(c, "%s is not in the input", what);
     }
     /* the plain map (as is) and the base64 one; source_key gives a key's
@@ -409,16 +429,12 @@ static int volume_payload(struct ctx *c, const cJSON *spec, const char *name, st
                    name, volume_kind(vol));
 }
 
-/* mountPath with repeated slashes collapsed and the trailing '/' removed. */
+/* mountPath as the container runtime reads it (cleaned: inject__clean_path),
+ * "" for "/". */
 static char *norm_mount(const char *p)
 {
-    char *o = malloc(strlen(p) + 1);
-    size_t n = 0;
-    if (!o) return NULL;
-    for (const char *s = p; *s; s++)
-        if (!(*s == '/' && n > 0 && o[n - 1] == '/')) o[n++] = *s;
-    while (n > 0 && o[n - 1] == '/') n--;
-    o[n] = '\0';
+    char *o = inject__clean_path(p);
+    if (o && strcmp(o, "/") == 0) o[0] = '\0';
     return o;
 }
 
@@ -607,6 +623,26 @@ static int compute(struct ctx *c, const cJSON *spec, const cJSON *sc, const stru
     if (nroots == 0) {
         rc = NOSTAMP(c, "the sidecar watches nothing");
         goto out;
+    }
+    /* the agent's logical paths start with the root as written: the
+     * container's paths only where it is clean */
+    for (size_t r = 0; r < nroots; r++) {
+        size_t l = strlen(roots[r]);
+        char *root = strdup(roots[r]);
+        if (!root) {
+            rc = NOMEM(c);
+            goto out;
+        }
+        while (l > 1 && root[l - 1] == '/') root[--l] = '\0';
+        int clean = inject__is_clean_path(root);
+        free(root);
+        if (!clean) {
+            rc = NOSTAMP(c,
+                         "watch root %s is not a clean path: the agent's paths would not be "
+                         "the container's",
+                         roots[r]);
+            goto out;
+        }
     }
     const cJSON *vms = cJSON_GetObjectItemCaseSensitive(sc, "volumeMounts"), *vm;
     if (vms && !cJSON_IsNull(vms) && !cJSON_IsArray(vms)) {

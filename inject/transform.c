@@ -190,6 +190,107 @@ static int add_apps(struct inject__ctx *x, const cJSON *arr, const char *field, 
     return 0;
 }
 
+/* ---- the pod's operating system ---- */
+
+#define OS_LABEL "kubernetes.io/os"
+#define OS_LABEL_BETA "beta.kubernetes.io/os"
+
+/* 1 if term (a nodeSelectorTerm at path) admits only nodes whose OS label
+ * is not linux, with the values in *os; 0 if not; -EINVAL. */
+static int term_excludes_linux(struct inject__ctx *x, const cJSON *term, const char *path,
+                               const char **os)
+{
+    const cJSON *exprs, *e;
+    char ep[320];
+    if (!cJSON_IsObject(term)) return inject__type_error(x, path, "an object", term);
+    if (inject__get_arr(x, term, path, "matchExpressions", &exprs) < 0) return -EINVAL;
+    int i = 0;
+    cJSON_ArrayForEach(e, exprs)
+    {
+        const char *key, *op;
+        const cJSON *vals, *v;
+        snprintf(ep, sizeof ep, "%.240s.matchExpressions[%d]", path, i++);
+        if (!cJSON_IsObject(e)) return inject__type_error(x, ep, "an object", e);
+        if (inject__get_str(x, e, ep, "key", &key) < 0 ||
+            inject__get_str(x, e, ep, "operator", &op) < 0 ||
+            inject__get_arr(x, e, ep, "values", &vals) < 0)
+            return -EINVAL;
+        if (!key || !op || (strcmp(key, OS_LABEL) != 0 && strcmp(key, OS_LABEL_BETA) != 0))
+            continue;
+        int linux = 0, any = 0;
+        cJSON_ArrayForEach(v, vals) if (cJSON_IsString(v))
+        {
+            linux |= strcmp(v->valuestring, "linux") == 0;
+            if (!any) *os = v->valuestring;
+            any = 1;
+        }
+        if (strcmp(op, "In") == 0 && any && !linux) return 1; /* *os: the first value */
+        if (strcmp(op, "NotIn") == 0 && linux) {
+            *os = "non-linux";
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* 1 if the pod can only run on another OS than Linux, with why (the
+ * field and the OS) in why: spec.os.name, nodeSelector kubernetes.io/os,
+ * or a required node affinity each of whose terms excludes linux; 0 if
+ * not; -EINVAL for a field of the wrong type. sp is the spec's path. */
+static int other_os(struct inject__ctx *x, const char *sp, char *why, size_t whylen)
+{
+    const cJSON *os, *sel, *aff, *na, *req, *terms, *t;
+    const char *name = NULL, *label = NULL, *beta = NULL;
+    char p[224];
+    snprintf(p, sizeof p, "%s.os", sp);
+    if (inject__get_obj(x, x->spec, sp, "os", &os) < 0 ||
+        (os && inject__get_str(x, os, p, "name", &name) < 0))
+        return -EINVAL;
+    if (name && strcmp(name, "linux") != 0) {
+        snprintf(why, whylen, "%.40s pods are not injected (spec.os.name)", name);
+        return 1;
+    }
+    snprintf(p, sizeof p, "%s.nodeSelector", sp);
+    if (inject__get_obj(x, x->spec, sp, "nodeSelector", &sel) < 0 ||
+        (sel && (inject__get_str(x, sel, p, OS_LABEL, &label) < 0 ||
+                 inject__get_str(x, sel, p, OS_LABEL_BETA, &beta) < 0)))
+        return -EINVAL;
+    if (!label) label = beta;
+    if (label && strcmp(label, "linux") != 0) {
+        snprintf(why, whylen, "%.40s pods are not injected (nodeSelector %s)", label,
+                 beta && label == beta ? OS_LABEL_BETA : OS_LABEL);
+        return 1;
+    }
+    snprintf(p, sizeof p, "%s.affinity", sp);
+    if (inject__get_obj(x, x->spec, sp, "affinity", &aff) < 0 ||
+        (aff && inject__get_obj(x, aff, p, "nodeAffinity", &na) < 0))
+        return -EINVAL;
+    if (!aff || !na) return 0;
+    snprintf(p, sizeof p, "%s.affinity.nodeAffinity", sp);
+    if (inject__get_obj(x, na, p, "requiredDuringSchedulingIgnoredDuringExecution", &req) < 0)
+        return -EINVAL;
+    snprintf(p, sizeof p, "%s.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution",
+             sp);
+    if (!req) return 0;
+    if (inject__get_arr(x, req, p, "nodeSelectorTerms", &terms) < 0) return -EINVAL;
+    const char *first = NULL;
+    int i = 0, n = 0;
+    cJSON_ArrayForEach(t, terms)
+    {
+        char tp[240];
+        const char *o = NULL;
+        snprintf(tp, sizeof tp, "%.200s.nodeSelectorTerms[%d]", p, i++);
+        int rc = term_excludes_linux(x, t, tp, &o);
+        if (rc <= 0) return rc;
+        if (!first) first = o;
+        n++;
+    }
+    if (n == 0) return 0;
+    snprintf(why, whylen, "%.40s pods are not injected (required node affinity on %s)", first,
+             OS_LABEL);
+    return 1;
+}
+
 /* ---- the agent's configuration ---- */
 
 struct effective {
@@ -204,18 +305,16 @@ struct effective {
  * mirror whose kubelet-private names it no longer leaves out. */
 static void warn_ignore_replaced(struct inject__ctx *x, const struct config *cfg)
 {
-    const char **paths = calloc(x->nmirrors + 1, sizeof *paths);
-    if (!paths) {
+    struct inject__names paths;
+    if (inject__mirror_paths(x, &paths) < 0) {
         x->oom = 1;
         return;
     }
-    for (size_t i = 0; i < x->nmirrors; i++) paths[i] = x->mirrors[i].mount_path;
     for (size_t i = 0; i < x->nmirrors && !x->oom; i++) {
-        char *g = inject__nested_ignore(x, paths[i], paths, x->nmirrors);
+        const char *mp = x->mirrors[i].mount_path;
+        char *g = inject__nested_ignore(x, mp, &paths);
         if (!g) continue;
-        size_t len = strlen(paths[i]);
-        while (len > 1 && paths[i][len - 1] == '/') len--;
-        char *probe = inject__printf(x, "%.*s/..data/k", (int)len, paths[i]);
+        char *probe = inject__printf(x, "%s/..data/k", mp);
         if (probe && !cfg_is_ignored(cfg, probe))
             inject__warn(x,
                          "annotation %signore replaces the injected --ignore list: add %s to "
@@ -224,7 +323,7 @@ static void warn_ignore_replaced(struct inject__ctx *x, const struct config *cfg
         free(probe);
         free(g);
     }
-    free(paths);
+    inject__names_free(&paths);
 }
 
 /* Builds the configuration the sidecar will run with: its args as flags,
@@ -420,9 +519,10 @@ static const cJSON *token_mount(const struct inject__app *app)
     cJSON_ArrayForEach(m, (cJSON_IsArray(mounts) ? mounts : NULL))
     {
         const cJSON *p = cJSON_GetObjectItemCaseSensitive(m, "mountPath");
-        if (cJSON_IsString(p) && inject__path_within(p->valuestring, INJECT__TOKEN_PATH) &&
-            inject__path_within(INJECT__TOKEN_PATH, p->valuestring))
-            return m;
+        char *c = cJSON_IsString(p) ? inject__clean_path(p->valuestring) : NULL;
+        int hit = c && strcmp(c, INJECT__TOKEN_PATH) == 0;
+        free(c);
+        if (hit) return m;
     }
     return NULL;
 }
@@ -533,6 +633,60 @@ static void warn_unrollable(struct inject__ctx *x)
                         "restart or none)");
 }
 
+/* The service-account token of the sidecar, when the API is needed
+ * (rollout, or Events asked for). At admission the plugin has run: the
+ * app container's token mount is copied. From the CLI the plugin will
+ * mount one at pod creation, unless automountServiceAccountToken is false:
+ * then only a token mount the app has itself can be copied. A sidecar
+ * with rollout and no token would exit 2 at start: refused. Returns 0, 1
+ * (refused: out says why) or -EINVAL. */
+static int plan_token(struct inject__ctx *x, const struct inject__app *app, int need_api,
+                      int rollout, struct inject__sidecar *s, struct inject_result *out)
+{
+    int automount = -1;
+    char sp[96];
+    snprintf(sp, sizeof sp, "%sspec", x->tpath);
+    if (inject__get_bool(x, x->spec, sp, "automountServiceAccountToken", &automount) < 0)
+        return -EINVAL;
+    int plugin = !x->opts->admission && automount != 0; /* mounts one at creation */
+    if (need_api && !plugin) s->token_mount = token_mount(app);
+    if (x->opts->admission) s->events_off = !s->token_mount;
+    if (!need_api || plugin || s->token_mount) return 0;
+    const char *why = x->opts->admission ? "" : " (automountServiceAccountToken is false)";
+    if (rollout) {
+        set_reason(out,
+                   "rollout needs the Kubernetes API, but container %s has no service-account "
+                   "token mount to copy%s",
+                   app->name, why);
+        out->outcome = INJECT_SKIPPED;
+        return 1;
+    }
+    inject__warn(x,
+                 "Events need the Kubernetes API, but container %s has no token mount%s: "
+                 "Events are off",
+                 app->name, why);
+    return 0;
+}
+
+/* 1 (and the reason in out) when the sidecar would watch more than
+ * INJECT_MAX_WATCHED things: mirrors, env volumes and the keys those list
+ * (plus nargs args it has already). Each adds a mount, an arg or an item
+ * to the pod, tens to hundreds of bytes: past that the pod would grow
+ * beyond what the API server stores, and a pod that cannot be created is
+ * worse than one without the sidecar. */
+static int too_many_roots(struct inject__ctx *x, size_t nargs, struct inject_result *out)
+{
+    size_t n = x->nmirrors + nargs;
+    for (size_t i = 0; i < x->nenvs; i++) n += 1 + x->envs[i].nkeys;
+    if (n <= INJECT_MAX_WATCHED) return 0;
+    set_reason(out,
+               "%zu volumes, env sources and keys to watch, more than %d: not injected (the "
+               "sidecar would make the pod too large)",
+               n, INJECT_MAX_WATCHED);
+    out->outcome = INJECT_SKIPPED;
+    return 1;
+}
+
 /* ---- a first injection ---- */
 
 static int inject_fresh(struct inject__ctx *x, const char *prefix, const cJSON *containers,
@@ -546,6 +700,7 @@ static int inject_fresh(struct inject__ctx *x, const char *prefix, const cJSON *
     }
     if (rc < 0) return rc;
     if ((rc = inject__plan_mirrors(x, NULL, 0, NULL, 0, 1)) < 0) return rc;
+    if (too_many_roots(x, 0, out)) return 0;
     if (inject__volume(x, INJECT__PODINFO_VOLUME)) {
         set_reason(out, "the pod already has a volume named %s that reload-agent did not add",
                    INJECT__PODINFO_VOLUME);
@@ -561,8 +716,19 @@ static int inject_fresh(struct inject__ctx *x, const char *prefix, const cJSON *
         return 0;
     }
     if (eff.nwatch == 0) {
-        set_reason(out, "nothing to watch: the app mounts no ConfigMap, Secret or projected volume "
-                        "and reads none through env");
+        if (x->subpath_only)
+            set_reason(out,
+                       "nothing to watch: volume %s is mounted only with subPath (at %s), and "
+                       "subPath mounts never update: mount the whole volume",
+                       x->subpath_only, x->subpath_at);
+        else if (x->token_only)
+            set_reason(out,
+                       "nothing to watch: projected volume %s holds a service-account token, "
+                       "which is never watched (it rotates hourly)",
+                       x->token_only);
+        else
+            set_reason(out, "nothing to watch: the app mounts no ConfigMap, Secret or projected "
+                            "volume and reads none through env");
         out->outcome = INJECT_SKIPPED;
         return 0;
     }
@@ -593,33 +759,9 @@ static int inject_fresh(struct inject__ctx *x, const char *prefix, const cJSON *
     if (need_pid) sidecar_uid(x, &s, app->name, uid, gid, non_root);
     if (s.run_as_user < 0 && pod_uid == 0) s.run_as_user = INJECT__IMAGE_UID;
 
-    int automount = -1;
     char sp[96];
     snprintf(sp, sizeof sp, "%sspec", x->tpath);
-    if (inject__get_bool(x, x->spec, sp, "automountServiceAccountToken", &automount) < 0)
-        return -EINVAL;
-    if (x->opts->admission) {
-        if (need_api) s.token_mount = token_mount(app);
-        if (need_api && !s.token_mount && rollout) {
-            set_reason(out,
-                       "rollout needs the Kubernetes API, but container %s has no "
-                       "service-account token mount to copy",
-                       app->name);
-            out->outcome = INJECT_SKIPPED;
-            return 0;
-        }
-        if (need_api && !s.token_mount)
-            inject__warn(x,
-                         "Events need the Kubernetes API, but container %s has no token mount: "
-                         "Events are off",
-                         app->name);
-        s.events_off = !s.token_mount;
-    } else if (need_api && automount == 0) {
-        inject__warn(x,
-                     "automountServiceAccountToken is false: the sidecar gets no token, but %s "
-                     "needs the API",
-                     rollout ? "rollout" : "Events");
-    }
+    if ((rc = plan_token(x, app, need_api, rollout, &s, out)) != 0) return rc < 0 ? rc : 0;
 
     int spn = -1;
     if (need_pid && inject__get_bool(x, x->spec, sp, "shareProcessNamespace", &spn) < 0)
@@ -669,14 +811,6 @@ static int inject_fresh(struct inject__ctx *x, const char *prefix, const cJSON *
 
 /* ---- reinvocation: mirrors of volumes added since ---- */
 
-/* 1 if the string array arr holds s. */
-static int has_string(const cJSON *arr, const char *s)
-{
-    const cJSON *v;
-    cJSON_ArrayForEach(v, arr) if (cJSON_IsString(v) && strcmp(v->valuestring, s) == 0) return 1;
-    return 0;
-}
-
 /* The --ignore args a reinvocation adds: for each new mirror inside a
  * watched path of the sidecar (taken: its mounts, ntaken) or another new
  * mirror, and each of those paths inside a new mirror (the sidecar's own
@@ -686,30 +820,43 @@ static int has_string(const cJSON *arr, const char *s)
 static size_t reinvoke_ignores(struct inject__ctx *x, const cJSON *args, const char *const *taken,
                                size_t ntaken, cJSON **add)
 {
-    size_t n = ntaken + x->nmirrors, k = 0;
-    const char **all = calloc(n + 1, sizeof *all);
-    if (!all) {
-        x->oom = 1;
-        return 0;
-    }
-    for (size_t i = 0; i < ntaken; i++) all[i] = taken[i];
-    for (size_t i = 0; i < x->nmirrors; i++) all[ntaken + i] = x->mirrors[i].mount_path;
-    for (size_t i = 0; i < n; i++) {
+    struct inject__names newm = {0}, all = {0}, have = {0};
+    char **clean = calloc(ntaken + 1, sizeof *clean);
+    size_t k = 0;
+    const cJSON *a;
+    int rc = clean && inject__mirror_paths(x, &newm) == 0 &&
+                     inject__names_init(&all, ntaken + x->nmirrors) == 0 &&
+                     inject__names_init(&have, 8) == 0
+                 ? 0
+                 : -ENOMEM;
+    for (size_t i = 0; i < ntaken && rc == 0; i++)
+        if (!(clean[i] = inject__clean_path(taken[i])) ||
+            inject__names_put(&all, clean[i], i, NULL) < 0)
+            rc = -ENOMEM;
+    for (size_t i = 0; i < x->nmirrors && rc == 0; i++)
+        if (inject__names_put(&all, x->mirrors[i].mount_path, i, NULL) < 0) rc = -ENOMEM;
+    cJSON_ArrayForEach(a, args) if (rc == 0 && cJSON_IsString(a) &&
+                                    inject__names_put(&have, a->valuestring, 0, NULL) < 0) rc =
+        -ENOMEM;
+    for (size_t i = 0; i < ntaken + x->nmirrors && rc == 0; i++) {
         /* an old path matters only when a new mirror holds it */
-        const char *const *outer = i < ntaken ? all + ntaken : all;
-        size_t nouter = i < ntaken ? x->nmirrors : n;
-        char *g = inject__nested_ignore(x, all[i], outer, nouter);
-        char *a = g ? inject__printf(x, "--ignore=%s", g) : NULL;
+        const char *p = i < ntaken ? clean[i] : x->mirrors[i - ntaken].mount_path;
+        char *g = inject__nested_ignore(x, p, i < ntaken ? &newm : &all);
+        char *arg = g ? inject__printf(x, "--ignore=%s", g) : NULL;
+        cJSON *item = arg ? inject__str(x, arg) : NULL;
         free(g);
-        if (a && !has_string(args, a)) {
-            int dup = 0;
-            for (size_t j = 0; j < k && !dup; j++) dup = strcmp(add[j]->valuestring, a) == 0;
-            cJSON *item = dup ? NULL : inject__str(x, a);
-            if (item) add[k++] = item;
-        }
-        free(a);
+        free(arg);
+        if (item && inject__names_put(&have, item->valuestring, 0, NULL) == 1)
+            add[k++] = item;
+        else
+            cJSON_Delete(item);
     }
-    free(all);
+    if (rc < 0) x->oom = 1;
+    for (size_t i = 0; clean && i < ntaken; i++) free(clean[i]);
+    free(clean);
+    inject__names_free(&newm);
+    inject__names_free(&all);
+    inject__names_free(&have);
     return k;
 }
 
@@ -750,6 +897,7 @@ static int reinvoke(struct inject__ctx *x, const char *prefix, const cJSON *init
         if (cJSON_IsString(p)) taken[ntaken++] = p->valuestring;
     }
     if ((rc = inject__plan_mirrors(x, skip, nskip, taken, ntaken, 0)) < 0) goto out;
+    if (too_many_roots(x, (size_t)cJSON_GetArraySize(args), out)) goto out;
     if (x->nmirrors == 0) {
         out->outcome = INJECT_UNCHANGED;
         goto out;
@@ -897,16 +1045,11 @@ static int run(struct inject__ctx *x, const cJSON *obj, struct inject_result *ou
         set_reason(out, "hostPID pods are not injected");
         return 0;
     }
-    const cJSON *os;
-    const char *os_name = NULL;
-    char op[112];
-    snprintf(op, sizeof op, "%s.os", sp);
-    if (inject__get_obj(x, spec, sp, "os", &os) < 0 ||
-        (os && inject__get_str(x, os, op, "name", &os_name) < 0))
-        return -EINVAL;
-    if (os_name && strcmp(os_name, "linux") != 0) { /* its securityContext would be rejected */
-        set_reason(out, "%.40s pods are not injected (spec.os.name): the agent runs on Linux",
-                   os_name);
+    char os_why[160];
+    int rc = other_os(x, sp, os_why, sizeof os_why);
+    if (rc < 0) return rc;
+    if (rc == 1) { /* its securityContext would be rejected, or its image never run */
+        set_reason(out, "%s: the agent runs on Linux", os_why);
         return 0;
     }
 

@@ -47,6 +47,10 @@
  * annotation ("warnings"), for the agent to log and post as Events. */
 #define INJECT_STATUS_MAX_WARNINGS 16
 #define INJECT_ENABLE_ANNOTATION "reload-agent.io/inject"
+/* At most this many volumes and keys (mirrors, env volumes and the keys
+ * they list) are watched by one sidecar: a pod that would need more is not
+ * injected, since the sidecar would make it too large to store. */
+#define INJECT_MAX_WATCHED 2000
 /* The image this version builds (Dockerfile tag). */
 #define INJECT_DEFAULT_IMAGE "reload-agent:" RA_VERSION
 

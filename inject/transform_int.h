@@ -28,6 +28,30 @@
 /* The image's user (Dockerfile USER), set when the pod's would be root. */
 #define INJECT__IMAGE_UID 65532
 
+/* ---- names.c: lookups by name ---- */
+
+/* A hash map from strings (borrowed: they must outlive the map) to
+ * indices. Zeroed, it is an empty map (get finds nothing). */
+struct inject__names {
+    const char **keys;
+    size_t *vals;
+    size_t cap, n;
+};
+
+/* Makes m an empty map with room for n keys. Returns 0 or -ENOMEM. */
+int inject__names_init(struct inject__names *m, size_t n);
+/* Adds key -> val unless key is there. Returns 1 (added), 0 (present:
+ * *had, if not NULL, is its value) or -ENOMEM. */
+int inject__names_put(struct inject__names *m, const char *key, size_t val, size_t *had);
+/* The value of key, or -1. */
+long inject__names_get(const struct inject__names *m, const char *key);
+/* For a clean path: the value of its nearest proper ancestor in m ("/a/b"
+ * for "/a/b/c", then "/a", then "/"), -1 when none is there, or
+ * -ENOMEM. */
+long inject__names_ancestor(const struct inject__names *m, const char *path);
+/* Frees the map (not the keys) and zeroes it. */
+void inject__names_free(struct inject__names *m);
+
 /* An app container: a regular container or an init container that is not
  * a native sidecar. */
 struct inject__app {
@@ -51,7 +75,7 @@ struct inject__envref {
     int whole;         /* referenced by envFrom: the whole object */
     int optional;      /* some reference is optional */
     const char **keys; /* keyRef keys, sorted, unique (borrowed strings) */
-    size_t nkeys;
+    size_t nkeys, keys_cap;
 };
 
 struct inject__ctx {
@@ -68,7 +92,12 @@ struct inject__ctx {
     struct inject__mirror *mirrors;
     size_t nmirrors;
     struct inject__envref *envs;
-    size_t nenvs;
+    size_t nenvs, envs_cap;
+    struct inject__names env_idx[2]; /* ConfigMap, Secret name -> index in envs */
+    /* why there may be nothing to watch: the first mirrorable volume the
+     * apps mount only with subPath (and at), the first token-only
+     * projected volume they mount (kube-api-access-* aside) */
+    const char *subpath_only, *subpath_at, *token_only;
 
     char **warnings;
     size_t nwarnings;
@@ -130,6 +159,17 @@ cJSON *inject__new_arr(struct inject__ctx *x);
  * ops (value owned; NULL for none). */
 void inject__op(struct inject__ctx *x, cJSON *ops, const char *op, const char *path, cJSON *value);
 
+/* ---- cleanpath.c ---- */
+
+/* path as the container runtime reads it, cleaned like Go's path.Clean:
+ * one '/' between elements, no "." element, each ".." with the element
+ * before it removed ("/.." is "/"), no trailing '/' ("" is "."). Returns a
+ * malloc'd string, or NULL on OOM. */
+char *inject__clean_path(const char *path);
+/* 1 if path is already clean (inject__clean_path returns it unchanged),
+ * 0 if not or on OOM. */
+int inject__is_clean_path(const char *path);
+
 /* 1 if path equals root or lies under it (trailing '/' ignored on both). */
 int inject__path_within(const char *path, const char *root);
 /* 1 if s is a DNS-1123 label (a volume name): [a-z0-9-], 1 to 63, starting
@@ -190,16 +230,21 @@ struct inject__sidecar {
 char **inject__sidecar_args(struct inject__ctx *x, const struct inject__sidecar *s, size_t *n);
 void inject__args_free(char **v, size_t n);
 
-/* For a mirror at path that lies strictly inside another watched mirror
- * (paths[0..n), path itself may be among them): the --ignore glob
- * "<path>/..*" (fnmatch specials in path escaped), malloc'd, or NULL when
- * it is not nested (or on OOM, x->oom set). The outer root's walk enters
- * the inner volume below its top level, where the kubelet's "..data" and
- * "..<timestamp>" names are not skipped; the glob (no FNM_PATHNAME: '*'
- * crosses '/') leaves them out, so the walk yields exactly the inner
- * volume's user-visible files. */
-char *inject__nested_ignore(struct inject__ctx *x, const char *path, const char *const *paths,
-                            size_t n);
+/* The mirrors' mount paths (clean) -> their index, into *m (free with
+ * inject__names_free). Returns 0 or -ENOMEM. */
+int inject__mirror_paths(const struct inject__ctx *x, struct inject__names *m);
+
+/* For a mirror at path (clean) that lies strictly inside a watched path
+ * of within (a map of clean paths; path itself may be in it): the --ignore
+ * glob "<path>/..*" (fnmatch specials in path escaped), malloc'd, or NULL
+ * when it is not nested (or on OOM, x->oom set). The outer root's walk
+ * enters the inner volume below its top level, where the kubelet's
+ * "..data" and "..<timestamp>" names are not skipped; the glob (no
+ * FNM_PATHNAME: '*' crosses '/') leaves them out, so the walk yields
+ * exactly the inner volume's user-visible files. One lookup per element
+ * of path. */
+char *inject__nested_ignore(struct inject__ctx *x, const char *path,
+                            const struct inject__names *within);
 
 /* The container object. */
 cJSON *inject__sidecar_container(struct inject__ctx *x, const struct inject__sidecar *s);

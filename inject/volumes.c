@@ -85,18 +85,19 @@ static int token_volume_has_content(const cJSON *vol)
     return 0;
 }
 
-/* 1 if a mirror at path would clash with the sidecar's own mounts. */
-static int clashes_with_own(const char *path)
+/* What of the sidecar's own a mirror at path (clean) would clash with:
+ * its mount at or inside path, or the one path lies in; NULL for none. */
+static const char *clashes_with_own(const char *path)
 {
-    static const char *const OWN[] = {INJECT__PODINFO_PATH, INJECT__OWN_ROOT, INJECT__TOKEN_PATH};
+    static const struct {
+        const char *path, *what;
+    } OWN[] = {{INJECT__PODINFO_PATH, "the sidecar's " INJECT__PODINFO_PATH},
+               {INJECT__OWN_ROOT, "the sidecar's " INJECT__OWN_ROOT},
+               {INJECT__TOKEN_PATH, "the sidecar's token mount"}};
     for (size_t i = 0; i < sizeof OWN / sizeof OWN[0]; i++)
-        if (inject__path_within(path, OWN[i]) || inject__path_within(OWN[i], path)) return 1;
-    return 0;
-}
-
-static int same_path(const char *a, const char *b)
-{
-    return inject__path_within(a, b) && inject__path_within(b, a);
+        if (inject__path_within(path, OWN[i].path) || inject__path_within(OWN[i].path, path))
+            return OWN[i].what;
+    return NULL;
 }
 
 /* The string member key of o, or NULL when absent or null; *ok = 0 when it
@@ -154,6 +155,7 @@ static const cJSON *mounts_of(struct inject__ctx *x, const struct inject__app *a
 struct mount {
     const char *name, *path, *sub; /* sub: subPath or subPathExpr, NULL for none */
     const struct inject__app *app;
+    size_t order; /* its place among all the apps' mounts */
 };
 
 /* Reads (and type-checks) every volumeMount of the apps once, in order.
@@ -181,6 +183,7 @@ static int read_mounts(struct inject__ctx *x, struct mount **out, size_t *n)
                 free(v);
                 return -EINVAL;
             }
+            v[k].order = k;
             v[k++].app = &x->apps[ai];
         }
     }
@@ -189,99 +192,280 @@ static int read_mounts(struct inject__ctx *x, struct mount **out, size_t *n)
     return 0;
 }
 
-static int plan(struct inject__ctx *x, const struct mount *mounts, size_t nm, size_t nvol,
-                const char *const *skip, size_t nskip, const char *const *taken, size_t ntaken,
-                int warn_subpath);
+/* What planning the mirrors looks things up in, each by name or path: the
+ * apps' mounts sorted by volume name (in mount order within one), the
+ * volumes not to mirror again, the sidecar's mounts (a reinvocation) and
+ * the mirrors planned so far. */
+struct planner {
+    struct mount *mounts;
+    size_t nm;
+    struct inject__names skip;   /* volume names: already mirrored, or planned */
+    struct inject__names taken;  /* clean paths of the sidecar's mounts -> index */
+    char **taken_clean;          /* owned copies, ntaken */
+    const char *const *taken_as; /* as written, for the message */
+    size_t ntaken;
+    struct inject__names paths; /* clean mirror paths -> mirror index */
+    int warn_subpath;
+};
+
+static int plan_volume(struct inject__ctx *x, struct planner *p, const cJSON *vol, size_t idx);
+
+/* ---- file modes ---- */
+
+#define DEFAULT_MODE 0644 /* the API's default for configMap, secret and projected */
+
+/* 1 if a file of mode m, owned by root (the kubelet's), is readable by the
+ * non-root sidecar: by others, or by group when the sidecar's group is 0. */
+static int mode_readable(long m, int group0) { return (m & 04) || (group0 && (m & 040)); }
+
+/* The first unreadable mode of a source's items (mode, else dflt) into
+ * *bad. src: a configMap or secret source at path. Returns 0 or -EINVAL. */
+static int items_mode(struct inject__ctx *x, const cJSON *src, const char *path, long dflt,
+                      int group0, long *bad)
+{
+    const cJSON *items, *it;
+    char ip[288];
+    long dm = -1;
+    if (!cJSON_IsObject(src)) return 0;
+    if (inject__get_id(x, src, path, "defaultMode", &dm) < 0 ||
+        inject__get_arr(x, src, path, "items", &items) < 0)
+        return -EINVAL;
+    if (dm >= 0) dflt = dm;
+    if (!items && !mode_readable(dflt, group0) && *bad < 0) *bad = dflt;
+    int i = 0;
+    cJSON_ArrayForEach(it, items)
+    {
+        long m = -1;
+        snprintf(ip, sizeof ip, "%.240s.items[%d]", path, i++);
+        if (cJSON_IsObject(it) && inject__get_id(x, it, ip, "mode", &m) < 0) return -EINVAL;
+        if (m < 0) m = dflt;
+        if (!mode_readable(m, group0) && *bad < 0) *bad = m;
+    }
+    return 0;
+}
+
+/* Warns when a mirrored volume (spec.volumes[idx]) holds files the
+ * sidecar cannot read: a mode without read for others (0400, 0440) and no
+ * pod fsGroup (with one the kubelet makes every file group-readable and
+ * the sidecar is in the group). The agent would report Permission denied
+ * at every attempt. Returns 0 or -EINVAL. */
+static int warn_unreadable(struct inject__ctx *x, const cJSON *vol, const char *vname, size_t idx)
+{
+    const cJSON *psc = cJSON_GetObjectItemCaseSensitive(x->spec, "securityContext"), *src;
+    const cJSON *fs = cJSON_GetObjectItemCaseSensitive(psc, "fsGroup");
+    const cJSON *rg = cJSON_GetObjectItemCaseSensitive(psc, "runAsGroup");
+    if (cJSON_IsNumber(fs)) return 0;
+    int group0 = cJSON_IsNumber(rg) && rg->valuedouble == 0;
+    char vp[160], sp[224];
+    long bad = -1, pdm = DEFAULT_MODE;
+    snprintf(vp, sizeof vp, "%sspec.volumes[%zu]", x->tpath, idx);
+    static const char *const KINDS[] = {"configMap", "secret"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(sp, sizeof sp, "%s.%s", vp, KINDS[k]);
+        src = cJSON_GetObjectItemCaseSensitive(vol, KINDS[k]);
+        if (items_mode(x, src, sp, DEFAULT_MODE, group0, &bad) < 0) return -EINVAL;
+    }
+    const cJSON *pj = cJSON_GetObjectItemCaseSensitive(vol, "projected"), *sources;
+    snprintf(sp, sizeof sp, "%s.projected", vp);
+    if (cJSON_IsObject(pj) && (inject__get_id(x, pj, sp, "defaultMode", &pdm) < 0 ||
+                               inject__get_arr(x, pj, sp, "sources", &sources) < 0))
+        return -EINVAL;
+    if (pdm < 0) pdm = DEFAULT_MODE;
+    int i = 0;
+    cJSON_ArrayForEach(src, (cJSON_IsObject(pj) ? sources : NULL))
+    {
+        for (int k = 0; k < 2; k++) { /* a projection's items default to the volume's mode */
+            snprintf(sp, sizeof sp, "%s.projected.sources[%d].%s", vp, i, KINDS[k]);
+            const cJSON *s = cJSON_GetObjectItemCaseSensitive(src, KINDS[k]);
+            if (items_mode(x, s, sp, pdm, group0, &bad) < 0) return -EINVAL;
+        }
+        i++;
+    }
+    if (bad >= 0)
+        inject__warn(x,
+                     "volume %s: files of mode %04lo owned by root; the sidecar cannot read them: "
+                     "set the pod's fsGroup or mode 0444",
+                     vname, bad);
+    return 0;
+}
+
+/* Why a mirror cannot go to the app's mountPath (clean: cleaned): it is
+ * relative, holds $( (the kubelet would expand it in the sidecar's args),
+ * or is taken in the sidecar (by its own mounts, a mount the sidecar
+ * already has: taken[0..ntaken), or another mirror: by names which).
+ * NULL when it can go there. */
+static const char *mirror_clash(const struct inject__ctx *x, const struct planner *p,
+                                const char *clean, char *by, size_t bylen)
+{
+    const char *own;
+    long k;
+    if (clean[0] != '/') return "is not absolute";
+    if (strstr(clean, "$(")) return "holds $( (args expand it)";
+    if ((own = clashes_with_own(clean))) {
+        snprintf(by, bylen, " by %s", own);
+        return "is taken";
+    }
+    if ((k = inject__names_get(&p->taken, clean)) >= 0) {
+        snprintf(by, bylen, " by the sidecar's mount at %s", p->taken_as[k]);
+        return "is taken";
+    }
+    if ((k = inject__names_get(&p->paths, clean)) >= 0) {
+        snprintf(by, bylen, " by volume %s", x->mirrors[k].volume);
+        return "is taken";
+    }
+    return NULL;
+}
+
+static int by_volume(const void *a, const void *b)
+{
+    const struct mount *m = a, *n = b;
+    int c = strcmp(m->name ? m->name : "", n->name ? n->name : "");
+    return c ? c : (m->order > n->order) - (m->order < n->order);
+}
+
+static void planner_free(struct planner *p)
+{
+    free(p->mounts);
+    inject__names_free(&p->skip);
+    inject__names_free(&p->taken);
+    inject__names_free(&p->paths);
+    for (size_t i = 0; i < p->ntaken; i++) free(p->taken_clean[i]);
+    free(p->taken_clean);
+}
+
+static int planner_init(struct inject__ctx *x, struct planner *p, const char *const *skip,
+                        size_t nskip, const char *const *taken, size_t ntaken)
+{
+    size_t nvol = (size_t)cJSON_GetArraySize(x->volumes);
+    int rc = read_mounts(x, &p->mounts, &p->nm);
+    if (rc < 0) return rc;
+    qsort(p->mounts, p->nm, sizeof *p->mounts, by_volume);
+    p->taken_as = taken;
+    if (inject__names_init(&p->skip, nskip + nvol) < 0 ||
+        inject__names_init(&p->taken, ntaken) < 0 || inject__names_init(&p->paths, nvol) < 0 ||
+        !(p->taken_clean = calloc(ntaken + 1, sizeof *p->taken_clean)))
+        return -ENOMEM;
+    for (size_t i = 0; i < nskip; i++)
+        if (inject__names_put(&p->skip, skip[i], i, NULL) < 0) return -ENOMEM;
+    for (; p->ntaken < ntaken; p->ntaken++) {
+        char *c = p->taken_clean[p->ntaken] = inject__clean_path(taken[p->ntaken]);
+        if (!c || inject__names_put(&p->taken, c, p->ntaken, NULL) < 0) return -ENOMEM;
+    }
+    x->mirrors = calloc(nvol ? nvol : 1, sizeof *x->mirrors);
+    return x->mirrors ? 0 : -ENOMEM;
+}
 
 int inject__plan_mirrors(struct inject__ctx *x, const char *const *skip, size_t nskip,
                          const char *const *taken, size_t ntaken, int warn_subpath)
 {
-    size_t nvol = (size_t)cJSON_GetArraySize(x->volumes), nm;
-    struct mount *mounts;
-    int rc = read_mounts(x, &mounts, &nm);
-    if (rc < 0) return rc;
-    rc = plan(x, mounts, nm, nvol, skip, nskip, taken, ntaken, warn_subpath);
-    free(mounts);
-    return rc;
-}
-
-static int plan(struct inject__ctx *x, const struct mount *mounts, size_t nm, size_t nvol,
-                const char *const *skip, size_t nskip, const char *const *taken, size_t ntaken,
-                int warn_subpath)
-{
-    size_t vi = 0;
-    x->mirrors = calloc(nvol ? nvol : 1, sizeof *x->mirrors);
-    if (!x->mirrors) return -ENOMEM;
+    struct planner p = {.warn_subpath = warn_subpath};
+    int rc = planner_init(x, &p, skip, nskip, taken, ntaken);
+    size_t idx = 0;
     const cJSON *vol;
     cJSON_ArrayForEach(vol, x->volumes)
     {
-        size_t idx = vi++;
-        const cJSON *jn = cJSON_GetObjectItemCaseSensitive(vol, "name");
-        const char *vname = cJSON_IsString(jn) ? jn->valuestring : NULL;
-        if (!vname) {
-            char vp[96];
-            snprintf(vp, sizeof vp, "%sspec.volumes[%zu]", x->tpath, idx);
-            if (!cJSON_IsObject(vol)) return inject__type_error(x, vp, "an object", vol);
-            if (inject__get_str(x, vol, vp, "name", &vname) < 0) return -EINVAL;
-            snprintf(x->err, x->errlen, "%s.name: missing", vp);
-            return -EINVAL;
-        }
-        int done = 0; /* already mirrored, or a second volume of that name */
-        for (size_t s = 0; s < nskip; s++) done |= strcmp(skip[s], vname) == 0;
-        for (size_t k = 0; k < x->nmirrors; k++) done |= strcmp(x->mirrors[k].volume, vname) == 0;
-        int mirrorable = inject__is_mirrorable(vol);
-        int token_content = !mirrorable && is_token_volume(vol) && token_volume_has_content(vol);
-        if (done || (!mirrorable && !token_content)) continue;
+        if (rc < 0) break;
+        rc = plan_volume(x, &p, vol, idx++);
+    }
+    planner_free(&p);
+    return rc;
+}
 
-        const char *chosen = NULL;
-        for (size_t i = 0; i < nm; i++) {
-            const struct mount *m = &mounts[i];
-            if (!m->name || strcmp(m->name, vname) != 0) continue;
-            if (m->sub) {
-                if (warn_subpath && mirrorable)
-                    inject__warn(x,
-                                 "container %s mounts volume %s with subPath at %s: subPath "
-                                 "mounts never update",
-                                 m->app->name, vname, m->path ? m->path : "?");
-                continue;
-            }
+/* The app's mount path of volume vname (the first mount without subPath),
+ * or NULL; warns about its subPath mounts, and remembers the first volume
+ * that is mounted only with subPath (for "nothing to watch"). */
+static const char *mount_of(struct inject__ctx *x, const struct planner *p, const char *vname,
+                            int mirrorable)
+{
+    struct mount key = {.name = vname, .order = 0};
+    size_t lo = 0, hi = p->nm;
+    while (lo < hi) { /* the first mount of vname */
+        size_t mid = lo + (hi - lo) / 2;
+        if (by_volume(&p->mounts[mid], &key) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    const char *chosen = NULL, *sub_at = NULL;
+    for (size_t i = lo; i < p->nm && p->mounts[i].name && !strcmp(p->mounts[i].name, vname); i++) {
+        const struct mount *m = &p->mounts[i];
+        if (!m->sub) {
             if (!chosen && m->path) chosen = m->path;
+            continue;
         }
-        if (!chosen) continue;
-        if (token_content) {
+        if (!sub_at) sub_at = m->path ? m->path : "?";
+        if (p->warn_subpath && mirrorable)
+            inject__warn(x,
+                         "container %s mounts volume %s with subPath at %s: subPath mounts never "
+                         "update",
+                         m->app->name, vname, m->path ? m->path : "?");
+    }
+    if (!chosen && sub_at && mirrorable && !x->subpath_only) {
+        x->subpath_only = vname;
+        x->subpath_at = sub_at;
+    }
+    return chosen;
+}
+
+static int plan_volume(struct inject__ctx *x, struct planner *p, const cJSON *vol, size_t idx)
+{
+    const cJSON *jn = cJSON_GetObjectItemCaseSensitive(vol, "name");
+    const char *vname = cJSON_IsString(jn) ? jn->valuestring : NULL;
+    if (!vname) {
+        char vp[96];
+        snprintf(vp, sizeof vp, "%sspec.volumes[%zu]", x->tpath, idx);
+        if (!cJSON_IsObject(vol)) return inject__type_error(x, vp, "an object", vol);
+        if (inject__get_str(x, vol, vp, "name", &vname) < 0) return -EINVAL;
+        snprintf(x->err, x->errlen, "%s.name: missing", vp);
+        return -EINVAL;
+    }
+    /* already mirrored, or a second volume of that name */
+    if (inject__names_get(&p->skip, vname) >= 0) return 0;
+    int mirrorable = inject__is_mirrorable(vol);
+    int token = !mirrorable && is_token_volume(vol);
+    int token_content = token && token_volume_has_content(vol);
+    if (!mirrorable && !token) return 0;
+    const char *chosen = mount_of(x, p, vname, mirrorable);
+    if (!chosen) return 0;
+    if (token) {
+        if (token_content)
             inject__warn(x,
                          "volume %s is not watched: it holds a service-account token, which "
                          "rotates hourly",
                          vname);
-            continue;
-        }
-        if (!inject__is_dns_label(vname)) { /* the API server rejects the pod anyway */
-            inject__warn(x, "volume name \"%.64s\" is not a DNS label: not watched", vname);
-            continue;
-        }
-        /* a path the kubelet would expand in args ($(VAR)) is not the app's path */
-        const char *why = chosen[0] != '/'           ? "is not absolute"
-                          : strstr(chosen, "$(")     ? "holds $( (args expand it)"
-                          : clashes_with_own(chosen) ? "is taken in the sidecar"
-                                                     : NULL;
-        for (size_t t = 0; !why && t < ntaken; t++)
-            if (same_path(chosen, taken[t])) why = "is taken in the sidecar";
-        for (size_t k = 0; !why && k < x->nmirrors; k++)
-            if (same_path(chosen, x->mirrors[k].mount_path)) why = "is taken in the sidecar";
-        struct inject__mirror *mir = &x->mirrors[x->nmirrors];
-        mir->volume = vname;
-        if (why) {
-            mir->mount_path = inject__printf(x, INJECT__OWN_ROOT "/volumes/%s", vname);
-            inject__warn(x, "volume %s: mountPath %s %s; mirrored at %s", vname, chosen, why,
-                         mir->mount_path ? mir->mount_path : "?");
-        } else {
-            mir->mount_path = strdup(chosen);
-            if (!mir->mount_path) x->oom = 1;
-        }
-        if (x->oom) return -ENOMEM;
-        x->nmirrors++;
+        else if (!x->token_only && strncmp(vname, "kube-api-access-", 16) != 0)
+            x->token_only = vname;
+        return 0;
     }
-    return 0;
+    if (!inject__is_dns_label(vname)) { /* the API server rejects the pod anyway */
+        inject__warn(x, "volume name \"%.64s\" is not a DNS label: not watched", vname);
+        return 0;
+    }
+    char by[160] = "";
+    char *clean = inject__clean_path(chosen);
+    if (!clean) return -ENOMEM;
+    const char *why = mirror_clash(x, p, clean, by, sizeof by);
+    size_t cl = strlen(chosen); /* a trailing '/' changes nothing the agent sees */
+    while (cl > 1 && chosen[cl - 1] == '/') cl--;
+    if (!why && (strlen(clean) != cl || strncmp(clean, chosen, cl) != 0))
+        inject__warn(x, "volume %s: mountPath %s is %s once cleaned; mirrored there", vname, chosen,
+                     clean);
+    struct inject__mirror *mir = &x->mirrors[x->nmirrors];
+    mir->volume = vname;
+    if (why) {
+        free(clean);
+        mir->mount_path = inject__printf(x, INJECT__OWN_ROOT "/volumes/%s", vname);
+        inject__warn(x, "volume %s: %s %s%s; mirrored at %s", vname, chosen, why, by,
+                     mir->mount_path ? mir->mount_path : "?");
+    } else {
+        mir->mount_path = clean;
+    }
+    if (x->oom || !mir->mount_path) return -ENOMEM;
+    if (inject__names_put(&p->paths, mir->mount_path, x->nmirrors, NULL) < 0 ||
+        inject__names_put(&p->skip, vname, 0, NULL) < 0)
+        return -ENOMEM;
+    x->nmirrors++;
+    return warn_unreadable(x, vol, vname, idx);
 }
 
 /* ---- env ---- */
@@ -314,28 +498,35 @@ static int record_ref(struct inject__ctx *x, const struct inject__app *a, int se
                      a->name, key, kind, name);
         return x->oom ? -ENOMEM : 0;
     }
-    struct inject__envref *e = NULL;
-    for (size_t i = 0; i < x->nenvs && !e; i++)
-        if (x->envs[i].secret == secret && strcmp(x->envs[i].name, name) == 0) e = &x->envs[i];
-    if (!e) {
-        struct inject__envref *nv = realloc(x->envs, (x->nenvs + 1) * sizeof *nv);
-        if (!nv) return -ENOMEM;
-        x->envs = nv;
-        e = &x->envs[x->nenvs++];
-        memset(e, 0, sizeof *e);
-        e->secret = secret;
-        e->name = name;
+    size_t at;
+    int rc = inject__names_put(&x->env_idx[secret], name, x->nenvs, &at);
+    if (rc < 0) return rc;
+    if (rc == 1) { /* a new object */
+        if (x->nenvs == x->envs_cap) {
+            size_t cap = x->envs_cap ? 2 * x->envs_cap : 8;
+            struct inject__envref *nv = realloc(x->envs, cap * sizeof *nv);
+            if (!nv) return -ENOMEM;
+            x->envs = nv;
+            x->envs_cap = cap;
+        }
+        at = x->nenvs++;
+        memset(&x->envs[at], 0, sizeof x->envs[at]);
+        x->envs[at].secret = secret;
+        x->envs[at].name = name;
     }
+    struct inject__envref *e = &x->envs[at];
     e->optional |= optional;
     if (!key) {
         e->whole = 1;
         return 0;
     }
-    for (size_t i = 0; i < e->nkeys; i++)
-        if (strcmp(e->keys[i], key) == 0) return 0;
-    const char **nk = realloc(e->keys, (e->nkeys + 1) * sizeof *nk);
-    if (!nk) return -ENOMEM;
-    e->keys = nk;
+    if (e->nkeys == e->keys_cap) { /* repeats are dropped once sorted (inject__plan_env) */
+        size_t cap = e->keys_cap ? 2 * e->keys_cap : 4;
+        const char **nk = realloc(e->keys, cap * sizeof *nk);
+        if (!nk) return -ENOMEM;
+        e->keys = nk;
+        e->keys_cap = cap;
+    }
     e->keys[e->nkeys++] = key;
     return 0;
 }
@@ -409,18 +600,18 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* 1 if name is a volume of the pod, the podinfo volume or an env volume
- * named before index upto. */
-static int name_taken(const struct inject__ctx *x, const char *name, size_t upto)
+/* 1 if name is a volume of the pod (vols), the podinfo volume or an env
+ * volume named already (named). */
+static int name_taken(const struct inject__names *vols, const struct inject__names *named,
+                      const char *name)
 {
-    if (strcmp(name, INJECT__PODINFO_VOLUME) == 0 || inject__volume(x, name)) return 1;
-    for (size_t i = 0; i < upto; i++)
-        if (x->envs[i].volume && strcmp(x->envs[i].volume, name) == 0) return 1;
-    return 0;
+    return strcmp(name, INJECT__PODINFO_VOLUME) == 0 || inject__names_get(vols, name) >= 0 ||
+           inject__names_get(named, name) >= 0;
 }
 
 /* Names env volume i: the plain name, or the cut and hashed one. */
-static int name_env_volume(struct inject__ctx *x, size_t i)
+static int name_env_volume(struct inject__ctx *x, size_t i, const struct inject__names *vols,
+                           struct inject__names *named)
 {
     struct inject__envref *e = &x->envs[i];
     char plain[512], hashed[DNS_LABEL_MAX + 1];
@@ -429,7 +620,7 @@ static int name_env_volume(struct inject__ctx *x, size_t i)
     for (char *p = plain; *p; p++)
         if (*p == '.') *p = '-';
     const char *pick = NULL;
-    if (n <= DNS_LABEL_MAX && !name_taken(x, plain, i)) {
+    if (n <= DNS_LABEL_MAX && !name_taken(vols, named, plain)) {
         pick = plain;
     } else {
         unsigned char md[SHA256_DIGEST_LENGTH];
@@ -437,7 +628,7 @@ static int name_env_volume(struct inject__ctx *x, size_t i)
         int cut = n > DNS_LABEL_MAX - 9 ? DNS_LABEL_MAX - 9 : n;
         snprintf(hashed, sizeof hashed, "%.*s-%02x%02x%02x%02x", cut, plain, md[0], md[1], md[2],
                  md[3]);
-        if (!name_taken(x, hashed, i)) pick = hashed;
+        if (!name_taken(vols, named, hashed)) pick = hashed;
     }
     if (!pick) {
         snprintf(x->err, x->errlen, "cannot name the env volume of %s %s: %s is taken",
@@ -447,7 +638,19 @@ static int name_env_volume(struct inject__ctx *x, size_t i)
     e->volume = strdup(pick);
     e->mount_path = inject__printf(x, INJECT__OWN_ROOT "/env/%s/%s",
                                    e->secret ? "secret" : "configmap", e->name);
-    return e->volume && e->mount_path ? 0 : -ENOMEM;
+    if (!e->volume || !e->mount_path) return -ENOMEM;
+    return inject__names_put(named, e->volume, i, NULL) < 0 ? -ENOMEM : 0;
+}
+
+/* Sorts keys[0..*n) and drops repeats. */
+static void sort_unique(const char **keys, size_t *n)
+{
+    if (*n < 2) return;
+    qsort(keys, *n, sizeof *keys, cmp_str);
+    size_t o = 1;
+    for (size_t i = 1; i < *n; i++)
+        if (strcmp(keys[i], keys[o - 1]) != 0) keys[o++] = keys[i];
+    *n = o;
 }
 
 int inject__plan_env(struct inject__ctx *x)
@@ -457,13 +660,25 @@ int inject__plan_env(struct inject__ctx *x)
         if (rc < 0) return rc;
         if (x->oom) return -ENOMEM;
     }
-    for (size_t i = 0; i < x->nenvs; i++) {
-        struct inject__envref *e = &x->envs[i];
-        if (e->nkeys > 1) qsort(e->keys, e->nkeys, sizeof *e->keys, cmp_str);
-        int rc = name_env_volume(x, i);
-        if (rc < 0) return rc;
+    struct inject__names vols = {0}, named = {0};
+    int rc = inject__names_init(&vols, (size_t)cJSON_GetArraySize(x->volumes)) < 0 ||
+                     inject__names_init(&named, x->nenvs) < 0
+                 ? -ENOMEM
+                 : 0;
+    const cJSON *v;
+    cJSON_ArrayForEach(v, x->volumes)
+    {
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(v, "name");
+        if (rc == 0 && cJSON_IsString(n) && inject__names_put(&vols, n->valuestring, 0, NULL) < 0)
+            rc = -ENOMEM;
     }
-    return 0;
+    for (size_t i = 0; i < x->nenvs && rc == 0; i++) {
+        sort_unique(x->envs[i].keys, &x->envs[i].nkeys);
+        rc = name_env_volume(x, i, &vols, &named);
+    }
+    inject__names_free(&vols);
+    inject__names_free(&named);
+    return rc;
 }
 
 cJSON *inject__env_volume(struct inject__ctx *x, const struct inject__envref *e)
@@ -499,5 +714,7 @@ void inject__plan_free(struct inject__ctx *x)
     }
     free(x->envs);
     x->envs = NULL;
-    x->nenvs = 0;
+    x->nenvs = x->envs_cap = 0;
+    inject__names_free(&x->env_idx[0]);
+    inject__names_free(&x->env_idx[1]);
 }

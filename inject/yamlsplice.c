@@ -13,6 +13,7 @@
 
 #include "base/log.h"
 #include "inject/jsonpatch.h"
+#include "inject/yamljoin.h"
 #include "inject/yamlrender.h"
 #include "inject/yamltree.h"
 
@@ -74,12 +75,12 @@ static void find_indent(const struct yamltree_node *n, long *step, long *seqoff)
     if (n->kind == YAMLTREE_MAP) {
         for (size_t i = 0; i + 1 < n->n; i += 2) {
             const struct yamltree_node *k = n->kids[i], *v = n->kids[i + 1];
-            if (v->kind == YAMLTREE_MAP && !v->flow && *step < 0 && v->line > k->line &&
-                v->col > k->col)
-                *step = (long)(v->col - k->col);
-            if (v->kind == YAMLTREE_SEQ && !v->flow && *seqoff < 0 && v->line > k->line &&
-                v->col >= k->col)
-                *seqoff = (long)(v->col - k->col);
+            if (v->kind == YAMLTREE_MAP && !v->flow && *step < 0 && v->iline > k->line &&
+                v->indent > k->col)
+                *step = (long)(v->indent - k->col);
+            if (v->kind == YAMLTREE_SEQ && !v->flow && *seqoff < 0 && v->iline > k->line &&
+                v->indent >= k->col)
+                *seqoff = (long)(v->indent - k->col);
         }
     }
     for (size_t i = 0; i < n->n && (*step < 0 || *seqoff < 0); i++)
@@ -163,10 +164,10 @@ static void add_key(const struct state *s, const struct yamltree_node *m, const 
 {
     ed->start = ed->end = line_end(s, yamltree_content_end(m, s->text));
     yamlrender_puts(&ed->repl, s->st.nl);
-    yamlrender_spaces(&ed->repl, m->col);
+    yamlrender_spaces(&ed->repl, m->indent);
     yamlrender_key(&ed->repl, key);
     yamlrender_put(&ed->repl, ":", 1);
-    yamlrender_after_key(&ed->repl, v, m->col, &s->st);
+    yamlrender_after_key(&ed->repl, v, m->indent, &s->st);
 }
 
 static void append_item(const struct state *s, const struct yamltree_node *q, const cJSON *v,
@@ -174,9 +175,9 @@ static void append_item(const struct state *s, const struct yamltree_node *q, co
 {
     ed->start = ed->end = line_end(s, yamltree_content_end(q, s->text));
     yamlrender_puts(&ed->repl, s->st.nl);
-    yamlrender_spaces(&ed->repl, q->col);
+    yamlrender_spaces(&ed->repl, q->indent);
     yamlrender_put(&ed->repl, "- ", 2);
-    yamlrender_inline(&ed->repl, v, q->col + 2, &s->st);
+    yamlrender_inline(&ed->repl, v, q->indent + 2, &s->st);
 }
 
 /* A flow collection that holds a comment keeps its layout (entries are
@@ -226,11 +227,11 @@ static int insert_item(const struct state *s, const struct yamltree_node *q, siz
     size_t ls = p;
     while (ls > 0 && s->text[ls - 1] == ' ') ls--;
     if (ls > 0 && s->text[ls - 1] != '\n') return 1;
-    if (p - ls != q->col) return 1;
+    if (p - ls != q->indent) return 1;
     ed->start = ed->end = ls;
-    yamlrender_spaces(&ed->repl, q->col);
+    yamlrender_spaces(&ed->repl, q->indent);
     yamlrender_put(&ed->repl, "- ", 2);
-    yamlrender_inline(&ed->repl, v, q->col + 2, &s->st);
+    yamlrender_inline(&ed->repl, v, q->indent + 2, &s->st);
     yamlrender_puts(&ed->repl, s->st.nl);
     return 0;
 }
@@ -407,6 +408,16 @@ int yamlsplice_apply(const char *text, size_t len, const cJSON *ops, char **out,
     }
     memcpy(cur, text, len);
     cur[len] = '\0';
+    /* a block scalar at the very end, with no line break after it, would
+     * take the break before an appended key into its value */
+    char *safe = NULL;
+    size_t safelen = 0;
+    if ((rc = yamljoin_safe_end(cur, curlen, &safe, &safelen)) < 0) goto fail;
+    if (rc == 1) {
+        free(cur);
+        cur = safe;
+        curlen = safelen;
+    }
     int k = 0;
     for (const cJSON *op = ops->child; op; op = op->next, k++) {
         char *next = NULL;

@@ -18,6 +18,8 @@
 
 #include <yaml.h>
 
+#include "inject/transform_int.h"
+
 #define TAG_PREFIX "tag:yaml.org,2002:"
 
 /* ---- arena ---- */
@@ -146,6 +148,7 @@ static int fail(struct yamltree_error *e, size_t line, int rc, const char *fmt, 
         e->line = line;
         vsnprintf(e->msg, sizeof e->msg, fmt, ap);
         va_end(ap);
+        inject__one_line(e->msg, sizeof e->msg); /* values quoted from the input */
     }
     return rc;
 }
@@ -176,7 +179,43 @@ static struct yamltree_node *new_node(struct builder *b, enum yamltree_kind kind
     n->end = posmap_off(&b->pm, ev->end_mark.index);
     n->line = ev->start_mark.line;
     n->col = ev->start_mark.column;
+    n->indent = n->col;
+    n->iline = n->line;
     return n;
+}
+
+/* Sets n->indent and n->iline: where the first entry of a block
+ * collection starts. libyaml's start mark is at the collection's anchor or
+ * tag when it has one ("volumes: &v" then "- name: a" on the next line);
+ * the entry follows the properties, blanks, a comment and line breaks. */
+static void set_indent(const struct posmap *m, struct yamltree_node *n)
+{
+    const char *t = m->text;
+    size_t i = n->start, col = n->col, line = n->line;
+    n->indent = col;
+    n->iline = line;
+    if (n->flow || i >= m->len || (t[i] != '&' && t[i] != '!')) return;
+    while (i < m->len) {
+        char ch = t[i];
+        if (ch == '&' || ch == '!') { /* a property: up to the next blank */
+            while (i < m->len && !strchr(" \t\r\n", t[i])) {
+                if (((unsigned char)t[i] & 0xC0) != 0x80) col++;
+                i++;
+            }
+        } else if (ch == ' ' || ch == '\t') {
+            i++, col++;
+        } else if (ch == '#') {
+            while (i < m->len && t[i] != '\n') i++;
+        } else if (ch == '\r' || ch == '\n') {
+            i += ch == '\r' && i + 1 < m->len && t[i + 1] == '\n' ? 2 : 1;
+            col = 0;
+            line++;
+        } else {
+            break;
+        }
+    }
+    n->indent = col;
+    n->iline = line;
 }
 
 static int set_anchor(struct builder *b, struct yamltree_node *n, const yaml_char_t *anchor)
@@ -294,10 +333,16 @@ static int on_event(struct builder *b, const yaml_event_t *ev, size_t *prev_end,
         if ((rc = set_tag(b, n, seq ? ev->data.sequence_start.tag : ev->data.mapping_start.tag)) <
             0)
             return rc;
+        set_indent(&b->pm, n);
         if ((rc = attach(b, n, e)) < 0) return rc;
         if ((rc = set_anchor(
                  b, n, seq ? ev->data.sequence_start.anchor : ev->data.mapping_start.anchor)) < 0)
             return rc;
+        /* refused as it opens: libyaml's scanner costs O(depth) per token
+         * in flow context, so 100 000 '[' would take minutes to read whole */
+        if (b->depth >= YAMLTREE_MAX_DEPTH)
+            return fail(e, n->line + 1, -EINVAL, "nested deeper than %d levels",
+                        YAMLTREE_MAX_DEPTH);
         return push(b, n);
     }
     case YAML_SEQUENCE_END_EVENT:
@@ -307,6 +352,57 @@ static int on_event(struct builder *b, const yaml_event_t *ev, size_t *prev_end,
         n->end = posmap_off(&b->pm, ev->end_mark.index);
         return 0;
     default: return 0;
+    }
+}
+
+/* The number of documents that have started in text[0..len) (at least
+ * 1): the document a reader error at offset len is in. */
+static size_t docs_before(const char *text, size_t len)
+{
+    yaml_parser_t p;
+    size_t n = 0;
+    if (!yaml_parser_initialize(&p)) return 1;
+    yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
+    for (;;) {
+        yaml_event_t ev;
+        if (!yaml_parser_parse(&p, &ev)) break;
+        int type = ev.type;
+        yaml_event_delete(&ev);
+        if (type == YAML_DOCUMENT_START_EVENT) n++;
+        if (type == YAML_STREAM_END_EVENT) break;
+    }
+    yaml_parser_delete(&p);
+    return n ? n : 1;
+}
+
+/* Fills *e for a failed yaml_parser_parse. libyaml gives no mark for a
+ * reader error (a byte that is not UTF-8, a control character), only the
+ * byte offset, and reads ahead of the parser: the line, the column and the
+ * document are counted here from that offset. */
+static void parse_error(const yaml_parser_t *p, const char *text, size_t len, size_t doc,
+                        struct yamltree_error *e)
+{
+    const char *problem = p->problem ? p->problem : "syntax error";
+    e->doc = doc;
+    e->line = p->problem_mark.line + 1;
+    if (p->error == YAML_READER_ERROR && p->problem_offset <= len) {
+        size_t off = p->problem_offset, ls = 0, line = 1, col = 1;
+        for (size_t i = 0; i < off; i++)
+            if (text[i] == '\n' || (text[i] == '\r' && (i + 1 >= len || text[i + 1] != '\n'))) {
+                line++;
+                ls = i + 1;
+            }
+        if (ls == 0 && len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) ls = 3; /* a BOM */
+        for (size_t i = ls; i < off; i++) col += ((unsigned char)text[i] & 0xC0) != 0x80;
+        e->line = line;
+        e->doc = docs_before(text, ls);
+        snprintf(e->msg, sizeof e->msg, "%s (byte 0x%02x at column %zu)", problem,
+                 off < len ? (unsigned char)text[off] : 0, col);
+    } else if (p->context) {
+        snprintf(e->msg, sizeof e->msg, "%s (%s at line %zu)", problem, p->context,
+                 p->context_mark.line + 1);
+    } else {
+        snprintf(e->msg, sizeof e->msg, "%s", problem);
     }
 }
 
@@ -320,6 +416,7 @@ int yamltree_parse(const char *text, size_t len, struct yamltree *out, struct ya
     memset(out, 0, sizeof *out);
     memset(&b, 0, sizeof b);
     if (e) memset(e, 0, sizeof *e);
+    if (!text) text = ""; /* libyaml asserts on a NULL input */
     if (len >= 2 &&
         ((text[0] == '\xFF' && text[1] == '\xFE') || (text[0] == '\xFE' && text[1] == '\xFF'))) {
         if (e) e->doc = 1;
@@ -346,16 +443,7 @@ int yamltree_parse(const char *text, size_t len, struct yamltree *out, struct ya
                 rc = -ENOMEM;
                 break;
             }
-            if (e) {
-                e->doc = out->ndocs + (in_doc ? 0 : 1);
-                e->line = p.problem_mark.line + 1;
-                if (p.context)
-                    snprintf(e->msg, sizeof e->msg, "%s (%s at line %zu)",
-                             p.problem ? p.problem : "syntax error", p.context,
-                             p.context_mark.line + 1);
-                else
-                    snprintf(e->msg, sizeof e->msg, "%s", p.problem ? p.problem : "syntax error");
-            }
+            if (e) parse_error(&p, text, len, out->ndocs + (in_doc ? 0 : 1), e);
             rc = -EINVAL;
             break;
         }

@@ -22,7 +22,9 @@
  * YAMLTREE_MAX_EXPANSION values is an error: "billion laughs"), merge keys
  * "<<" are resolved (explicit keys win, earlier merged maps win), a
  * duplicate key is an error, a key must be a scalar (its text is the JSON
- * key).
+ * key). Collections nested deeper than YAMLTREE_MAX_DEPTH are refused as
+ * they are read (libyaml's scanner is quadratic in flow depth). A byte
+ * that is not UTF-8 is reported at its document, line and column.
  */
 #ifndef RA_INJECT_YAMLTREE_H
 #define RA_INJECT_YAMLTREE_H
@@ -49,6 +51,10 @@ struct yamltree_node {
                         * block collection end is where libyaml closed it
                         * (the next token): use yamltree_content_end */
     size_t line, col;            /* 0-based line and column (characters) of start */
+    size_t indent, iline;        /* SEQ/MAP in block style: the column (characters) and
+                                  * 0-based line of its first entry (a key, or an item's
+                                  * "-"), past any anchor, tag or comment that start
+                                  * points at ("key: &a\n  x: 1"); else col and line */
     struct yamltree_node **kids; /* SEQ: items; MAP: key0, value0, key1, ... */
     size_t n;                    /* number of entries in kids */
     size_t cap;

@@ -91,6 +91,7 @@ struct conn {
     uint64_t expect_len; /* Content-Length, 0 if none */
     char *body;          /* malloc'd, grown up to the limit; NULL when empty */
     size_t body_cap;
+    size_t reserved;      /* bytes of the server's body budget this request holds */
     struct tls_conn *tls; /* NULL for plain HTTP */
     char whead[768];
     char *wbody;        /* malloc'd buffer being written (body, or TLS ciphertext), or NULL */
@@ -107,6 +108,8 @@ struct httpd {
     unsigned timeout_ms;
     unsigned methods, max_conns;
     size_t max_body;
+    size_t body_budget, body_held; /* all bodies together: the limit (0: none), held now */
+    uint64_t last_busy_log;
     struct tls_server *tls;
     char allow[128]; /* "Allow: GET, HEAD\r\n" */
     int port;
@@ -198,6 +201,38 @@ static void maybe_trim(struct httpd *s)
     (void)malloc_trim(0);
 }
 
+/* Frees the request body and gives its bytes back to the budget. */
+static void body_release(struct conn *c)
+{
+    c->srv->body_held -= c->reserved;
+    c->reserved = 0;
+    free(c->body);
+    c->body = NULL;
+    c->body_cap = 0;
+}
+
+/* Makes the request hold want bytes of the body budget. Returns 0, or -1
+ * when the bodies of all connections would exceed it (logged at most once
+ * per HTTPD_REJECT_LOG_MS). */
+static int body_reserve(struct conn *c, size_t want)
+{
+    struct httpd *s = c->srv;
+    if (want <= c->reserved) return 0;
+    if (s->body_budget && s->body_held - c->reserved + want > s->body_budget) {
+        uint64_t now = uv_now(s->loop);
+        if (s->last_busy_log == 0 || now - s->last_busy_log >= HTTPD_REJECT_LOG_MS) {
+            log_warn("httpd: request bodies would hold more than %zu bytes at once; answering "
+                     "503 (retry)",
+                     s->body_budget);
+            s->last_busy_log = now;
+        }
+        return -1;
+    }
+    s->body_held += want - c->reserved;
+    c->reserved = want;
+    return 0;
+}
+
 static void conn_close_cb(uv_handle_t *h)
 {
     struct conn *c = h->data;
@@ -214,7 +249,7 @@ static void conn_close_cb(uv_handle_t *h)
     tls_conn_free(c->tls, c->close_why                ? c->close_why
                           : s->closing || s->shutting ? NULL
                                                       : "connection closed during the handshake");
-    free(c->body);
+    body_release(c);
     free(c->b);
     free(c);
     maybe_free(s);
@@ -372,6 +407,11 @@ static int on_headers_complete(http_parser *p)
     }
     c->expect_len = (p->flags & F_CONTENTLENGTH) ? p->content_length : 0;
     c->allowed = allowed_method(c->srv, p->method) != NULL;
+    /* the body's bytes are held from now on: refused before it is read */
+    if (c->allowed && c->expect_len > 0 && body_reserve(c, (size_t)c->expect_len + 1) < 0) {
+        c->err_status = 503;
+        return -1;
+    }
     /* A client that waits for "100 Continue" before its body (curl does
      * for bigger bodies) gets it at once when the body is welcome. */
     if (c->allowed && expects_continue(c) && p->http_major == 1 && p->http_minor >= 1 &&
@@ -398,6 +438,10 @@ static int on_body(http_parser *p, const char *at, size_t len)
                          : 4096 < max + 1 ? 4096
                                           : max + 1;
             while (cap < need) cap = cap > (max + 1) / 2 ? max + 1 : cap * 2;
+            if (body_reserve(c, cap) < 0) { /* a chunked body that grew past the budget */
+                c->err_status = 503;
+                return -1;
+            }
             char *b = realloc(c->body, cap);
             if (!b) ra_oom();
             c->body = b;
@@ -639,11 +683,18 @@ static void conn_send(struct conn *c, int status, const char *ctype, char *body,
 static void conn_error(struct conn *c, int status)
 {
     static char bad[] = "bad request\n", method[] = "method not allowed\n",
-                large[] = "request too large\n", internal[] = "internal error\n";
-    char *body = status == 400 ? bad : status == 405 ? method : status == 413 ? large : internal;
+                large[] = "request too large\n", internal[] = "internal error\n",
+                busy[] = "busy: other requests hold the memory for request bodies; retry\n";
+    char *body = status == 400   ? bad
+                 : status == 405 ? method
+                 : status == 413 ? large
+                 : status == 503 ? busy
+                                 : internal;
     if (status != 405) c->keep = 0;
     conn_send(c, status, HTTPD_DEFAULT_TYPE, body, strlen(body), 0,
-              status == 405 ? c->srv->allow : "");
+              status == 405   ? c->srv->allow
+              : status == 503 ? "Retry-After: 1\r\n"
+                              : "");
 }
 
 static int hexval(char ch)
@@ -751,12 +802,11 @@ static void conn_request(struct conn *c)
                             .query = query,
                             .content_type = ctype,
                             .body = c->body ? c->body : "",
-                            .body_len = c->body ? c->body_len : 0};
+                            .body_len = c->body ? c->body_len : 0,
+                            .conn_ = c};
     struct httpd_resp resp = {.status = 200, .content_type = HTTPD_DEFAULT_TYPE};
     c->srv->handler(c->srv->ud, &req, &resp);
-    free(c->body); /* an idle keep-alive connection holds no body buffer */
-    c->body = NULL;
-    c->body_cap = 0;
+    body_release(c);  /* an idle keep-alive connection holds no body buffer */
     if (c->closing) { /* the handler closed the server */
         free(resp.body);
         return;
@@ -997,6 +1047,7 @@ int httpd_start_opts(uv_loop_t *loop, const char *listen, const struct httpd_opt
     s->timeout_ms = opts->timeout_ms ? opts->timeout_ms : HTTPD_TIMEOUT_MS;
     s->methods = opts->methods ? opts->methods : HTTPD_GET | HTTPD_HEAD;
     s->max_body = opts->max_body ? opts->max_body : HTTPD_BODY_MAX;
+    s->body_budget = opts->body_budget;
     s->max_conns = opts->max_conns ? opts->max_conns : HTTPD_MAX_CONNS;
     s->tls = opts->tls;
     size_t off = (size_t)snprintf(s->allow, sizeof s->allow, "Allow:");
@@ -1027,6 +1078,12 @@ int httpd_start(uv_loop_t *loop, const char *listen, httpd_handler h, void *ud, 
 }
 
 int httpd_port(const struct httpd *s) { return s->port; }
+
+void httpd_req_release_body(const struct httpd_req *req)
+{
+    struct conn *c = req->conn_;
+    if (c) body_release(c);
+}
 
 void httpd_set_timeout(struct httpd *s, unsigned ms) { s->timeout_ms = ms; }
 

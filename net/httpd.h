@@ -10,9 +10,11 @@
  * names and values) over 8 KiB -> 413; a body over the body limit (default
  * 4 KiB) -> 413, decided from Content-Length before any of the body is
  * read, or once a chunked body passes it (never more than the limit is
- * buffered); malformed -> 400 (all three close the connection); a client
- * that has not sent a complete request within the read timeout (default
- * 5 s, counted from accept and from the end of each response; the TLS
+ * buffered); bodies over the server's budget for all connections together
+ * -> 503 with Retry-After (see httpd_opts); malformed -> 400 (all four
+ * close the connection); a client that has not sent a complete request
+ * within the read timeout (default 5 s, counted from accept and from the
+ * end of each response; the TLS
  * handshake counts as part of the first request) is disconnected, and so
  * is one that does not read its response within that time; at most 64
  * connections (the default): a new one beyond that closes the connection
@@ -68,6 +70,12 @@ struct httpd_opts {
     size_t max_body;        /* request body limit in bytes; 0 = 4096 */
     unsigned max_conns;     /* open connections; 0 = 64 */
     unsigned timeout_ms;    /* read timeout; 0 = 5000 */
+    size_t body_budget;     /* bytes the request bodies of all connections may hold together
+                               (0 = no limit beyond max_body each): a request whose body would
+                               pass it is answered 503 with "Retry-After: 1" before its body is
+                               read (by Content-Length; a chunked one as it grows), and the
+                               connection closed. A body holds its bytes from its headers until
+                               the handler returns (or httpd_req_release_body) */
     struct tls_server *tls; /* NULL = plain HTTP; not owned: it must outlive the server
                                (destroy it after httpd_close's done callback) */
 };
@@ -81,6 +89,7 @@ struct httpd_req {
     const char *body;         /* the request body (chunked bodies decoded), NUL-terminated after
                                  body_len bytes (it may hold NULs); "" when there is none */
     size_t body_len;          /* all pointers are valid during the handler call only */
+    void *conn_;              /* the server's, for httpd_req_release_body */
 };
 
 struct httpd_resp {
@@ -107,6 +116,11 @@ int httpd_start_opts(uv_loop_t *loop, const char *listen, const struct httpd_opt
 /* httpd_start_opts with the defaults: plain HTTP, GET and HEAD, 4 KiB
  * bodies, 64 connections, 5 s read timeout. */
 int httpd_start(uv_loop_t *loop, const char *listen, httpd_handler h, void *ud, struct httpd **out);
+
+/* Frees req's body now, within the handler, and gives its bytes back to
+ * the body budget: a handler that has read (parsed) the body calls it
+ * before long work on what it read. req->body must not be used after. */
+void httpd_req_release_body(const struct httpd_req *req);
 
 /* Port actually bound. */
 int httpd_port(const struct httpd *s);

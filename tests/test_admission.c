@@ -23,6 +23,7 @@
 #include "inject/jsonpatch.h"
 #include "inject/transform.h"
 #include "webhook/admission.h"
+#include "webhook/jsonscan.h"
 
 /* ---- building reviews ---- */
 
@@ -457,6 +458,8 @@ static size_t seam_nwarnings;
 static int seam_ops; /* 1: one op */
 static int seam_saw_managed_fields;
 static const char *const *seam_warnings;
+static int seam_released; /* the body's release ran before the transform */
+static int released;      /* admission_review_release's calls of release */
 
 static int fake_inject(const cJSON *obj, const struct inject_opts *opts, struct inject_result *out,
                        char *err, size_t errlen)
@@ -465,6 +468,7 @@ static int fake_inject(const cJSON *obj, const struct inject_opts *opts, struct 
     memset(out, 0, sizeof *out);
     seam_saw_managed_fields =
         cJSON_GetObjectItem(cJSON_GetObjectItem(obj, "metadata"), "managedFields") != NULL;
+    seam_released = released;
     if (seam_rc < 0) {
         if (seam_err) snprintf(err, errlen, "%s", seam_err);
         return seam_rc;
@@ -720,6 +724,137 @@ static void test_oom_never_denies_seam(void **state)
     oom_run(POD_OPTED_IN, 1, 1);
 }
 
+/* ---- memory: the body's release, reviews too large to parse ---- */
+
+static void release(void *ud)
+{
+    released++;
+    free(ud); /* the body: nothing may read it after */
+}
+
+/* Issue 16.15: the body is given back once parsed, before the transform
+ * runs (the review is not held twice), on every path, once. */
+static void test_body_released_before_the_transform(void **state)
+{
+    (void)state;
+    static const char *const bodies[] = {NULL, "{\"apiVersion\":", "[1,2]"};
+    for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
+        char *body = bodies[i] ? strdup(bodies[i]) : pod_review("r", POD_OPTED_IN);
+        size_t len = strlen(body);
+        struct admission_response out;
+        struct admission_info info;
+        released = seam_released = 0;
+        assert_int_equal(admission_review_release(body, len, "application/json", NULL, release,
+                                                  body, &out, &info),
+                         0);
+        assert_int_equal(released, 1);
+        if (i == 0) {
+            assert_int_equal(seam_released, 1);
+            assert_int_equal(info.result, ADMISSION_INJECTED);
+        } else {
+            assert_int_equal(out.status, 400);
+        }
+        admission_response_free(&out);
+    }
+}
+
+/* A review of n tiny JSON values in the pod's args (uid "big" unless
+ * no_uid): malloc'd. */
+static char *review_of_values(size_t n, int no_uid)
+{
+    size_t cap = 4 * n + 1024, o = 0;
+    char *args = malloc(cap);
+    assert_non_null(args);
+    args[o++] = '[';
+    for (size_t i = 0; i < n; i++)
+        o += (size_t)snprintf(args + o, cap - o, "%s\"a\"", i ? "," : "");
+    args[o++] = ']';
+    args[o] = '\0';
+    char *pod = NULL, *r = NULL;
+    assert_true(asprintf(&pod,
+                         "{\"metadata\":{\"name\":\"p\",\"annotations\":{\"reload-agent.io/"
+                         "inject\":\"true\"}},\"spec\":{\"containers\":[{\"name\":\"a\","
+                         "\"args\":%s,\"volumeMounts\":[{\"name\":\"c\",\"mountPath\":\"/c\"}]}],"
+                         "\"volumes\":[{\"name\":\"c\",\"configMap\":{\"name\":\"c\"}}]}}",
+                         args) > 0);
+    free(args);
+    r = review_of(no_uid ? NULL : "big", "CREATE", "", "Pod", "pods", NULL, pod, 0);
+    free(pod);
+    return r;
+}
+
+/* Issue 16.15: a review of more JSON values than ADMISSION_MAX_VALUES is
+ * not parsed (a tree costs about 100 bytes a value: 3 MiB of tiny values
+ * took 120 MiB): allowed unchanged with a warning; 400 without a uid. One
+ * just under the limit is injected. */
+static void test_too_many_values(void **state)
+{
+    (void)state;
+    char uid[64], *body = review_of_values(0, 0);
+    long overhead = jsonscan_values(body, strlen(body), uid, sizeof uid); /* with "args": [] */
+    free(body);
+    assert_string_equal(uid, "big");
+    body = review_of_values((size_t)(ADMISSION_MAX_VALUES - overhead + 1), 0);
+    struct answer a;
+    ask(&a, body, "application/json", "big");
+    assert_int_equal(a.info.result, ADMISSION_ERROR);
+    assert_false(has_patch(&a));
+    char want[160];
+    snprintf(want, sizeof want,
+             "reload-agent: injection failed: the review holds %d JSON values, more than %d: too "
+             "large to read",
+             ADMISSION_MAX_VALUES + 1, ADMISSION_MAX_VALUES);
+    assert_string_equal(warning(&a, 0), want);
+    answer_free(&a);
+    free(body);
+    body = review_of_values((size_t)(ADMISSION_MAX_VALUES - overhead), 0);
+    ask(&a, body, "application/json", "big");
+    assert_int_equal(a.info.result, ADMISSION_INJECTED);
+    answer_free(&a);
+    free(body);
+    body = review_of_values(ADMISSION_MAX_VALUES, 1);
+    ask_status(body, "application/json", 400, "and no plain request.uid");
+    free(body);
+}
+
+/* The number of values of a cJSON tree. */
+static long tree_values(const cJSON *v)
+{
+    long n = 1;
+    for (const cJSON *c = v->child; c; c = c->next) n += tree_values(c);
+    return n;
+}
+
+/* jsonscan counts every value, finds request.uid, and never counts fewer
+ * values than cJSON builds (the bound the limit relies on). */
+static void test_jsonscan(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        long values;
+        const char *uid;
+    } T[] = {
+        {"{\"a\":[1,2,{\"b\":null}],\"c\":\"x\"}", 7, ""},
+        {"\xEF\xBB\xBF{\"request\":{\"kind\":{},\"uid\":\"u-1\"}}", 4, "u-1"},
+        {"{\"request\":{\"uid\":[\"no\"]}, \"uid\":\"top\"}", 5, ""},
+        {"{\"x\":{\"request\":{\"uid\":\"deep\"}}}", 4, ""},
+        {"{\"request\":{\"uid\":\"es\\\"caped\"}}", 3, ""},
+        {" \x01[true, false, null, -1.5e3]\n trailing", 5, ""},
+        {"[[[[", 4, ""},      /* cut off: what was seen */
+        {"{\"a\" 1}", 1, ""}, /* not JSON from there on */
+    };
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
+        char uid[16];
+        long n = jsonscan_values(T[i].text, strlen(T[i].text), uid, sizeof uid);
+        if (n != T[i].values || strcmp(uid, T[i].uid) != 0)
+            fail_msg("%zu: %ld values, uid \"%s\"", i, n, uid);
+        cJSON *t = cJSON_ParseWithLength(T[i].text, strlen(T[i].text));
+        if (t) assert_true(tree_values(t) <= n);
+        cJSON_Delete(t);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -735,6 +870,10 @@ int main(void)
         cmocka_unit_test(test_bad_object),
         cmocka_unit_test_setup_teardown(test_warning_limits, seam_setup, seam_teardown),
         cmocka_unit_test(test_oom_never_denies),
+        cmocka_unit_test_setup_teardown(test_body_released_before_the_transform, seam_setup,
+                                        seam_teardown),
+        cmocka_unit_test(test_too_many_values),
+        cmocka_unit_test(test_jsonscan),
         cmocka_unit_test_setup_teardown(test_oom_never_denies_seam, seam_setup, seam_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

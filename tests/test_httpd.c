@@ -1173,6 +1173,81 @@ static void test_post_3mib_limit(void **state)
     free_results(&f);
 }
 
+/* Issue 16.15: what all connections' bodies may hold together is bounded
+ * (httpd_opts.body_budget): a request whose body would pass it is answered
+ * 503 with Retry-After (the API server retries) before its body is read,
+ * a chunked one once it grows past it; the bytes come back when a request
+ * has been answered. Budget 1500, bodies of at most 1000 (+1 each). */
+static void client_budget(struct fx *f)
+{
+    char body[1001];
+    memset(body, 'q', 1000);
+    body[1000] = '\0';
+    const char *head = "POST /post HTTP/1.1\r\nContent-Type: x/y\r\nConnection: close\r\n"
+                       "Content-Length: %d\r\n\r\n";
+    char h[200];
+    int a = cli_connect(f); /* holds 1001 bytes: its body is half sent */
+    if (a < 0) return;
+    snprintf(h, sizeof h, head, 1000);
+    if (cli_send(a, h, strlen(h)) != 0 || cli_send(a, body, 500) != 0) goto out;
+    /* a request answered after A's head was sent: the loop has read it */
+    int probe = cli_connect(f);
+    if (probe < 0) goto out;
+    snprintf(h, sizeof h, head, 1);
+    if (cli_send(probe, h, strlen(h)) == 0 && cli_send(probe, "p", 1) == 0)
+        f->res[5] = cli_read_all(probe, &f->end[5]);
+    close(probe);
+    for (int i = 0; i < 3; i++) {
+        static const int lens[] = {1000, 400, -600}; /* -: chunked */
+        int fd = cli_connect(f), n = lens[i] < 0 ? -lens[i] : lens[i];
+        if (fd < 0) continue;
+        char r[1700];
+        if (lens[i] > 0)
+            snprintf(r, sizeof r, head, n);
+        else
+            snprintf(r, sizeof r,
+                     "POST /post HTTP/1.1\r\nContent-Type: x/y\r\nConnection: close\r\n"
+                     "Transfer-Encoding: chunked\r\n\r\n%x\r\n%.*s\r\n0\r\n\r\n",
+                     n, n, body);
+        if (cli_send(fd, r, strlen(r)) == 0 && (lens[i] < 0 || cli_send(fd, body, (size_t)n) == 0))
+            f->res[1 + i] = cli_read_all(fd, &f->end[1 + i]);
+        close(fd);
+    }
+    if (cli_send(a, body + 500, 500) == 0) f->res[0] = cli_read_all(a, &f->end[0]);
+    int e = cli_connect(f); /* A's bytes are back */
+    if (e < 0) goto out;
+    snprintf(h, sizeof h, head, 1000);
+    if (cli_send(e, h, strlen(h)) == 0 && cli_send(e, body, 1000) == 0)
+        f->res[4] = cli_read_all(e, &f->end[4]);
+    close(e);
+out:
+    close(a);
+}
+
+static void test_body_budget_503(void **state)
+{
+    (void)state;
+    struct httpd_opts o = {.methods = HTTPD_POST, .max_body = 1000, .body_budget = 1500};
+    struct fx f = {.opts = &o};
+    char body[1001];
+    memset(body, 'q', 1000);
+    body[1000] = '\0';
+    run(&f, client_budget);
+    const char *busy = "busy: other requests hold the memory for request bodies; retry\n";
+    expect_result(&f, 0, post_reply("POST", "x/y", body, 1000, 0));
+    expect_result(
+        &f, 1,
+        reply("503 Service Unavailable", PLAIN, busy, strlen(busy), "Retry-After: 1\r\n", 0, 1));
+    expect_result(&f, 2, post_reply("POST", "x/y", body, 400, 0));
+    expect_result(
+        &f, 3,
+        reply("503 Service Unavailable", PLAIN, busy, strlen(busy), "Retry-After: 1\r\n", 0, 1));
+    expect_result(&f, 4, post_reply("POST", "x/y", body, 1000, 0));
+    expect_result(&f, 5, post_reply("POST", "x/y", "p", 1, 0));
+    assert_int_equal(f.handler_calls, 4);
+    free_results(&f);
+}
+
 static void test_405_lists_allowed_methods(void **state)
 {
     (void)state;
@@ -1432,6 +1507,7 @@ int main(void)
         cmocka_unit_test(test_close_with_open_connections),
         cmocka_unit_test(test_post_body_and_content_type),
         cmocka_unit_test(test_post_3mib_limit),
+        cmocka_unit_test(test_body_budget_503),
         cmocka_unit_test(test_405_lists_allowed_methods),
         cmocka_unit_test(test_pipelined_posts),
         cmocka_unit_test(test_extra_headers),

@@ -292,13 +292,18 @@ static void test_optional_and_missing_sources(void **state)
     r = stamp(t, "prod", cm);
     assert_no_stamp(&r, 0, "secret/extra is not in the input");
     free(t);
-    /* only in another namespace: not the workload's */
+    /* only in another namespace: not the workload's, and the reason says
+     * where it is (issue 16.13) */
     t = tmpl("", "\"--watch\",\"/etc/app\",\"--action\",\"rollout\"", MOUNT("cfg", "/etc/app"),
              "{\"name\":\"cfg\",\"configMap\":{\"name\":\"app\"}}");
     r = stamp(t, "staging", cm);
-    assert_no_stamp(&r, 0, "configmap/app is not in the input");
+    assert_no_stamp(&r, 0,
+                    "configmap/app is not in the input for namespace staging: the input has it in "
+                    "namespace prod");
     r = stamp(t, NULL, cm);
-    assert_no_stamp(&r, 0, "configmap/app is not in the input");
+    assert_no_stamp(&r, 0,
+                    "configmap/app is not in the input for namespace (none): the input has it in "
+                    "namespace prod");
     /* neither gave a namespace: the same one (kubectl's current) */
     r = stamp(t, "",
               "[{\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"app\"},\"data\":{\"k\":"
@@ -616,6 +621,22 @@ static void test_nested_mounts(void **state)
                         "--ignore=/etc/app/tls/..* leaves them out)");
         free(t);
     }
+    /* issue 16.4: a mount written unclean is where the runtime puts it (the
+     * clean path); a watch root written unclean gives the agent logical
+     * paths that are not the container's: no stamp, and why */
+    const char *unclean = MOUNT("outer", "/etc/app") "," MOUNT("inner", "/etc//app/./tls/");
+    t = tmpl("", argsets[0], unclean, vols);
+    r = stamp(t, "prod", src);
+    assert_stamp(&r, both, 2);
+    free(t);
+    t = tmpl(
+        "",
+        "\"--watch\",\"/etc/app\",\"--watch\",\"/etc/app/./tls\",\"--ignore=/etc/app/tls/..*\","
+        "\"--action\",\"rollout\"",
+        mounts, vols);
+    r = stamp(t, "prod", src);
+    assert_no_stamp(&r, 0, "watch root /etc/app/./tls is not a clean path");
+    free(t);
 }
 
 static unsigned select_pem(void *ud, const char *path)

@@ -25,6 +25,7 @@
 
 #include "inject/jsonpatch.h"
 #include "inject/transform.h"
+#include "inject/transform_int.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -821,7 +822,7 @@ static void test_pods_the_api_server_would_reject(void **state)
     assert_int_equal(r.outcome, INJECT_INJECTED);
     assert_true(has_arg(find_sidecar(pod), "--watch=/reload-agent/volumes/cfg"));
     assert_int_equal(r.nwarnings, 2);
-    assert_string_equal(r.warnings[0], "volume cfg: mountPath /etc/$(HOME) holds $( (args expand "
+    assert_string_equal(r.warnings[0], "volume cfg: /etc/$(HOME) holds $( (args expand "
                                        "it); mirrored at /reload-agent/volumes/cfg");
     assert_string_equal(r.warnings[1], "volume name \"Bad_Name\" is not a DNS label: not watched");
     inject_result_free(&r);
@@ -879,10 +880,12 @@ static void test_api_access(void **state)
          0, NULL},
         /* CLI: the ServiceAccount plugin mounts the token at pod creation */
         {",\"reload-agent.io/action\":\"rollout\"", 0, 0, 0, 0, 0, NULL},
-        /* CLI: ... unless automountServiceAccountToken is false */
-        {",\"reload-agent.io/action\":\"rollout\"", 0, 0, 1, 0, 0,
-         "automountServiceAccountToken is false: the sidecar gets no token, but rollout needs the "
-         "API"},
+        /* CLI: ... unless automountServiceAccountToken is false: Events go off */
+        {",\"reload-agent.io/events\":\"true\"", 0, 0, 1, 0, 0,
+         "Events need the Kubernetes API, but container app has no token mount "
+         "(automountServiceAccountToken is false): Events are off"},
+        /* CLI: automountServiceAccountToken false, the app mounts a token itself: copied */
+        {",\"reload-agent.io/action\":\"rollout\"", 0, 1, 1, 1, 0, NULL},
     };
     for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
         char json[2048];
@@ -910,6 +913,398 @@ static void test_api_access(void **state)
         assert_int_equal(has_arg(side, "--events=false"), T[i].want_events_off);
         assert_int_equal(r.nwarnings, T[i].warning ? 1 : 0);
         if (T[i].warning) assert_string_equal(r.warnings[0], T[i].warning);
+        inject_result_free(&r);
+        cJSON_Delete(pod);
+    }
+}
+
+/* 1 if a warning of r holds needle. */
+static int warned(const struct inject_result *r, const char *needle)
+{
+    for (size_t i = 0; i < r->nwarnings; i++)
+        if (strstr(r->warnings[i], needle)) return 1;
+    return 0;
+}
+
+/* Issue 16.3 and 16.4: mount paths are compared and written cleaned, as
+ * the container runtime reads them: an unclean path on the sidecar's own
+ * mounts, or on another mirror, is taken (so the sidecar never mounts two
+ * volumes on one directory), the warning says by what, and a nested
+ * mirror written with "/./" or "//" gets the clean path and the --ignore
+ * glob of it, which is what the agent walks. */
+static void test_mount_paths_are_cleaned(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *path, *mirror, *warning;
+    } T[] = {
+        {"/etc/./podinfo", "/reload-agent/volumes/v",
+         "volume v: /etc/./podinfo is taken by the sidecar's /etc/podinfo"},
+        {"/srv/../reload-agent/env/configmap/x", "/reload-agent/volumes/v",
+         "is taken by the sidecar's /reload-agent"},
+        {"/etc/conf/..", "/reload-agent/volumes/v",
+         "volume v: /etc/conf/.. is taken by the "
+         "sidecar's /etc/podinfo"},
+        {"//etc//app/", "/reload-agent/volumes/v", "volume v: //etc//app/ is taken by volume cfg"},
+        {"/etc/app/./tls", "/etc/app/tls", "volume v: mountPath /etc/app/./tls is /etc/app/tls"},
+        {"/etc/app//tls/", "/etc/app/tls", "is /etc/app/tls once cleaned"},
+        {"/etc/app/x/../tls", "/etc/app/tls", "is /etc/app/tls once cleaned"},
+    };
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
+        char json[2048];
+        struct inject_result r;
+        snprintf(json, sizeof json,
+                 POD_HEAD OPT_IN "}},\"spec\":{\"containers\":[{\"name\":\"app\",\"image\":\"x\","
+                                 "\"volumeMounts\":[{\"name\":\"cfg\",\"mountPath\":\"/etc/app\"},"
+                                 "{\"name\":\"v\",\"mountPath\":\"%s\"}]}],"
+                                 "\"volumes\":[{\"name\":\"cfg\",\"configMap\":{\"name\":\"a\"}},"
+                                 "{\"name\":\"v\",\"secret\":{\"secretName\":\"s\"}}]}}",
+                 T[i].path);
+        cJSON *pod = inject_pod(json, NULL, &r);
+        assert_int_equal(r.outcome, INJECT_INJECTED);
+        const cJSON *side = find_sidecar(pod);
+        char arg[128];
+        snprintf(arg, sizeof arg, "--watch=%s", T[i].mirror);
+        if (!sidecar_mount(side, T[i].mirror) || !has_arg(side, arg) || !warned(&r, T[i].warning))
+            print_error("case %zu (%s): want the mirror at %s and a warning \"%s\"\n", i, T[i].path,
+                        T[i].mirror, T[i].warning);
+        assert_non_null(sidecar_mount(side, T[i].mirror));
+        assert_true(has_arg(side, arg));
+        assert_true(warned(&r, T[i].warning));
+        /* nested in /etc/app: the glob of the clean path */
+        int nested = strcmp(T[i].mirror, "/etc/app/tls") == 0;
+        assert_int_equal(has_arg(side, "--ignore=/etc/app/tls/..*"), nested);
+        /* no two mounts of the sidecar on one directory, none unclean */
+        const cJSON *m, *m2;
+        cJSON_ArrayForEach(m, cJSON_GetObjectItem(side, "volumeMounts"))
+        {
+            const char *mp = cJSON_GetObjectItem(m, "mountPath")->valuestring;
+            assert_null(strstr(mp, "/."));
+            assert_null(strstr(mp, "//"));
+            cJSON_ArrayForEach(m2, cJSON_GetObjectItem(side, "volumeMounts")) if (m2 != m)
+                assert_string_not_equal(mp, cJSON_GetObjectItem(m2, "mountPath")->valuestring);
+        }
+        inject_result_free(&r);
+        cJSON_Delete(pod);
+    }
+}
+
+/* inject__clean_path is Go's path.Clean. */
+static void test_clean_path(void **state)
+{
+    (void)state;
+    static const char *const T[][2] = {
+        {"/", "/"},
+        {"//", "/"},
+        {"/..", "/"},
+        {"/../a", "/a"},
+        {"/a/b/../..", "/"},
+        {"/a/./b//c/", "/a/b/c"},
+        {"a/..", "."},
+        {"", "."},
+        {"../a/..", ".."},
+        {"./a/", "a"},
+        {"a/../../b", "../b"},
+        {"/etc/conf/..", "/etc"},
+        {"/a/b/../c/./d", "/a/c/d"},
+        {"/x$(Y)/z", "/x$(Y)/z"},
+    };
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
+        char *c = inject__clean_path(T[i][0]);
+        assert_non_null(c);
+        if (strcmp(c, T[i][1]) != 0) print_error("\"%s\": got \"%s\"\n", T[i][0], c);
+        assert_string_equal(c, T[i][1]);
+        assert_int_equal(inject__is_clean_path(T[i][0]), strcmp(T[i][0], T[i][1]) == 0);
+        free(c);
+    }
+}
+
+/* Issue 16.5: a sidecar that would exit 2 is never injected. With
+ * automountServiceAccountToken: false no token reaches the sidecar at pod
+ * creation; rollout (asked for, or the env volumes' default env-action)
+ * cannot start without one: refused with the reason, as at admission,
+ * unless the app mounts a token itself (copied, test_api_access). */
+static void test_rollout_without_a_token_is_refused(void **state)
+{
+    (void)state;
+    static const char *const T[] = {
+        /* asked for */
+        POD_HEAD OPT_IN ",\"reload-agent.io/action\":\"rollout\"}},\"spec\":{"
+                        "\"automountServiceAccountToken\":false," APP_CM "}}",
+        /* the env volumes' default env-action */
+        POD_HEAD OPT_IN "}},\"spec\":{\"automountServiceAccountToken\":false,\"containers\":["
+                        "{\"name\":\"app\",\"envFrom\":[{\"configMapRef\":{\"name\":\"env\"}}]}]}}",
+    };
+    for (int admission = 0; admission < 2; admission++)
+        for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
+            struct inject_opts o = {.admission = admission};
+            struct inject_result r;
+            cJSON *pod = inject_pod(T[i], &o, &r);
+            if (r.outcome != INJECT_SKIPPED)
+                print_error("case %zu, admission %d: not refused\n", i, admission);
+            assert_int_equal(r.outcome, INJECT_SKIPPED);
+            assert_int_equal(cJSON_GetArraySize(r.ops), 0);
+            if (!strstr(r.reason, "rollout needs the Kubernetes API, but container app has no "
+                                  "service-account token mount to copy"))
+                print_error("reason: %s\n", r.reason);
+            assert_non_null(strstr(r.reason, "rollout needs the Kubernetes API"));
+            if (!admission)
+                assert_non_null(strstr(r.reason, "(automountServiceAccountToken is false)"));
+            inject_result_free(&r);
+            cJSON_Delete(pod);
+        }
+}
+
+/* Issue 16.7: a pod that can only run on another OS, by spec.os.name, by
+ * nodeSelector kubernetes.io/os or by a required node affinity every term
+ * of which excludes linux, is refused with the field in the reason. */
+static void test_other_os_is_refused(void **state)
+{
+    (void)state;
+#define AFF(terms)                                                                                 \
+    "\"affinity\":{\"nodeAffinity\":{\"requiredDuringSchedulingIgnoredDuringExecution\":{"         \
+    "\"nodeSelectorTerms\":[" terms "]}}},"
+#define OS_IN(v)                                                                                   \
+    "{\"matchExpressions\":[{\"key\":\"kubernetes.io/os\",\"operator\":\"In\",\"values\":[" v "]}" \
+    "]}"
+    static const struct {
+        const char *spec;   /* members before "containers" */
+        const char *reason; /* NULL: injected */
+    } T[] = {
+        {"\"os\":{\"name\":\"windows\"},", "windows pods are not injected (spec.os.name)"},
+        {"\"nodeSelector\":{\"kubernetes.io/os\":\"windows\"},",
+         "windows pods are not injected (nodeSelector kubernetes.io/os): the agent runs on Linux"},
+        {"\"nodeSelector\":{\"beta.kubernetes.io/os\":\"windows\"},",
+         "windows pods are not injected (nodeSelector beta.kubernetes.io/os)"},
+        {"\"nodeSelector\":{\"kubernetes.io/os\":\"linux\",\"disk\":\"ssd\"},", NULL},
+        {AFF(OS_IN("\"windows\"")),
+         "windows pods are not injected (required node affinity on kubernetes.io/os)"},
+        {AFF(OS_IN("\"windows\"") "," OS_IN("\"windows\",\"linux\"")), NULL},
+        {AFF("{\"matchExpressions\":[{\"key\":\"kubernetes.io/os\",\"operator\":\"NotIn\","
+             "\"values\":[\"linux\"]}]}"),
+         "non-linux pods are not injected (required node affinity"},
+        {AFF("{\"matchExpressions\":[{\"key\":\"zone\",\"operator\":\"In\",\"values\":[\"a\"]}]}"),
+         NULL},
+        {"\"affinity\":{\"nodeAffinity\":{\"preferredDuringSchedulingIgnoredDuringExecution\":[]}}"
+         ",",
+         NULL},
+    };
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
+        char json[2048];
+        struct inject_result r;
+        snprintf(json, sizeof json, POD_HEAD OPT_IN "}},\"spec\":{%s" APP_CM "}}", T[i].spec);
+        cJSON *pod = inject_pod(json, NULL, &r);
+        if (T[i].reason && (r.outcome != INJECT_SKIPPED || !strstr(r.reason, T[i].reason)))
+            print_error("case %zu: outcome %d, reason \"%s\"\n", i, r.outcome, r.reason);
+        assert_int_equal(r.outcome, T[i].reason ? INJECT_SKIPPED : INJECT_INJECTED);
+        if (T[i].reason) assert_non_null(strstr(r.reason, T[i].reason));
+        inject_result_free(&r);
+        cJSON_Delete(pod);
+    }
+    expect_einval(POD_HEAD OPT_IN "}},\"spec\":{\"nodeSelector\":[]," APP_CM "}}",
+                  "spec.nodeSelector: want an object, got an array");
+    expect_einval(POD_HEAD OPT_IN "}},\"spec\":{" AFF("{\"matchExpressions\":{}}") APP_CM "}}",
+                  "nodeSelectorTerms[0].matchExpressions: want an array");
+#undef AFF
+#undef OS_IN
+}
+
+/* Issue 16.9: a mirrored volume whose files the non-root sidecar cannot
+ * read (owned by root, no read for others, no fsGroup) is warned about at
+ * injection (the agent would fail with Permission denied at every try). */
+static void test_unreadable_modes_warned(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *psc, *vol; /* the pod's securityContext members, the volume's source */
+        long mode;             /* the warned mode, -1: none */
+    } T[] = {
+        {"", "\"secret\":{\"secretName\":\"s\",\"defaultMode\":256}", 0400},
+        {"", "\"secret\":{\"secretName\":\"s\",\"defaultMode\":288}", 0440},
+        {"\"runAsGroup\":0", "\"secret\":{\"secretName\":\"s\",\"defaultMode\":288}", -1},
+        {"\"fsGroup\":2000", "\"secret\":{\"secretName\":\"s\",\"defaultMode\":256}", -1},
+        {"", "\"secret\":{\"secretName\":\"s\"}", -1},
+        {"", "\"configMap\":{\"name\":\"c\",\"defaultMode\":292}", -1},
+        {"",
+         "\"configMap\":{\"name\":\"c\",\"items\":[{\"key\":\"a\",\"path\":\"a\"},{\"key\":"
+         "\"b\",\"path\":\"b\",\"mode\":384}]}",
+         0600},
+        {"",
+         "\"secret\":{\"secretName\":\"s\",\"defaultMode\":256,\"items\":[{\"key\":\"a\","
+         "\"path\":\"a\",\"mode\":292}]}",
+         -1},
+        {"", "\"projected\":{\"defaultMode\":256,\"sources\":[{\"secret\":{\"name\":\"s\"}}]}",
+         0400},
+        {"",
+         "\"projected\":{\"sources\":[{\"configMap\":{\"name\":\"c\",\"items\":[{\"key\":\"a\","
+         "\"path\":\"a\",\"mode\":256}]}}]}",
+         0400},
+    };
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
+        char json[2048], want[128];
+        struct inject_result r;
+        snprintf(json, sizeof json,
+                 POD_HEAD OPT_IN
+                 "}},\"spec\":{\"securityContext\":{%s},\"containers\":[{\"name\":"
+                 "\"app\",\"volumeMounts\":[{\"name\":\"v\",\"mountPath\":\"/v\"}]}],"
+                 "\"volumes\":[{\"name\":\"v\",%s}]}}",
+                 T[i].psc, T[i].vol);
+        cJSON *pod = inject_pod(json, NULL, &r);
+        assert_int_equal(r.outcome, INJECT_INJECTED);
+        snprintf(want, sizeof want,
+                 "volume v: files of mode %04lo owned by root; the sidecar "
+                 "cannot read them: set the pod's fsGroup or mode 0444",
+                 T[i].mode);
+        int got = warned(&r, "owned by root");
+        if (got != (T[i].mode >= 0) || (got && !warned(&r, want)))
+            print_error("case %zu: warnings %zu, first \"%s\"\n", i, r.nwarnings,
+                        r.nwarnings ? r.warnings[0] : "");
+        assert_int_equal(got, T[i].mode >= 0);
+        if (got) assert_true(warned(&r, want));
+        inject_result_free(&r);
+        cJSON_Delete(pod);
+    }
+    expect_einval(POD_HEAD OPT_IN
+                  "}},\"spec\":{\"containers\":[{\"name\":\"app\",\"volumeMounts\":"
+                  "[{\"name\":\"v\",\"mountPath\":\"/v\"}]}],\"volumes\":[{\"name\":"
+                  "\"v\",\"secret\":{\"defaultMode\":\"0400\"}}]}}",
+                  "spec.volumes[0].secret.defaultMode: want an integer");
+}
+
+/* Appends printf output to a growing string. */
+static void cat(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void cat(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
+{
+    va_list ap;
+    for (;;) {
+        va_start(ap, fmt);
+        int n = vsnprintf(*buf + *len, *cap - *len, fmt, ap);
+        va_end(ap);
+        assert_true(n >= 0);
+        if ((size_t)n < *cap - *len) {
+            *len += (size_t)n;
+            return;
+        }
+        *cap = 2 * *cap + (size_t)n;
+        *buf = realloc(*buf, *cap);
+        assert_non_null(*buf);
+    }
+}
+
+/* A pod with nvol ConfigMap volumes, each mounted (v1, v11, v21, ...
+ * inside the one before it), and nenv env references to nobj objects. */
+static char *big_pod(size_t nvol, size_t nenv, size_t nobj)
+{
+    size_t len = 0, cap = 4096;
+    char *b = malloc(cap);
+    assert_non_null(b);
+    cat(&b, &len, &cap,
+        POD_HEAD OPT_IN ",\"reload-agent.io/env-action\":\"none\"}},\"spec\":{"
+                        "\"containers\":[{\"name\":\"app\",\"env\":[");
+    for (size_t i = 0; i < nenv; i++)
+        cat(&b, &len, &cap,
+            "%s{\"name\":\"E%zu\",\"valueFrom\":{\"configMapKeyRef\":{\"name\":\"o%zu\",\"key\":"
+            "\"k%zu\"}}}",
+            i ? "," : "", i, i % nobj, i % 7);
+    cat(&b, &len, &cap, "],\"volumeMounts\":[");
+    for (size_t i = 0; i < nvol; i++)
+        cat(&b, &len, &cap, "%s{\"name\":\"v%zu\",\"mountPath\":\"/etc/v%zu%s\"}", i ? "," : "", i,
+            i % 10 == 1 ? i - 1 : i, i % 10 == 1 ? "/in" : "");
+    cat(&b, &len, &cap, "]}],\"volumes\":[");
+    for (size_t i = 0; i < nvol; i++)
+        cat(&b, &len, &cap, "%s{\"name\":\"v%zu\",\"configMap\":{\"name\":\"c%zu\"}}", i ? "," : "",
+            i, i);
+    cat(&b, &len, &cap, "]}}");
+    return b;
+}
+
+/* Issue 16.14: thousands of volumes and env references are planned by
+ * name lookups (the review took seconds, quadratic in the volume count,
+ * on the webhook's loop: make bench measures it); the result at that scale
+ * is right, and past INJECT_MAX_WATCHED the pod is not injected (the
+ * sidecar would make it too large to store). */
+static void test_many_volumes(void **state)
+{
+    (void)state;
+    char *json = big_pod(1000, 700, 100);
+    struct inject_result r;
+    cJSON *pod = inject_pod(json, NULL, &r);
+    free(json);
+    if (r.outcome != INJECT_INJECTED) print_error("%s\n", r.reason);
+    assert_int_equal(r.outcome, INJECT_INJECTED);
+    const cJSON *side = find_sidecar(pod), *a;
+    size_t watch = 0, ignore = 0, env = 0;
+    cJSON_ArrayForEach(a, cJSON_GetObjectItem(side, "args"))
+    {
+        watch += strncmp(a->valuestring, "--watch=/etc/v", 14) == 0;
+        ignore += strncmp(a->valuestring, "--ignore=/etc/v", 15) == 0;
+        env += strncmp(a->valuestring, "--env-watch=", 12) == 0;
+    }
+    assert_int_equal(watch, 1000);
+    assert_int_equal(ignore, 100); /* each "/etc/vN/in" inside "/etc/vN" */
+    assert_int_equal(env, 100);
+    assert_true(has_arg(side, "--ignore=/etc/v990/in/..*"));
+    assert_false(has_arg(side, "--ignore=/etc/v10/..*"));
+    /* each object's keys once, sorted: o0 is read 7 times, for k0..k6 */
+    const cJSON *v, *o0 = NULL;
+    cJSON_ArrayForEach(v, cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "spec"), "volumes"))
+    {
+        if (strcmp(cJSON_GetObjectItem(v, "name")->valuestring, "reload-agent-env-cm-o0") == 0)
+            o0 = v;
+    }
+    assert_non_null(o0);
+    char *items =
+        cJSON_PrintUnformatted(cJSON_GetObjectItem(cJSON_GetObjectItem(o0, "configMap"), "items"));
+    assert_string_equal(items, "[{\"key\":\"k0\",\"path\":\"k0\"},{\"key\":\"k1\",\"path\":\"k1\"},"
+                               "{\"key\":\"k2\",\"path\":\"k2\"},{\"key\":\"k3\",\"path\":\"k3\"},"
+                               "{\"key\":\"k4\",\"path\":\"k4\"},{\"key\":\"k5\",\"path\":\"k5\"},"
+                               "{\"key\":\"k6\",\"path\":\"k6\"}]");
+    free(items);
+    inject_result_free(&r);
+    cJSON_Delete(pod);
+
+    json = big_pod(20000, 0, 1);
+    pod = inject_pod(json, NULL, &r);
+    free(json);
+    assert_int_equal(r.outcome, INJECT_SKIPPED);
+    assert_string_equal(r.reason, "20000 volumes, env sources and keys to watch, more than 2000: "
+                                  "not injected (the sidecar would make the pod too large)");
+    inject_result_free(&r);
+    cJSON_Delete(pod);
+}
+
+/* Issue 16.13: "nothing to watch" says why when the app mounts a ConfigMap
+ * only through subPath, or only a token projected volume. */
+static void test_nothing_to_watch_says_why(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *mounts, *volumes, *reason;
+    } T[] = {
+        {"{\"name\":\"cfg\",\"mountPath\":\"/etc/a.conf\",\"subPath\":\"a.conf\"}",
+         "{\"name\":\"cfg\",\"configMap\":{\"name\":\"a\"}}",
+         "nothing to watch: volume cfg is mounted only with subPath (at /etc/a.conf), and subPath "
+         "mounts never update: mount the whole volume"},
+        {"{\"name\":\"tok\",\"mountPath\":\"/var/run/tok\"}",
+         "{\"name\":\"tok\",\"projected\":{\"sources\":[{\"serviceAccountToken\":{\"path\":\"t\"}}]"
+         "}}",
+         "nothing to watch: projected volume tok holds a service-account token, which is never "
+         "watched (it rotates hourly)"},
+        {"{\"name\":\"e\",\"mountPath\":\"/tmp\"}", "{\"name\":\"e\",\"emptyDir\":{}}",
+         "nothing to watch: the app mounts no ConfigMap, Secret or projected volume and reads none "
+         "through env"},
+    };
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
+        char json[2048];
+        struct inject_result r;
+        snprintf(json, sizeof json,
+                 POD_HEAD OPT_IN "}},\"spec\":{\"containers\":[{\"name\":\"app\",\"volumeMounts\":"
+                                 "[%s]}],\"volumes\":[%s]}}",
+                 T[i].mounts, T[i].volumes);
+        cJSON *pod = inject_pod(json, NULL, &r);
+        assert_int_equal(r.outcome, INJECT_SKIPPED);
+        assert_string_equal(r.reason, T[i].reason);
         inject_result_free(&r);
         cJSON_Delete(pod);
     }
@@ -1020,6 +1415,13 @@ int main(void)
         cmocka_unit_test(test_out_of_memory),
         cmocka_unit_test(test_pods_the_api_server_would_reject),
         cmocka_unit_test(test_api_access),
+        cmocka_unit_test(test_clean_path),
+        cmocka_unit_test(test_mount_paths_are_cleaned),
+        cmocka_unit_test(test_rollout_without_a_token_is_refused),
+        cmocka_unit_test(test_other_os_is_refused),
+        cmocka_unit_test(test_unreadable_modes_warned),
+        cmocka_unit_test(test_many_volumes),
+        cmocka_unit_test(test_nothing_to_watch_says_why),
         cmocka_unit_test(test_default_container_missing),
         cmocka_unit_test(test_reinvocation_status_without_mirrors),
         cmocka_unit_test(test_rollout_without_a_rollable_owner),

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "inject/yamljoin.h"
 #include "inject/yamlrender.h"
 #include "inject/yamlsplice.h"
 #include "inject/yamltree.h"
@@ -313,6 +314,69 @@ static void anchors_and_merge_keys(void **state)
            "    c: d\n");
 }
 
+/* Issue 16.1: an anchor or a tag on the mapping or sequence that gets a key
+ * or an item (no alias anywhere): the new entry takes the column of the
+ * collection's first entry, not the anchor's. */
+static void anchors_and_tags_on_appended_nodes(void **state)
+{
+    (void)state;
+    expect("meta:\n"
+           "  annotations: &ann\n"
+           "    a: b\n",
+           "[{\"op\":\"add\",\"path\":\"/meta/annotations/c\",\"value\":\"d\"}]",
+           "meta:\n"
+           "  annotations: &ann\n"
+           "    a: b\n"
+           "    c: d\n");
+    expect("meta:\n"
+           "  annotations: !!map\n"
+           "    a: b\n",
+           "[{\"op\":\"add\",\"path\":\"/meta/annotations/c\",\"value\":\"d\"}]",
+           "meta:\n"
+           "  annotations: !!map\n"
+           "    a: b\n"
+           "    c: d\n");
+    /* an indentless sequence, an anchor and a comment before its first item */
+    expect("spec:\n"
+           "  volumes: &vols # the volumes\n"
+           "  - name: a\n",
+           "[{\"op\":\"add\",\"path\":\"/spec/volumes/-\",\"value\":{\"name\":\"b\"}}]",
+           "spec:\n"
+           "  volumes: &vols # the volumes\n"
+           "  - name: a\n"
+           "  - name: b\n");
+    expect("spec:\n"
+           "  volumes: !!seq\n"
+           "    - name: a\n",
+           "[{\"op\":\"add\",\"path\":\"/spec/volumes/0\",\"value\":{\"name\":\"b\"}}]",
+           "spec:\n"
+           "  volumes: !!seq\n"
+           "    - name: b\n"
+           "    - name: a\n");
+    /* a key added to an anchored pod spec, with a nested block */
+    expect("template:\n"
+           "  spec: &ps\n"
+           "    containers:\n"
+           "    - name: app\n",
+           "[{\"op\":\"add\",\"path\":\"/template/spec/initContainers\","
+           "\"value\":[{\"name\":\"x\",\"args\":[\"run\"]}]}]",
+           "template:\n"
+           "  spec: &ps\n"
+           "    containers:\n"
+           "    - name: app\n"
+           "    initContainers:\n"
+           "    - name: x\n"
+           "      args:\n"
+           "      - run\n");
+    /* the root, anchored and tagged */
+    expect("--- !!map &root\n"
+           "a: 1\n",
+           "[{\"op\":\"add\",\"path\":\"/b\",\"value\":2}]",
+           "--- !!map &root\n"
+           "a: 1\n"
+           "b: 2\n");
+}
+
 static void anchored_sequence_is_refused(void **state)
 {
     (void)state;
@@ -356,6 +420,50 @@ static void block_scalar_last(void **state)
            "  b: \"two\\nlines\"\n"
            "\n"
            "kind: ConfigMap\n");
+}
+
+/* Issue 16.6: a block scalar at the very end of a text without a final
+ * line break ("a: |\n  x", its value "x"): a line break after it, from a
+ * joined stream's separator or a key the splicer appends, would read as
+ * part of its value ("x\n"). yamljoin_safe_end rewrites it to strip
+ * chomping, or (keep, last line blank) drops the blank partial line. */
+static void block_scalar_at_the_end_without_a_line_break(void **state)
+{
+    (void)state;
+    static const char *const T[][2] = {
+        {"a: |\n  x", "a: |-\n  x"},
+        {"a: >\n  x\n  y", "a: >-\n  x\n  y"},
+        {"a: |2\n   x", "a: |-2\n   x"},
+        {"a: |+\n  x", "a: |-\n  x"},
+        {"a: !!str &k |2+\n   x", "a: !!str &k |2-\n   x"},
+        {"a: |+\n  x\n\n  ", "a: |+\n  x\n\n"},
+        {"a: |-\n  x", NULL},      /* a break changes nothing */
+        {"a: |\n  x\n\n  ", NULL}, /* clip, blank last line: the same */
+        {"a: |\n  x\n", NULL},     /* ends in a break */
+        {"a: x", NULL},            /* no block scalar */
+        {"a: |\n  x\n# c", NULL},  /* a comment ends it */
+        {"- a\n- |\n  x", "- a\n- |-\n  x"},
+    };
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
+        char *out = NULL;
+        size_t len = 0;
+        int rc = yamljoin_safe_end(T[i][0], strlen(T[i][0]), &out, &len);
+        if (rc != (T[i][1] ? 1 : 0) || (out && strcmp(out, T[i][1]) != 0))
+            fail_msg("%zu \"%s\": rc %d, \"%s\"", i, T[i][0], rc, out ? out : "");
+        if (out) assert_int_equal(strlen(out), len);
+        free(out);
+    }
+    /* the splicer: a key appended after it keeps its value */
+    expect("metadata:\n"
+           "  annotations:\n"
+           "    note: |\n"
+           "      hello",
+           "[{\"op\":\"add\",\"path\":\"/metadata/annotations/k\",\"value\":\"v\"}]",
+           "metadata:\n"
+           "  annotations:\n"
+           "    note: |-\n"
+           "      hello\n"
+           "    k: v");
 }
 
 static void escaped_tokens_replace_insert(void **state)
@@ -478,6 +586,69 @@ static void tree_errors_name_the_line(void **state)
     assert_non_null(strstr(e.msg, "aliases expand"));
 }
 
+/* Expects yamltree_parse of text to fail at document doc, line line, with
+ * needle in the message. */
+static void expect_parse_error(const char *text, size_t len, size_t doc, size_t line,
+                               const char *needle)
+{
+    struct yamltree t;
+    struct yamltree_error e;
+    assert_int_equal(yamltree_parse(text, len, &t, &e), -EINVAL);
+    if (e.doc != doc || e.line != line || !strstr(e.msg, needle))
+        fail_msg("document %zu, line %zu: \"%s\"; want document %zu, line %zu, \"%s\"", e.doc,
+                 e.line, e.msg, doc, line, needle);
+}
+
+/* Issue 16.2: a byte that is not UTF-8 (or a control character) is
+ * reported where it is, not at document 1, line 1: libyaml gives only its
+ * offset, and reads ahead of the parser. */
+static void reader_errors_name_document_and_line(void **state)
+{
+    (void)state;
+    static const char two[] = "a: 1\n---\nb: 2\nc: \"x\xffy\"\n";
+    expect_parse_error(two, sizeof two - 1, 2, 4,
+                       "invalid leading UTF-8 octet (byte 0xff at column 6)");
+    static const char ctl[] = "a: 1\r\n---\r\nb: 2\r\nc: x\x01y\r\n";
+    expect_parse_error(ctl, sizeof ctl - 1, 2, 4,
+                       "control characters are not allowed (byte 0x01 at column 5)");
+    static const char bom[] = "\xEF\xBB\xBF"
+                              "a: \xc3\xa9\xc3";
+    expect_parse_error(bom, sizeof bom - 1, 1, 1, "(byte 0xc3 at column 5)");
+    /* far beyond libyaml's read-ahead: the 3001st document */
+    size_t n = 3000 * 9 + 32, o = 0;
+    char *big = malloc(n);
+    assert_non_null(big);
+    for (int i = 0; i < 3000; i++) o += (size_t)snprintf(big + o, n - o, "a: 1\n---\n");
+    o += (size_t)snprintf(big + o, n - o, "b: |\n  ok\n  \xfe\n");
+    expect_parse_error(big, o, 3001, 6003, "(byte 0xfe at column 3)");
+    free(big);
+}
+
+/* Issue 16.10: deep flow nesting is refused while libyaml reads it (its
+ * scanner is quadratic in flow depth: 100 000 '[' took 41 s to read
+ * whole), before the rest of the input. The inputs are cut off after their
+ * opening brackets: the error must be the depth, at line 1, not the syntax
+ * error at the end that a full read finds first. */
+static void deep_nesting_is_refused_early(void **state)
+{
+    (void)state;
+    static const char *const open[] = {"[", "{a: ", "[{a: "};
+    for (size_t k = 0; k < sizeof open / sizeof open[0]; k++) {
+        size_t n = 100000, w = strlen(open[k]), o = 0;
+        char *text = malloc(n * w + 1);
+        assert_non_null(text);
+        for (size_t i = 0; i < n; i++, o += w) memcpy(text + o, open[k], w);
+        text[o] = '\0';
+        struct yamltree t;
+        struct yamltree_error e;
+        int rc = yamltree_parse(text, o, &t, &e);
+        free(text);
+        assert_int_equal(rc, -EINVAL);
+        if (e.doc != 1 || e.line != 1 || !strstr(e.msg, "nested deeper than 512 levels"))
+            fail_msg("\"%s\" x %zu: document %zu, line %zu: %s", open[k], n, e.doc, e.line, e.msg);
+    }
+}
+
 static void documents_and_their_bytes(void **state)
 {
     (void)state;
@@ -513,15 +684,19 @@ int main(void)
         cmocka_unit_test(byte_order_mark),
         cmocka_unit_test(tabs_are_an_error),
         cmocka_unit_test(anchors_and_merge_keys),
+        cmocka_unit_test(anchors_and_tags_on_appended_nodes),
         cmocka_unit_test(anchored_sequence_is_refused),
         cmocka_unit_test(null_and_empty_values),
         cmocka_unit_test(block_scalar_last),
+        cmocka_unit_test(block_scalar_at_the_end_without_a_line_break),
         cmocka_unit_test(escaped_tokens_replace_insert),
         cmocka_unit_test(remove_rerenders_the_root),
         cmocka_unit_test(document_markers_kept),
         cmocka_unit_test(bad_ops_are_errors),
         cmocka_unit_test(scalars_as_kubernetes_reads_them),
         cmocka_unit_test(tree_errors_name_the_line),
+        cmocka_unit_test(reader_errors_name_document_and_line),
+        cmocka_unit_test(deep_nesting_is_refused_early),
         cmocka_unit_test(documents_and_their_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

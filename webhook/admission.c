@@ -16,6 +16,7 @@
 #include <strings.h>
 
 #include "base/b64.h"
+#include "webhook/jsonscan.h"
 
 int (*admission__test_inject)(const cJSON *obj, const struct inject_opts *opts,
                               struct inject_result *out, char *err, size_t errlen);
@@ -390,6 +391,30 @@ int admission_review(const char *body, size_t len, const char *content_type,
                      const struct inject_opts *opts, struct admission_response *out,
                      struct admission_info *info)
 {
+    return admission_review_release(body, len, content_type, opts, NULL, NULL, out, info);
+}
+
+/* A review with more than ADMISSION_MAX_VALUES JSON values is answered from
+ * the scan alone: allowed, not injected (a tree of it would cost about 100
+ * bytes per value), or 400 when it names no request.uid to answer. */
+static int too_many_values(long nv, const char *uid, struct admission_response *out,
+                           struct admission_info *info)
+{
+    if (!*uid)
+        return text_answer(out, info, 400,
+                           "the body holds more than %d JSON values and no plain request.uid",
+                           ADMISSION_MAX_VALUES);
+    char why[160];
+    copy_cut(info->uid, sizeof info->uid, uid);
+    snprintf(why, sizeof why, "the review holds %ld JSON values, more than %d: too large to read",
+             nv, ADMISSION_MAX_VALUES);
+    return failed_answer(uid, why, info, out);
+}
+
+int admission_review_release(const char *body, size_t len, const char *content_type,
+                             const struct inject_opts *opts, void (*release)(void *), void *ud,
+                             struct admission_response *out, struct admission_info *info)
+{
     memset(out, 0, sizeof *out);
     memset(info, 0, sizeof *info);
     if (!admission_is_json_type(content_type)) {
@@ -403,16 +428,24 @@ int admission_review(const char *body, size_t len, const char *content_type,
     }
     if (!body || len == 0)
         return text_answer(out, info, 400, "empty body: expected an AdmissionReview");
+    char scan_uid[sizeof info->uid];
+    long nv = jsonscan_values(body, len, scan_uid, sizeof scan_uid);
+    if (nv > ADMISSION_MAX_VALUES) {
+        if (release) release(ud);
+        return too_many_values(nv, scan_uid, out, info);
+    }
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
     if (!root) {
         size_t at = end && end >= body && end <= body + len ? (size_t)(end - body) : 0;
+        if (release) release(ud);
         return text_answer(out, info, 400, "malformed JSON at byte %zu of %zu", at, len);
     }
     size_t at = (size_t)(end - body);
     while (at < len &&
            (body[at] == ' ' || body[at] == '\t' || body[at] == '\r' || body[at] == '\n'))
         at++;
+    if (release) release(ud); /* the tree holds what the rest needs: one copy, not two */
     int rc;
     if (at < len) {
         rc = text_answer(out, info, 400, "malformed JSON: trailing data at byte %zu of %zu", at,

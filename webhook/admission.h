@@ -6,7 +6,9 @@
  *
  * The policy (docs/webhook.md):
  *   - Content-Type must be application/json (parameters such as charset are
- *     allowed), else 415. A body that is not JSON, an apiVersion other than
+ *     allowed), else 415. A body of more than ADMISSION_MAX_VALUES JSON
+ *     values (counted before parsing) is allowed unchanged with a warning
+ *     (400 when it names no request.uid). A body that is not JSON, an apiVersion other than
  *     admission.k8s.io/v1, a kind other than AdmissionReview, or a missing
  *     request or request.uid get 400 with a one-line text reason.
  *   - Everything else gets 200 and an AdmissionReview v1 whose response
@@ -40,6 +42,9 @@
 #include "inject/transform.h"
 
 #define ADMISSION_API_VERSION "admission.k8s.io/v1"
+/* A review holding more JSON values is not parsed: allowed, not injected,
+ * with a warning (about 100 bytes of memory per value once parsed). */
+#define ADMISSION_MAX_VALUES 150000
 #define ADMISSION_MAX_WARNINGS 10
 #define ADMISSION_WARNING_MAX 120 /* characters (UTF-8 code points) */
 
@@ -95,6 +100,16 @@ int admission_is_json_type(const char *content_type);
 int admission_review(const char *body, size_t len, const char *content_type,
                      const struct inject_opts *opts, struct admission_response *out,
                      struct admission_info *info);
+
+/* admission_review, and release(ud) (when not NULL) is called once the
+ * body has been read, before the transform runs: the caller frees it then
+ * (body must not be used after), so that the body and the parsed review
+ * are not both held through the review. Called on every path, at most
+ * once, except when the body is refused before it is read (Content-Type,
+ * empty: the caller frees it afterwards as usual). */
+int admission_review_release(const char *body, size_t len, const char *content_type,
+                             const struct inject_opts *opts, void (*release)(void *), void *ud,
+                             struct admission_response *out, struct admission_info *info);
 
 /* Frees out->body and zeroes *out. */
 void admission_response_free(struct admission_response *out);

@@ -390,12 +390,18 @@ static void on_resp(void *ud, const struct kube_resp *r)
     const char *ns = kube_namespace(j->k);
     char buf[1536];
 
-    if (r->ok && r->status >= 500 && j->server_errors < SERVER_ERROR_TRIES - 1) {
+    /* a 5xx, or no answer at all (a request that hung until its timeout:
+     * kube/ retries only failures to connect), is tried again */
+    if ((!r->ok || r->status >= 500) && j->server_errors < SERVER_ERROR_TRIES - 1) {
         static const struct backoff policy = {500, 4000, BACKOFF_JITTER_SPREAD};
         uint64_t ms = backoff_next(&policy, ++j->server_errors, ra_rng_process());
 
-        log_warn("webhook certs: HTTP %ld (%s); retrying in %llu ms", r->status,
-                 r->error ? r->error : "", (unsigned long long)ms);
+        if (r->ok)
+            log_warn("webhook certs: HTTP %ld (%s); retrying in %llu ms", r->status,
+                     r->error ? r->error : "", (unsigned long long)ms);
+        else
+            log_warn("webhook certs: no answer (%s); retrying in %llu ms",
+                     r->error ? r->error : "no response", (unsigned long long)ms);
         uv_timer_start(&j->timer, on_retry_timer, ms, 0);
         return;
     }

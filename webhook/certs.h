@@ -34,8 +34,9 @@ struct certs_opts {
  * patch with a test op on metadata.resourceVersion) the caBundle of each
  * webhook of o->mwc whose caBundle differs, and write nothing when none
  * differs. A failed test op or a 409 re-reads the configuration and tries
- * again (5 times at most); 5xx answers are retried with backoff (kube/
- * already retries 429 and 503). o is copied. Returns the exit status: 0
+ * again (5 times at most); 5xx answers and requests that got no answer (a
+ * timeout, a connection kube/ gave up on) are retried with backoff (kube/
+ * already retries 429 and 503, and failures to connect). o is copied. Returns the exit status: 0
  * done, 1 an API or certificate error (logged, naming the object and the
  * HTTP status). */
 int webhook_certs_run(const struct certs_opts *o);

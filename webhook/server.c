@@ -10,6 +10,7 @@
 #include "webhook/server.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,13 +85,19 @@ static void log_admission(const struct admission_info *in, double secs)
     }
 }
 
+static void release_body(void *ud) { httpd_req_release_body(ud); }
+
 static void mutate(struct webhook_server *s, const struct httpd_req *req, struct httpd_resp *resp)
 {
     uint64_t t0 = uv_hrtime();
     struct admission_response out;
     struct admission_info info;
-    int rc = admission_review(req->body, req->body_len, req->content_type, &s->inject, &out, &info);
+    size_t len = req->body_len;
+    int rc = admission_review_release(req->body, len, req->content_type, &s->inject, release_body,
+                                      (void *)req, &out, &info);
     double secs = (double)(uv_hrtime() - t0) / 1e9;
+    /* a large review leaves the heap fragmented: give the free pages back */
+    if (len >= WEBHOOK_TRIM_BODY) (void)malloc_trim(0);
     if (rc < 0) {
         /* Not even the fallback answer fitted in memory: failurePolicy
          * Ignore admits the pod on a 500. */
@@ -283,6 +290,7 @@ int webhook_server_start(uv_loop_t *loop, const struct webhook_opts *o, struct w
 
     struct httpd_opts ho = {.methods = HTTPD_GET | HTTPD_HEAD | HTTPD_POST,
                             .max_body = WEBHOOK_MAX_BODY,
+                            .body_budget = WEBHOOK_BODY_BUDGET,
                             .max_conns = WEBHOOK_MAX_CONNS,
                             .timeout_ms = o->timeout_ms,
                             .tls = s->tls};

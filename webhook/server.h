@@ -35,6 +35,11 @@
 #include "inject/transform.h"
 
 #define WEBHOOK_MAX_BODY (3u << 20) /* 3 MiB: the API server's request limit */
+/* What the request bodies of all connections may hold together: a request
+ * beyond it is answered 503 with Retry-After (the API server retries). */
+#define WEBHOOK_BODY_BUDGET (8u << 20)
+/* After a review of at least this size the heap's free pages go back. */
+#define WEBHOOK_TRIM_BODY (256u << 10)
 #define WEBHOOK_MAX_CONNS 256
 #define WEBHOOK_RELOAD_DEBOUNCE_MS 100
 

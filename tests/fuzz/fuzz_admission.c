@@ -17,6 +17,7 @@
  */
 #include "inject/jsonpatch.h"
 #include "webhook/admission.h"
+#include "webhook/jsonscan.h"
 
 #include <openssl/evp.h>
 #include <stdint.h>
@@ -106,6 +107,37 @@ static cJSON *check_answer(const char *body, size_t len, const char *ctype,
     return doc;
 }
 
+static long tree_values(const cJSON *v)
+{
+    long n = 1;
+    for (const cJSON *c = v->child; c; c = c->next) n += tree_values(c);
+    return n;
+}
+
+/* The scan's count bounds cJSON's tree; its uid is the plain request.uid. */
+static void check_scan(const char *body, size_t len)
+{
+    char uid[64];
+    long n = jsonscan_values(body, len, uid, sizeof uid);
+    const char *end = NULL;
+    cJSON *t = cJSON_ParseWithLengthOpts(body, len, &end, 0);
+    if (!t) return;
+    CHECK(tree_values(t) <= n);
+    const cJSON *u =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(t, "request"), "uid");
+    if (cJSON_IsString(u) && strlen(u->valuestring) < sizeof uid &&
+        !strpbrk(u->valuestring, "\\\""))
+        CHECK(strcmp(uid, u->valuestring) == 0 || *uid == '\0');
+    cJSON_Delete(t);
+}
+
+static int released;
+static void release(void *ud)
+{
+    released++;
+    free(ud);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1) return 0;
@@ -114,6 +146,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t len = size - 1;
     struct admission_response r;
     struct admission_info info;
+    check_scan(body, len);
+    char *copy = malloc(len + 1);
+    CHECK(copy);
+    memcpy(copy, body, len);
+    released = 0;
+    CHECK(admission_review_release(copy, len, ctype, NULL, release, copy, &r, &info) == 0);
+    CHECK(released == (admission_is_json_type(ctype) && len > 0));
+    if (!released) free(copy);
+    admission_response_free(&r);
     CHECK(admission_review(body, len, ctype, NULL, &r, &info) == 0);
     cJSON *doc = check_answer(body, len, ctype, &r, &info);
     cJSON *ops = doc ? patch_of(cJSON_GetObjectItemCaseSensitive(doc, "response")) : NULL;

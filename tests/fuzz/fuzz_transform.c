@@ -12,11 +12,16 @@
  *   - the operations apply (jsonpatch_apply must succeed on the input),
  *     and injecting the result again gives UNCHANGED with no operations;
  *   - jsonpatch_apply is all-or-nothing: the input patched with its own
- *     operations plus a failing test is left as it was.
+ *     operations plus a failing test is left as it was;
+ *   - a first injection's sidecar mounts clean paths (issue 16.3), no two
+ *     on one directory, and watches them by those paths (the service-
+ *     account token mount, copied from the app as it is, aside).
  * Any violation aborts.
  */
 #include "inject/jsonpatch.h"
 #include "inject/transform.h"
+#include "inject/transform_int.h"
+#include "inject/yamlsplice.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -34,6 +39,49 @@ static void check_line(const char *s)
 {
     CHECK(s != NULL && s[0] != '\0');
     CHECK(strchr(s, '\n') == NULL);
+}
+
+/* The sidecar of the template at prefix in obj, or NULL. */
+static const cJSON *sidecar_of(const cJSON *obj, const char *prefix)
+{
+    const cJSON *t = yamlsplice_pointer_get(obj, prefix, strlen(prefix)), *c;
+    const cJSON *init = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(t, "spec"), "initContainers");
+    cJSON_ArrayForEach(c, (cJSON_IsArray(init) ? init : NULL))
+    {
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(c, "name");
+        if (cJSON_IsString(n) && strcmp(n->valuestring, INJECT_CONTAINER) == 0) return c;
+    }
+    return NULL;
+}
+
+/* The injected sidecar's mounts: clean, distinct, and what it watches. */
+static void check_paths(const cJSON *side)
+{
+    const cJSON *m, *m2, *a;
+    cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(side, "volumeMounts"))
+    {
+        const char *p = cJSON_GetObjectItemCaseSensitive(m, "mountPath")->valuestring;
+        char *c = inject__clean_path(p);
+        CHECK(c);
+        int token = strcmp(c, INJECT__TOKEN_PATH) == 0;
+        CHECK(token || strcmp(c, p) == 0);
+        cJSON_ArrayForEach(m2, cJSON_GetObjectItemCaseSensitive(side, "volumeMounts"))
+        {
+            char *c2 = m2 == m
+                           ? NULL
+                           : inject__clean_path(
+                                 cJSON_GetObjectItemCaseSensitive(m2, "mountPath")->valuestring);
+            CHECK(m2 == m || (c2 && strcmp(c, c2) != 0));
+            free(c2);
+        }
+        free(c);
+    }
+    cJSON_ArrayForEach(a, cJSON_GetObjectItemCaseSensitive(side, "args"))
+    {
+        if (strncmp(a->valuestring, "--watch=", 8) == 0)
+            CHECK(inject__is_clean_path(a->valuestring + 8));
+    }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -73,6 +121,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             goto done;
         }
         CHECK(rc == 0);
+        if (!sidecar_of(obj, r.prefix)) { /* a first injection */
+            CHECK(sidecar_of(out, r.prefix));
+            check_paths(sidecar_of(out, r.prefix));
+        }
 
         struct inject_result again;
         rc = inject_object(out, &opts, &again, err, sizeof err);

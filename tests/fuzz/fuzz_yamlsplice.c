@@ -10,9 +10,14 @@
  * -EINVAL with a message, and on 0 the text parses back to exactly one
  * document equal to jsonpatch_apply of the operations (checked here again,
  * independently of the splicer's own check), and splicing is
- * deterministic.
+ * deterministic. Each such document is also written out again in block
+ * style with an anchor, a tag (!!map, !!seq) or both, and a comment, on
+ * every nested collection (issue 16.1: the splicer must add keys and items
+ * to them at their entries' column, not the anchor's), and spliced the
+ * same way.
  */
 #include "inject/jsonpatch.h"
+#include "inject/yamlrender.h"
 #include "inject/yamlsplice.h"
 #include "inject/yamltree.h"
 
@@ -107,6 +112,75 @@ static void splice_doc(const char *text, size_t len, const cJSON *doc)
     cJSON_Delete(ops);
 }
 
+/* Writes v at column col (the cursor there) as block YAML; props: bit 0
+ * an anchor, bit 1 a tag, bit 2 a comment on each nested collection. */
+static void emit(struct yamlrender_buf *b, const cJSON *v, size_t col, int props, int *anchors);
+
+static void emit_props(struct yamlrender_buf *b, const cJSON *v, int props, int *anchors)
+{
+    char a[32];
+    if (props & 1) {
+        snprintf(a, sizeof a, " &a%d", (*anchors)++);
+        yamlrender_puts(b, a);
+    }
+    if (props & 2) yamlrender_puts(b, cJSON_IsObject(v) ? " !!map" : " !!seq");
+    if (props & 4) yamlrender_puts(b, " # c");
+}
+
+static int nested(const cJSON *v) { return (cJSON_IsObject(v) || cJSON_IsArray(v)) && v->child; }
+
+static void emit(struct yamlrender_buf *b, const cJSON *v, size_t col, int props, int *anchors)
+{
+    if (!nested(v)) {
+        if (cJSON_IsString(v))
+            yamlrender_json_string(b, v->valuestring);
+        else
+            yamlrender_json(b, v, 0);
+        return;
+    }
+    for (const cJSON *it = v->child; it; it = it->next) {
+        if (it != v->child) yamlrender_spaces(b, col);
+        if (cJSON_IsObject(v)) {
+            yamlrender_json_string(b, it->string);
+            yamlrender_put(b, ":", 1);
+        } else {
+            yamlrender_put(b, "-", 1);
+        }
+        if (nested(it)) {
+            emit_props(b, it, props, anchors);
+            yamlrender_put(b, "\n", 1);
+            yamlrender_spaces(b, col + 2);
+            emit(b, it, col + 2, props, anchors);
+        } else {
+            yamlrender_put(b, " ", 1);
+            emit(b, it, col, props, anchors);
+            yamlrender_put(b, "\n", 1);
+        }
+    }
+}
+
+/* doc written with props on its nested collections, then spliced. */
+static void splice_decorated(const cJSON *doc, int props)
+{
+    struct yamlrender_buf b = {0};
+    int anchors = 0;
+    emit(&b, doc, 0, props, &anchors);
+    if (b.oom || !b.p) {
+        yamlrender_buf_free(&b);
+        return;
+    }
+    /* it reads back as doc (else the emitter is wrong, not the splicer) */
+    struct yamltree t;
+    struct yamltree_error e;
+    cJSON *back = NULL;
+    CHECK(yamltree_parse(b.p, b.len, &t, &e) == 0 && t.ndocs == 1);
+    CHECK(yamltree_to_json(t.docs[0].root, &back, &e) == 0 && cJSON_Compare(back, doc, 1));
+    cJSON_Delete(back);
+    yamltree_free(&t);
+    splice_doc(b.p, b.len, doc);
+    yamlrender_buf_free(&b);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct yamltree t;
@@ -129,8 +203,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         rc = yamltree_to_json(t.docs[i].root, &j, &ce);
         CHECK(rc == 0 || rc == -EINVAL || rc == -ENOMEM);
         if (rc == -EINVAL) CHECK(ce.msg[0] != '\0');
-        if (rc == 0 && cJSON_IsObject(j))
+        if (rc == 0 && cJSON_IsObject(j)) {
             splice_doc((const char *)data + t.docs[i].start, t.docs[i].end - t.docs[i].start, j);
+            splice_decorated(j, 1 + (int)(size % 7));
+        }
         cJSON_Delete(j);
     }
     yamltree_free(&t);

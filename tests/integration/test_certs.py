@@ -318,6 +318,20 @@ def test_certs_retries_429_and_5xx(env):
     check("cannot get Secret %s/%s: HTTP 500" % (NS, SECRET) in err, err)
 
 
+def test_certs_retries_a_request_that_hangs(env):
+    """Issue 16.16: an API request that gets no answer (the fake holds it
+    past the client's 10 s timeout) is tried again, as the docs promise for
+    connection failures; the run then succeeds."""
+    fake = start(env)
+    faults(fake, {"method": "GET", "path_regex": "/secrets/", "delay_ms": 12000, "count": 1})
+    rc, _, err = certs(env, fake, timeout=90)
+    check(rc == 0, "exit %d: %s" % (rc, err))
+    check("no answer" in err and "retrying" in err, "no retry logged: %s" % err)
+    c = calls(fake)
+    check([x[:2] for x in c[:2]] == [("GET", SECRET_PATH)] * 2, "requests: %s" % c)
+    check(bundle_of(fake) == [get(fake, "secrets", SECRET)["data"]["ca.crt"]], "caBundle not written")
+
+
 def test_certs_rbac_denial_is_a_clear_error(env):
     fake = start(env)
     faults(fake, {"method": "POST", "path_regex": "/secrets$", "status": 403, "count": 1})

@@ -311,6 +311,16 @@ def test_unreadable_at_start_no_baseline(env):
     e = a.wait_event("hash-error", timeout=15)[0]
     check(e.get("path") == vol + "/b.conf", "hash-error names %r" % e.get("path"))
     check("Permission denied" in e.get("msg", ""), "msg: %r" % e.get("msg"))
+    # issue 16.9: it says what to change, and it is not repeated at error
+    # level at every retry (0.5 s, 1 s, 2 s, ...: three more within 4 s)
+    check("mode 0000, owner" in e.get("hint", "") and "fsGroup" in e.get("hint", "") and
+          e.get("level") == "error", "hash-error %r" % e)
+    def three_retries(ev):
+        errs = [x for x in ev if x.get("event") == "hash-error"][1:4]
+        return errs if len(errs) == 3 else None
+    retries = a.wait_for(three_retries, timeout=15, what="three retries")
+    check([x.get("level") for x in retries] == ["debug"] * 3,
+          "retries logged at %r" % [x.get("level") for x in retries])
     lib.wait_until(lambda: _try_status(port), timeout=10, what="/status")
     check(get(port, "/readyz")[0] == 503, "/readyz is not 503 while b.conf is unreadable")
     st = status(port)

@@ -13,10 +13,13 @@ in which an unknown or misspelled field would be dropped), and `kubectl
 kustomize` applies the patch output as a kustomization's `patches:`.
 """
 import difflib
+import errno
 import json
 import os
 import re
 import stat
+import subprocess
+import time
 
 import jsonpatch
 import yaml
@@ -158,7 +161,8 @@ def report(err):
     for line in err.splitlines():
         if line.startswith("  warning: ") or re.match(r"^\S+/\S+ (not )?stamped", line):
             continue
-        m = re.match(r"^(\S+/\S+) (injected|passed through|skipped: .+|unchanged: .+)$", line)
+        m = re.match(r"^(\S+/\S+) (injected|passed through|skipped: .+|unchanged: .+|updated: .+)$",
+                     line)
         check(m, "unexpected report line: %r" % line)
         rep[m.group(1)] = m.group(2)
     return rep
@@ -175,6 +179,18 @@ def docs_of(text):
         cur.append(line)
     parts.append("".join(cur))
     return parts
+
+
+def json_docs(out):
+    """The documents of a stream of JSON documents (what -o json prints)."""
+    dec, i, s, docs = json.JSONDecoder(), 0, out.decode(), []
+    while i < len(s):
+        while i < len(s) and s[i].isspace():
+            i += 1
+        if i < len(s):
+            o, i = dec.raw_decode(s, i)
+            docs.append(o)
+    return docs
 
 
 def name_of(o):
@@ -375,13 +391,7 @@ def test_inject_json_input_and_output(env):
     check(out2.decode() == cm, "a JSON ConfigMap did not pass through byte for byte")
     # --output json: one JSON document per YAML document
     out3, _ = inject_ok(env, ["-o", "json", "-"], stdin=WEB.encode())
-    dec, i, s, docs = json.JSONDecoder(), 0, out3.decode(), []
-    while i < len(s):
-        while i < len(s) and s[i].isspace():
-            i += 1
-        if i < len(s):
-            o, i = dec.raw_decode(s, i)
-            docs.append(o)
+    docs = json_docs(out3)
     check([d["kind"] for d in docs] == ["Deployment", "ConfigMap", "Job"], "json docs")
     check(docs[0] == objects(list(yaml.safe_load_all(inject_ok(env, ["-"], WEB.encode())[0])))[0],
           "--output json differs from the YAML output")
@@ -559,7 +569,11 @@ def test_inject_stamps_the_config_hash(env):
     env.awsim(vol, data2)
     new = list(yaml.safe_load_all(again))[0]["spec"]["template"]["metadata"]["annotations"]
     check(new["reload-agent.io/config-hash"] == env.hash_of(vol), "restamp differs from the hash")
-    check("deployment/web unchanged: already injected" in err2.splitlines(), err2)
+    # issue 16.13: the report says the stamp was replaced, not "unchanged"
+    check("deployment/web updated: already injected, its stamp replaced" in err2.splitlines(),
+          err2)
+    check("deployment/web unchanged: already injected" in
+          inject_ok(env, ["-"], stdin=again)[1].splitlines(), "not unchanged once restamped")
     # the patch output carries the stamp as one more operation
     p, _ = inject_ok(env, ["-o", "patch", "-"], stdin=src.encode())
     ops = yaml.safe_load(yaml.safe_load(p)[0]["patch"])
@@ -570,3 +584,187 @@ def test_inject_stamps_the_config_hash(env):
     check("config-hash" not in out3.decode(), "stamped without its ConfigMap")
     check(any(l.startswith("deployment/web not stamped: ") and "web-conf" in l
               for l in err3.splitlines()), "report: %s" % err3)
+
+
+def test_inject_joined_inputs_keep_their_values(env):
+    """Issue 16.6: a file without a final line break that ends in a `|` or
+    `|+` block scalar (microservices-demo's otel-collector ConfigMap): joined
+    with the next input, its value is kept, and `-o json` of the same run
+    agrees with the YAML output; one whose value a break would change is an
+    error naming it."""
+    names = []
+    for i, tail in enumerate(("|\n    receivers:\n      otlp: {}", "|+\n    x",
+                              ">\n    folded\n    text", "|+\n    x\n\n  ")):
+        p = env.path("cm%d.yaml" % i)
+        with open(p, "w") as f:
+            f.write("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm%d\ndata:\n"
+                    "  conf: %s" % (i, tail))
+        names.append(p)
+    last = env.path("z.yaml")
+    with open(last, "w") as f:
+        f.write("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: z}\n")
+    want = [yaml.safe_load(open(p)) for p in names]
+    out, _ = inject_ok(env, names + [last])
+    got = [d for d in yaml.safe_load_all(out) if d is not None]
+    check(got[:4] == want, "joined values changed: %r" % [d["data"] for d in got[:4]])
+    check(json_docs(inject_ok(env, ["-o", "json"] + names + [last])[0]) == got,
+          "-o json differs from the joined YAML")
+    check(inject_ok(env, ["-"], stdin=out)[0] == out, "the joined stream is not stable")
+    bad = env.path("bad.yaml")
+    with open(bad, "w") as f:
+        f.write("a: |\n  x\n\n   ")  # a last line of spaces past the indentation: content
+    rc, _, err = inject(env, [bad, last])
+    check(rc == 1 and ("%s: it ends in a block scalar without a final line break" % bad) in err,
+          "exit %d: %s" % (rc, err))
+
+
+def test_inject_json_streams(env):
+    """Issue 16.8: a stream of JSON documents (what `-o json` prints for
+    several documents, and `kubectl get -o json` for several objects) is
+    read back: its documents injected like any, the others byte for byte,
+    `-o json` equal to it, a second run unchanged; a malformed document is
+    named with its line."""
+    k = Kubectl(env)
+    objs = k.to_json(WEB.encode())
+    texts = [json.dumps(o, indent=2) for o in objs]
+    src = "\n".join(texts) + "\n"
+    out, err = inject_ok(env, ["-"], stdin=src.encode())
+    check(report(err)["deployment/web"] == "injected", err)
+    got = json_docs(out)
+    check(len(got) == 3 and got[1] == objs[1] and got[2] == objs[2], "documents: %r" % got)
+    sidecar(got[0])
+    s = out.decode()
+    check(s.endswith("\n" + texts[1] + "\n" + texts[2] + "\n"), "the other documents changed")
+    check(json_docs(inject_ok(env, ["-o", "json", "-"], stdin=src.encode())[0]) == got,
+          "-o json differs")
+    check(inject_ok(env, ["-"], stdin=out)[0] == out, "a second run changed the stream")
+    # -o json's own output of a YAML stream reads back
+    j = inject_ok(env, ["-o", "json", "-"], stdin=WEB.encode())[0]
+    check(inject_ok(env, ["-"], stdin=j)[0] == j, "-o json output does not read back unchanged")
+    bad = texts[0] + "\n" + '{"kind": "ConfigMap",\n "a": 1,\n "a": 2}\n'
+    rc, _, err = inject(env, ["-"], stdin=bad.encode())
+    line = texts[0].count("\n") + 4
+    check(rc == 1 and ("document 2, line %d: duplicate key \"a\"" % line) in err,
+          "exit %d: %s" % (rc, err))
+    rc, _, err = inject(env, ["-"], stdin=(texts[1] + "\n{a: 1}\n").encode())
+    check(rc == 1 and "document 2, line" in err and "not JSON" in err, "exit %d: %s" % (rc, err))
+    # joined with YAML inputs, its documents stay documents of one YAML stream
+    a, b = env.path("stream.json"), env.path("web.yaml")
+    with open(a, "w") as f:
+        f.write(src)
+    with open(b, "w") as f:
+        f.write(WEB)
+    for order in ((a, b), (b, a)):
+        joined, _ = inject_ok(env, list(order))
+        want = [d for p in order for d in (got if p == a else
+                                           list(yaml.safe_load_all(inject_ok(env, [b])[0])))]
+        check(list(yaml.safe_load_all(joined)) == want, "a joined JSON stream: %r" % joined[:200])
+        check(inject_ok(env, ["-"], stdin=joined)[0] == joined, "the joined stream is not stable")
+
+
+def test_inject_in_place_refuses_a_changed_file_and_keeps_owner_and_links(env):
+    """Issue 16.11: -i compares what it read with what is there before the
+    rename: a file changed while inject ran is not overwritten (inject is
+    held on a FIFO input, read after it, while the test changes it); the
+    owner is kept (the tests run as root); a file with hard links is
+    refused, not detached from its other names."""
+    d = env.path("m")
+    os.makedirs(d)
+    a, fifo = os.path.join(d, "a.yaml"), os.path.join(d, "held.yaml")
+    with open(a, "w") as f:
+        f.write(WEB)
+    os.mkfifo(fifo)
+    p = subprocess.Popen([env.binary, "inject", "-i", a, fifo], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    edited = WEB.replace("keep this comment", "edited meanwhile")
+    try:
+        # inject opens the FIFO once it has read a.yaml (bounded: 30 s)
+        fd, deadline = None, time.monotonic() + 30
+        while fd is None and p.poll() is None and time.monotonic() < deadline:
+            try:
+                fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError as e:
+                check(e.errno == errno.ENXIO, "opening the FIFO: %s" % e)
+                time.sleep(0.02)
+        check(fd is not None, "inject never opened its FIFO input")
+        with open(a, "w") as g:
+            g.write(edited)
+        os.write(fd, b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: held}\n")
+        os.close(fd)
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    err = err.decode()
+    check(p.returncode == 1 and ("%s: changed while inject ran: nothing written" % a) in err,
+          "exit %d: %s" % (p.returncode, err))
+    check(open(a).read() == edited, "the edit made meanwhile was overwritten")
+    check(sorted(os.listdir(d)) == ["a.yaml", "held.yaml"], "temp files left: %s" % os.listdir(d))
+    # the owner stays
+    os.unlink(fifo)
+    os.chown(a, 1234, 5678)
+    inject_ok(env, ["-i", a])
+    st = os.stat(a)
+    check((st.st_uid, st.st_gid) == (1234, 5678) and "reload-agent" in open(a).read(),
+          "owner %d:%d after -i" % (st.st_uid, st.st_gid))
+    # a hard link: refused, both names keep the same content
+    b, link = os.path.join(d, "b.yaml"), os.path.join(d, "b-link.yaml")
+    with open(b, "w") as f:
+        f.write(WEB)
+    os.link(b, link)
+    rc, _, err = inject(env, ["-i", b])
+    check(rc == 1 and ("%s: has 2 hard links" % b) in err, "exit %d: %s" % (rc, err))
+    check(open(b).read() == WEB and os.stat(b).st_ino == os.stat(link).st_ino,
+          "the hard-linked file was touched")
+
+
+def test_inject_walk_skips_link_loops_and_dangling_links(env):
+    """Issue 16.12: a directory with a symlink loop or a dangling *.yaml
+    link is walked: those entries are skipped, each with a report line."""
+    d = env.path("tree")
+    os.makedirs(os.path.join(d, "sub"))
+    with open(os.path.join(d, "a.yaml"), "w") as f:
+        f.write("kind: ConfigMap\nmetadata: {name: a}\n")
+    os.symlink("nowhere.yaml", os.path.join(d, "dangling.yaml"))
+    os.symlink("..", os.path.join(d, "sub", "up"))
+    os.symlink("l2", os.path.join(d, "l1"))
+    os.symlink("l1", os.path.join(d, "l2"))
+    out, err = inject_ok(env, [d])
+    lines = err.splitlines()
+    check(lines == ["%s/dangling.yaml skipped: a dangling symbolic link" % d,
+                    "%s/l1 skipped: a symbolic link loop" % d,
+                    "%s/l2 skipped: a symbolic link loop" % d,
+                    "%s/sub/up skipped: a symbolic link loop (it leads back to a directory being "
+                    "walked)" % d,
+                    "configmap/a passed through"], "report: %s" % lines)
+    check(out.decode() == "kind: ConfigMap\nmetadata: {name: a}\n", "output %r" % out)
+
+
+def test_inject_joined_inputs_separators(env):
+    """Found by fuzzing the joins (tests/fuzz/fuzz_cli.c): the separator
+    between two inputs follows YAML's rules, so the joined stream holds the
+    inputs' documents: "---:" and an indented "---" are content, not a
+    marker; a lone CR ends a line; an input of only comments and blank
+    lines after a block scalar is kept out of it ("..." ends the document);
+    a stream of JSON documents gets "---" between its documents."""
+    cases = [
+        ("a: 1\n", "---: x\n"),
+        ("a: 1\n", "# c\n   ---\n"),
+        ("a: 1\n", "# c\rb: 2\n"),
+        ("a: |\n  x\n", "    # only a comment\n\n  \n"),
+        ('{"a": 1}\n{"b": 2}\n', "c: 3\n"),
+    ]
+    for i, (first, second) in enumerate(cases):
+        a, b = env.path("j%da.yaml" % i), env.path("j%db.yaml" % i)
+        with open(a, "w", newline="") as f:
+            f.write(first)
+        with open(b, "w", newline="") as f:
+            f.write(second)
+        want = [d for t in (first, second) for d in
+                (json_docs(t.encode()) if t.startswith("{") else yaml.safe_load_all(t))
+                if d is not None]
+        out, _ = inject_ok(env, [a, b])
+        got = [d for d in yaml.safe_load_all(out.decode()) if d is not None]
+        check(got == want, "case %d: joined %r reads %r, want %r" % (i, out, got, want))
+        check(inject_ok(env, ["-"], stdin=out)[0] == out, "case %d: not stable" % i)

@@ -349,3 +349,26 @@ def test_nested_identical_rewrite_triggers_nothing(env):
     wait_action(a, action="exec", result="success")
     a.quiet(QUIET)
     check(len(a.of("action")) == 1, "actions %r" % a.of("action"))
+
+
+def test_nested_unclean_paths_stamp_equals_hash(env):
+    """Issue 16.4: the inner mount written with "/./", "//" or "x/.." (the
+    runtime mounts it at the clean path): the sidecar watches the clean
+    path and ignores its private names by the clean path's glob, so the
+    stamp is there and equals `reload-agent hash` with that --ignore, the
+    walk the agent makes."""
+    outer = env.path("etc-app")
+    inner = os.path.join(outer, "tls")
+    lay = False
+    for spelled in (outer + "/./tls", outer + "//tls/", outer + "/x/../tls"):
+        args, stamp, cm, sec = inject_nested(env, outer, spelled)
+        globs = [a[len("--ignore="):] for a in args if a.startswith("--ignore=")]
+        check(args[:2] == ["--watch=" + outer, "--watch=" + inner] and globs == [inner + "/..*"],
+              "%s: sidecar args %r" % (spelled, args))
+        if not lay:
+            lay_out_nested(env, outer, inner, cm, sec)
+            lay = True
+        want, _, kept = hash_ignoring(env, [outer, inner], globs)
+        check(len(kept) == 4, "%s: kept lines %r" % (spelled, kept))
+        check(stamp == want, "%s: stamp %s, reload-agent hash with --ignore %s" %
+              (spelled, stamp, want))

@@ -752,3 +752,66 @@ def test_webhook_expired_cert_served_then_rotated(env):
     resp, ops = mutate(s, wh, "renewed", app_pod())
     check(ops, "no patch after the renewal")
     check(wh.stop() == 0, "exit status")
+
+
+def read_one_reply(sock):
+    """Reads one reply (its head and Content-Length bytes of body), without
+    waiting for the connection to end; bounded by the socket's timeout."""
+    out = b""
+    for _ in range(10000):
+        if b"\r\n\r\n" in out:
+            head, body = out.split(b"\r\n\r\n", 1)
+            n = [int(l.split(b":", 1)[1]) for l in head.split(b"\r\n")
+                 if l.lower().startswith(b"content-length:")]
+            if n and len(body) >= n[0]:
+                return out
+        try:
+            b = sock.recv(65536)
+        except (ConnectionResetError, ssl.SSLError, socket.timeout):
+            break
+        if not b:
+            break
+        out += b
+    return out
+
+
+def test_webhook_bounds_held_bodies_and_huge_reviews(env):
+    """Issue 16.15: what all connections' bodies may hold together is
+    bounded (8 MiB): two connections holding most of a 3 MiB body each, a
+    third is answered 503 with Retry-After at once (the API server retries),
+    /healthz answers throughout, and once they finish a new review is
+    answered; a review of more JSON values than the webhook parses is
+    allowed unchanged with a warning."""
+    s = Setup(env)
+    wh = start(env, s)
+    pod = app_pod()
+    pod["metadata"]["annotations"]["example.com/big"] = "x" * (3 * MiB - 4096)
+    big = json.dumps(review("uid-held", pod)).encode()
+    head = (b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(big))
+    held = []
+    for _ in range(2):
+        sock = raw_tls(s, wh)
+        sock.sendall(head + big[:-100])
+        held.append(sock)
+    st, _, b = request(s, wh, "GET", "/healthz", ctype=None)
+    check(st == 200, "/healthz while bodies are held: %d" % st)
+    sock = raw_tls(s, wh)
+    sock.sendall(head)
+    reply = read_one_reply(sock)
+    sock.close()
+    check(reply.startswith(b"HTTP/1.1 503") and b"\r\nRetry-After: 1\r\n" in reply,
+          "a third body: %r" % reply[:200])
+    for sock in held:
+        sock.sendall(big[-100:])
+        reply = read_one_reply(sock)
+        sock.close()
+        check(reply.startswith(b"HTTP/1.1 200"), "a held review: %r" % reply[:80])
+    resp, ops = mutate(s, wh, "uid-after", app_pod())
+    check(ops, "not injected after the held bodies")
+    many = app_pod()
+    many["spec"]["containers"][0]["args"] = ["a"] * 200000
+    resp, ops = mutate(s, wh, "uid-many", many)
+    check(ops is None and any("JSON values, more than" in w for w in resp.get("warnings", [])),
+          "a review of 200 000 values: %r" % resp)
+    check(wh.stop() == 0, "exit status")
