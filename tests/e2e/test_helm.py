@@ -82,11 +82,12 @@ class Helm:
 
 
 class PodStream:
-    """Creates an annotated pending pod about once a second in a thread,
-    until stop() (at most limit pods): each create's result is recorded."""
+    """Creates an annotated pending pod every interval seconds (plus the
+    create's own time) in a thread, until stop() (at most limit pods): each
+    create's result is recorded."""
 
-    def __init__(self, env, limit=240):
-        self.env, self.limit = env, limit
+    def __init__(self, env, interval=1.0, limit=240):
+        self.env, self.interval, self.limit = env, interval, limit
         self.results = []  # (seconds since start, rc, pod or stderr)
         self.done = threading.Event()
         self.t0 = time.monotonic()
@@ -99,7 +100,7 @@ class PodStream:
             rc, out, err = self.env.kubectl("create", "-f", "-", "-o", "json", input=pending_pod(ann),
                                             check=False, timeout=30)
             self.results.append((time.monotonic() - self.t0, rc, json.loads(out) if rc == 0 else err.strip()))
-            self.done.wait(1.0)
+            self.done.wait(self.interval)
 
     def stop(self):
         self.done.set()
@@ -223,18 +224,24 @@ def test_helm_install_upgrade_uninstall(env):
               "a pod after the upgrade: %s" % (err or sidecar_image(json.loads(out))))
 
         # ---- uninstall, pods created all along ----
-        stream = PodStream(env)
-        t0 = time.monotonic()
+        stream = PodStream(env, interval=0.1)
+        time.sleep(2)
+        t0 = time.monotonic() - stream.t0
         helm("uninstall", RELEASE, "-n", wh, "--wait", "--timeout", "5m")
         installed = False
-        dt = time.monotonic() - t0
-        time.sleep(3)
+        dt = time.monotonic() - stream.t0 - t0
+        time.sleep(2)
         results = stream.stop()
         bad = refused(results)
-        check(not bad, "pods refused during helm uninstall (failurePolicy Fail): %r" % bad)
-        check(len(results) >= 3, "only %d pods were created around the uninstall" % len(results))
-        env.log("helm uninstall --wait: %.1f s; %d pods created meanwhile, none refused (%d injected)" % (
-            dt, len(results), sum(1 for t, rc, p in results if sidecar_image(p))))
+        check(not bad, "pods refused around helm uninstall (failurePolicy Fail until it went): %r" % bad)
+        before = [p for t, rc, p in results if t < t0]
+        during = [p for t, rc, p in results if t0 <= t <= t0 + dt]
+        after = [p for t, rc, p in results if t > t0 + dt]
+        check(before and all(sidecar_image(p) for p in before), "pods before the uninstall not all injected")
+        check(after and not any(sidecar_image(p) for p in after), "pods after the uninstall injected")
+        env.log("helm uninstall --wait: %.1f s; pods created before/during/after it: %d/%d/%d, none refused "
+                "(%d of those during it injected)" % (dt, len(before), len(during), len(after),
+                                                       sum(1 for p in during if sidecar_image(p))))
         check(c.get("mutatingwebhookconfiguration", RELEASE, check=False) is None,
               "helm uninstall left the MutatingWebhookConfiguration")
         for kind in ("clusterrole", "clusterrolebinding"):
@@ -242,7 +249,12 @@ def test_helm_install_upgrade_uninstall(env):
         left = c.kubectl("get", "mutatingwebhookconfigurations,clusterroles,clusterrolebindings", "-o", "name",
                          "-l", "app.kubernetes.io/instance=" + RELEASE)
         check(not left.strip(), "cluster-scoped objects of the release left: %r" % left)
-        wait_until(lambda: not leftovers(c, wh) or None, 120, "namespace %s to be empty" % wh)
+        def empty():
+            left = leftovers(c, wh)
+            if left:
+                raise TestFailure("left in %s: %s" % (wh, ", ".join(left)))
+            return True
+        wait_until(empty, 120, "namespace %s to be empty" % wh)
         for kind in ("roles", "rolebindings"):
             check(not c.get(kind, ns=env.ns)["items"], "the rbac.namespaces %s are left in %s" % (kind, env.ns))
         rc, out, err = env.kubectl("create", "-f", "-", "-o", "json", check=False,
