@@ -10,6 +10,9 @@ would both answer), and puts it back at the end when it was there.
   deleted with their RBAC; an annotated pod is injected and becomes Ready; a
   pod in the webhook's own namespace is not sent to it; the rbac.namespaces
   Role lets the workload's ServiceAccount patch Deployments.
+- Renewal as docs/webhook-install.md says (delete the Secret, `helm
+  upgrade`): a new CA in the Secret and in caBundle, and injection resumes
+  once the pods' Secret volume is refreshed.
 - `helm upgrade` to other values (failurePolicy Fail, another sidecar image
   reference, a log level: the Deployment rolls) while pods are created, one
   a second: with Fail, any moment without a serving webhook would refuse a
@@ -188,6 +191,28 @@ def test_helm_install_upgrade_uninstall(env):
         can = c.kubectl("auth", "can-i", "patch", "deployments", "--as",
                         "system:serviceaccount:%s:default" % env.ns, ns=env.ns, check=False)[1].strip()
         check(can == "yes", "rbac.namespaces: the default ServiceAccount cannot patch deployments (%r)" % can)
+
+        # ---- renewal as docs/webhook-install.md says: delete the Secret, upgrade ----
+        c.kubectl("delete", "secret", "reload-agent-webhook-tls", ns=wh)
+        t0 = time.monotonic()
+        helm("upgrade", RELEASE, CHART, "-n", wh, "--wait", "--timeout", "5m", "--reuse-values")
+        secret = c.get("secret", "reload-agent-webhook-tls", ns=wh)
+        check(secret["data"]["ca.crt"] != ca, "the renewal upgrade did not make a new CA")
+        ca = c.get("mutatingwebhookconfiguration", RELEASE)["webhooks"][0]["clientConfig"].get("caBundle")
+        check(ca == secret["data"]["ca.crt"], "after the renewal, caBundle is not the new Secret's ca.crt")
+
+        refusals = []
+
+        def injects():
+            rc, out, err = env.kubectl("create", "-f", "-", "-o", "json", check=False,
+                                       input=pending_pod(apps.agent_annotations(action="none")))
+            if rc != 0:
+                refusals.append(err.strip())
+                return False
+            return sidecar_image(json.loads(out)) is not None
+        wait_until(injects, 240, "the webhook to serve the renewed certificate", interval=5)
+        check(not refusals, "pods refused during the renewal (failurePolicy Ignore): %r" % refusals)
+        env.log("renewal (Secret deleted, helm upgrade): injecting again after %.1f s" % (time.monotonic() - t0))
 
         # ---- upgrade, pods created all along ----
         rs_before = {r["metadata"]["name"] for r in c.get("replicasets", ns=wh)["items"]}
