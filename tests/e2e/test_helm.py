@@ -25,6 +25,7 @@ would both answer), and puts it back at the end when it was there.
 """
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -291,6 +292,7 @@ def test_helm_install_upgrade_uninstall(env):
             helm("uninstall", RELEASE, "-n", wh, "--ignore-not-found", "--wait", "--timeout", "5m",
                  check_rc=False)
         c.kubectl("delete", "namespace", wh, "--ignore-not-found", "--wait=false", check=False)
+        shutil.rmtree(home, ignore_errors=True)
         c.webhook_ready = False
         if had_kustomize:
             c.ensure_webhook()
