@@ -62,7 +62,7 @@ FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 FUZZ_SECONDS ?= 240
 
-.PHONY: static-deps all test unit integration fuzz fuzz-replay asan install deps clean bench demo image-test fmt fmt-check levels e2e cluster-up cluster-down chart chart-tools chart-golden
+.PHONY: static-deps all test unit integration fuzz fuzz-replay asan install deps clean bench demo image-test fmt fmt-check levels e2e loadtest cluster-up cluster-down chart chart-tools chart-golden
 
 all: $(BUILD)/reload-agent $(TOOL_BIN)
 
@@ -184,6 +184,15 @@ e2e: deps
 	$(MAKE) all
 	@rc=0; python3 tests/e2e/run.py --binary $(BUILD)/reload-agent $(if $(E2E_KEEP),--keep) $(E2E_ARGS) || rc=$$?; \
 	  if [ -z "$(E2E_KEEP)" ]; then bash tests/cluster/down.sh; fi; exit $$rc
+
+# The load suite on the real cluster (tests/loadtest/, README "Load and
+# peers"): every scenario one after another, the peers measured beside us,
+# results.md and results.json under build/loadtest/<UTC time>/. OLD=<git ref>
+# adds the A/B runs against that build; LOADTEST_ARGS passes -k. The cluster
+# is left running (make cluster-down stops it).
+loadtest: deps
+	$(MAKE) all
+	python3 tests/loadtest/run.py --binary $(BUILD)/reload-agent $(if $(OLD),--old $(OLD)) $(LOADTEST_ARGS)
 
 # The house format (.clang-format). fmt rewrites; fmt-check (CI) lists the
 # files that differ and fails.

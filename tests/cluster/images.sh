@@ -28,7 +28,8 @@ AGENT_IMAGE=docker.io/library/reload-agent:$VERSION
 PAUSE_IMAGE=registry.k8s.io/pause:$PAUSE_VERSION
 NGINX_IMAGE=localhost/e2e-nginx:1
 BASE=localhost/debian-minbase:bookworm
-IMAGES="$AGENT_IMAGE $PAUSE_IMAGE $NGINX_IMAGE"
+# RA_EXTRA_IMAGES: more podman images for `import` (the load suite's peers).
+IMAGES="$AGENT_IMAGE $PAUSE_IMAGE $NGINX_IMAGE ${RA_EXTRA_IMAGES:-}"
 
 log() { echo "images.sh: $*" >&2; }
 die() { log "FAIL: $*"; exit 1; }

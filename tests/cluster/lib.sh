@@ -50,6 +50,9 @@ start_proc() {
 	mkdir -p "$STATE/logs" "$STATE/pids"
 	setsid "$bin" "$@" >> "$STATE/logs/$name.log" 2>&1 < /dev/null &
 	echo "$! $(readlink -f "$bin")" > "$STATE/pids/$name.pid"
+	# The command line and PATH, for restart.sh (NUL-separated).
+	mkdir -p "$STATE/cmd"
+	printf '%s\0' "$PATH" "$bin" "$@" > "$STATE/cmd/$name"
 }
 
 # stop_proc NAME [SECONDS]: SIGTERM, then SIGKILL after SECONDS (default 10).

@@ -1,0 +1,120 @@
+"""What the load suite measures, apart from the scenarios themselves:
+percentiles, the agents' (and peers') memory and CPU read from /proc through
+containerd's task list, API requests by verb from the apiserver's audit log,
+and apply -> served polling of many pods at once.
+
+Every wait is bounded; nothing here changes the cluster.
+"""
+import concurrent.futures
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
+import lib  # noqa: E402
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def pct(values, p):
+    """The p-th percentile (nearest rank) of values, or None."""
+    if not values:
+        return None
+    v = sorted(values)
+    k = max(0, min(len(v) - 1, int(round(p / 100.0 * len(v) + 0.5)) - 1))
+    return v[k]
+
+
+def summary(values):
+    return {"n": len(values), "p50": pct(values, 50), "p95": pct(values, 95), "p99": pct(values, 99),
+            "max": max(values) if values else None}
+
+
+class Procs:
+    """PIDs of containers, from containerd's task list (the node is this
+    machine, so /proc/PID is the container's process)."""
+
+    def __init__(self, cluster):
+        self.ctr = cluster.env["CTR"]
+        self.sock = cluster.env["CONTAINERD_SOCK"]
+
+    def tasks(self):
+        p = subprocess.run([self.ctr, "-a", self.sock, "-n", "k8s.io", "tasks", "ls"], stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL, timeout=60)
+        out = {}
+        for line in p.stdout.decode().splitlines()[1:]:
+            f = line.split()
+            if len(f) >= 3 and f[2] == "RUNNING":
+                out[f[0]] = int(f[1])
+        return out
+
+    def container_pids(self, pods, container):
+        """{pod name: pid} of the named container of each pod (running)."""
+        tasks = self.tasks()
+        out = {}
+        for p in pods:
+            for cs in p.get("status", {}).get("initContainerStatuses", []) + \
+                    p.get("status", {}).get("containerStatuses", []):
+                cid = (cs.get("containerID") or "").split("://")[-1]
+                if cs["name"] == container and cid in tasks:
+                    out[p["metadata"]["name"]] = tasks[cid]
+        return out
+
+
+def proc_sample(pid):
+    """(VmRSS KiB, VmHWM KiB, CPU ms used so far) of pid, or None."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            st = dict(line.split(":", 1) for line in f if ":" in line)
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        cpu = (int(fields[11]) + int(fields[12])) * 1000.0 / CLK_TCK
+        return int(st["VmRSS"].split()[0]), int(st["VmHWM"].split()[0]), cpu
+    except (OSError, KeyError, IndexError, ValueError):
+        return None
+
+
+def resources(pids):
+    """Over {name: pid}: max VmRSS, max VmHWM (KiB), total CPU ms."""
+    rss, hwm, cpu = [], [], 0.0
+    for pid in pids.values():
+        s = proc_sample(pid)
+        if s:
+            rss.append(s[0])
+            hwm.append(s[1])
+            cpu += s[2]
+    return {"processes": len(rss), "rss_kib_max": max(rss) if rss else None,
+            "hwm_kib_max": max(hwm) if hwm else None, "cpu_ms_total": round(cpu, 1)}
+
+
+def api_requests(cluster, since, until, namespaces):
+    """Requests by verb the ServiceAccounts of these namespaces made between
+    since and until (Unix times), from the audit log (watches are not
+    logged: the suite's audit policy leaves them out)."""
+    prefixes = tuple("system:serviceaccount:%s:" % ns for ns in namespaces)
+    evs = cluster.audit(since, lambda ev: ev.get("user", {}).get("username", "").startswith(prefixes)
+                        and lib._rfc3339(ev.get("stageTimestamp", "")) <= until)
+    by = {}
+    for ev in evs:
+        by[ev.get("verb", "?")] = by.get(ev.get("verb", "?"), 0) + 1
+    return by
+
+
+def wait_served(targets, want, t0, timeout, interval=0.2):
+    """Polls every (name, url) of targets until it answers want (stripped).
+    Returns {name: seconds after t0 it first did} and the names that never
+    did within timeout."""
+    got = {}
+    deadline = time.monotonic() + timeout
+    with concurrent.futures.ThreadPoolExecutor(max_workers=16) as ex:
+        while len(got) < len(targets) and time.monotonic() < deadline:
+            left = [(n, u) for n, u in targets if n not in got]
+            res = list(ex.map(lambda nu: (nu[0], lib.http_get(nu[1], timeout=1.0)), left))
+            now = time.time()
+            for n, (st, body) in res:
+                if st == 200 and body.strip() == want:
+                    got[n] = now - t0
+            time.sleep(interval)
+    return got, [n for n, _ in targets if n not in got]
