@@ -19,6 +19,7 @@
 #include "config/config.h"
 #include "agent/endpoints.h"
 #include "agent/engine.h"
+#include "agent/fastsync.h"
 #include "agent/injectnote.h"
 #include "net/httpc.h"
 #include "net/httpd.h"
@@ -47,6 +48,7 @@ static struct {
     struct kube *kube;
     struct kevents *kev;
     struct rollout *ro;
+    struct fastsync *fs; /* --fast-sync, or NULL */
     struct annot_set annots; /* the annotations file as last read (pod annotations) */
     struct endpoints_ctx ep;
     int ready;
@@ -116,6 +118,7 @@ static void on_change(void *ud, const struct hash_manifest *cur, const struct ha
     (void)ud;
     (void)d;
     metrics_change();
+    if (R.fs) fastsync_content_changed(R.fs);
     if (R.eng) engine_observe(R.eng, cur);
 }
 
@@ -173,10 +176,11 @@ static void on_token_event(void *ud, size_t root, enum watch_why why)
     if (R.kube) kube_token_stale(R.kube);
 }
 
-/* The Kubernetes client: required by rollout, optional for Events. */
+/* The Kubernetes client: required by rollout and fast sync, optional for
+ * Events. */
 static int start_kube(char *err, size_t errlen)
 {
-    int need = uses_rollout(&R.cfg);
+    int need = uses_rollout(&R.cfg) || R.cfg.fast_sync;
     int want_events =
         R.cfg.events && ((R.cfg.kube_api && *R.cfg.kube_api) || getenv("KUBERNETES_SERVICE_HOST"));
     if (!need && !want_events) return 0;
@@ -205,6 +209,11 @@ static int start_kube(char *err, size_t errlen)
     if (R.cfg.events && kev_create(R.kube, &R.kev) < 0) ra_oom();
     if (rollout_create(&R.loop, R.kube, R.kev, &R.ro) < 0) ra_oom();
     engine_set_kube(R.eng, R.kube, R.ro, R.kev);
+    if (R.cfg.fast_sync) {
+        struct fastsync_opts fo = {.objects = (const char *const *)R.cfg.fast_sync_objects.v,
+                                   .nobjects = R.cfg.fast_sync_objects.n};
+        if ((rc = fastsync_start(R.kube, &fo, &R.fs, err, errlen)) < 0) return rc;
+    }
     return 0;
 }
 
@@ -375,6 +384,8 @@ static void shutdown_all(void)
     struct log_rec r;
     if (log_rec_begin(&r, RA_LOG_INFO, "shutdown")) log_rec_end(&r, "stopping");
     uv_close((uv_handle_t *)&R.annot_timer, on_closed_noop);
+    if (R.fs) fastsync_close(R.fs, NULL, NULL); /* before the client goes */
+    R.fs = NULL;
     if (R.srv) httpd_close(R.srv, NULL, NULL);
     R.srv = NULL;
     if (R.mon) monitor_close(R.mon, NULL, NULL);
@@ -462,6 +473,7 @@ static int start_all(void)
     R.ep.eng = &R.eng;
     R.ep.ready = &R.ready;
     R.ep.last_config_error = R.last_config_error;
+    R.ep.fs = &R.fs;
     if ((rc = engine_create(&R.loop, &R.cfg, &R.eng)) < 0) {
         log_error("cannot initialise: %s", uv_strerror(rc));
         rc = 1;
@@ -470,7 +482,9 @@ static int start_all(void)
         log_error("cannot listen on %s: %s", R.cfg.listen, uv_strerror(rc));
         rc = 1;
     } else if ((rc = start_kube(err, sizeof err)) < 0) {
-        fprintf(stderr, "reload-agent: the rollout action needs the Kubernetes API: %s\n", err);
+        fprintf(stderr, "reload-agent: %s needs the Kubernetes API: %s\n",
+                R.cfg.fast_sync && !uses_rollout(&R.cfg) ? "--fast-sync" : "the rollout action",
+                err);
         rc = 2;
     } else if (start_monitor() < 0) {
         rc = 1;

@@ -207,6 +207,17 @@ static const struct opt_def OPTIONS[] = {
      "share of the CPU is unchanged. The kernel accepts 100us to 100ms; 0 keeps the "
      "kernel default.",
      RANGE(100 * NS_US, 100 * NS_MS)},
+    {"fast-sync", OPT_BOOL, "false", F(fast_sync), NULL, OPT_RESTART_ONLY, "BOOL",
+     "Learn of a ConfigMap/Secret edit from the API (a metadata-only watch per object) and "
+     "patch the annotation " CFG_ANNOTATION_PREFIX CFG_SYNC_ANNOTATION " of the agent's own pod, "
+     "so the kubelet refreshes the volumes within about a second instead of at its next "
+     "periodic sync (60-90 s). Needs the Role and policy of manifests/fast-sync/.",
+     NO_RANGE},
+    {"fast-sync-objects", OPT_LIST, NULL, F(fast_sync_objects), NULL,
+     OPT_REPEAT | OPT_RESTART_ONLY, "KIND/NAME",
+     "The objects fast sync watches, configmap/NAME or secret/NAME (repeatable; default: every "
+     "ConfigMap and Secret the pod's spec names, read from the API).",
+     NO_RANGE},
     {"listen", OPT_STR, NULL, F(listen), NULL, OPT_RESTART_ONLY, "ADDR:PORT",
      "Serve /healthz, /readyz, /metrics and /status here, e.g. 127.0.0.1:9091 "
      "(default: no server).",
@@ -232,6 +243,7 @@ const char *const cfg_injector_annotations[] = {"inject",
                                                 "sidecar-memory-request",
                                                 "sidecar-memory-limit",
                                                 "sidecar-run-as-user",
+                                                CFG_SYNC_ANNOTATION,
                                                 NULL};
 
 int cfg_is_injector_annotation(const char *key)
@@ -552,6 +564,33 @@ static int check_expect_status(const struct config *c, char *err, size_t errlen)
     return 0;
 }
 
+/* --fast-sync-objects: KIND/NAME with KIND configmap or secret and NAME an
+ * RFC 1123 subdomain (kube/podrefs.c parses them again, with the same rule). */
+static int check_fast_sync_objects(const struct config *c, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < c->fast_sync_objects.n; i++) {
+        const char *v = c->fast_sync_objects.v[i], *slash = strchr(v, '/');
+        const char *name = slash ? slash + 1 : "";
+        size_t klen = slash ? (size_t)(slash - v) : 0, n = strlen(name);
+        int ok = slash && ((klen == 9 && !strncmp(v, "configmap", 9)) ||
+                           (klen == 6 && !strncmp(v, "secret", 6)));
+        ok = ok && n > 0 && n <= 253 && name[0] != '-' && name[0] != '.' &&
+             name[n - 1] != '-' && name[n - 1] != '.';
+        for (size_t j = 0; ok && j < n; j++)
+            ok = (name[j] >= 'a' && name[j] <= 'z') || (name[j] >= '0' && name[j] <= '9') ||
+                 name[j] == '-' || name[j] == '.';
+        if (!ok) {
+            char q[QUOTED_MAX];
+            snprintf(err, errlen,
+                     "invalid value for --fast-sync-objects: %s: want configmap/NAME or "
+                     "secret/NAME with NAME a Kubernetes object name",
+                     QV(q, v));
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
 /* Each action that is in use needs its own options. */
 static int check_action_needs(const struct config *c, const int *used, char *err, size_t errlen)
 {
@@ -721,7 +760,8 @@ static int validate(struct config *c, const struct cfg_env *env, char *err, size
     unsigned mask = cfg_used_actions(c);
     for (int a = 0; a < ACTION__COUNT; a++) used[a] = (mask & ACTION_BIT(a)) != 0;
     if (check_expect_status(c, err, errlen) < 0 || check_action_needs(c, used, err, errlen) < 0 ||
-        check_env(c, env, used, err, errlen) < 0 || check_hash_annotation(c, err, errlen) < 0)
+        check_env(c, env, used, err, errlen) < 0 || check_hash_annotation(c, err, errlen) < 0 ||
+        check_fast_sync_objects(c, err, errlen) < 0)
         return -EINVAL;
     if (c->listen && *c->listen) {
         struct sockaddr_storage ss;

@@ -24,6 +24,9 @@
 
 #define CFG_ANNOTATION_PREFIX "reload-agent.io/"
 #define CFG_DEFAULT_ANNOTATIONS_FILE "/etc/podinfo/annotations"
+/* The pod annotation fast sync writes (after the prefix): its value changes
+ * on every nudge, so the kubelet syncs the pod (agent/fastsync.c). */
+#define CFG_SYNC_ANNOTATION "sync"
 
 struct strlist {
     char **v;
@@ -82,6 +85,8 @@ struct config {
     int events;
     int restart_signal;
     int64_t restart_timeout_ns;
+    int fast_sync;                    /* --fast-sync */
+    struct strlist fast_sync_objects; /* --fast-sync-objects: "configmap/NAME", "secret/NAME" */
     int print_config;
 };
 
@@ -100,7 +105,7 @@ struct cfg_layer {
 /* The annotation keys under CFG_ANNOTATION_PREFIX that are not options:
  * the injector's (inject/transform.c: inject, inject-status and the per-pod
  * sidecar-image, sidecar-cpu-request, sidecar-memory-request,
- * sidecar-memory-limit) and the rollout hash (config-hash). Short names,
+ * sidecar-memory-limit), the rollout hash (config-hash) and fast sync's nudge (sync). Short names,
  * NULL-terminated. The agent skips them in the annotations file. */
 extern const char *const cfg_injector_annotations[];
 
