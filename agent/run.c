@@ -25,6 +25,7 @@
 #include "net/httpd.h"
 #include "kube/kevents.h"
 #include "kube/kube.h"
+#include "base/backoff.h"
 #include "base/log.h"
 #include "agent/metrics.h"
 #include "agent/monitor.h"
@@ -211,7 +212,8 @@ static int start_kube(char *err, size_t errlen)
     engine_set_kube(R.eng, R.kube, R.ro, R.kev);
     if (R.cfg.fast_sync) {
         struct fastsync_opts fo = {.objects = (const char *const *)R.cfg.fast_sync_objects.v,
-                                   .nobjects = R.cfg.fast_sync_objects.n};
+                                   .nobjects = R.cfg.fast_sync_objects.n,
+                                   .confirm_ms = ra_ms_of_ns(R.cfg.fast_sync_confirm_ns)};
         if ((rc = fastsync_start(R.kube, &fo, &R.fs, err, errlen)) < 0) return rc;
     }
     return 0;

@@ -218,6 +218,11 @@ static const struct opt_def OPTIONS[] = {
      "The objects fast sync watches, configmap/NAME or secret/NAME (repeatable; default: every "
      "ConfigMap and Secret the pod's spec names, read from the API).",
      NO_RANGE},
+    {"fast-sync-confirm", OPT_DURATION, "2s", F(fast_sync_confirm_ns), NULL, OPT_RESTART_ONLY,
+     "DURATION",
+     "After a nudge, how long fast sync waits for the content to change before it nudges "
+     "again; doubles per nudge (capped at 16s), 4 nudges, then the kubelet's periodic sync.",
+     RANGE(10 * NS_MS, NS_H)},
     {"listen", OPT_STR, NULL, F(listen), NULL, OPT_RESTART_ONLY, "ADDR:PORT",
      "Serve /healthz, /readyz, /metrics and /status here, e.g. 127.0.0.1:9091 "
      "(default: no server).",

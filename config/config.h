@@ -87,6 +87,7 @@ struct config {
     int64_t restart_timeout_ns;
     int fast_sync;                    /* --fast-sync */
     struct strlist fast_sync_objects; /* --fast-sync-objects: "configmap/NAME", "secret/NAME" */
+    int64_t fast_sync_confirm_ns;     /* --fast-sync-confirm: the first window after a nudge */
     int print_config;
 };
 
