@@ -96,6 +96,11 @@ static void from_volumes(struct podrefs *r, const cJSON *volumes)
         podrefs_add(r, PODREF_CONFIGMAP, str_at(at(v, "configMap"), "name"));
         podrefs_add(r, PODREF_SECRET, str_at(at(v, "secret"), "secretName"));
         const cJSON *sources = at(at(v, "projected"), "sources");
+        /* The service-account token volume (kube-api-access-*: the token,
+         * kube-root-ca.crt, the namespace) is the kubelet's own, rotated by
+         * it: not configuration the pod's owner edits. */
+        cJSON_ArrayForEach(src, arr(sources)) if (at(src, "serviceAccountToken")) break;
+        if (src) continue;
         cJSON_ArrayForEach(src, arr(sources))
         {
             podrefs_add(r, PODREF_CONFIGMAP, str_at(at(src, "configMap"), "name"));

@@ -2,6 +2,8 @@
  * podrefs.h - the ConfigMaps and Secrets a pod spec refers to: its volumes
  * (configMap, secret, and the sources of projected volumes) and the env of
  * every container (env valueFrom configMapKeyRef/secretKeyRef, envFrom).
+ * A projected volume with a serviceAccountToken source (the kubelet's
+ * kube-api-access-* volume and its kube-root-ca.crt) is left out.
  * Fast sync watches exactly these (agent/fastsync.c). Pure: JSON in, names
  * out; no I/O.
  */

@@ -52,7 +52,7 @@ def start_web(env, extra_ann=None, cm="site", **kw):
     ann.update(extra_ann or {})
     env.apply(apps.nginx_workload("Deployment", "web", ann, cm=cm, **kw))
     env.kubectl("rollout", "status", "deployment/web", "--timeout=180s", timeout=200)
-    (pod,) = env.ready_pods("app=web")
+    pod = sorted(env.ready_pods("app=web"), key=lambda p: p["metadata"]["name"])[0]
     return pod["metadata"]["name"], pod["status"]["podIP"]
 
 
