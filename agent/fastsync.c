@@ -64,9 +64,9 @@ struct fastsync {
     /* the change being synced */
     char change_rv[RV_MAX];
     char change_obj[300];
-    int nudges;          /* sent for it */
-    int renudge;         /* a newer change came while a PATCH was in flight */
-    uint64_t change_at;  /* uv_now */
+    int nudges;         /* sent for it */
+    int renudge;        /* a newer change came while a PATCH was in flight */
+    uint64_t change_at; /* uv_now */
     /* totals and the last outcome */
     unsigned nudges_total, synced, fallbacks, patch_errors;
     char last_result[32], last_rv[RV_MAX], last_obj[300];
@@ -153,8 +153,7 @@ static void on_patch_reply(void *ud, const struct kube_resp *r)
         char msg[900];
         f->patch_errors++;
         snprintf(msg, sizeof msg, "cannot patch the pod's annotation %s%s: %s",
-                 CFG_ANNOTATION_PREFIX, CFG_SYNC_ANNOTATION,
-                 r->error ? r->error : "no response");
+                 CFG_ANNOTATION_PREFIX, CFG_SYNC_ANNOTATION, r->error ? r->error : "no response");
         set_error(f, msg);
         struct log_rec rec;
         if (log_rec_begin(&rec, RA_LOG_ERROR, "fast-sync-error")) {
@@ -162,8 +161,8 @@ static void on_patch_reply(void *ud, const struct kube_resp *r)
             log_rec_end(&rec, "fast sync: %s", f->last_error);
         }
         /* refused (RBAC, the policy, a pod that is gone): nudging again cannot help */
-        if (r->ok && (r->status == 403 || r->status == 404 || r->status == 422 ||
-                      r->status == 400)) {
+        if (r->ok &&
+            (r->status == 403 || r->status == 404 || r->status == 422 || r->status == 400)) {
             if (f->state == FS_PENDING) fall_back(f, "the nudge was refused");
             return;
         }
@@ -268,8 +267,9 @@ void fastsync_content_changed(struct fastsync *f)
         log_rec_str(&r, "resource_version", f->change_rv);
         log_rec_int(&r, "nudges", f->nudges);
         log_rec_int(&r, "ms", (long long)f->last_ms);
-        log_rec_end(&r, "fast sync: %s (resourceVersion %s) reached the volume %llu ms after the "
-                        "watch event, %d nudge%s",
+        log_rec_end(&r,
+                    "fast sync: %s (resourceVersion %s) reached the volume %llu ms after the "
+                    "watch event, %d nudge%s",
                     f->change_obj, f->change_rv, (unsigned long long)f->last_ms, f->nudges,
                     f->nudges == 1 ? "" : "s");
     }
@@ -378,7 +378,9 @@ static void on_pod_reply(void *ud, const struct kube_resp *r)
     podrefs_free(&refs);
     char msg[900];
     snprintf(msg, sizeof msg, "cannot read the pod's ConfigMaps and Secrets: %s",
-             r->ok && r->status == 200 ? err : r->error ? r->error : "no response");
+             r->ok && r->status == 200 ? err
+             : r->error                ? r->error
+                                       : "no response");
     set_error(f, msg);
     struct log_rec rec;
     if (log_rec_begin(&rec, RA_LOG_ERROR, "fast-sync-error")) {

@@ -30,8 +30,8 @@
 
 #include "kube/kube.h"
 
-#define FASTSYNC_MAX_NUDGES 4       /* per change, the first included */
-#define FASTSYNC_CONFIRM_MS 2000    /* the first window; doubles per nudge */
+#define FASTSYNC_MAX_NUDGES 4    /* per change, the first included */
+#define FASTSYNC_CONFIRM_MS 2000 /* the first window; doubles per nudge */
 #define FASTSYNC_CONFIRM_CAP_MS 16000
 
 struct fastsync;
@@ -39,8 +39,8 @@ struct fastsync;
 struct fastsync_opts {
     const char *const *objects; /* "configmap/NAME" or "secret/NAME"; none: from the pod spec */
     size_t nobjects;
-    uint64_t confirm_ms;   /* 0 = FASTSYNC_CONFIRM_MS (tests shorten it) */
-    int max_nudges;        /* 0 = FASTSYNC_MAX_NUDGES */
+    uint64_t confirm_ms;      /* 0 = FASTSYNC_CONFIRM_MS (tests shorten it) */
+    int max_nudges;           /* 0 = FASTSYNC_MAX_NUDGES */
     uint64_t watch_timeout_s; /* 0 = kwatch's default */
 };
 

@@ -49,7 +49,7 @@ static struct {
     struct kube *kube;
     struct kevents *kev;
     struct rollout *ro;
-    struct fastsync *fs; /* --fast-sync, or NULL */
+    struct fastsync *fs;     /* --fast-sync, or NULL */
     struct annot_set annots; /* the annotations file as last read (pod annotations) */
     struct endpoints_ctx ep;
     int ready;

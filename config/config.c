@@ -213,8 +213,8 @@ static const struct opt_def OPTIONS[] = {
      "so the kubelet refreshes the volumes within about a second instead of at its next "
      "periodic sync (60-90 s). Needs the Role and policy of manifests/fast-sync/.",
      NO_RANGE},
-    {"fast-sync-objects", OPT_LIST, NULL, F(fast_sync_objects), NULL,
-     OPT_REPEAT | OPT_RESTART_ONLY, "KIND/NAME",
+    {"fast-sync-objects", OPT_LIST, NULL, F(fast_sync_objects), NULL, OPT_REPEAT | OPT_RESTART_ONLY,
+     "KIND/NAME",
      "The objects fast sync watches, configmap/NAME or secret/NAME (repeatable; default: every "
      "ConfigMap and Secret the pod's spec names, read from the API).",
      NO_RANGE},
@@ -579,8 +579,8 @@ static int check_fast_sync_objects(const struct config *c, char *err, size_t err
         size_t klen = slash ? (size_t)(slash - v) : 0, n = strlen(name);
         int ok = slash && ((klen == 9 && !strncmp(v, "configmap", 9)) ||
                            (klen == 6 && !strncmp(v, "secret", 6)));
-        ok = ok && n > 0 && n <= 253 && name[0] != '-' && name[0] != '.' &&
-             name[n - 1] != '-' && name[n - 1] != '.';
+        ok = ok && n > 0 && n <= 253 && name[0] != '-' && name[0] != '.' && name[n - 1] != '-' &&
+             name[n - 1] != '.';
         for (size_t j = 0; ok && j < n; j++)
             ok = (name[j] >= 'a' && name[j] <= 'z') || (name[j] >= '0' && name[j] <= '9') ||
                  name[j] == '-' || name[j] == '.';

@@ -487,8 +487,8 @@ static void http_error(const struct kube_call *c, const struct httpc_result *res
                  res->body, res->body_len, status, out, outlen);
 }
 
-void kube__http_error(const struct kube *k, const struct kube_req *req, long code,
-                      const char *body, size_t body_len, char *out, size_t outlen)
+void kube__http_error(const struct kube *k, const struct kube_req *req, long code, const char *body,
+                      size_t body_len, char *out, size_t outlen)
 {
     cJSON *status = NULL;
 

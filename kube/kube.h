@@ -132,8 +132,8 @@ struct httpc *kube__httpc(const struct kube *k);
 void kube__count_response(struct kube *k, long code);
 /* The one-line error kube_request would give for a final status code >= 400
  * of req with this body (the Status message, the RBAC hint for 403). */
-void kube__http_error(const struct kube *k, const struct kube_req *req, long code,
-                      const char *body, size_t body_len, char *out, size_t outlen);
+void kube__http_error(const struct kube *k, const struct kube_req *req, long code, const char *body,
+                      size_t body_len, char *out, size_t outlen);
 
 /* 1 if s is a valid Kubernetes object name (RFC 1123 subdomain: lowercase
  * alphanumerics, '-' and '.', at most 253 bytes), so it is safe in a path. */

@@ -46,9 +46,9 @@ struct kwatch {
     uv_timer_t timer;
     struct httpc_xfer *xfer;
     enum phase phase;
-    int attempt;      /* failures in a row (the backoff's attempt number) */
-    int listed;       /* the first list succeeded */
-    int need_list;    /* the next attempt lists (first, or after a 410) */
+    int attempt;   /* failures in a row (the backoff's attempt number) */
+    int listed;    /* the first list succeeded */
+    int need_list; /* the next attempt lists (first, or after a 410) */
     int closing;
     int in_data;        /* inside on_data: httpc's reader may not cancel its own transfer */
     unsigned token_gen; /* of the attempt in flight */
@@ -128,8 +128,7 @@ int kwatch__parse_event(const char *line, size_t len, struct kwatch__event *ev, 
         goto out;
     }
     if (copy_rv(ev->rv, sizeof ev->rv,
-                str_at(cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "resourceVersion")) <
-        0) {
+                str_at(cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "resourceVersion")) < 0) {
         snprintf(err, errlen, "a %s watch event has no valid metadata.resourceVersion", type);
         goto out;
     }
@@ -139,8 +138,8 @@ out:
     return rc;
 }
 
-int kwatch__parse_list(const char *body, size_t len, const char *name, char *list_rv,
-                       size_t rvlen, int *exists, char *obj_rv, char *err, size_t errlen)
+int kwatch__parse_list(const char *body, size_t len, const char *name, char *list_rv, size_t rvlen,
+                       int *exists, char *obj_rv, char *err, size_t errlen)
 {
     cJSON *j = cJSON_ParseWithLength(body, len);
     const cJSON *items = cJSON_GetObjectItemCaseSensitive(j, "items"), *it;
@@ -203,7 +202,8 @@ static void report_state(struct kwatch *w, int exists, int initial, int relist)
     w->cb(w->ud, &ev);
 }
 
-static void report_error(struct kwatch *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void report_error(struct kwatch *w, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static void report_error(struct kwatch *w, const char *fmt, ...)
 {
     char raw[1024], msg[1024];
@@ -388,8 +388,9 @@ static void on_watch_done(void *ud, const struct httpc_result *res)
         /* the server ended the stream (timeoutSeconds): resume, unless it
          * ends at once again and again with nothing read */
         if (!w->got_any && lasted < QUICK_END_MS) {
-            report_error(w, "watch %s %s: the server ended the stream after %llu ms without an "
-                            "event",
+            report_error(w,
+                         "watch %s %s: the server ended the stream after %llu ms without an "
+                         "event",
                          w->resource, w->name, (unsigned long long)lasted);
             if (!w->closing) retry_later(w);
             return;
@@ -457,8 +458,8 @@ static void attempt(struct kwatch *w)
         w->st.lists++;
     else
         w->st.watches++;
-    int r = httpc_request(kube__httpc(w->k), &req, list ? on_list_done : on_watch_done, w,
-                          &w->xfer);
+    int r =
+        httpc_request(kube__httpc(w->k), &req, list ? on_list_done : on_watch_done, w, &w->xfer);
     free(url);
     if (r < 0) {
         w->xfer = NULL;
@@ -486,11 +487,10 @@ int kwatch_start(struct kube *k, const struct kwatch_opts *o, kwatch_cb cb, void
     w->ud = ud;
     w->resource = ra_strdup(o->resource);
     w->name = ra_strdup(o->name);
-    w->timeout_s = o->watch_timeout_s ? o->watch_timeout_s
-                                      : 1800 + ra_rng_below(ra_rng_process(), 1801);
+    w->timeout_s =
+        o->watch_timeout_s ? o->watch_timeout_s : 1800 + ra_rng_below(ra_rng_process(), 1801);
     w->policy = (struct backoff){o->retry_base_ms ? o->retry_base_ms : 1000,
-                                 o->retry_cap_ms ? o->retry_cap_ms : 30000,
-                                 BACKOFF_JITTER_SPREAD};
+                                 o->retry_cap_ms ? o->retry_cap_ms : 30000, BACKOFF_JITTER_SPREAD};
     w->need_list = 1;
     uv_timer_init(kube__loop(k), &w->timer);
     w->timer.data = w;

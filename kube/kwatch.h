@@ -57,24 +57,24 @@ struct kwatch_event {
 typedef void (*kwatch_cb)(void *ud, const struct kwatch_event *ev);
 
 struct kwatch_opts {
-    const char *resource;       /* "configmaps" or "secrets" (core group) */
-    const char *name;           /* a valid object name */
-    uint64_t watch_timeout_s;   /* the server's timeoutSeconds; 0 = a random
+    const char *resource;     /* "configmaps" or "secrets" (core group) */
+    const char *name;         /* a valid object name */
+    uint64_t watch_timeout_s; /* the server's timeoutSeconds; 0 = a random
                                    1800..3600 s (as the kubelet's reflectors) */
-    uint64_t retry_base_ms;     /* first retry delay; 0 = 1000 */
-    uint64_t retry_cap_ms;      /* delay cap; 0 = 30000 */
+    uint64_t retry_base_ms;   /* first retry delay; 0 = 1000 */
+    uint64_t retry_cap_ms;    /* delay cap; 0 = 30000 */
 };
 
 /* Counts and state, for /status and the tests. */
 struct kwatch_stats {
-    unsigned lists;      /* list requests sent */
-    unsigned watches;    /* watch requests sent */
-    unsigned events;     /* ADDED/MODIFIED/DELETED received */
-    unsigned bookmarks;  /* BOOKMARK received */
-    unsigned gone;       /* 410s (status or ERROR event) */
-    unsigned errors;     /* failures reported through the callback */
-    int streaming;       /* a watch response is open */
-    const char *rv;      /* the object's last known resourceVersion ("" = none) */
+    unsigned lists;       /* list requests sent */
+    unsigned watches;     /* watch requests sent */
+    unsigned events;      /* ADDED/MODIFIED/DELETED received */
+    unsigned bookmarks;   /* BOOKMARK received */
+    unsigned gone;        /* 410s (status or ERROR event) */
+    unsigned errors;      /* failures reported through the callback */
+    int streaming;        /* a watch response is open */
+    const char *rv;       /* the object's last known resourceVersion ("" = none) */
     const char *watch_rv; /* where the next watch resumes */
 };
 
@@ -109,8 +109,8 @@ enum kwatch__type {
 
 struct kwatch__event {
     enum kwatch__type type;
-    char rv[128]; /* object.metadata.resourceVersion ("" for ERROR) */
-    long code;    /* ERROR: the Status code (410 = Gone), else 0 */
+    char rv[128];      /* object.metadata.resourceVersion ("" for ERROR) */
+    long code;         /* ERROR: the Status code (410 = Gone), else 0 */
     char message[256]; /* ERROR: the Status message, one line */
 };
 
@@ -124,7 +124,7 @@ int kwatch__parse_event(const char *line, size_t len, struct kwatch__event *ev, 
 /* Parses a list reply (PartialObjectMetadataList). Returns 0 with the
  * list's resourceVersion in list_rv and, when the list holds the object,
  * *exists = 1 and its resourceVersion in obj_rv; or -EINVAL with err. */
-int kwatch__parse_list(const char *body, size_t len, const char *name, char *list_rv,
-                       size_t rvlen, int *exists, char *obj_rv, char *err, size_t errlen);
+int kwatch__parse_list(const char *body, size_t len, const char *name, char *list_rv, size_t rvlen,
+                       int *exists, char *obj_rv, char *err, size_t errlen);
 
 #endif

@@ -60,7 +60,7 @@ struct httpc_xfer {
     int too_big;
     int truncated; /* cut at max_body: the transfer was ended on purpose */
     int no_memory;
-    int completing; /* its callback is running */
+    int completing;        /* its callback is running */
     httpc_data_cb on_data; /* a stream: 2xx body pieces go here */
     void *data_ud;
     int streaming; /* the response is 2xx and on_data is set */

@@ -953,8 +953,8 @@ static void test_stream_pieces(void **state)
     struct t *t = *state;
     struct got g = {0};
     struct stream s = {.c = t->c};
-    struct httpc_req req = {.url = url(&g_http, "/stream?n=4&ms=30"), .on_data = on_piece,
-                            .data_ud = &s};
+    struct httpc_req req = {
+        .url = url(&g_http, "/stream?n=4&ms=30"), .on_data = on_piece, .data_ud = &s};
 
     fetch(t, &req, &g);
     assert_int_equal(g.ok, 1);
@@ -970,8 +970,8 @@ static void test_stream_stop(void **state)
     struct t *t = *state;
     struct got g = {0};
     struct stream s = {.c = t->c, .stop_after = 1};
-    struct httpc_req req = {.url = url(&g_http, "/stream?n=50&ms=50"), .on_data = on_piece,
-                            .data_ud = &s};
+    struct httpc_req req = {
+        .url = url(&g_http, "/stream?n=50&ms=50"), .on_data = on_piece, .data_ud = &s};
 
     fetch(t, &req, &g);
     assert_int_equal(g.ok, 0);
@@ -985,8 +985,7 @@ static void test_stream_error_status_is_buffered(void **state)
     struct t *t = *state;
     struct got g = {0};
     struct stream s = {.c = t->c};
-    struct httpc_req req = {.url = url(&g_http, "/status/410"), .on_data = on_piece,
-                            .data_ud = &s};
+    struct httpc_req req = {.url = url(&g_http, "/status/410"), .on_data = on_piece, .data_ud = &s};
 
     fetch(t, &req, &g);
     assert_int_equal(g.ok, 1);
@@ -1001,8 +1000,8 @@ static void test_stream_reader_starts_request(void **state)
     struct t *t = *state;
     struct got g = {0};
     struct stream s = {.c = t->c, .start_other = 1};
-    struct httpc_req req = {.url = url(&g_http, "/stream?n=3&ms=100"), .on_data = on_piece,
-                            .data_ud = &s};
+    struct httpc_req req = {
+        .url = url(&g_http, "/stream?n=3&ms=100"), .on_data = on_piece, .data_ud = &s};
     int before = t->done;
 
     assert_int_equal(httpc_request(t->c, &req, record, &g, NULL), 0);
@@ -1019,8 +1018,10 @@ static void test_stream_over_https(void **state)
     struct t *t = *state;
     struct got g = {0};
     struct stream s = {.c = t->c};
-    struct httpc_req req = {.url = url(&g_https, "/stream?n=3&ms=10"), .on_data = on_piece,
-                            .data_ud = &s, .ca_file = g_ca};
+    struct httpc_req req = {.url = url(&g_https, "/stream?n=3&ms=10"),
+                            .on_data = on_piece,
+                            .data_ud = &s,
+                            .ca_file = g_ca};
 
     fetch(t, &req, &g);
     assert_int_equal(g.ok, 1);

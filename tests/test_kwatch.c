@@ -104,9 +104,9 @@ static void test_lists(void **state)
                      "\"metadata\":{\"resourceVersion\":\"13874\"},\"items\":[{\"kind\":"
                      "\"PartialObjectMetadata\",\"metadata\":{\"name\":\"site\","
                      "\"resourceVersion\":\"13841\"}}]}";
-    assert_int_equal(kwatch__parse_list(ok, strlen(ok), "site", rv, sizeof rv, &exists, obj, err,
-                                        sizeof err),
-                     0);
+    assert_int_equal(
+        kwatch__parse_list(ok, strlen(ok), "site", rv, sizeof rv, &exists, obj, err, sizeof err),
+        0);
     assert_string_equal(rv, "13874");
     assert_int_equal(exists, 1);
     assert_string_equal(obj, "13841");

@@ -42,7 +42,8 @@ static void test_pod(void **state)
         "{\"path\":\"token\"}},{\"configMap\":{\"name\":\"kube-root-ca.crt\"}}]}},"
         "{\"name\":\"e\",\"configMap\":{\"name\":\"site\"}},"
         "{\"name\":\"f\",\"configMap\":{\"name\":\"Not_A_Name\"}}],"
-        "\"initContainers\":[{\"name\":\"init\",\"envFrom\":[{\"secretRef\":{\"name\":\"initsec\"}}]}],"
+        "\"initContainers\":[{\"name\":\"init\",\"envFrom\":[{\"secretRef\":{\"name\":\"initsec\"}}"
+        "]}],"
         "\"containers\":[{\"name\":\"app\",\"env\":[{\"name\":\"X\",\"valueFrom\":"
         "{\"configMapKeyRef\":{\"name\":\"envcm\",\"key\":\"k\"}}},{\"name\":\"Y\",\"valueFrom\":"
         "{\"secretKeyRef\":{\"name\":\"creds\",\"key\":\"k\"}}},{\"name\":\"Z\",\"value\":\"1\"}],"
@@ -69,7 +70,8 @@ static void test_bad_pods(void **state)
         podrefs_free(&r);
     }
     /* odd shapes inside a spec are skipped, not errors */
-    const char *odd = "{\"spec\":{\"volumes\":{},\"containers\":[{\"env\":\"x\",\"envFrom\":[1]}]}}";
+    const char *odd =
+        "{\"spec\":{\"volumes\":{},\"containers\":[{\"env\":\"x\",\"envFrom\":[1]}]}}";
     struct podrefs r = {0};
     char err[256];
     assert_int_equal(podrefs_from_pod(odd, strlen(odd), &r, err, sizeof err), 0);
