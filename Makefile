@@ -62,7 +62,7 @@ FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 FUZZ_SECONDS ?= 240
 
-.PHONY: static-deps all test unit integration fuzz fuzz-replay asan install deps clean bench demo image-test fmt fmt-check levels e2e cluster-up cluster-down
+.PHONY: static-deps all test unit integration fuzz fuzz-replay asan install deps clean bench bench-fastsync demo image-test fmt fmt-check levels e2e cluster-up cluster-down
 
 all: $(BUILD)/reload-agent $(TOOL_BIN)
 
@@ -148,6 +148,13 @@ bench: deps
 	python3 tests/bench/injectbench.py --binary $(BUILD)/reload-agent
 	python3 tests/bench/webhookbench.py --binary $(BUILD)/reload-agent
 	python3 tests/bench/webhookworst.py --binary $(BUILD)/reload-agent
+	python3 tests/bench/fastsync.py --binary $(BUILD)/reload-agent
+
+# Fast sync against the kubelet's defaults on the real cluster alone
+# (tests/cluster/, root; about 30 minutes for 20 edits).
+bench-fastsync: deps
+	$(MAKE) all
+	python3 tests/bench/fastsync.py --binary $(BUILD)/reload-agent
 	python3 tests/bench/memory.py --binary $(BUILD)/reload-agent --tools $(BUILD)/tools
 	python3 tests/bench/propagation.py --binary $(BUILD)/reload-agent
 

@@ -167,7 +167,7 @@ def test_fast_sync_policy_self_only(env):
     check(pod["metadata"]["labels"].get("app") == "web", "the label changed")
     # A ServiceAccount that may patch pods but holds no fast-sync Role: untouched.
     env.kubectl("create", "serviceaccount", "plain")
-    env.kubectl("create", "role", "patcher", "--verb=patch", "--resource=pods")
+    env.kubectl("create", "role", "patcher", "--verb=get,patch", "--resource=pods")
     env.kubectl("create", "rolebinding", "patcher", "--role=patcher",
                 "--serviceaccount=%s:plain" % env.ns)
     plain = env.kubectl("create", "token", "plain").strip()
