@@ -226,11 +226,11 @@ static void nudge(struct fastsync *f)
 
 /* An object's resourceVersion changed: nudge (or nudge again after the
  * PATCH in flight). */
-static void on_object_changed(struct fs_obj *o)
+static void on_object_changed(struct fs_obj *o, const char *rv)
 {
     struct fastsync *f = o->f;
 
-    snprintf(f->change_rv, sizeof f->change_rv, "%s", o->rv);
+    snprintf(f->change_rv, sizeof f->change_rv, "%s", rv);
     snprintf(f->change_obj, sizeof f->change_obj, "%s/%s",
              o->kind == PODREF_SECRET ? "secret" : "configmap", o->name);
     f->nudges = 0;
@@ -294,7 +294,11 @@ static void on_watch(void *ud, const struct kwatch_event *ev)
         return;
     }
     o->error[0] = '\0';
-    int changed = o->listed && (ev->exists != o->exists || strcmp(ev->rv, o->rv) != 0);
+    /* A Secret relisted as a Table has no resourceVersion: whether it
+     * changed while the watch was down cannot be told, so it counts as a
+     * change (one nudge more, after a relist only). */
+    int changed = o->listed && (ev->exists != o->exists || strcmp(ev->rv, o->rv) != 0 ||
+                                (ev->relist && ev->rv_unknown));
     snprintf(o->rv, sizeof o->rv, "%s", ev->rv);
     o->exists = ev->exists;
     if (!o->listed) {
@@ -304,7 +308,15 @@ static void on_watch(void *ud, const struct kwatch_event *ev)
         return;
     }
     /* A deleted object leaves the volume as it is: nothing to nudge. */
-    if (changed && ev->exists) on_object_changed(o);
+    if (changed && ev->exists) {
+        char rv[RV_MAX];
+        struct kwatch_stats st;
+        kwatch_get_stats(o->w, &st);
+        /* unknown: named after the list, so two relists nudge with two values */
+        snprintf(rv, sizeof rv, "%s%.100s", ev->rv_unknown ? "list-" : "",
+                 ev->rv_unknown ? st.watch_rv : ev->rv);
+        on_object_changed(o, rv);
+    }
 }
 
 static void start_watches(struct fastsync *f, const struct podrefs *refs)

@@ -42,13 +42,15 @@ struct kwatch {
     void *ud;
     char *resource, *name;
     uint64_t timeout_s;
+    int table; /* Secrets: a Table without objects, not PartialObjectMetadata */
     struct backoff policy;
     uv_timer_t timer;
     struct httpc_xfer *xfer;
     enum phase phase;
-    int attempt;   /* failures in a row (the backoff's attempt number) */
-    int listed;    /* the first list succeeded */
-    int need_list; /* the next attempt lists (first, or after a 410) */
+    int attempt;    /* failures in a row (the backoff's attempt number) */
+    int listed;     /* the first list succeeded */
+    int need_list;  /* the next attempt lists (first, or after a 410) */
+    int rv_unknown; /* it exists at a resourceVersion not known (a Table list) */
     int closing;
     int in_data;        /* inside on_data: httpc's reader may not cancel its own transfer */
     unsigned token_gen; /* of the attempt in flight */
@@ -81,9 +83,25 @@ static int copy_rv(char *out, size_t n, const char *rv)
 
 /* ---- the parsers ---- */
 
-int kwatch__parse_event(const char *line, size_t len, struct kwatch__event *ev, char *err,
-                        size_t errlen)
+/* Table mode: every row of t (a Table) has a null object, or a
+ * PartialObjectMetadata (a bookmark's): includeObject=None was honoured. */
+static int rows_hold_no_object(const cJSON *t)
 {
+    const cJSON *rows = cJSON_GetObjectItemCaseSensitive(t, "rows"), *r;
+    const cJSON *arr = cJSON_IsArray(rows) ? rows : NULL;
+    cJSON_ArrayForEach(r, arr)
+    {
+        const cJSON *o = cJSON_GetObjectItemCaseSensitive(r, "object");
+        const char *k = str_at(o, "kind");
+        if (o && !cJSON_IsNull(o) && !(k && strcmp(k, "PartialObjectMetadata") == 0)) return 0;
+    }
+    return 1;
+}
+
+int kwatch__parse_event(const char *line, size_t len, int table, struct kwatch__event *ev,
+                        char *err, size_t errlen)
+{
+    const char *want = table ? "Table" : "PartialObjectMetadata";
     static const char *const types[] = {"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"};
     cJSON *j = cJSON_ParseWithLength(line, len);
     const cJSON *obj = cJSON_GetObjectItemCaseSensitive(j, "object");
@@ -118,13 +136,19 @@ int kwatch__parse_event(const char *line, size_t len, struct kwatch__event *ev, 
         goto out;
     }
     const char *kind = str_at(obj, "kind");
-    if (ev->type != KWATCH__BOOKMARK && (!kind || strcmp(kind, "PartialObjectMetadata") != 0)) {
+    if (ev->type != KWATCH__BOOKMARK && (!kind || strcmp(kind, want) != 0)) {
         char q[80];
         ra_one_line(q, sizeof q, kind ? kind : "(none)");
         snprintf(err, errlen,
-                 "a watch event holds a %s, not PartialObjectMetadata: the server ignored the "
-                 "metadata-only Accept header",
-                 q);
+                 "a watch event holds a %s, not %s: the server ignored the metadata-only Accept "
+                 "header",
+                 q, want);
+        goto out;
+    }
+    if (table && !rows_hold_no_object(obj)) {
+        snprintf(err, errlen,
+                 "a watch event's Table row holds an object: the server ignored "
+                 "includeObject=None");
         goto out;
     }
     if (copy_rv(ev->rv, sizeof ev->rv,
@@ -138,9 +162,32 @@ out:
     return rc;
 }
 
-int kwatch__parse_list(const char *body, size_t len, const char *name, char *list_rv, size_t rvlen,
-                       int *exists, char *obj_rv, char *err, size_t errlen)
+/* Table mode: the list is a Table whose rows' first cell is the name. */
+static int table_list(const cJSON *j, const char *name, int *exists, char *err, size_t errlen)
 {
+    const cJSON *rows = cJSON_GetObjectItemCaseSensitive(j, "rows"), *r;
+    if (rows && !cJSON_IsArray(rows) && !cJSON_IsNull(rows)) {
+        snprintf(err, errlen, "the list reply's rows is not an array");
+        return -EINVAL;
+    }
+    if (!rows_hold_no_object(j)) {
+        snprintf(err, errlen,
+                 "the list reply's Table rows hold objects: the server ignored includeObject=None");
+        return -EINVAL;
+    }
+    const cJSON *arr = cJSON_IsArray(rows) ? rows : NULL;
+    cJSON_ArrayForEach(r, arr)
+    {
+        const cJSON *cell = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(r, "cells"), 0);
+        if (cJSON_IsString(cell) && strcmp(cell->valuestring, name) == 0) *exists = 1;
+    }
+    return 0;
+}
+
+int kwatch__parse_list(const char *body, size_t len, const char *name, int table, char *list_rv,
+                       size_t rvlen, int *exists, char *obj_rv, char *err, size_t errlen)
+{
+    const char *want = table ? "Table" : "PartialObjectMetadataList";
     cJSON *j = cJSON_ParseWithLength(body, len);
     const cJSON *items = cJSON_GetObjectItemCaseSensitive(j, "items"), *it;
     const char *kind = str_at(j, "kind");
@@ -152,18 +199,22 @@ int kwatch__parse_list(const char *body, size_t len, const char *name, char *lis
         snprintf(err, errlen, "the list reply is not a JSON object (%zu bytes)", len);
         goto out;
     }
-    if (!kind || strcmp(kind, "PartialObjectMetadataList") != 0) {
+    if (!kind || strcmp(kind, want) != 0) {
         char q[80];
         ra_one_line(q, sizeof q, kind ? kind : "(none)");
         snprintf(err, errlen,
-                 "the list reply is a %s, not PartialObjectMetadataList: the server ignored the "
-                 "metadata-only Accept header",
-                 q);
+                 "the list reply is a %s, not %s: the server ignored the metadata-only Accept "
+                 "header",
+                 q, want);
         goto out;
     }
     if (copy_rv(list_rv, rvlen,
                 str_at(cJSON_GetObjectItemCaseSensitive(j, "metadata"), "resourceVersion")) < 0) {
         snprintf(err, errlen, "the list reply has no valid metadata.resourceVersion");
+        goto out;
+    }
+    if (table) {
+        rc = table_list(j, name, exists, err, errlen);
         goto out;
     }
     if (items && !cJSON_IsArray(items) && !cJSON_IsNull(items)) {
@@ -197,6 +248,7 @@ static void report_state(struct kwatch *w, int exists, int initial, int relist)
     struct kwatch_event ev = {.what = KWATCH_STATE,
                               .exists = exists,
                               .rv = exists ? w->rv : "",
+                              .rv_unknown = exists && w->rv_unknown,
                               .initial = initial,
                               .relist = relist};
     w->cb(w->ud, &ev);
@@ -254,8 +306,8 @@ static void on_list_done(void *ud, const struct httpc_result *res)
             .verb = "list", .resource = w->resource, .group = "", .method = "GET", .path = path};
         kube__http_error(w->k, &req, res->status, res->body, res->body_len, err, sizeof err);
         report_error(w, "list %s %s: %s", w->resource, w->name, err);
-    } else if (kwatch__parse_list(res->body, res->body_len, w->name, list_rv, sizeof list_rv,
-                                  &exists, obj_rv, err, sizeof err) < 0) {
+    } else if (kwatch__parse_list(res->body, res->body_len, w->name, w->table, list_rv,
+                                  sizeof list_rv, &exists, obj_rv, err, sizeof err) < 0) {
         report_error(w, "list %s %s: %s", w->resource, w->name, err);
     } else {
         int initial = !w->listed;
@@ -264,6 +316,7 @@ static void on_list_done(void *ud, const struct httpc_result *res)
         w->attempt = 0;
         snprintf(w->watch_rv, sizeof w->watch_rv, "%s", list_rv);
         snprintf(w->rv, sizeof w->rv, "%s", exists ? obj_rv : "");
+        w->rv_unknown = w->table && exists; /* a Table row has no resourceVersion */
         report_state(w, exists, initial, !initial);
         if (w->closing) return;
         attempt(w);
@@ -282,7 +335,7 @@ static int on_line(struct kwatch *w, const char *line, size_t len)
     while (len > 0 && (line[len - 1] == '\r' || line[len - 1] == ' ')) len--;
     if (len == 0) return 0;
     w->got_any = 1;
-    if (kwatch__parse_event(line, len, &ev, err, sizeof err) < 0) {
+    if (kwatch__parse_event(line, len, w->table, &ev, err, sizeof err) < 0) {
         w->stream_failed = 1;
         w->need_list = 1; /* what was missed is unknown: start over */
         report_error(w, "watch %s %s: %s", w->resource, w->name, err);
@@ -309,6 +362,7 @@ static int on_line(struct kwatch *w, const char *line, size_t len)
         w->attempt = 0;
         snprintf(w->watch_rv, sizeof w->watch_rv, "%s", ev.rv);
         snprintf(w->rv, sizeof w->rv, "%s", ev.type == KWATCH__DELETED ? "" : ev.rv);
+        w->rv_unknown = 0;
         report_state(w, ev.type != KWATCH__DELETED, 0, 0);
         return w->closing ? 1 : 0;
     }
@@ -427,16 +481,20 @@ static void attempt(struct kwatch *w)
     char *url;
     const char *base = kube_base_url(w->k), *ns = kube_namespace(w->k);
 
+    const char *none = w->table ? "&includeObject=None" : "";
     if (list)
-        url = ra_asprintf("%s/api/v1/namespaces/%s/%s?fieldSelector=metadata.name%%3D%s", base, ns,
-                          w->resource, w->name);
+        url = ra_asprintf("%s/api/v1/namespaces/%s/%s?fieldSelector=metadata.name%%3D%s%s", base,
+                          ns, w->resource, w->name, none);
     else
-        url = ra_asprintf("%s/api/v1/namespaces/%s/%s?fieldSelector=metadata.name%%3D%s&watch=1"
+        url = ra_asprintf("%s/api/v1/namespaces/%s/%s?fieldSelector=metadata.name%%3D%s%s&watch=1"
                           "&allowWatchBookmarks=true&resourceVersion=%s&timeoutSeconds=%llu",
-                          base, ns, w->resource, w->name, w->watch_rv,
+                          base, ns, w->resource, w->name, none, w->watch_rv,
                           (unsigned long long)w->timeout_s);
     char accept[128];
-    snprintf(accept, sizeof accept, "Accept: %s", list ? KWATCH_ACCEPT_LIST : KWATCH_ACCEPT_WATCH);
+    snprintf(accept, sizeof accept, "Accept: %s",
+             w->table ? KWATCH_ACCEPT_TABLE
+             : list   ? KWATCH_ACCEPT_LIST
+                      : KWATCH_ACCEPT_WATCH);
     const char *headers[] = {accept, "User-Agent: reload-agent"};
     struct httpc_req req = {
         .method = "GET",
@@ -487,6 +545,7 @@ int kwatch_start(struct kube *k, const struct kwatch_opts *o, kwatch_cb cb, void
     w->ud = ud;
     w->resource = ra_strdup(o->resource);
     w->name = ra_strdup(o->name);
+    w->table = strcmp(o->resource, "secrets") == 0;
     w->timeout_s =
         o->watch_timeout_s ? o->watch_timeout_s : 1800 + ra_rng_below(ra_rng_process(), 1801);
     w->policy = (struct backoff){o->retry_base_ms ? o->retry_base_ms : 1000,

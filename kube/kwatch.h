@@ -16,10 +16,17 @@
  * re-reads the token (kube/kube.c) before the next attempt, so a rotated
  * token is used on the next connection.
  *
- * Secret metadata can still carry the object's data in the annotation
- * kubectl.kubernetes.io/last-applied-configuration (a Secret written with
- * client-side `kubectl apply`): kwatch reads only resourceVersions out of
- * what it receives and wipes its buffers; it never logs event bodies.
+ * A Secret's metadata can carry its data: client-side `kubectl apply`
+ * stores the whole manifest, values included, in the annotation
+ * kubectl.kubernetes.io/last-applied-configuration (seen on a real API
+ * server). So a Secret is not asked for as PartialObjectMetadata but as a
+ * Table with includeObject=None: the rows hold only the columns (name,
+ * type, the number of keys, age), no object and no annotation, and a watch
+ * event's Table carries the object's resourceVersion in its own metadata.
+ * A Table list has no per-object resourceVersion, so after a list a
+ * Secret's state is "exists, resourceVersion unknown" (rv_unknown).
+ * Either way kwatch reads only names and resourceVersions, wipes its
+ * buffers, and never logs an event body.
  */
 #ifndef RA_KWATCH_H
 #define RA_KWATCH_H
@@ -33,6 +40,7 @@
  * the full object: a server that cannot convert answers 406). */
 #define KWATCH_ACCEPT_LIST "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 #define KWATCH_ACCEPT_WATCH "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+#define KWATCH_ACCEPT_TABLE "application/json;as=Table;g=meta.k8s.io;v=v1" /* Secrets */
 
 #define KWATCH_MAX_EVENT (1024 * 1024) /* bytes of one event line */
 
@@ -46,7 +54,10 @@ enum kwatch_what {
 struct kwatch_event {
     enum kwatch_what what;
     int exists;        /* KWATCH_STATE: the object exists */
-    const char *rv;    /* KWATCH_STATE: its resourceVersion ("" when it does not exist) */
+    const char *rv;    /* KWATCH_STATE: its resourceVersion ("" when it does not exist,
+                          or when rv_unknown) */
+    int rv_unknown;    /* KWATCH_STATE: it exists, but a Table list (Secrets) does not
+                          say at which resourceVersion */
     int initial;       /* KWATCH_STATE: from the first list (a baseline, not a change) */
     int relist;        /* KWATCH_STATE: from a list after the first (a reconnect
                           that could not resume, a 410) */
@@ -114,17 +125,19 @@ struct kwatch__event {
     char message[256]; /* ERROR: the Status message, one line */
 };
 
-/* Parses one watch event line of len bytes (no newline). Returns 0 and *ev,
- * or -EINVAL with a one-line reason in err (not JSON, no type or object, an
- * unknown type, an object that is not PartialObjectMetadata, no
- * resourceVersion). Never quotes the line itself. */
-int kwatch__parse_event(const char *line, size_t len, struct kwatch__event *ev, char *err,
-                        size_t errlen);
+/* Parses one watch event line of len bytes (no newline); table: the watch
+ * asked for a Table (Secrets). Returns 0 and *ev, or -EINVAL with a
+ * one-line reason in err (not JSON, no type or object, an unknown type, an
+ * object that is not PartialObjectMetadata (or a Table without objects),
+ * no resourceVersion). Never quotes the line itself. */
+int kwatch__parse_event(const char *line, size_t len, int table, struct kwatch__event *ev,
+                        char *err, size_t errlen);
 
-/* Parses a list reply (PartialObjectMetadataList). Returns 0 with the
- * list's resourceVersion in list_rv and, when the list holds the object,
- * *exists = 1 and its resourceVersion in obj_rv; or -EINVAL with err. */
-int kwatch__parse_list(const char *body, size_t len, const char *name, char *list_rv, size_t rvlen,
-                       int *exists, char *obj_rv, char *err, size_t errlen);
+/* Parses a list reply (PartialObjectMetadataList; with table, a Table
+ * without objects). Returns 0 with the list's resourceVersion in list_rv
+ * and, when the list holds the object, *exists = 1 and its resourceVersion
+ * in obj_rv ("" with table); or -EINVAL with err. */
+int kwatch__parse_list(const char *body, size_t len, const char *name, int table, char *list_rv,
+                       size_t rvlen, int *exists, char *obj_rv, char *err, size_t errlen);
 
 #endif

@@ -17,10 +17,12 @@
 
 #include "kube/kwatch.h"
 
+static int table;
+
 static int parse(const char *line, struct kwatch__event *ev, char *err, size_t n)
 {
     err[0] = '\0';
-    return kwatch__parse_event(line, strlen(line), ev, err, n);
+    return kwatch__parse_event(line, strlen(line), table, ev, err, n);
 }
 
 static void test_events(void **state)
@@ -105,15 +107,15 @@ static void test_lists(void **state)
                      "\"PartialObjectMetadata\",\"metadata\":{\"name\":\"site\","
                      "\"resourceVersion\":\"13841\"}}]}";
     assert_int_equal(
-        kwatch__parse_list(ok, strlen(ok), "site", rv, sizeof rv, &exists, obj, err, sizeof err),
+        kwatch__parse_list(ok, strlen(ok), "site", 0, rv, sizeof rv, &exists, obj, err, sizeof err),
         0);
     assert_string_equal(rv, "13874");
     assert_int_equal(exists, 1);
     assert_string_equal(obj, "13841");
     const char *empty = "{\"kind\":\"PartialObjectMetadataList\",\"metadata\":{\"resourceVersion\":"
                         "\"5\"},\"items\":[]}";
-    assert_int_equal(kwatch__parse_list(empty, strlen(empty), "site", rv, sizeof rv, &exists, obj,
-                                        err, sizeof err),
+    assert_int_equal(kwatch__parse_list(empty, strlen(empty), "site", 0, rv, sizeof rv, &exists,
+                                        obj, err, sizeof err),
                      0);
     assert_int_equal(exists, 0);
     static const char *const bad[] = {
@@ -127,11 +129,70 @@ static void test_lists(void **state)
         "\"items\":[{\"metadata\":{\"name\":\"site\"}}]}",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        assert_int_equal(kwatch__parse_list(bad[i], strlen(bad[i]), "site", rv, sizeof rv, &exists,
-                                            obj, err, sizeof err),
+        assert_int_equal(kwatch__parse_list(bad[i], strlen(bad[i]), "site", 0, rv, sizeof rv,
+                                            &exists, obj, err, sizeof err),
                          -EINVAL);
         assert_true(err[0] != '\0');
     }
+}
+
+/* Secrets: a Table with includeObject=None, as the real server sends it. */
+static void test_tables(void **state)
+{
+    (void)state;
+    struct kwatch__event ev;
+    char err[512], rv[128], obj[128];
+    int exists = -1;
+
+    table = 1;
+    assert_int_equal(parse("{\"type\":\"MODIFIED\",\"object\":{\"kind\":\"Table\",\"apiVersion\":"
+                           "\"meta.k8s.io/v1\",\"metadata\":{\"resourceVersion\":\"13898\"},"
+                           "\"columnDefinitions\":[],\"rows\":[{\"cells\":[\"creds\",\"Opaque\",1,"
+                           "\"23s\"],\"object\":null}]}}",
+                           &ev, err, sizeof err),
+                     0);
+    assert_int_equal(ev.type, KWATCH__MODIFIED);
+    assert_string_equal(ev.rv, "13898");
+    assert_int_equal(
+        parse("{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"Table\",\"metadata\":"
+              "{\"resourceVersion\":\"515\"},\"columnDefinitions\":null,\"rows\":[{"
+              "\"cells\":[\"\",\"\",0,\"<unknown>\"],\"object\":{\"kind\":"
+              "\"PartialObjectMetadata\",\"metadata\":{\"resourceVersion\":\"515\"}}}]}}",
+              &ev, err, sizeof err),
+        0);
+    assert_string_equal(ev.rv, "515");
+    /* includeObject=None ignored: the row holds the Secret */
+    assert_int_equal(
+        parse("{\"type\":\"ADDED\",\"object\":{\"kind\":\"Table\",\"metadata\":"
+              "{\"resourceVersion\":\"5\"},\"rows\":[{\"cells\":[\"creds\"],\"object\":"
+              "{\"kind\":\"Secret\",\"data\":{\"k\":\"c2VjcmV0\"}}}]}}",
+              &ev, err, sizeof err),
+        -EINVAL);
+    assert_non_null(strstr(err, "includeObject=None"));
+    assert_null(strstr(err, "c2VjcmV0"));
+    /* a PartialObjectMetadata where a Table was asked for */
+    assert_int_equal(parse("{\"type\":\"ADDED\",\"object\":{\"kind\":\"PartialObjectMetadata\","
+                           "\"metadata\":{\"resourceVersion\":\"5\"}}}",
+                           &ev, err, sizeof err),
+                     -EINVAL);
+    table = 0;
+    const char *list = "{\"kind\":\"Table\",\"metadata\":{\"resourceVersion\":\"13897\"},"
+                       "\"rows\":[{\"cells\":[\"creds\",\"Opaque\",1,\"8s\"],\"object\":null}]}";
+    assert_int_equal(kwatch__parse_list(list, strlen(list), "creds", 1, rv, sizeof rv, &exists, obj,
+                                        err, sizeof err),
+                     0);
+    assert_string_equal(rv, "13897");
+    assert_int_equal(exists, 1);
+    assert_string_equal(obj, "");
+    assert_int_equal(kwatch__parse_list(list, strlen(list), "other", 1, rv, sizeof rv, &exists, obj,
+                                        err, sizeof err),
+                     0);
+    assert_int_equal(exists, 0);
+    const char *leaky = "{\"kind\":\"Table\",\"metadata\":{\"resourceVersion\":\"1\"},\"rows\":"
+                        "[{\"cells\":[\"creds\"],\"object\":{\"kind\":\"Secret\"}}]}";
+    assert_int_equal(kwatch__parse_list(leaky, strlen(leaky), "creds", 1, rv, sizeof rv, &exists,
+                                        obj, err, sizeof err),
+                     -EINVAL);
 }
 
 static void test_start_rejects(void **state)
@@ -147,9 +208,8 @@ static void test_start_rejects(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_events),
-        cmocka_unit_test(test_bad_events),
-        cmocka_unit_test(test_lists),
+        cmocka_unit_test(test_events),        cmocka_unit_test(test_bad_events),
+        cmocka_unit_test(test_lists),         cmocka_unit_test(test_tables),
         cmocka_unit_test(test_start_rejects),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -23,6 +23,7 @@ import test_idle  # noqa: E402
 SYNC = "reload-agent.io/sync"
 META = "as=PartialObjectMetadata;"
 META_LIST = "as=PartialObjectMetadataList;"
+TABLE = "as=Table;"
 
 
 def put(fake, resource, obj):
@@ -107,7 +108,11 @@ def test_watches_are_named_and_metadata_only(env):
     for r in reads:
         q = r["query"]
         check(q.get("fieldSelector", "").startswith("metadata.name="), "unnamed read: %r" % q)
-        want = META if q.get("watch") else META_LIST
+        if r["path"].endswith("/secrets"):  # a Table without objects: no annotation either
+            want = TABLE
+            check(q.get("includeObject") == "None", "a Secret read with objects: %r" % q)
+        else:
+            want = META if q.get("watch") else META_LIST
         check(want in (r.get("accept") or ""), "not metadata only: %r" % r.get("accept"))
         if q.get("watch"):
             check(q.get("allowWatchBookmarks") == "true" and q.get("resourceVersion"),
@@ -205,13 +210,35 @@ def test_watch_faults_recover(env):
     fake.ctl("POST", "/watch", {"compact": True})
     wait_until(lambda: rv in nudge_values(fake, pod), 20, "the nudge for the missed change")
     check(watches("site")["lists"] > lists, "no relist after the 410 status")
-    check(len(nudge_values(fake, pod)) == 1, "nudged for an unchanged object: %r" %
-          nudge_values(fake, pod))
+    # the unchanged ConfigMap is not nudged for; the Secret, relisted as a
+    # Table without resourceVersions, is (test_secret_change_and_relist)
+    check([v for v in nudge_values(fake, pod) if not v.startswith("list-")] == [rv],
+          "nudged for an unchanged object: %r" % nudge_values(fake, pod))
     fake.ctl("POST", "/watch", {"action": "garbage"})
     err = a.wait_event("fast-sync-error", timeout=10)[-1]
     check("not a JSON object" in err["error"], "error: %r" % err)
     wait_until(lambda: all(o["streaming"] for o in status(a)["objects"]), 20,
                "the watches back after a malformed event")
+
+
+def test_secret_change_and_relist(env):
+    """A Secret is watched as a Table (no object, so not its
+    last-applied-configuration annotation either): an edit is nudged with
+    its resourceVersion; after a relist, which cannot tell a Table row's
+    resourceVersion, it is nudged once more, with a value named after the
+    list."""
+    fake, pod, vol = setup(env)
+    a = start(env, fake, pod, vol, "--fast-sync-confirm", "30s")
+    rv = put(fake, "secrets", {"metadata": {"name": "creds", "annotations": {
+        "kubectl.kubernetes.io/last-applied-configuration": '{"data":{"password":"c2VjcmV0MQ=="}}'}},
+        "data": {"password": "c2VjcmV0MQ=="}})
+    wait_until(lambda: nudge_values(fake, pod) == [rv], 10, "the Secret's nudge")
+    env.awsim(vol, {"site.conf": "v0\n", "password": "secret1"})
+    a.wait_match("fast-sync-synced", timeout=10, resource_version=rv)
+    fake.ctl("POST", "/watch", {"action": "gone"})
+    wait_until(lambda: len(nudge_values(fake, pod)) == 2, 15, "the nudge after the relist")
+    check(nudge_values(fake, pod)[1].startswith("list-"), "nudges: %r" % nudge_values(fake, pod))
+    check("c2VjcmV0MQ" not in "\n".join(a.lines), "the Secret's data in the agent's log")
 
 
 def test_token_rotation(env):

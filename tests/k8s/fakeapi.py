@@ -66,6 +66,7 @@ NO_STATUS = {"secrets", "configmaps", "mutatingwebhookconfigurations"}
 WATCHABLE = {"configmaps", "secrets"}
 AS_META = "as=PartialObjectMetadata;"
 AS_META_LIST = "as=PartialObjectMetadataList;"
+AS_TABLE = "as=Table;"
 # plural -> (group, version) for stored objects (events are kept apart)
 OBJECT_GROUPS = {p: (g, v) for (g, v, p) in RESOURCES if p != "events"}
 
@@ -1068,13 +1069,21 @@ class ApiHandler(Handler):
             if not sel.startswith("metadata.name="):
                 raise ApiError(400, 'fieldSelector %r: the fake supports only metadata.name=NAME' % sel)
             name = sel[len("metadata.name="):]
+        table = AS_TABLE in accept
+        if table and query.get("includeObject") not in ("None", None):
+            raise ApiError(400, "the fake answers a Table only with includeObject=None")
         if query.get("watch") in ("1", "true"):
-            return self.watch(st, plural, ns, name, query, AS_META in accept)
+            return self.watch(st, plural, ns, name, query,
+                              "table" if table else AS_META in accept)
         meta = AS_META_LIST in accept
         with st.lock:
             items = [copy.deepcopy(o) for (p, n, nm), o in sorted(st.objects.items())
                      if p == plural and n == ns and (name is None or nm == name)]
             rv = str(st.rv)
+        if table:
+            t = as_table(None, rv)
+            t["rows"] = [table_row(o) for o in items]
+            return 200, t
         if meta:
             return 200, {"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1",
                          "metadata": {"resourceVersion": rv}, "items": [as_meta(o) for o in items]}
@@ -1134,15 +1143,21 @@ class ApiHandler(Handler):
                         continue
                     cur = st.rv
                 for rv, kind, _, _, _, obj in todo:
-                    self.send_event(kind, as_meta(obj) if meta else obj)
+                    self.send_event(kind, as_table(obj) if meta == "table" else
+                                    as_meta(obj) if meta else obj)
                     sent = rv
                 if action == "drop":
                     socket.socket.shutdown(self.connection, socket.SHUT_RDWR)
                     return None, None
                 if action == "bookmark" and bookmarks:
-                    self.send_event("BOOKMARK", {"kind": "PartialObjectMetadata" if meta else
-                                                 "ConfigMap", "apiVersion": "meta.k8s.io/v1",
-                                                 "metadata": {"resourceVersion": str(cur)}})
+                    bm = {"kind": "PartialObjectMetadata" if meta else "ConfigMap",
+                          "apiVersion": "meta.k8s.io/v1",
+                          "metadata": {"resourceVersion": str(cur)}}
+                    if meta == "table":  # as the real server sends it
+                        bm = dict(as_table(None, str(cur)), rows=[
+                            {"cells": ["", "", 0, "<unknown>"],
+                             "object": dict(bm, kind="PartialObjectMetadata")}])
+                    self.send_event("BOOKMARK", bm)
                     sent = max(sent, cur)
                 if action == "gone":
                     self.send_event("ERROR", status_obj(410, "too old resource version",
@@ -1163,6 +1178,28 @@ class ApiHandler(Handler):
 
 def app_state(handler):
     return handler.server.app.state
+
+
+TABLE_COLUMNS = [{"name": n, "type": t, "format": "", "description": "", "priority": 0}
+                 for n, t in (("Name", "string"), ("Type", "string"), ("Data", "string"),
+                              ("Age", "string"))]
+
+
+def table_row(obj):
+    """A Table row with includeObject=None: the columns, no object."""
+    return {"cells": [obj["metadata"]["name"], obj.get("type", ""), len(obj.get("data") or {}),
+                      "1s"], "object": None}
+
+
+def as_table(obj, rv=None):
+    """A Table of obj (or an empty one) without objects; its resourceVersion
+    is the object's, as the real server's watch events carry it."""
+    t = {"kind": "Table", "apiVersion": "meta.k8s.io/v1",
+         "metadata": {"resourceVersion": rv or obj["metadata"]["resourceVersion"]},
+         "columnDefinitions": TABLE_COLUMNS, "rows": []}
+    if obj is not None:
+        t["rows"] = [table_row(obj)]
+    return t
 
 
 def as_meta(obj):
