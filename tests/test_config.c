@@ -240,16 +240,20 @@ static void test_injector_annotations_skipped(void **state)
                                "reload-agent.io/sidecar-cpu-request=\"10m\"\n"
                                "reload-agent.io/sidecar-image=\"x:1\"\n"
                                "reload-agent.io/sidecar-memory-limit=\"1Gi\"\n"
-                               "reload-agent.io/sidecar-memory-request=\"1Mi\""),
+                               "reload-agent.io/sidecar-memory-request=\"1Mi\"\n"
+                               /* fast sync's nudge, which the kubelet writes into
+                                * the file after every nudge */
+                               "reload-agent.io/sync=\"12345.2\""),
                      0);
     assert_int_equal(cfg_build(NULL, &f->annots, &f->cfg, f->err, sizeof f->err), 0);
     assert_true(cfg_is_injector_annotation("reload-agent.io/sidecar-image"));
+    assert_true(cfg_is_injector_annotation("reload-agent.io/sync"));
     assert_false(cfg_is_injector_annotation("reload-agent.io/action"));
     assert_false(cfg_is_injector_annotation("example.com/inject"));
     assert_false(cfg_is_injector_annotation("reload-agent.io/"));
     size_t n = 0;
     while (cfg_injector_annotations[n]) n++;
-    assert_int_equal(n, 8);
+    assert_int_equal(n, 9);
 }
 
 static void test_annotation_cannot_set_annotations_file(void **state)
