@@ -1070,7 +1070,7 @@ class ApiHandler(Handler):
                 raise ApiError(400, 'fieldSelector %r: the fake supports only metadata.name=NAME' % sel)
             name = sel[len("metadata.name="):]
         table = AS_TABLE in accept
-        if table and query.get("includeObject") not in ("None", None):
+        if table and query.get("includeObject") != "None":
             raise ApiError(400, "the fake answers a Table only with includeObject=None")
         if query.get("watch") in ("1", "true"):
             return self.watch(st, plural, ns, name, query,
