@@ -93,16 +93,23 @@ static void nudge(struct fastsync *f);
 
 static void on_request_cancel(void *ud) { free(ud); }
 
-static void fall_back(struct fastsync *f, const char *why)
+/* The change ends (synced, or fell back): stop its window, keep its outcome
+ * for /status and move to state. */
+static void end_change(struct fastsync *f, enum fs_state state, const char *result)
 {
     uv_timer_stop(&f->timer);
-    f->state = FS_FALLBACK;
-    f->fallbacks++;
-    snprintf(f->last_result, sizeof f->last_result, "fell back");
+    f->state = state;
+    snprintf(f->last_result, sizeof f->last_result, "%s", result);
     snprintf(f->last_rv, sizeof f->last_rv, "%s", f->change_rv);
     snprintf(f->last_obj, sizeof f->last_obj, "%s", f->change_obj);
     f->last_nudges = f->nudges;
     f->last_ms = now_ms(f) - f->change_at;
+}
+
+static void fall_back(struct fastsync *f, const char *why)
+{
+    end_change(f, FS_FALLBACK, "fell back");
+    f->fallbacks++;
     struct log_rec r;
     if (log_rec_begin(&r, RA_LOG_WARN, "fast-sync-fallback")) {
         log_rec_str(&r, "object", f->change_obj);
@@ -252,15 +259,9 @@ void fastsync_content_changed(struct fastsync *f)
         return;
     }
     if (f->state != FS_PENDING) return;
-    uv_timer_stop(&f->timer);
-    f->state = FS_IDLE;
+    end_change(f, FS_IDLE, "synced");
     f->renudge = 0;
     f->synced++;
-    snprintf(f->last_result, sizeof f->last_result, "synced");
-    snprintf(f->last_rv, sizeof f->last_rv, "%s", f->change_rv);
-    snprintf(f->last_obj, sizeof f->last_obj, "%s", f->change_obj);
-    f->last_nudges = f->nudges;
-    f->last_ms = now_ms(f) - f->change_at;
     struct log_rec r;
     if (log_rec_begin(&r, RA_LOG_INFO, "fast-sync-synced")) {
         log_rec_str(&r, "object", f->change_obj);

@@ -83,6 +83,17 @@ static int copy_rv(char *out, size_t n, const char *rv)
 
 /* ---- the parsers ---- */
 
+/* The error for a reply of the wrong kind (what: "a watch event holds",
+ * "the list reply is"): the server did not honour the Accept header. */
+static void wrong_kind(char *err, size_t errlen, const char *what, const char *kind,
+                       const char *want)
+{
+    char q[80];
+    ra_one_line(q, sizeof q, kind ? kind : "(none)");
+    snprintf(err, errlen, "%s a %s, not %s: the server ignored the metadata-only Accept header",
+             what, q, want);
+}
+
 /* Table mode: every row of t (a Table) has a null object, or a
  * PartialObjectMetadata (a bookmark's): includeObject=None was honoured. */
 static int rows_hold_no_object(const cJSON *t)
@@ -137,12 +148,7 @@ int kwatch__parse_event(const char *line, size_t len, int table, struct kwatch__
     }
     const char *kind = str_at(obj, "kind");
     if (ev->type != KWATCH__BOOKMARK && (!kind || strcmp(kind, want) != 0)) {
-        char q[80];
-        ra_one_line(q, sizeof q, kind ? kind : "(none)");
-        snprintf(err, errlen,
-                 "a watch event holds a %s, not %s: the server ignored the metadata-only Accept "
-                 "header",
-                 q, want);
+        wrong_kind(err, errlen, "a watch event holds", kind, want);
         goto out;
     }
     if (table && !rows_hold_no_object(obj)) {
@@ -200,12 +206,7 @@ int kwatch__parse_list(const char *body, size_t len, const char *name, int table
         goto out;
     }
     if (!kind || strcmp(kind, want) != 0) {
-        char q[80];
-        ra_one_line(q, sizeof q, kind ? kind : "(none)");
-        snprintf(err, errlen,
-                 "the list reply is a %s, not %s: the server ignored the metadata-only Accept "
-                 "header",
-                 q, want);
+        wrong_kind(err, errlen, "the list reply is", kind, want);
         goto out;
     }
     if (copy_rv(list_rv, rvlen,
