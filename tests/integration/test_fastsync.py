@@ -285,3 +285,28 @@ def test_idle_with_watches_open(env):
     check(lines, "strace recorded nothing at all")
     busy = test_idle.activity(lines)
     check(not busy, "the idle agent made syscalls with the watches open: %r" % busy[:10])
+
+
+def test_shutdown_with_requests_in_flight(env):
+    """SIGTERM while a nudge is in flight and the watches are open: the agent
+    exits 0 at once (every handle closed: uv_loop_close succeeded), and a
+    second agent does the same while its pod GET is still unanswered."""
+    fake, pod, vol = setup(env)
+    a = start(env, fake, pod, vol)
+    fake.ctl("POST", "/faults", {"method": "PATCH", "path_regex": "/pods/", "delay_ms": 3000})
+    put(fake, "configmaps", {"metadata": {"name": "site"}, "data": {"site.conf": "v1"}})
+    a.wait_event("fast-sync-nudge", timeout=10)
+    t0 = time.monotonic()
+    rc = a.stop()
+    check(rc == 0, "exit status %r with a nudge in flight" % rc)
+    check(time.monotonic() - t0 < 3, "the agent waited for the nudge's reply to exit")
+    fake.ctl("POST", "/faults/clear")
+    fake.ctl("POST", "/faults", {"method": "GET", "path_regex": "/pods/", "delay_ms": 3000})
+    port = free_port()
+    b = env.agent(["--watch", vol, "--resync", "0", "--action", "none", "--kube-api", fake.url,
+                   "--kube-ca-file", fake.info["ca"], "--kube-token-file", fake.info["token_file"],
+                   "--pod-name", pod, "--namespace", "default", "--annotations", "",
+                   "--events=false", "--listen", "127.0.0.1:%d" % port, "--fast-sync"])
+    b.wait_event("ready", timeout=15)
+    rc = b.stop()
+    check(rc == 0, "exit status %r with the pod GET in flight" % rc)
