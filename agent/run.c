@@ -290,12 +290,13 @@ static void apply_config(struct config *next)
                  "restarts",
                  names);
     int64_t slice_was = R.cfg.sched_slice_ns;
+    int same = cfg_is_same(&R.cfg, next); /* e.g. only fast sync's nudge annotation changed */
     cfg_free(&R.cfg);
     R.cfg = *next;
     apply_logging(&R.cfg);
     apply_sched(slice_was, &R.cfg);
     struct log_rec r;
-    if (log_rec_begin(&r, RA_LOG_INFO, "config")) {
+    if (log_rec_begin(&r, same ? RA_LOG_DEBUG : RA_LOG_INFO, "config")) {
         log_rec_str(&r, "action", cfg_action_name(R.cfg.action));
         log_rec_bool(&r, "rewatch", rewatch);
         log_rec_end(&r, "configuration updated from %s", R.annot_path);

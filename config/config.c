@@ -927,6 +927,13 @@ static int same_value(const struct opt_def *o, const struct config *a, const str
     return 1;
 }
 
+int cfg_is_same(const struct config *a, const struct config *b)
+{
+    for (size_t i = 0; i < NOPTS; i++)
+        if (!same_value(&OPTIONS[i], a, b)) return 0;
+    return 1;
+}
+
 size_t cfg_restart_only_changed(const struct config *boot, const struct config *prev,
                                 const struct config *next, char *names, size_t n)
 {

@@ -192,6 +192,10 @@ size_t cfg_restart_only_changed(const struct config *boot, const struct config *
  * in the same order. */
 int cfg_is_same_watch(const struct config *a, const struct config *b);
 
+/* 1 if every option has the same value in a and b (the annotations file
+ * changed, but not in an option: fast sync's nudge annotation), else 0. */
+int cfg_is_same(const struct config *a, const struct config *b);
+
 /* Every root the agent watches, in order: the --watch roots, then the
  * --env-watch roots (one equal to a --watch root is listed once). Returns a
  * malloc'd array of pointers into c (free the array only; it dies with c)

@@ -256,6 +256,30 @@ static void test_injector_annotations_skipped(void **state)
     assert_int_equal(n, 9);
 }
 
+/* cfg_is_same: an annotations file that changed only outside the options
+ * (fast sync's nudge) gives the same configuration; any option differs. */
+static void test_is_same(void **state)
+{
+    struct fixture *f = *state;
+    char *argv[] = {"--watch", "/tmp", "--debounce", "50ms"};
+    assert_int_equal(parse(f, 4, argv), 0);
+    assert_int_equal(annots(f, "reload-agent.io/sync=\"1\""), 0);
+    assert_int_equal(cfg_build(&f->flags, &f->annots, &f->cfg, f->err, sizeof f->err), 0);
+    struct config other;
+    cfg_layer_free(&f->annots);
+    assert_int_equal(cfg_layer_init(&f->annots, CFG_SRC_ANNOTATION), 0);
+    assert_int_equal(annots(f, "reload-agent.io/sync=\"2.2\""), 0);
+    assert_int_equal(cfg_build(&f->flags, &f->annots, &other, f->err, sizeof f->err), 0);
+    assert_true(cfg_is_same(&f->cfg, &other));
+    cfg_free(&other);
+    cfg_layer_free(&f->annots);
+    assert_int_equal(cfg_layer_init(&f->annots, CFG_SRC_ANNOTATION), 0);
+    assert_int_equal(annots(f, "reload-agent.io/debounce=\"60ms\""), 0);
+    assert_int_equal(cfg_build(&f->flags, &f->annots, &other, f->err, sizeof f->err), 0);
+    assert_false(cfg_is_same(&f->cfg, &other));
+    cfg_free(&other);
+}
+
 static void test_annotation_cannot_set_annotations_file(void **state)
 {
     struct fixture *f = *state;
@@ -893,6 +917,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_defaults, setup, teardown),
         cmocka_unit_test_setup_teardown(test_injector_annotations_skipped, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_is_same, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flags_override_defaults, setup, teardown),
         cmocka_unit_test_setup_teardown(test_annotations_override_flags, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_flag_value_names_option_and_value, setup,
