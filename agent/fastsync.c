@@ -304,7 +304,7 @@ static void on_watch(void *ud, const struct kwatch_event *ev)
     o->exists = ev->exists;
     if (!o->listed) {
         o->listed = 1;
-        log_debug("fast sync: %s %s listed at resourceVersion %s", podref_resource(o->kind),
+        log_debug("fast sync: %s %s listed at resourceVersion %s", podrefs_resource(o->kind),
                   o->name, ev->exists ? ev->rv : "(absent)");
         return;
     }
@@ -331,7 +331,7 @@ static void start_watches(struct fastsync *f, const struct podrefs *refs)
         o->f = f;
         o->kind = refs->v[i].kind;
         o->name = ra_strdup(refs->v[i].name);
-        struct kwatch_opts wo = {.resource = podref_resource(o->kind),
+        struct kwatch_opts wo = {.resource = podrefs_resource(o->kind),
                                  .name = o->name,
                                  .watch_timeout_s = f->watch_timeout_s};
         if (kwatch_start(f->k, &wo, on_watch, o, &o->w) < 0) {
@@ -470,7 +470,7 @@ void fastsync_status(const struct fastsync *f, cJSON *root)
     for (size_t i = 0; i < f->nobjs; i++) {
         const struct fs_obj *o = &f->objs[i];
         cJSON *j = cJSON_CreateObject();
-        cJSON_AddStringToObject(j, "resource", podref_resource(o->kind));
+        cJSON_AddStringToObject(j, "resource", podrefs_resource(o->kind));
         cJSON_AddStringToObject(j, "name", o->name);
         cJSON_AddBoolToObject(j, "listed", o->listed);
         cJSON_AddBoolToObject(j, "exists", o->exists);

@@ -17,7 +17,7 @@
 #include "base/text.h"
 #include "kube/kube.h"
 
-const char *podref_resource(enum podref_kind k)
+const char *podrefs_resource(enum podref_kind k)
 {
     return k == PODREF_SECRET ? "secrets" : "configmaps";
 }

@@ -28,7 +28,7 @@ struct podrefs {
 };
 
 /* The plural resource of a kind: "configmaps" or "secrets". */
-const char *podref_resource(enum podref_kind k);
+const char *podrefs_resource(enum podref_kind k);
 
 /* Adds (kind, name) unless already there; an invalid object name, or one
  * past PODREFS_MAX, only counts in skipped. Aborts on OOM. */

@@ -100,7 +100,7 @@ static void test_specs_and_bound(void **state)
     assert_int_equal(r.n, PODREFS_MAX);
     assert_int_equal(r.skipped, 7);
     assert_int_equal(podrefs_add_spec(&r, "configmap/one-more", err, sizeof err), -EINVAL);
-    assert_string_equal(podref_resource(PODREF_SECRET), "secrets");
+    assert_string_equal(podrefs_resource(PODREF_SECRET), "secrets");
     podrefs_free(&r);
 }
 
