@@ -170,6 +170,7 @@ static void on_patch_reply(void *ud, const struct kube_resp *r)
         /* refused (RBAC, the policy, a pod that is gone): nudging again cannot help */
         if (r->ok &&
             (r->status == 403 || r->status == 404 || r->status == 422 || r->status == 400)) {
+            f->renudge = 0;
             if (f->state == FS_PENDING) fall_back(f, "the nudge was refused");
             return;
         }

@@ -75,8 +75,12 @@ static const char *str_at(const cJSON *o, const char *key)
 static int copy_rv(char *out, size_t n, const char *rv)
 {
     if (!rv || !rv[0] || strlen(rv) >= n) return -1;
+    /* in practice decimal; nothing that would need quoting in a URL, a
+     * JSON string or a log line */
     for (const char *p = rv; *p; p++)
-        if ((unsigned char)*p < 0x21 || (unsigned char)*p > 0x7e) return -1;
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+              *p == '-' || *p == '.' || *p == '_'))
+            return -1;
     snprintf(out, n, "%s", rv);
     return 0;
 }

@@ -84,6 +84,9 @@ static void test_bad_events(void **state)
          "{\"resourceVersion\":\"1 2\"}}}",
          "no valid metadata.resourceVersion"},
         {"{\"type\":\"ADDED\",\"object\":{\"kind\":\"PartialObjectMetadata\",\"metadata\":"
+         "{\"resourceVersion\":\"1\\\"}\"}}}",
+         "no valid metadata.resourceVersion"},
+        {"{\"type\":\"ADDED\",\"object\":{\"kind\":\"PartialObjectMetadata\",\"metadata\":"
          "{\"resourceVersion\":7}}}",
          "no valid metadata.resourceVersion"},
     };
