@@ -249,3 +249,29 @@ def test_fast_sync_off_by_default(env):
         (e.get("verb"), e.get("requestURI")) for e in mine])
     ann = env.get("pod", name)["metadata"].get("annotations", {})
     check(SYNC_KEY not in ann, "the pod has %s without the opt-in" % SYNC_KEY)
+
+
+def test_fast_sync_metadata_edit_falls_back(env):
+    """An edit of a ConfigMap's labels only changes its resourceVersion, not
+    the bytes the kubelet writes: the agent nudges, sees no content change,
+    nudges again with a new value each time (4 in all), then says it falls
+    back to the kubelet's periodic sync. Its nudges are the only pod
+    patches in the audit log."""
+    env.c.ensure_webhook()
+    fast_sync_rbac(env, configmaps=["site"])
+    env.apply(apps.configmap("site", {"site.conf": apps.site_conf("v0")}))
+    name, ip = start_web(env, extra_ann={"reload-agent.io/fast-sync-confirm": "200ms"})
+    env.wait_agent_event(name, "fast-sync-start", 60)
+    t0 = time.time()
+    env.kubectl("label", "configmap", "site", "edited=yes")
+    rv = env.get("configmap", "site")["metadata"]["resourceVersion"]
+    ev = env.wait_agent_event(name, "fast-sync-fallback", 60,
+                              pred=lambda e: e.get("resource_version") == rv)
+    env.log("agent: %s" % ev.get("msg"))
+    check(ev.get("nudges") == 4, "fell back after %r nudges" % ev.get("nudges"))
+    values = [e.get("value") for e in env.agent_events(name) if e.get("event") == "fast-sync-nudge"]
+    check(values == [rv, rv + ".2", rv + ".3", rv + ".4"], "nudge values %r" % values)
+    patches = wait_until(lambda: (lambda p: p if len(p) >= 4 else None)(sync_patches(env, t0, name)),
+                         30, "4 nudges in the audit log")
+    check(len(patches) == 4, "%d pod patches in the audit log" % len(patches))
+    check(served(ip) == "v0", "nginx does not serve v0 any more: %r" % served(ip))
