@@ -260,7 +260,8 @@ def test_fast_sync_metadata_edit_falls_back(env):
     env.c.ensure_webhook()
     fast_sync_rbac(env, configmaps=["site"])
     env.apply(apps.configmap("site", {"site.conf": apps.site_conf("v0")}))
-    name, ip = start_web(env, extra_ann={"reload-agent.io/fast-sync-confirm": "200ms"})
+    name, ip = start_web(env, extra_ann={"reload-agent.io/fast-sync-confirm": "200ms",
+                                         "reload-agent.io/log-level": "debug"})
     env.wait_agent_event(name, "fast-sync-start", 60)
     t0 = time.time()
     env.kubectl("label", "configmap", "site", "edited=yes")
