@@ -145,8 +145,12 @@ int kwatch__parse_event(const char *line, size_t len, int table, struct kwatch__
     if (ev->type == KWATCH__ERROR) {
         const cJSON *code = cJSON_GetObjectItemCaseSensitive(obj, "code");
         const char *msg = str_at(obj, "message");
-        ev->code = cJSON_IsNumber(code) ? (long)code->valuedouble : 0;
-        ra_one_line(ev->message, sizeof ev->message, msg ? msg : "(no message)");
+        /* an HTTP-like status; anything else (a huge number: a double that
+         * does not fit a long) is no code */
+        ev->code = cJSON_IsNumber(code) && code->valuedouble >= 0 && code->valuedouble < 1000
+                       ? (long)code->valuedouble
+                       : 0;
+        ra_one_line(ev->message, sizeof ev->message, msg && msg[0] ? msg : "(no message)");
         rc = 0;
         goto out;
     }

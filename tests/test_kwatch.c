@@ -60,6 +60,13 @@ static void test_events(void **state)
     assert_int_equal(ev.type, KWATCH__ERROR);
     assert_int_equal(ev.code, 410);
     assert_string_equal(ev.message, "too old resource version: 1 (9014)");
+    /* found by fuzz_watch: a code that fits no long, an empty message */
+    assert_int_equal(parse("{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"message\":\"\","
+                           "\"code\":666666666666666666666666666666666666666666666666666410}}",
+                           &ev, err, sizeof err),
+                     0);
+    assert_int_equal(ev.code, 0);
+    assert_string_equal(ev.message, "(no message)");
 }
 
 static void test_bad_events(void **state)
