@@ -82,6 +82,10 @@ struct config {
     int events;
     int restart_signal;
     int64_t restart_timeout_ns;
+    int64_t restart_delay_ns;   /* --restart-delay: restart and restart-pod are held this long */
+    int restart_pod_exit_code;  /* --restart-pod-exit-code */
+    char *restart_policy_rules; /* --restart-policy-rules: the container's rules, JSON */
+    char *state_dir;            /* --state-dir: a pod-lifetime directory, NULL if unset */
     int print_config;
 };
 
