@@ -47,6 +47,7 @@
 #include "hash/hash.h"
 #include "inject/transform.h"
 #include "inject/transform_int.h"
+#include "kube/k8sname.h"
 
 /* One file of a volume's payload: path relative to the volume. */
 struct pfile {
@@ -138,18 +139,6 @@ static int payload_put(struct payload *p, char *path, const void *bytes, size_t 
     f->size = len;
     hash_bytes(bytes, len, f->digest);
     return 0;
-}
-
-/* A ConfigMap or Secret key (apimachinery IsConfigMapKey): [-._a-zA-Z0-9]+,
- * not "." or "..", not starting with "..". */
-static int is_key(const char *k)
-{
-    if (!*k || !strcmp(k, ".") || !strncmp(k, "..", 2)) return 0;
-    for (const char *p = k; *p; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-              *p == '-' || *p == '_' || *p == '.'))
-            return 0;
-    return 1;
 }
 
 /* filepath.Clean of an item path, then the AtomicWriter's validatePath:
@@ -279,7 +268,7 @@ static int check_map(struct ctx *c, const cJSON *obj, const char *field, const c
     if (!cJSON_IsObject(m)) return BAD(c, "%s: %s is not an object", what, field);
     cJSON_ArrayForEach(e, m)
     {
-        if (!e->string || !is_key(e->string))
+        if (!e->string || !k8s_is_configmap_key(e->string))
             return BAD(c, "%s: %s has an invalid key \"%s\"", what, field,
                        e->string ? e->string : "");
     }

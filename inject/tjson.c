@@ -238,25 +238,6 @@ int inject__path_within(const char *path, const char *root)
     return pl == rl || path[rl] == '/';
 }
 
-int inject__is_dns_label(const char *s) { return !strchr(s, '.') && inject__is_dns_subdomain(s); }
-
-int inject__is_dns_subdomain(const char *s)
-{
-    size_t n = strlen(s);
-    if (n == 0 || n > 253) return 0;
-    for (const char *label = s;;) {
-        size_t len = strcspn(label, ".");
-        if (len == 0 || len > 63) return 0;
-        for (size_t i = 0; i < len; i++) {
-            char c = label[i];
-            int alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-            if (!alnum && (c != '-' || i == 0 || i == len - 1)) return 0;
-        }
-        if (!label[len]) return 1;
-        label += len + 1;
-    }
-}
-
 static int cmp_annot(const void *a, const void *b)
 {
     return strcmp(((const struct annot *)a)->key, ((const struct annot *)b)->key);

@@ -172,11 +172,6 @@ int inject__is_clean_path(const char *path);
 
 /* 1 if path equals root or lies under it (trailing '/' ignored on both). */
 int inject__path_within(const char *path, const char *root);
-/* 1 if s is a DNS-1123 label (a volume name): [a-z0-9-], 1 to 63, starting
- * and ending with an alphanumeric. */
-int inject__is_dns_label(const char *s);
-/* 1 if s is a DNS-1123 subdomain (a ConfigMap or Secret name). */
-int inject__is_dns_subdomain(const char *s);
 
 /* ---- quantity.c ---- */
 

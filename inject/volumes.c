@@ -18,6 +18,7 @@
  * and gets '-' and 8 hex digits of the SHA-256 of the object's name.
  */
 #include "inject/transform_int.h"
+#include "kube/k8sname.h"
 
 #include <errno.h>
 #include <openssl/sha.h>
@@ -437,7 +438,7 @@ static int plan_volume(struct inject__ctx *x, struct planner *p, const cJSON *vo
             x->token_only = vname;
         return 0;
     }
-    if (!inject__is_dns_label(vname)) { /* the API server rejects the pod anyway */
+    if (!k8s_is_dns1123_label(vname)) { /* the API server rejects the pod anyway */
         inject__warn(x, "volume name \"%.64s\" is not a DNS label: not watched", vname);
         return 0;
     }
@@ -470,30 +471,17 @@ static int plan_volume(struct inject__ctx *x, struct planner *p, const cJSON *vo
 
 /* ---- env ---- */
 
-/* A ConfigMap/Secret key as the API server accepts it (IsConfigMapKey):
- * [-._a-zA-Z0-9]+, at most 253, not "." or "..", not starting with "..". */
-static int is_config_key(const char *k)
-{
-    size_t n = strlen(k);
-    if (n == 0 || n > 253 || strcmp(k, ".") == 0 || strncmp(k, "..", 2) == 0) return 0;
-    for (const char *p = k; *p; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-              *p == '-' || *p == '.' || *p == '_'))
-            return 0;
-    return 1;
-}
-
 /* Records one reference: key NULL = the whole object (envFrom). */
 static int record_ref(struct inject__ctx *x, const struct inject__app *a, int secret,
                       const char *name, const char *key, int optional)
 {
     const char *kind = secret ? "secret" : "configMap";
-    if (!name || !inject__is_dns_subdomain(name)) {
+    if (!name || !k8s_is_dns1123_subdomain(name)) {
         inject__warn(x, "container %s: %s name \"%.80s\" is not a valid name: not watched", a->name,
                      kind, name ? name : "");
         return x->oom ? -ENOMEM : 0;
     }
-    if (key && !is_config_key(key)) {
+    if (key && !k8s_is_configmap_key(key)) {
         inject__warn(x, "container %s: key \"%.80s\" of %s %s is not a valid key: not watched",
                      a->name, key, kind, name);
         return x->oom ? -ENOMEM : 0;

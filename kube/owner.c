@@ -25,6 +25,7 @@
 
 #include "base/log.h"
 #include "base/text.h"
+#include "kube/k8sname.h"
 
 /* ---- helpers ---- */
 
@@ -280,7 +281,7 @@ static int next(struct owner__chain *c, const struct owner_kind *ki, const char 
 {
     free(c->child);
     c->child = child;
-    if (!name || !kube_is_object_name(name))
+    if (!name || !k8s_is_dns1123_subdomain(name))
         return fail(c, c->via_ref ? OWNER_NO_ROLLOUT : OWNER_API_ERROR,
                     "%s names %s \"%.253s\", which is not a valid object name", child, ki->kind,
                     name ? name : "");
