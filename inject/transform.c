@@ -30,6 +30,7 @@
 #include "config/config.h"
 #include "inject/jsonpatch.h"
 #include "inject/transform_int.h"
+#include "kube/kinds.h"
 
 #define A_INJECT INJECT_ENABLE_ANNOTATION
 #define A_STATUS INJECT_STATUS_ANNOTATION
@@ -40,36 +41,26 @@
 #define A_RUN_AS CFG_ANNOTATION_PREFIX "sidecar-run-as-user"
 #define A_DEFAULT_CONTAINER "kubectl.kubernetes.io/default-container"
 
-/* ---- where the pod template is ---- */
+/* ---- where the pod template is: the kinds table (kube/kinds.h) ---- */
 
-static const struct {
-    const char *kind;
-    const char *group; /* apiVersion starts with group + "/" ("" = core: "v1") */
-    const char *prefix;
-} KINDS[] = {
-    {"Pod", "", ""},
-    {"Deployment", "apps", "/spec/template"},
-    {"StatefulSet", "apps", "/spec/template"},
-    {"DaemonSet", "apps", "/spec/template"},
-    {"ReplicaSet", "apps", "/spec/template"},
-    {"Job", "batch", "/spec/template"},
-    {"CronJob", "batch", "/spec/jobTemplate/spec/template"},
-    {"Rollout", "argoproj.io", "/spec/template"},
-};
+/* The row of a kind (in apiVersion's group; NULL: the kind alone), or NULL
+ * when the table does not know it. */
+static const struct owner_kind *kind_row(const char *api_version, const char *kind)
+{
+    return api_version ? owner_kind_find(kind, api_version) : owner_kind_named(kind);
+}
+
+/* The row of a workload: a kind with a pod template, or NULL. */
+static const struct owner_kind *workload_row(const char *api_version, const char *kind)
+{
+    const struct owner_kind *k = kind_row(api_version, kind);
+    return k && k->template_prefix ? k : NULL;
+}
 
 const char *inject_prefix_for(const char *api_version, const char *kind)
 {
-    if (!kind) return NULL;
-    for (size_t i = 0; i < sizeof KINDS / sizeof KINDS[0]; i++) {
-        if (strcmp(KINDS[i].kind, kind) != 0) continue;
-        if (!api_version) return KINDS[i].prefix;
-        size_t gl = strlen(KINDS[i].group);
-        if (gl == 0 ? strcmp(api_version, "v1") == 0
-                    : strncmp(api_version, KINDS[i].group, gl) == 0 && api_version[gl] == '/' &&
-                          api_version[gl + 1])
-            return KINDS[i].prefix;
-    }
-    return NULL;
+    const struct owner_kind *k = workload_row(api_version, kind);
+    return k ? k->template_prefix : NULL;
 }
 
 void inject_result_free(struct inject_result *r)
@@ -605,32 +596,55 @@ static void op_append(struct inject__ctx *x, cJSON *ops, const cJSON *parent, co
     free(path);
 }
 
-/* The agent's rollout patches the template of the pod's controller: a Job
- * (or a CronJob's) is never rolled, a pod without a controller neither. */
+/* The first controller ownerReference of obj (as the agent's owner chain
+ * takes it), or NULL. */
+static const cJSON *controller_ref(const cJSON *obj)
+{
+    const cJSON *refs = cJSON_GetObjectItemCaseSensitive(
+                    cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "ownerReferences"),
+                *r;
+    cJSON_ArrayForEach(r, (cJSON_IsArray(refs) ? refs : NULL))
+    {
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "controller"))) return r;
+    }
+    return NULL;
+}
+
+/* Rollout is effective: warns when the agent will refuse to roll, as the
+ * kinds table says at run time (kube/kinds.h). A workload is judged by its
+ * own row (a ReplicaSet, a Job, a CronJob cannot roll); a pod by its
+ * controller's: none, or a kind that may not own a pod, cannot be rolled;
+ * a kind that follows its own controller (a ReplicaSet) is left to the
+ * chain at run time. */
 static void warn_unrollable(struct inject__ctx *x)
 {
-    const char *owner = NULL;
-    if (strcmp(x->kind, "Pod") == 0) {
-        const cJSON *refs = cJSON_GetObjectItemCaseSensitive(
-                        cJSON_GetObjectItemCaseSensitive(x->obj, "metadata"), "ownerReferences"),
-                    *r;
-        cJSON_ArrayForEach(r, (cJSON_IsArray(refs) ? refs : NULL))
-        {
-            const cJSON *k = cJSON_GetObjectItemCaseSensitive(r, "kind");
-            if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "controller")) &&
-                cJSON_IsString(k))
-                owner = k->valuestring;
-        }
-        if (!owner) {
+    const struct owner_kind *k = x->ki;
+    if (!*k->template_prefix) { /* a pod: what rolls is its controller */
+        const cJSON *ref = controller_ref(x->obj);
+        const cJSON *kind = cJSON_GetObjectItemCaseSensitive(ref, "kind");
+        const cJSON *api = cJSON_GetObjectItemCaseSensitive(ref, "apiVersion");
+        if (!ref) {
             inject__warn(x, "rollout: this pod has no controller to roll; a change is only "
                             "recorded");
             return;
         }
+        k = cJSON_IsString(kind)
+                ? kind_row(cJSON_IsString(api) ? api->valuestring : NULL, kind->valuestring)
+                : NULL;
+        if (!k || !k->may_own_pod) {
+            inject__warn(x,
+                         "rollout: this pod's controller %.60s cannot be rolled; a change is "
+                         "only recorded (use restart or none)",
+                         cJSON_IsString(kind) ? kind->valuestring : "(no kind)");
+            return;
+        }
+        if (k->follows_controller) return;
     }
-    if (strcmp(x->kind, "Job") == 0 || strcmp(x->kind, "CronJob") == 0 ||
-        (owner && strcmp(owner, "Job") == 0))
-        inject__warn(x, "rollout: a Job's pods are never rolled; a change is only recorded (use "
-                        "restart or none)");
+    if (!k->can_roll)
+        inject__warn(x,
+                     "rollout: a %s's pods are never rolled; a change is only recorded (use "
+                     "restart or none)",
+                     k->title);
 }
 
 /* The service-account token of the sidecar, when the API is needed
@@ -949,31 +963,20 @@ static int run(struct inject__ctx *x, const cJSON *obj, struct inject_result *ou
     if (inject__get_str(x, obj, "", "kind", &kind) < 0 ||
         inject__get_str(x, obj, "", "apiVersion", &api) < 0)
         return -EINVAL;
-    const char *prefix = inject_prefix_for(api, kind);
-    if (!prefix) {
+    const struct owner_kind *ki = workload_row(api, kind);
+    if (!ki) {
         out->outcome = INJECT_NOT_WORKLOAD;
         set_reason(out, "%.60s%s%.100s is not a workload with a pod template",
                    kind ? kind : "(no kind)", api ? " " : "", api ? api : "");
         return 0;
     }
+    const char *prefix = ki->template_prefix, *tbase = ki->template_path;
     out->prefix = prefix;
-    char tpath[64] = "";
-    for (const char *p = prefix; *p; p++) {
-        size_t l = strlen(tpath);
-        if (l + 2 < sizeof tpath) {
-            tpath[l] = *p == '/' ? '.' : *p;
-            tpath[l + 1] = '\0';
-        }
-    }
-    if (tpath[0]) {
-        memmove(tpath, tpath + 1, strlen(tpath));
-        strcat(tpath, ".");
-    }
+    char tpath[64]; /* the template's dotted path as messages start it */
+    snprintf(tpath, sizeof tpath, "%s%s", tbase, *tbase ? "." : "");
     x->tpath = tpath;
     x->obj = obj;
-    x->kind = kind;
-    char tbase[64]; /* the template's own path, without the trailing '.' */
-    snprintf(tbase, sizeof tbase, "%.*s", tpath[0] ? (int)strlen(tpath) - 1 : 0, tpath);
+    x->ki = ki;
 
     const cJSON *tmpl;
     if (find_template(x, obj, prefix, &tmpl) < 0) return -EINVAL;
@@ -985,10 +988,11 @@ static int run(struct inject__ctx *x, const cJSON *obj, struct inject_result *ou
     if (check_annotations(x) < 0) return -EINVAL;
 
     out->outcome = INJECT_SKIPPED;
-    const cJSON *spec = NULL, *top = cJSON_GetObjectItemCaseSensitive(obj, "spec");
-    if (!tmpl && kind && strcmp(kind, "Rollout") == 0 && cJSON_IsObject(top) &&
-        cJSON_GetObjectItemCaseSensitive(top, "workloadRef")) {
-        set_reason(out, "the Rollout has a workloadRef: inject the referenced workload instead");
+    const cJSON *spec = NULL;
+    const char *ref_name;
+    if (!tmpl && ki->workload_ref && owner_workload_ref(obj, &ref_name) != 0) {
+        set_reason(out, "the %s has a workloadRef: inject the referenced workload instead",
+                   ki->kind);
         return 0;
     }
     const char *enable = annot(x, A_INJECT);

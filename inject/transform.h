@@ -5,12 +5,12 @@
  * Patch operations that add the reload-agent sidecar to its pod template;
  * it never modifies its input.
  *
- * Where the pod template is (the path prefix of every operation):
- *   Pod                                              ""   (the pod itself)
- *   Deployment, StatefulSet, DaemonSet, ReplicaSet,
- *   Job, argoproj.io Rollout                         "/spec/template"
- *   CronJob                                          "/spec/jobTemplate/spec/template"
- * Anything else is not a workload (INJECT_NOT_WORKLOAD).
+ * Where the pod template is (the path prefix of every operation) is the
+ * kinds table's (kube/kinds.h: "" for a Pod, "/spec/template" for the
+ * workloads, a CronJob's "/spec/jobTemplate/spec/template"); a kind it
+ * does not list is not a workload (INJECT_NOT_WORKLOAD). With rollout
+ * effective, the same table says when the agent will refuse to roll, and
+ * the injection warns.
  *
  * What is added (see docs/inject.md for the full reference):
  *   - a native sidecar named INJECT_CONTAINER ("reload-agent"): appended
@@ -82,7 +82,7 @@ struct inject_result {
 };
 
 /* Returns the pod-template path prefix for an object's apiVersion and kind
- * (see the table above), or NULL when the kind carries no pod template.
+ * (the kinds table's, static), or NULL when the kind carries no pod template.
  * apiVersion may be NULL (then only the kind is looked at). */
 const char *inject_prefix_for(const char *api_version, const char *kind);
 

@@ -19,6 +19,7 @@
 #include <cjson/cJSON.h>
 
 #include "config/annotations.h"
+#include "kube/kinds.h"
 #include "inject/transform.h"
 
 #define INJECT__PODINFO_VOLUME "reload-agent-podinfo"
@@ -80,8 +81,8 @@ struct inject__envref {
 
 struct inject__ctx {
     const struct inject_opts *opts;
-    const cJSON *obj; /* the whole object */
-    const char *kind;
+    const cJSON *obj;            /* the whole object */
+    const struct owner_kind *ki; /* the object's row in the kinds table (kube/kinds.h) */
     const char *tpath; /* dotted path of the template for messages: "spec.template." or "" */
     const cJSON *meta, *annots, *spec;
 

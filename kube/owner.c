@@ -1,10 +1,8 @@
 /*
- * owner.c - owner kinds and owner resolution for the rollout action
- * (contract in owner.h).
+ * owner.c - owner resolution for the rollout action (contract in owner.h),
+ * on the one kinds table of kube/kinds.h.
  *
- * KINDS[] is the one place that says what an owner kind does: who it may
- * own, whether a template patch rolls it, with which patch type, and why
- * not. The resolution is a small chain of GETs on the kube client: the own
+ * The resolution is a small chain of GETs on the kube client: the own
  * pod, then the object its controller ownerReference names, and so on until
  * a workload that can be rolled (or a reason why there is none). The steps
  * themselves (owner__step) do no I/O: they read a reply and name the next
@@ -52,209 +50,11 @@ static const cJSON *arr_at(const cJSON *obj, const char *key)
     return cJSON_IsArray(v) ? v : NULL;
 }
 
-/* "apps/v1" has group "apps"; "v1" is the core group "". */
-static int group_is(const char *api_version, const char *group)
-{
-    const char *slash = strchr(api_version, '/');
-    size_t n = slash ? (size_t)(slash - api_version) : 0;
-
-    return strlen(group) == n && strncmp(api_version, group, n) == 0;
-}
-
-/* ---- the kinds ---- */
-
-static const char *paused(const cJSON *obj, char *buf, size_t len, int *blocks)
-{
-    (void)buf;
-    (void)len;
-    *blocks = 0;
-    if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(obj_at(obj, "spec"), "paused"))) return NULL;
-    return "spec.paused is true: a template patch will not roll pods until "
-           "`kubectl rollout resume`";
-}
-
-static const char *on_delete(const cJSON *obj, char *buf, size_t len, int *blocks)
-{
-    const char *type = str_at(obj_at(obj_at(obj, "spec"), "updateStrategy"), "type");
-
-    (void)buf;
-    (void)len;
-    *blocks = 0;
-    if (!type || strcmp(type, "OnDelete") != 0) return NULL;
-    return "updateStrategy OnDelete: a template patch will not replace running pods; delete "
-           "them to pick up the change";
-}
-
-static const char *rollout_not_rolling(const cJSON *obj, char *buf, size_t len, int *blocks)
-{
-    const cJSON *ref = obj_at(obj_at(obj, "spec"), "workloadRef");
-    const char *name = NULL;
-    int r = owner_workload_ref(obj, &name);
-
-    if (r == 0) {
-        if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(obj_at(obj, "spec"), "paused")))
-            return NULL;
-        *blocks = 0;
-        return "spec.paused is true: the Rollout will not progress until it is resumed "
-               "(`kubectl argo rollouts resume`)";
-    }
-    *blocks = 1;
-    if (r > 0) {
-        char raw[512];
-        /* API data (kinds, names) goes into messages, logs and Events: one line */
-        snprintf(raw, sizeof raw,
-                 "spec.workloadRef names Deployment %.253s: the pod template lives "
-                 "there, and the Rollout itself is never patched",
-                 name ? name : "(no name)");
-        ra_one_line(buf, len, raw);
-        return buf;
-    }
-    if (!ref) return "spec.workloadRef is not an object: the pod template cannot be found";
-    char raw[768];
-    snprintf(raw, sizeof raw,
-             "spec.workloadRef names %.63s %.253s (%.100s), not an apps/v1 Deployment: "
-             "reload-agent patches only a referenced Deployment's pod template; use "
-             "--action restart or signal",
-             str_at(ref, "kind") ? str_at(ref, "kind") : "(no kind)",
-             str_at(ref, "name") ? str_at(ref, "name") : "(no name)",
-             str_at(ref, "apiVersion") ? str_at(ref, "apiVersion") : "no apiVersion");
-    ra_one_line(buf, len, raw);
-    return buf;
-}
-
-#define JOB_WHY                                                                                    \
-    "pod template of a Job is immutable; use --action restart or signal, or change "               \
-    "the CronJob's jobTemplate"
-
-/* The kinds the chain may visit, with their behaviour. */
-static const struct owner_kind KINDS[] = {
-    {.kind = "ReplicaSet",
-     .group = "apps",
-     .version = "v1",
-     .resource = "replicasets",
-     .title = "ReplicaSet",
-     .may_own_pod = 1,
-     .follows_controller = 1,
-     .why_not = "patching a ReplicaSet does not replace its pods"},
-    {.kind = "Deployment",
-     .group = "apps",
-     .version = "v1",
-     .resource = "deployments",
-     .title = "Deployment",
-     .may_own_replicaset = 1,
-     .can_roll = 1,
-     .patch_type = OWNER_STRATEGIC,
-     .not_rolling = paused},
-    {.kind = "StatefulSet",
-     .group = "apps",
-     .version = "v1",
-     .resource = "statefulsets",
-     .title = "StatefulSet",
-     .may_own_pod = 1,
-     .can_roll = 1,
-     .patch_type = OWNER_STRATEGIC,
-     .not_rolling = on_delete},
-    {.kind = "DaemonSet",
-     .group = "apps",
-     .version = "v1",
-     .resource = "daemonsets",
-     .title = "DaemonSet",
-     .may_own_pod = 1,
-     .can_roll = 1,
-     .patch_type = OWNER_STRATEGIC,
-     .not_rolling = on_delete},
-    /* custom resources take no strategic merge patch (415) */
-    {.kind = "Rollout",
-     .group = "argoproj.io",
-     .version = "v1alpha1",
-     .resource = "rollouts",
-     .title = "Argo Rollout",
-     .may_own_replicaset = 1,
-     .can_roll = 1,
-     .patch_type = OWNER_MERGE,
-     .not_rolling = rollout_not_rolling},
-    {.kind = "Job",
-     .group = "batch",
-     .version = "v1",
-     .resource = "jobs",
-     .title = "Job",
-     .may_own_pod = 1,
-     .why_not = JOB_WHY},
-    /* named from a Job's ownerReference, never fetched */
-    {.kind = "CronJob",
-     .group = "batch",
-     .version = "v1",
-     .resource = "cronjobs",
-     .title = "CronJob",
-     .why_not = JOB_WHY},
-};
-#define NKINDS (sizeof KINDS / sizeof KINDS[0])
-
-const struct owner_kind *owner_kind_named(const char *kind)
-{
-    for (size_t i = 0; kind && i < NKINDS; i++)
-        if (strcmp(KINDS[i].kind, kind) == 0) return &KINDS[i];
-    return NULL;
-}
-
-const struct owner_kind *owner_kind_find(const char *kind, const char *api_version)
-{
-    const struct owner_kind *k = owner_kind_named(kind);
-
-    return k && api_version && group_is(api_version, k->group) ? k : NULL;
-}
-
-const char *owner_not_rolling(const struct owner_kind *k, const cJSON *obj, char *buf, size_t len,
-                              int *blocks)
-{
-    *blocks = 0;
-    if (!k->can_roll) {
-        *blocks = 1;
-        return k->why_not;
-    }
-    return k->not_rolling ? k->not_rolling(obj, buf, len, blocks) : NULL;
-}
-
-int owner_workload_ref(const cJSON *obj, const char **name)
-{
-    const cJSON *spec = obj_at(obj, "spec");
-    const cJSON *ref = cJSON_GetObjectItemCaseSensitive(spec, "workloadRef");
-    const char *kind, *av;
-
-    *name = NULL;
-    if (!ref || cJSON_IsNull(ref)) return 0;
-    kind = str_at(ref, "kind");
-    av = str_at(ref, "apiVersion");
-    if (!cJSON_IsObject(ref) || !kind || !av || strcmp(kind, "Deployment") != 0 ||
-        strcmp(av, "apps/v1") != 0)
-        return -1;
-    *name = str_at(ref, "name");
-    return 1;
-}
-
-/* "Deployment, StatefulSet, DaemonSet and Argo Rollout": the kinds that roll. */
-static void rollable_list(char *out, size_t n)
-{
-    size_t len = 0, total = 0, seen = 0;
-
-    for (size_t i = 0; i < NKINDS; i++) total += KINDS[i].can_roll;
-    out[0] = '\0';
-    for (size_t i = 0; i < NKINDS; i++) {
-        if (!KINDS[i].can_roll) continue;
-        seen++;
-        len += (size_t)snprintf(out + len, len < n ? n - len : 0, "%s%s",
-                                seen == 1       ? ""
-                                : seen == total ? " and "
-                                                : ", ",
-                                KINDS[i].title);
-    }
-}
-
 /* ---- the chain's steps (no I/O) ---- */
 
 /* A controller ownerReference. */
 struct ref {
-    const struct owner_kind *ki;                 /* NULL for a kind not in KINDS */
+    const struct owner_kind *ki;                 /* NULL for a kind not in the table */
     const char *kind, *api_version, *name, *uid; /* point into the parsed JSON */
 };
 
@@ -389,7 +189,7 @@ static int unsupported(struct owner__chain *c, const struct ref *ref)
 {
     char kinds[160];
 
-    rollable_list(kinds, sizeof kinds);
+    owner_kind_rollable_list(kinds, sizeof kinds);
     return fail(c, OWNER_NO_ROLLOUT,
                 "%s is controlled by %s %s (%s), which cannot be rolled: only %s can; use "
                 "--action restart or signal",
@@ -470,9 +270,7 @@ static int on_workload(struct owner__chain *c, const char *ns, const cJSON *w)
     const struct owner_kind *ki = c->fetching;
     struct owner_info *o = c->o;
     const char *av = str_at(w, "apiVersion"), *ref_name;
-    int ref = ki->not_rolling == rollout_not_rolling && !c->via_ref
-                  ? owner_workload_ref(w, &ref_name)
-                  : 0;
+    int ref = ki->workload_ref && !c->via_ref ? owner_workload_ref(w, &ref_name) : 0;
 
     if (ref != 0) { /* a Rollout whose template lives in spec.workloadRef */
         char buf[600], *child = ra_asprintf("%s %s's spec.workloadRef", ki->kind, c->name);

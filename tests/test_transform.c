@@ -26,6 +26,7 @@
 #include "inject/jsonpatch.h"
 #include "inject/transform.h"
 #include "inject/transform_int.h"
+#include "kube/kinds.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -1384,6 +1385,23 @@ static void test_rollout_without_a_rollable_owner(void **state)
                          "\"StatefulSet\",\"name\":\"s\",\"controller\":true}]},\"spec\":{" APP_CM
                          "}}",
          NULL},
+        /* a ReplicaSet's controller is judged at run time (a Deployment's) */
+        {POD_HEAD OPT_IN ",\"reload-agent.io/action\":\"rollout\"},\"ownerReferences\":[{\"kind\":"
+                         "\"ReplicaSet\",\"apiVersion\":\"apps/v1\",\"name\":\"r\","
+                         "\"controller\":true}]},\"spec\":{" APP_CM "}}",
+         NULL},
+        /* a bare ReplicaSet: the agent refuses to roll it (kube/kinds.c) */
+        {"{\"apiVersion\":\"apps/v1\",\"kind\":\"ReplicaSet\",\"spec\":{\"template\":{"
+         "\"metadata\":{\"annotations\":{" OPT_IN ",\"reload-agent.io/action\":\"rollout\"}},"
+         "\"spec\":{" APP_CM "}}}}",
+         "rollout: a ReplicaSet's pods are never rolled; a change is only recorded (use restart or "
+         "none)"},
+        /* a controller kind the agent's owner chain does not follow */
+        {POD_HEAD OPT_IN ",\"reload-agent.io/action\":\"rollout\"},\"ownerReferences\":[{\"kind\":"
+                         "\"StrimziPodSet\",\"apiVersion\":\"core.strimzi.io/v1beta2\",\"name\":"
+                         "\"k\",\"controller\":true}]},\"spec\":{" APP_CM "}}",
+         "rollout: this pod's controller StrimziPodSet cannot be rolled; a change is only recorded "
+         "(use restart or none)"},
     };
     for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
         struct inject_result r;
@@ -1396,11 +1414,46 @@ static void test_rollout_without_a_rollable_owner(void **state)
     }
 }
 
+/* Every workload kind with rollout effective: warned exactly when the
+ * kinds table says the agent cannot roll it, so the injector and the
+ * agent's owner chain cannot disagree. */
+static void test_rollout_warning_follows_the_kinds_table(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *api, *kind;
+    } K[] = {
+        {"apps/v1", "Deployment"},          {"apps/v1", "StatefulSet"}, {"apps/v1", "DaemonSet"},
+        {"apps/v1", "ReplicaSet"},          {"batch/v1", "Job"},        {"batch/v1", "CronJob"},
+        {"argoproj.io/v1alpha1", "Rollout"}};
+    for (size_t i = 0; i < sizeof K / sizeof K[0]; i++) {
+        const struct owner_kind *k = owner_kind_find(K[i].kind, K[i].api);
+        assert_non_null(k);
+        assert_string_equal(inject_prefix_for(K[i].api, K[i].kind), k->template_prefix);
+        int cron = strcmp(K[i].kind, "CronJob") == 0;
+        char json[1024];
+        snprintf(json, sizeof json,
+                 "{\"apiVersion\":\"%s\",\"kind\":\"%s\",\"spec\":{%s\"template\":{\"metadata\":{"
+                 "\"annotations\":{" OPT_IN
+                 ",\"reload-agent.io/action\":\"rollout\"}},\"spec\":{" APP_CM "}}}%s}",
+                 K[i].api, K[i].kind, cron ? "\"jobTemplate\":{\"spec\":{" : "", cron ? "}}" : "");
+        struct inject_result r;
+        cJSON *obj = inject_pod(json, NULL, &r);
+        assert_int_equal(r.outcome, INJECT_INJECTED);
+        if (r.nwarnings != (size_t)!k->can_roll)
+            fail_msg("%s: %zu warnings, can_roll %d", K[i].kind, r.nwarnings, k->can_roll);
+        if (!k->can_roll) assert_non_null(strstr(r.warnings[0], k->title));
+        inject_result_free(&r);
+        cJSON_Delete(obj);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_golden),
         cmocka_unit_test(test_prefix_table),
+        cmocka_unit_test(test_rollout_warning_follows_the_kinds_table),
         cmocka_unit_test(test_malformed_fields_named),
         cmocka_unit_test(test_not_opted_in_is_not_validated),
         cmocka_unit_test(test_env_volume_names),
