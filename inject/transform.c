@@ -32,13 +32,6 @@
 #include "inject/transform_int.h"
 #include "kube/kinds.h"
 
-#define A_INJECT INJECT_ENABLE_ANNOTATION
-#define A_STATUS INJECT_STATUS_ANNOTATION
-#define A_IMAGE CFG_ANNOTATION_PREFIX "sidecar-image"
-#define A_CPU_REQ CFG_ANNOTATION_PREFIX "sidecar-cpu-request"
-#define A_MEM_REQ CFG_ANNOTATION_PREFIX "sidecar-memory-request"
-#define A_MEM_LIM CFG_ANNOTATION_PREFIX "sidecar-memory-limit"
-#define A_RUN_AS CFG_ANNOTATION_PREFIX "sidecar-run-as-user"
 #define A_DEFAULT_CONTAINER "kubectl.kubernetes.io/default-container"
 
 /* ---- where the pod template is: the kinds table (kube/kinds.h) ---- */
@@ -365,7 +358,7 @@ out_args:
  * *uid (-1 when absent). Returns 0, or 1 with the reason in x->err. */
 static int run_as_annotation(struct inject__ctx *x, long *uid)
 {
-    const char *v = annot(x, A_RUN_AS);
+    const char *v = annot(x, CFG_ANNOT_SIDECAR_RUN_AS_USER);
     *uid = -1;
     if (!v) return 0;
     long n = 0;
@@ -373,7 +366,7 @@ static int run_as_annotation(struct inject__ctx *x, long *uid)
     for (; *p >= '0' && *p <= '9' && n <= 2147483647L; p++) n = n * 10 + (*p - '0');
     if (p == v || *p || n > 2147483647L || (v[0] == '0' && v[1])) {
         snprintf(x->err, x->errlen, "invalid %s \"%.64s\": want a UID, a decimal 0..2147483647",
-                 A_RUN_AS, v);
+                 CFG_ANNOT_SIDECAR_RUN_AS_USER, v);
         return 1;
     }
     *uid = n;
@@ -389,10 +382,13 @@ static int sidecar_settings(struct inject__ctx *x, struct inject__sidecar *s)
     s->cpu_request = o->cpu_request && *o->cpu_request ? o->cpu_request : "5m";
     s->memory_request = o->memory_request && *o->memory_request ? o->memory_request : "16Mi";
     s->memory_limit = o->memory_limit && *o->memory_limit ? o->memory_limit : "32Mi";
-    if (annot(x, A_IMAGE)) s->image = annot(x, A_IMAGE);
-    if (annot(x, A_CPU_REQ)) s->cpu_request = annot(x, A_CPU_REQ);
-    if (annot(x, A_MEM_REQ)) s->memory_request = annot(x, A_MEM_REQ);
-    if (annot(x, A_MEM_LIM)) s->memory_limit = annot(x, A_MEM_LIM);
+    if (annot(x, CFG_ANNOT_SIDECAR_IMAGE)) s->image = annot(x, CFG_ANNOT_SIDECAR_IMAGE);
+    if (annot(x, CFG_ANNOT_SIDECAR_CPU_REQUEST))
+        s->cpu_request = annot(x, CFG_ANNOT_SIDECAR_CPU_REQUEST);
+    if (annot(x, CFG_ANNOT_SIDECAR_MEMORY_REQUEST))
+        s->memory_request = annot(x, CFG_ANNOT_SIDECAR_MEMORY_REQUEST);
+    if (annot(x, CFG_ANNOT_SIDECAR_MEMORY_LIMIT))
+        s->memory_limit = annot(x, CFG_ANNOT_SIDECAR_MEMORY_LIMIT);
 
     int bad_image = !*s->image || strlen(s->image) > 1024;
     for (const char *p = s->image; *p; p++) /* an image reference is printable ASCII */
@@ -404,9 +400,9 @@ static int sidecar_settings(struct inject__ctx *x, struct inject__sidecar *s)
     }
     const struct {
         const char *what, *key, *v;
-    } Q[] = {{"cpu request", A_CPU_REQ, s->cpu_request},
-             {"memory request", A_MEM_REQ, s->memory_request},
-             {"memory limit", A_MEM_LIM, s->memory_limit}};
+    } Q[] = {{"cpu request", CFG_ANNOT_SIDECAR_CPU_REQUEST, s->cpu_request},
+             {"memory request", CFG_ANNOT_SIDECAR_MEMORY_REQUEST, s->memory_request},
+             {"memory limit", CFG_ANNOT_SIDECAR_MEMORY_LIMIT, s->memory_limit}};
     long double val[3];
     for (size_t i = 0; i < 3; i++)
         if (inject__quantity(Q[i].v, &val[i]) < 0) {
@@ -499,7 +495,7 @@ static void sidecar_uid(struct inject__ctx *x, struct inject__sidecar *s, const 
     } else {
         inject__warn(x,
                      "container %s: signal/restart need the app's UID; set runAsUser on it or %s",
-                     app, A_RUN_AS);
+                     app, CFG_ANNOT_SIDECAR_RUN_AS_USER);
     }
 }
 
@@ -816,7 +812,7 @@ static int inject_fresh(struct inject__ctx *x, const char *prefix, const cJSON *
     }
     free(spec_path);
     char *st = status_json(x);
-    if (st) op_annotation(x, ops, prefix, A_STATUS, st);
+    if (st) op_annotation(x, ops, prefix, CFG_ANNOT_INJECT_STATUS, st);
     free(st);
     if (x->oom) return -ENOMEM;
     out->outcome = INJECT_INJECTED;
@@ -884,7 +880,7 @@ static int reinvoke(struct inject__ctx *x, const char *prefix, const cJSON *init
         inject__get_arr(x, side, sp, "args", &args) < 0)
         return -EINVAL;
 
-    cJSON *status = cJSON_Parse(annot(x, A_STATUS));
+    cJSON *status = cJSON_Parse(annot(x, CFG_ANNOT_INJECT_STATUS));
     const cJSON *mirs = cJSON_GetObjectItemCaseSensitive(status, "mirrors"), *v;
     if (!status) { /* malformed, or out of memory: cJSON_Parse says NULL for both */
         cJSON *probe = cJSON_CreateObject();
@@ -893,7 +889,8 @@ static int reinvoke(struct inject__ctx *x, const char *prefix, const cJSON *init
     }
     if (!cJSON_IsObject(status) || (mirs && !cJSON_IsArray(mirs))) {
         cJSON_Delete(status);
-        set_reason(out, "annotation %s is not the JSON object reload-agent writes", A_STATUS);
+        set_reason(out, "annotation %s is not the JSON object reload-agent writes",
+                   CFG_ANNOT_INJECT_STATUS);
         out->outcome = INJECT_SKIPPED;
         return 0;
     }
@@ -944,7 +941,7 @@ static int reinvoke(struct inject__ctx *x, const char *prefix, const cJSON *init
     free(newa);
     char *st = x->oom ? NULL : cJSON_PrintUnformatted(status);
     if (!st) x->oom = 1;
-    if (st) op_annotation(x, out->ops, prefix, A_STATUS, st);
+    if (st) op_annotation(x, out->ops, prefix, CFG_ANNOT_INJECT_STATUS, st);
     free(st);
     rc = x->oom ? -ENOMEM : 0;
     if (rc == 0) out->outcome = INJECT_INJECTED;
@@ -956,6 +953,34 @@ out:
 }
 
 /* ---- the entry point ---- */
+
+enum inject_opt_in inject_opt_in(const cJSON *annotations)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(annotations, CFG_ANNOT_INJECT);
+    if (!v || cJSON_IsNull(v)) return INJECT_OPT_UNSET;
+    if (!cJSON_IsString(v)) return INJECT_OPT_INVALID;
+    if (strcmp(v->valuestring, "true") == 0) return INJECT_OPT_IN;
+    if (strcmp(v->valuestring, "false") == 0) return INJECT_OPT_OUT;
+    return INJECT_OPT_INVALID;
+}
+
+/* 1 if the template opted in (inject_opt_in, or opts->all for a template
+ * that says nothing); else 0 with the reason in out. */
+static int check_opt_in(struct inject__ctx *x, struct inject_result *out)
+{
+    switch (inject_opt_in(x->annots)) {
+    case INJECT_OPT_IN: return 1;
+    case INJECT_OPT_UNSET:
+        if (x->opts->all) return 1;
+        set_reason(out, "not opted in: %s is not \"true\"", CFG_ANNOT_INJECT);
+        return 0;
+    case INJECT_OPT_OUT: set_reason(out, "%s is \"false\"", CFG_ANNOT_INJECT); return 0;
+    case INJECT_OPT_INVALID: break;
+    }
+    const char *v = annot(x, CFG_ANNOT_INJECT); /* a string: check_annotations ran */
+    set_reason(out, "%s is \"%.60s\": want \"true\" (or \"false\")", CFG_ANNOT_INJECT, v ? v : "");
+    return 0;
+}
 
 static int run(struct inject__ctx *x, const cJSON *obj, struct inject_result *out)
 {
@@ -995,19 +1020,7 @@ static int run(struct inject__ctx *x, const cJSON *obj, struct inject_result *ou
                    ki->kind);
         return 0;
     }
-    const char *enable = annot(x, A_INJECT);
-    if (enable && strcmp(enable, "false") == 0) {
-        set_reason(out, "%s is \"false\"", A_INJECT);
-        return 0;
-    }
-    if (enable && strcmp(enable, "true") != 0) {
-        set_reason(out, "%s is \"%.60s\": want \"true\" (or \"false\")", A_INJECT, enable);
-        return 0;
-    }
-    if (!enable && !x->opts->all) {
-        set_reason(out, "not opted in: %s is not \"true\"", A_INJECT);
-        return 0;
-    }
+    if (!check_opt_in(x, out)) return 0;
     if (!tmpl) {
         set_reason(out, "no pod template (%s is missing)", tbase);
         return 0;
@@ -1033,14 +1046,14 @@ static int run(struct inject__ctx *x, const cJSON *obj, struct inject_result *ou
     if (scan_containers(x, containers, "containers", &own_main) < 0 ||
         scan_containers(x, init, "initContainers", &own_init) < 0)
         return -EINVAL;
-    const char *status = annot(x, A_STATUS);
+    const char *status = annot(x, CFG_ANNOT_INJECT_STATUS);
     if (own_main >= 0 || (own_init >= 0 && !status)) {
         set_reason(out, "a container named %s exists and was not injected", INJECT_CONTAINER);
         return 0;
     }
     if (status && own_init < 0) {
         set_reason(out, "annotation %s is set but there is no %s container (remove it to inject)",
-                   A_STATUS, INJECT_CONTAINER);
+                   CFG_ANNOT_INJECT_STATUS, INJECT_CONTAINER);
         return 0;
     }
     int host_pid;

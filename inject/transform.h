@@ -31,7 +31,8 @@
  *   - the service-account token mount copied from the app container, only
  *     at admission (opts->admission) and only when rollout or Events need
  *     the API;
- *   - the annotation reload-agent.io/inject-status recording what was added
+ *   - the annotation reload-agent.io/inject-status (CFG_ANNOT_INJECT_STATUS,
+ *     config/config.h) recording what was added
  *     (and the warnings, which the agent logs and posts as Events at start).
  */
 #ifndef RA_INJECT_TRANSFORM_H
@@ -42,11 +43,9 @@
 #include <cjson/cJSON.h>
 
 #define INJECT_CONTAINER "reload-agent"
-#define INJECT_STATUS_ANNOTATION "reload-agent.io/inject-status"
 /* At most this many of the transform's warnings are recorded in the status
  * annotation ("warnings"), for the agent to log and post as Events. */
 #define INJECT_STATUS_MAX_WARNINGS 16
-#define INJECT_ENABLE_ANNOTATION "reload-agent.io/inject"
 /* At most this many volumes and keys (mirrors, env volumes and the keys
  * they list) are watched by one sidecar: a pod that would need more is not
  * injected, since the sidecar would make it too large to store. */
@@ -80,6 +79,20 @@ struct inject_result {
     const char
         *prefix; /* static: the path prefix used ("" for a Pod), or NULL when not a workload */
 };
+
+/* What the opt-in annotation reload-agent.io/inject (CFG_ANNOT_INJECT)
+ * says. The one rule, for the CLI and the webhook: "true" injects, "false"
+ * never does, anything else is refused with a reason. */
+enum inject_opt_in {
+    INJECT_OPT_UNSET,   /* absent (or JSON null): only `inject --all` injects */
+    INJECT_OPT_IN,      /* "true" */
+    INJECT_OPT_OUT,     /* "false": never injected, whatever else asks */
+    INJECT_OPT_INVALID, /* another value (any other string, any other JSON type) */
+};
+
+/* The opt-in of annotations (a pod template's metadata.annotations: a JSON
+ * object, or NULL for none), read, never kept. */
+enum inject_opt_in inject_opt_in(const cJSON *annotations);
 
 /* Returns the pod-template path prefix for an object's apiVersion and kind
  * (the kinds table's, static), or NULL when the kind carries no pod template.

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/config.h"
 #include "inject/jsonpatch.h"
 #include "inject/transform.h"
 #include "webhook/admission.h"
@@ -337,7 +338,7 @@ static void test_injected(void **state)
     cJSON *md = cJSON_GetObjectItem(pod, "metadata");
     assert_non_null(cJSON_GetObjectItem(md, "managedFields"));
     assert_non_null(
-        cJSON_GetObjectItem(cJSON_GetObjectItem(md, "annotations"), INJECT_STATUS_ANNOTATION));
+        cJSON_GetObjectItem(cJSON_GetObjectItem(md, "annotations"), CFG_ANNOT_INJECT_STATUS));
     cJSON *inits = cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "spec"), "initContainers");
     cJSON *last = cJSON_GetArrayItem(inits, cJSON_GetArraySize(inits) - 1);
     assert_string_equal(cJSON_GetObjectItem(last, "name")->valuestring, INJECT_CONTAINER);
@@ -402,7 +403,7 @@ static void test_skipped(void **state)
     /* Opted out: quietly too. */
     cJSON *pod = cJSON_Parse(POD_OPTED_IN);
     cJSON *ann = cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "metadata"), "annotations");
-    cJSON_ReplaceItemInObject(ann, INJECT_ENABLE_ANNOTATION, cJSON_CreateString("false"));
+    cJSON_ReplaceItemInObject(ann, CFG_ANNOT_INJECT, cJSON_CreateString("false"));
     char *text = cJSON_PrintUnformatted(pod);
     body = pod_review("s2", text);
     ask(&a, body, "application/json", "s2");
@@ -413,7 +414,7 @@ static void test_skipped(void **state)
     free(text);
 
     /* Opted in but refused (hostPID): the reason is a warning. */
-    cJSON_ReplaceItemInObject(ann, INJECT_ENABLE_ANNOTATION, cJSON_CreateString("true"));
+    cJSON_ReplaceItemInObject(ann, CFG_ANNOT_INJECT, cJSON_CreateString("true"));
     cJSON_AddTrueToObject(cJSON_GetObjectItem(pod, "spec"), "hostPID");
     text = cJSON_PrintUnformatted(pod);
     body = pod_review("s3", text);
@@ -429,6 +430,66 @@ static void test_skipped(void **state)
     free(body);
     free(text);
     cJSON_Delete(pod);
+}
+
+/* The one opt-in rule (inject_opt_in) decides for the transform and for
+ * the webhook alike: for each value of reload-agent.io/inject on a pod the
+ * transform refuses or skips, the webhook warns exactly when the pod asked
+ * ("true", or a value the rule calls invalid, whose refusal says what to
+ * write) and the warning is the transform's own reason. */
+static void test_one_opt_in_rule(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *value; /* NULL: no annotation */
+        enum inject_opt_in want;
+        const char *reason; /* words of the transform's reason */
+    } T[] = {
+        {NULL, INJECT_OPT_UNSET, "not opted in"},
+        {"\"true\"", INJECT_OPT_IN, "hostPID"},
+        {"\"false\"", INJECT_OPT_OUT, "is \"false\""},
+        {"\"yes\"", INJECT_OPT_INVALID, "want \"true\""},
+        {"\"True\"", INJECT_OPT_INVALID, "want \"true\""},
+        {"\"\"", INJECT_OPT_INVALID, "want \"true\""},
+        {"null", INJECT_OPT_UNSET, "not opted in"},
+    };
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
+        char pod[512], ann[96] = "";
+        if (T[i].value) snprintf(ann, sizeof ann, "\"reload-agent.io/inject\":%s", T[i].value);
+        snprintf(pod, sizeof pod,
+                 "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\","
+                 "\"annotations\":{%s}},\"spec\":{\"hostPID\":true,\"containers\":[{\"name\":"
+                 "\"a\",\"volumeMounts\":[{\"name\":\"c\",\"mountPath\":\"/c\"}]}],\"volumes\":"
+                 "[{\"name\":\"c\",\"configMap\":{\"name\":\"c\"}}]}}",
+                 ann);
+        cJSON *obj = cJSON_Parse(pod);
+        assert_non_null(obj);
+        const cJSON *annots =
+            cJSON_GetObjectItem(cJSON_GetObjectItem(obj, "metadata"), "annotations");
+        assert_int_equal(inject_opt_in(annots), T[i].want);
+        struct inject_result r;
+        char err[256];
+        assert_int_equal(inject_object(obj, NULL, &r, err, sizeof err), 0);
+        assert_int_equal(r.outcome, INJECT_SKIPPED);
+        if (!strstr(r.reason, T[i].reason)) fail_msg("%s: reason %s", pod, r.reason);
+        cJSON_Delete(obj);
+
+        char *body = pod_review("o", pod);
+        struct answer a;
+        ask(&a, body, "application/json", "o");
+        assert_int_equal(a.info.result, ADMISSION_SKIPPED);
+        int asked = T[i].want == INJECT_OPT_IN || T[i].want == INJECT_OPT_INVALID;
+        assert_int_equal(nwarnings(&a), asked);
+        if (asked) {
+            char want[300];
+            snprintf(want, sizeof want, "reload-agent: not injected: %s", r.reason);
+            assert_string_equal(warning(&a, 0), want);
+        }
+        inject_result_free(&r);
+        answer_free(&a);
+        free(body);
+    }
+    assert_int_equal(inject_opt_in(NULL), INJECT_OPT_UNSET);
 }
 
 static void test_dry_run_same_answer(void **state)
@@ -865,6 +926,7 @@ int main(void)
         cmocka_unit_test(test_injected),
         cmocka_unit_test(test_object_without_kind),
         cmocka_unit_test(test_skipped),
+        cmocka_unit_test(test_one_opt_in_rule),
         cmocka_unit_test(test_dry_run_same_answer),
         cmocka_unit_test_setup_teardown(test_transform_error, seam_setup, seam_teardown),
         cmocka_unit_test(test_bad_object),

@@ -296,14 +296,15 @@ static int is_pod_create(const cJSON *req, struct admission_info *info)
     return 1;
 }
 
-/* 1 if the pod's annotation reload-agent.io/inject asks for injection
- * (set to anything but "false"). */
-static int opted_in(const cJSON *pod)
+/* 1 if the pod asked for injection, by the one opt-in rule
+ * (inject_opt_in): "true", or a value that is neither "true" nor "false",
+ * whose refusal says what to write instead. A pod that says nothing, or
+ * "false", is skipped quietly. */
+static int asked(const cJSON *pod)
 {
     const cJSON *md = cJSON_GetObjectItemCaseSensitive(pod, "metadata");
-    const char *v =
-        str_of(cJSON_GetObjectItemCaseSensitive(md, "annotations"), INJECT_ENABLE_ANNOTATION);
-    return v && strcmp(v, "false") != 0;
+    enum inject_opt_in o = inject_opt_in(cJSON_GetObjectItemCaseSensitive(md, "annotations"));
+    return o == INJECT_OPT_IN || o == INJECT_OPT_INVALID;
 }
 
 /* Runs the transform on the CREATE's pod and answers. */
@@ -365,7 +366,7 @@ static int mutate(const char *uid, cJSON *pod, const struct inject_opts *opts,
     case INJECT_SKIPPED:
         info->result = ADMISSION_SKIPPED;
         copy_cut(info->reason, sizeof info->reason, r.reason);
-        if (opted_in(pod)) {
+        if (asked(pod)) {
             snprintf(skip, sizeof skip, "not injected: %s", r.reason);
             warnings_add(&w, skip);
         }
@@ -378,7 +379,7 @@ static int mutate(const char *uid, cJSON *pod, const struct inject_opts *opts,
         return failed_answer(uid, why, info, out);
     }
     }
-    if (info->result != ADMISSION_SKIPPED || opted_in(pod))
+    if (info->result != ADMISSION_SKIPPED || asked(pod))
         for (size_t i = 0; i < r.nwarnings; i++)
             if (r.warnings[i]) warnings_add(&w, r.warnings[i]);
     rc = review_answer(uid, ops, &w, info, out);
