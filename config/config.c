@@ -825,11 +825,6 @@ const char **cfg_watch_roots(const struct config *c, size_t *n)
     return v;
 }
 
-int cfg_is_path_under(const char *root, const char *path)
-{
-    return path_rules_is_under(root, path);
-}
-
 int cfg_is_ignored(const struct config *c, const char *path)
 {
     return path_rules_is_ignored(&c->path_rules, path);

@@ -203,9 +203,6 @@ int cfg_is_same_watch(const struct config *a, const struct config *b);
  * and its length in *n; aborts on OOM. */
 const char **cfg_watch_roots(const struct config *c, size_t *n);
 
-/* path_rules_is_under (config/rules.h), under the name inject/ calls. */
-int cfg_is_path_under(const char *root, const char *path);
-
 /* 1 if a --ignore glob matches the logical path (fnmatch, no flags: '*'
  * crosses '/'): the file is left out of the content entirely.
  * path_rules_is_ignored(&c->path_rules, path). */

@@ -44,6 +44,7 @@
 #include "base/b64.h"
 #include "config/annotations.h"
 #include "config/config.h"
+#include "config/rules.h"
 #include "hash/hash.h"
 #include "inject/transform.h"
 #include "inject/transform_int.h"
@@ -507,7 +508,7 @@ static int has_annotations_file(const cJSON *spec, const cJSON *sc, const char *
     {
         const char *mp = str_of(vm, "mountPath"), *name = str_of(vm, "name");
         char *m = mp ? norm_mount(mp) : NULL;
-        int under = m && *m && cfg_is_path_under(m, file) && strlen(file) > strlen(m);
+        int under = m && *m && path_rules_is_under(m, file) && strlen(file) > strlen(m);
         const char *rel = under ? file + strlen(m) + 1 : NULL;
         free(m);
         if (!under || !name || str_of(vm, "subPath") || str_of(vm, "subPathExpr")) continue;
@@ -673,8 +674,8 @@ static int compute(struct ctx *c, const cJSON *spec, const cJSON *sc, const stru
     for (size_t r = 0; r < nroots; r++) {
         size_t best = nm;
         for (size_t i = 0; i < nm; i++) {
-            if (cfg_is_path_under(roots[r], mounts[i].path) &&
-                !cfg_is_path_under(mounts[i].path, roots[r])) {
+            if (path_rules_is_under(roots[r], mounts[i].path) &&
+                !path_rules_is_under(mounts[i].path, roots[r])) {
                 int ig = private_ignored(cfg, mounts[i].path);
                 if (ig < 0) {
                     rc = NOMEM(c);
@@ -691,7 +692,7 @@ static int compute(struct ctx *c, const cJSON *spec, const cJSON *sc, const stru
                 }
                 mounts[i].relevant = 1;
             }
-            if (cfg_is_path_under(mounts[i].path, roots[r]) &&
+            if (path_rules_is_under(mounts[i].path, roots[r]) &&
                 (best == nm || strlen(mounts[i].path) > strlen(mounts[best].path)))
                 best = i;
         }
@@ -768,11 +769,11 @@ static int compute(struct ctx *c, const cJSON *spec, const cJSON *sc, const stru
         /* under some root, and not hidden by a deeper mount (which covers
          * what the outer volume has under its path) */
         for (size_t r = 0; r < nroots && !visible; r++)
-            visible = cfg_is_path_under(roots[r], f->path);
+            visible = path_rules_is_under(roots[r], f->path);
         const char *mp = mounts[f->mount].path;
         for (size_t k = 0; k < nm && visible; k++)
-            if (strlen(mounts[k].path) > strlen(mp) && cfg_is_path_under(mp, mounts[k].path) &&
-                cfg_is_path_under(mounts[k].path, f->path))
+            if (strlen(mounts[k].path) > strlen(mp) && path_rules_is_under(mp, mounts[k].path) &&
+                path_rules_is_under(mounts[k].path, f->path))
                 visible = 0;
         if (!visible) continue;
         int a = cfg_action_for(cfg, f->path);

@@ -1,9 +1,9 @@
 /*
  * tjson.c - the transform's JSON helpers (transform_int.h): typed reads
  * that name the path of a field of the wrong type, warnings, builders that
- * record OOM in the context instead of failing at each call, and two path
- * and name predicates. Internal names of the inject/ folder carry the
- * prefix inject__.
+ * record OOM in the context instead of failing at each call, and the
+ * annotation set the agent would read. Internal names of the inject/
+ * folder carry the prefix inject__.
  */
 #include "inject/transform_int.h"
 
@@ -226,16 +226,6 @@ void inject__op(struct inject__ctx *x, cJSON *ops, const char *op, const char *p
     inject__add(x, o, "path", inject__str(x, path));
     if (value) inject__add(x, o, "value", value);
     inject__push(x, ops, o);
-}
-
-int inject__path_within(const char *path, const char *root)
-{
-    size_t pl = strlen(path), rl = strlen(root);
-    while (pl > 1 && path[pl - 1] == '/') pl--;
-    while (rl > 1 && root[rl - 1] == '/') rl--;
-    if (rl == 1 && root[0] == '/') return path[0] == '/';
-    if (pl < rl || memcmp(path, root, rl) != 0) return 0;
-    return pl == rl || path[rl] == '/';
 }
 
 static int cmp_annot(const void *a, const void *b)

@@ -171,9 +171,6 @@ char *inject__clean_path(const char *path);
  * 0 if not or on OOM. */
 int inject__is_clean_path(const char *path);
 
-/* 1 if path equals root or lies under it (trailing '/' ignored on both). */
-int inject__path_within(const char *path, const char *root);
-
 /* ---- quantity.c ---- */
 
 /* Parses a Kubernetes resource quantity ("5m", "16Mi", "1.5G", "2e3") into

@@ -18,6 +18,7 @@
  * and gets '-' and 8 hex digits of the SHA-256 of the object's name.
  */
 #include "inject/transform_int.h"
+#include "config/rules.h"
 #include "kube/k8sname.h"
 
 #include <errno.h>
@@ -96,7 +97,7 @@ static const char *clashes_with_own(const char *path)
                {INJECT__OWN_ROOT, "the sidecar's " INJECT__OWN_ROOT},
                {INJECT__TOKEN_PATH, "the sidecar's token mount"}};
     for (size_t i = 0; i < sizeof OWN / sizeof OWN[0]; i++)
-        if (inject__path_within(path, OWN[i].path) || inject__path_within(OWN[i].path, path))
+        if (path_rules_is_under(OWN[i].path, path) || path_rules_is_under(path, OWN[i].path))
             return OWN[i].what;
     return NULL;
 }
