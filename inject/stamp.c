@@ -42,6 +42,7 @@
 #include <string.h>
 
 #include "base/b64.h"
+#include "base/text.h"
 #include "config/annotations.h"
 #include "config/config.h"
 #include "config/rules.h"
@@ -91,16 +92,7 @@ static int say(struct ctx *c, int rc, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
-    /* one line whatever the input's names hold: control bytes as \xHH */
-    size_t o = 0;
-    for (const char *p = tmp; *p && o + 5 < c->whylen; p++) {
-        unsigned char ch = (unsigned char)*p;
-        if (ch < 0x20 || ch == 0x7f)
-            o += (size_t)snprintf(c->why + o, c->whylen - o, "\\x%02x", ch);
-        else
-            c->why[o++] = (char)ch;
-    }
-    if (c->whylen) c->why[o < c->whylen ? o : c->whylen - 1] = '\0';
+    ra_one_line(c->why, c->whylen, tmp); /* names from the input: base/text.h's policy */
     return rc;
 }
 #define NOSTAMP(c, ...) say((c), 0, __VA_ARGS__)

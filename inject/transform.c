@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "actions/action.h"
+#include "base/text.h"
 #include "config/annotations.h"
 #include "config/config.h"
 #include "inject/jsonpatch.h"
@@ -74,7 +75,7 @@ static void set_reason(struct inject_result *out, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(out->reason, sizeof out->reason, fmt, ap);
     va_end(ap);
-    inject__one_line(out->reason, sizeof out->reason);
+    ra_one_line_fix(out->reason, sizeof out->reason);
 }
 
 /* The value of annotation key (a string: checked when the annotations were
@@ -1114,7 +1115,7 @@ int inject_object(const cJSON *obj, const struct inject_opts *opts, struct injec
     if (rc < 0) {
         inject_result_free(out);
         if (rc == -ENOMEM) snprintf(ebuf, sizeof ebuf, "out of memory");
-        inject__one_line(ebuf, sizeof ebuf);
+        ra_one_line_fix(ebuf, sizeof ebuf);
         if (err && errlen) snprintf(err, errlen, "%s", ebuf);
         return rc;
     }

@@ -128,12 +128,6 @@ int inject__get_id(struct inject__ctx *x, const cJSON *obj, const char *path, co
 /* -EINVAL naming path: "PATH: want T, got U". */
 int inject__type_error(struct inject__ctx *x, const char *path, const char *want, const cJSON *got);
 
-/* Makes buf (n bytes) one line of valid UTF-8, in place: control
- * characters and bytes that are not UTF-8 become \xHH (cut to n). Every
- * message leaving the transform (warnings, reasons, errors) goes through
- * it, since they quote names and paths from the input. */
-void inject__one_line(char *buf, size_t n);
-
 /* The reload-agent.io/ annotations of map (a JSON object, or NULL) as the
  * agent reads them from its downward-API file: string values only (other
  * values are left out: callers check types first), the first of duplicate
@@ -141,7 +135,9 @@ void inject__one_line(char *buf, size_t n);
  * set->v. Returns 0 or -ENOMEM. */
 int inject__annot_set(const cJSON *map, struct annot_set *set);
 
-/* Appends a warning (printf format, made one line); sets ctx->oom on
+/* Appends a warning (printf format, made one line by base/text.h's
+ * policy, as every message leaving the transform: warnings, reasons and
+ * errors quote names and paths from the input); sets ctx->oom on
  * failure. */
 void inject__warn(struct inject__ctx *x, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -18,7 +18,7 @@
 
 #include <yaml.h>
 
-#include "inject/transform_int.h"
+#include "base/text.h"
 
 #define TAG_PREFIX "tag:yaml.org,2002:"
 
@@ -148,7 +148,7 @@ static int fail(struct yamltree_error *e, size_t line, int rc, const char *fmt, 
         e->line = line;
         vsnprintf(e->msg, sizeof e->msg, fmt, ap);
         va_end(ap);
-        inject__one_line(e->msg, sizeof e->msg); /* values quoted from the input */
+        ra_one_line_fix(e->msg, sizeof e->msg); /* values quoted from the input */
     }
     return rc;
 }

@@ -10,12 +10,15 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "base/b64.h"
+#include "base/text.h"
+#include "base/utf8.h"
 #include "webhook/jsonscan.h"
 
 int (*admission__test_inject)(const cJSON *obj, const struct inject_opts *opts,
@@ -66,15 +69,10 @@ static void copy_cut(char *dst, size_t cap, const char *src)
     dst[n] = '\0';
 }
 
-/* A value from the request, for a one-line reason: cut to fit dst[cap]
- * and with control characters (cJSON lets raw ones through in strings)
- * written as '?'. */
-static void shown(char *dst, size_t cap, const char *src)
-{
-    copy_cut(dst, cap, src);
-    for (char *p = dst; *p; p++)
-        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
-}
+/* A value from the request, for a one-line reason: the one text policy
+ * (base/text.h: cJSON lets raw control characters through in strings),
+ * cut to fit dst[cap]. */
+static void shown(char *dst, size_t cap, const char *src) { ra_one_line(dst, cap, src ? src : ""); }
 
 static const char *str_of(const cJSON *o, const char *key)
 {
@@ -106,30 +104,11 @@ static int text_answer(struct admission_response *out, struct admission_info *in
 
 /* ---- warnings ---- */
 
-/* Length of the UTF-8 sequence at s (n bytes left), or 0 if invalid. */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-    unsigned c = s[0];
-    size_t len = c < 0x80             ? 1
-                 : (c & 0xE0) == 0xC0 ? 2
-                 : (c & 0xF0) == 0xE0 ? 3
-                 : (c & 0xF8) == 0xF0 ? 4
-                                      : 0;
-    if (len == 0 || len > n) return 0;
-    for (size_t i = 1; i < len; i++)
-        if ((s[i] & 0xC0) != 0x80) return 0;
-    if (len == 2 && c < 0xC2) return 0;                  /* overlong */
-    if (len == 3 && c == 0xE0 && s[1] < 0xA0) return 0;  /* overlong */
-    if (len == 3 && c == 0xED && s[1] >= 0xA0) return 0; /* surrogate */
-    if (len == 4 && (c > 0xF4 || (c == 0xF0 && s[1] < 0x90) || (c == 0xF4 && s[1] >= 0x90)))
-        return 0;
-    return len;
-}
-
-/* WARN_PREFIX + text as one warning: control characters become spaces,
- * invalid UTF-8 bytes '?', and at most ADMISSION_WARNING_MAX code points
- * (a longer one is cut and ends in "..."). Returns a malloc'd string or
- * NULL on OOM. */
+/* WARN_PREFIX + text as one warning, by the API server's rules for
+ * warnings (admission.h), not base/text.h's: control characters (C0, DEL,
+ * C1) become spaces, bytes that are not UTF-8 (base/utf8.h, strict) '?',
+ * and at most ADMISSION_WARNING_MAX code points (a longer one is cut and
+ * ends in "..."). Returns a malloc'd string or NULL on OOM. */
 static char *warning_text(const char *text)
 {
     size_t plen = strlen(WARN_PREFIX), tlen = strlen(text);
@@ -144,22 +123,17 @@ static char *warning_text(const char *text)
             cut = 1;
             break;
         }
-        size_t l = utf8_len((const unsigned char *)text + i, tlen - i);
-        if (l == 0) {
+        size_t l;
+        int32_t cp = ra_utf8_decode(text + i, tlen - i, &l);
+        if (cp == RA_UTF8_INVALID)
             w[o++] = '?';
-            i++;
-        } else if (l == 1) {
-            unsigned char ch = (unsigned char)text[i++];
-            w[o++] = ch < 0x20 || ch == 0x7f ? ' ' : (char)ch;
-        } else if (l == 2 && (unsigned char)text[i] == 0xC2 &&
-                   (unsigned char)text[i + 1] < 0xA0) { /* C1 control */
+        else if (cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp <= 0x9f))
             w[o++] = ' ';
-            i += 2;
-        } else {
+        else {
             memcpy(w + o, text + i, l);
             o += l;
-            i += l;
         }
+        i += l;
         chars++;
     }
     if (cut) {
