@@ -1,6 +1,7 @@
 # reload-agent: one GNU Makefile. `make` builds build/reload-agent.
 # Sources are discovered: every .c in a top-level source folder (agent/,
-# actions/, kube/, net/, config/, watch/, hash/, base/; see
+# webhook/, inject/, actions/, kube/, net/, config/, watch/, hash/,
+# yamldoc/, base/: SRC_DIRS; see
 # docs/architecture.md) goes into build/libreload.a except agent/main.c;
 # each tests/test_*.c is one cmocka binary linked against that archive.
 
@@ -50,7 +51,7 @@ RA_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I. $(PKG_CFLAGS) \
             -DRA_VERSION='"$(VERSION)"' -DRA_GIT_COMMIT='"$(GIT_COMMIT)"'
 LDLIBS   += $(PKG_LIBS) -lm -ldl -lpthread -lrt
 
-SRC_DIRS := agent webhook inject actions kube net config watch hash base
+SRC_DIRS := agent webhook inject actions kube net config watch hash yamldoc base
 LIB_SRC  := $(filter-out agent/main.c,$(wildcard $(SRC_DIRS:%=%/*.c)))
 LIB_HDR  := $(wildcard $(SRC_DIRS:%=%/*.h))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)

@@ -47,8 +47,8 @@
 #include "config/config.h"
 #include "config/rules.h"
 #include "hash/hash.h"
+#include "inject/cleanpath.h"
 #include "inject/transform.h"
-#include "inject/transform_int.h"
 #include "kube/k8sname.h"
 
 /* One file of a volume's payload: path relative to the volume. */
@@ -411,11 +411,11 @@ static int volume_payload(struct ctx *c, const cJSON *spec, const char *name, st
                    name, volume_kind(vol));
 }
 
-/* mountPath as the container runtime reads it (cleaned: inject__clean_path),
+/* mountPath as the container runtime reads it (cleaned: inject_clean_path),
  * "" for "/". */
 static char *norm_mount(const char *p)
 {
-    char *o = inject__clean_path(p);
+    char *o = inject_clean_path(p);
     if (o && strcmp(o, "/") == 0) o[0] = '\0';
     return o;
 }
@@ -555,7 +555,7 @@ static int template_annots(struct ctx *c, const cJSON *tmpl, struct cfg_layer *l
         if (!cJSON_IsString(e))
             return BAD(c, "metadata.annotations.%s is not a string", e->string ? e->string : "");
     }
-    if (inject__annot_set(ann, &a) < 0) return NOMEM(c);
+    if (inject_annot_set(ann, &a) < 0) return NOMEM(c);
     int rc = 1;
     char err[512];
     if (cfg_layer_from_annotations(&a, l, err, sizeof err) < 0)
@@ -616,7 +616,7 @@ static int compute(struct ctx *c, const cJSON *spec, const cJSON *sc, const stru
             goto out;
         }
         while (l > 1 && root[l - 1] == '/') root[--l] = '\0';
-        int clean = inject__is_clean_path(root);
+        int clean = inject_is_clean_path(root);
         free(root);
         if (!clean) {
             rc = NOSTAMP(c,

@@ -196,7 +196,7 @@ static int cmp_annot(const void *a, const void *b)
     return strcmp(((const struct annot *)a)->key, ((const struct annot *)b)->key);
 }
 
-int inject__annot_set(const cJSON *map, struct annot_set *set)
+int inject_annot_set(const cJSON *map, struct annot_set *set)
 {
     const cJSON *a;
     size_t n = 0;

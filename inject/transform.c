@@ -29,7 +29,7 @@
 #include "base/text.h"
 #include "config/annotations.h"
 #include "config/config.h"
-#include "inject/jsonpatch.h"
+#include "yamldoc/jsonpatch.h"
 #include "inject/transform_int.h"
 #include "kube/kinds.h"
 
@@ -329,7 +329,7 @@ static int judge_config(struct inject__ctx *x, struct effective *eff)
     int help = 0, rc = -ENOMEM;
     if (cfg_layer_init(&flags, CFG_SRC_FLAG) < 0) goto out_args;
     if (cfg_layer_init(&annots, CFG_SRC_ANNOTATION) < 0) goto out_flags;
-    if (inject__annot_set(x->annots, &set) < 0) goto out_annots;
+    if (inject_annot_set(x->annots, &set) < 0) goto out_annots;
     rc = 1;
     if (cfg_parse_args((int)nargs, args, &flags, &help, x->err, x->errlen) < 0 ||
         cfg_layer_from_annotations(&set, &annots, x->err, x->errlen) < 0 ||
@@ -507,7 +507,7 @@ static const cJSON *token_mount(const struct inject__app *app)
     cJSON_ArrayForEach(m, (cJSON_IsArray(mounts) ? mounts : NULL))
     {
         const cJSON *p = cJSON_GetObjectItemCaseSensitive(m, "mountPath");
-        char *c = cJSON_IsString(p) ? inject__clean_path(p->valuestring) : NULL;
+        char *c = cJSON_IsString(p) ? inject_clean_path(p->valuestring) : NULL;
         int hit = c && strcmp(c, INJECT__TOKEN_PATH) == 0;
         free(c);
         if (hit) return m;
@@ -841,7 +841,7 @@ static size_t reinvoke_ignores(struct inject__ctx *x, const cJSON *args, const c
                  ? 0
                  : -ENOMEM;
     for (size_t i = 0; i < ntaken && rc == 0; i++)
-        if (!(clean[i] = inject__clean_path(taken[i])) ||
+        if (!(clean[i] = inject_clean_path(taken[i])) ||
             inject__names_put(&all, clean[i], i, NULL) < 0)
             rc = -ENOMEM;
     for (size_t i = 0; i < x->nmirrors && rc == 0; i++)

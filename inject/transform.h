@@ -42,6 +42,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "config/annotations.h"
+
 #define INJECT_CONTAINER "reload-agent"
 /* At most this many of the transform's warnings are recorded in the status
  * annotation ("warnings"), for the agent to log and post as Events. */
@@ -112,5 +114,13 @@ int inject_object(const cJSON *obj, const struct inject_opts *opts, struct injec
 
 /* Frees what *r owns and zeroes it. Safe on a zeroed result. */
 void inject_result_free(struct inject_result *r);
+
+/* The reload-agent.io/ annotations of map (a JSON object, or NULL) as the
+ * agent reads them from its downward-API file, for judging the sidecar's
+ * configuration (the transform, the stamp): string values only (other
+ * values are left out: callers check types first), the first of duplicate
+ * keys, sorted by key. Keys and values are borrowed from map: free only
+ * set->v. Returns 0 or -ENOMEM. */
+int inject_annot_set(const cJSON *map, struct annot_set *set);
 
 #endif

@@ -1,8 +1,10 @@
 /*
  * transform_int.h - what the files of the injection transform share
  * (inject/transform.c, inject/tjson.c, inject/volumes.c,
- * inject/sidecar.c, inject/quantity.c); not an interface for other
- * folders. Their internal names carry the folder's prefix inject__.
+ * inject/sidecar.c, inject/names.c, inject/quantity.c); not an interface
+ * for other files, not even inject/stamp.c and inject/manifests.c, which
+ * use transform.h and cleanpath.h. Their internal names carry the
+ * folder's prefix inject__.
  *
  * One struct inject__ctx carries a run: the input's parts (borrowed from
  * the caller's object), the plan being built, the warnings, and the first
@@ -19,6 +21,7 @@
 #include <cjson/cJSON.h>
 
 #include "config/annotations.h"
+#include "inject/cleanpath.h"
 #include "kube/kinds.h"
 #include "inject/transform.h"
 
@@ -128,13 +131,6 @@ int inject__get_id(struct inject__ctx *x, const cJSON *obj, const char *path, co
 /* -EINVAL naming path: "PATH: want T, got U". */
 int inject__type_error(struct inject__ctx *x, const char *path, const char *want, const cJSON *got);
 
-/* The reload-agent.io/ annotations of map (a JSON object, or NULL) as the
- * agent reads them from its downward-API file: string values only (other
- * values are left out: callers check types first), the first of duplicate
- * keys, sorted by key. Keys and values are borrowed from map: free only
- * set->v. Returns 0 or -ENOMEM. */
-int inject__annot_set(const cJSON *map, struct annot_set *set);
-
 /* Appends a warning (printf format, made one line by base/text.h's
  * policy, as every message leaving the transform: warnings, reasons and
  * errors quote names and paths from the input); sets ctx->oom on
@@ -155,17 +151,6 @@ cJSON *inject__new_arr(struct inject__ctx *x);
 /* A JSON Patch operation {"op":op,"path":path,"value":value} appended to
  * ops (value owned; NULL for none). */
 void inject__op(struct inject__ctx *x, cJSON *ops, const char *op, const char *path, cJSON *value);
-
-/* ---- cleanpath.c ---- */
-
-/* path as the container runtime reads it, cleaned like Go's path.Clean:
- * one '/' between elements, no "." element, each ".." with the element
- * before it removed ("/.." is "/"), no trailing '/' ("" is "."). Returns a
- * malloc'd string, or NULL on OOM. */
-char *inject__clean_path(const char *path);
-/* 1 if path is already clean (inject__clean_path returns it unchanged),
- * 0 if not or on OOM. */
-int inject__is_clean_path(const char *path);
 
 /* ---- quantity.c ---- */
 

@@ -350,7 +350,7 @@ static int planner_init(struct inject__ctx *x, struct planner *p, const char *co
     for (size_t i = 0; i < nskip; i++)
         if (inject__names_put(&p->skip, skip[i], i, NULL) < 0) return -ENOMEM;
     for (; p->ntaken < ntaken; p->ntaken++) {
-        char *c = p->taken_clean[p->ntaken] = inject__clean_path(taken[p->ntaken]);
+        char *c = p->taken_clean[p->ntaken] = inject_clean_path(taken[p->ntaken]);
         if (!c || inject__names_put(&p->taken, c, p->ntaken, NULL) < 0) return -ENOMEM;
     }
     x->mirrors = calloc(nvol ? nvol : 1, sizeof *x->mirrors);
@@ -444,7 +444,7 @@ static int plan_volume(struct inject__ctx *x, struct planner *p, const cJSON *vo
         return 0;
     }
     char by[160] = "";
-    char *clean = inject__clean_path(chosen);
+    char *clean = inject_clean_path(chosen);
     if (!clean) return -ENOMEM;
     const char *why = mirror_clash(x, p, clean, by, sizeof by);
     size_t cl = strlen(chosen); /* a trailing '/' changes nothing the agent sees */

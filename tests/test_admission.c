@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "config/config.h"
-#include "inject/jsonpatch.h"
+#include "yamldoc/jsonpatch.h"
 #include "inject/transform.h"
 #include "webhook/admission.h"
 #include "webhook/jsonscan.h"

@@ -1,5 +1,5 @@
 /*
- * test_jsonpatch.c - unit tests for inject/jsonpatch.c: every example of
+ * test_jsonpatch.c - unit tests for yamldoc/jsonpatch.c: every example of
  * RFC 6902 Appendix A (A.1-A.16) as a case, all-or-nothing on failure,
  * RFC 6901 escaping (~0, ~1, and their order), and the error messages
  * (operation index and path).
@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "inject/jsonpatch.h"
+#include "yamldoc/jsonpatch.h"
 
 #include <errno.h>
 #include <stdio.h>

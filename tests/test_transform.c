@@ -23,7 +23,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "inject/jsonpatch.h"
+#include "yamldoc/jsonpatch.h"
 #include "inject/transform.h"
 #include "inject/transform_int.h"
 #include "kube/kinds.h"
@@ -990,7 +990,7 @@ static void test_mount_paths_are_cleaned(void **state)
     }
 }
 
-/* inject__clean_path is Go's path.Clean. */
+/* inject_clean_path is Go's path.Clean. */
 static void test_clean_path(void **state)
 {
     (void)state;
@@ -1011,11 +1011,11 @@ static void test_clean_path(void **state)
         {"/x$(Y)/z", "/x$(Y)/z"},
     };
     for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
-        char *c = inject__clean_path(T[i][0]);
+        char *c = inject_clean_path(T[i][0]);
         assert_non_null(c);
         if (strcmp(c, T[i][1]) != 0) print_error("\"%s\": got \"%s\"\n", T[i][0], c);
         assert_string_equal(c, T[i][1]);
-        assert_int_equal(inject__is_clean_path(T[i][0]), strcmp(T[i][0], T[i][1]) == 0);
+        assert_int_equal(inject_is_clean_path(T[i][0]), strcmp(T[i][0], T[i][1]) == 0);
         free(c);
     }
 }

@@ -1,6 +1,6 @@
 /*
  * test_yamlsplice.c - the YAML text splicer of `reload-agent inject`
- * (inject/yamlsplice.c, over inject/yamltree.c and inject/yamlrender.c):
+ * (yamldoc/splice.c, over yamldoc/tree.c and yamldoc/render.c):
  * each case applies JSON Patch operations to a YAML document and compares
  * the exact output text, on tricky layouts: keys added to nested and root
  * mappings, items appended to indented and unindented ("- name" at the
@@ -11,7 +11,7 @@
  * pointer tokens, inserts, replaces and a remove. The splicer's own check
  * (re-parse, compare with jsonpatch_apply) is exercised by a case it must
  * refuse: appending to an anchored sequence an alias also reads.
- * Also the scalar resolution of inject/yamltree.c (Kubernetes' rules).
+ * Also the scalar resolution of yamldoc/tree.c (Kubernetes' rules).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,10 +24,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "inject/yamljoin.h"
-#include "inject/yamlrender.h"
-#include "inject/yamlsplice.h"
-#include "inject/yamltree.h"
+#include "yamldoc/join.h"
+#include "yamldoc/render.h"
+#include "yamldoc/splice.h"
+#include "yamldoc/tree.h"
 
 /* Splices ops (JSON text) into in; returns the output (malloc'd) or NULL
  * with the error in err. */

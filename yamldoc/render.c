@@ -1,8 +1,8 @@
 /*
- * yamlrender.c - cJSON to block YAML and to indented JSON (see
- * yamlrender.h).
+ * render.c - cJSON to block YAML and to indented JSON (see
+ * render.h).
  */
-#include "inject/yamlrender.h"
+#include "yamldoc/render.h"
 
 #include <math.h>
 #include <stdint.h>

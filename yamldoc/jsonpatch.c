@@ -9,9 +9,10 @@
  * replaces that occurrence. Numbers, strings and the structure are compared
  * by cJSON_Compare for `test` (objects unordered, arrays ordered).
  */
-#include "inject/jsonpatch.h"
+#include "yamldoc/jsonpatch.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,48 @@ char *jsonpointer_escape(const char *s)
     }
     *o = '\0';
     return out;
+}
+
+long jsonpointer_token(const char *path, size_t len, size_t *i, char *tok, size_t cap)
+{
+    size_t n = 0;
+    int fits = cap > 0;
+    while (*i < len && path[*i] != '/') {
+        char ch = path[(*i)++];
+        if (ch == '~' && *i < len && (path[*i] == '0' || path[*i] == '1'))
+            ch = path[(*i)++] == '0' ? '~' : '/';
+        if (n + 1 < cap)
+            tok[n++] = ch;
+        else
+            fits = 0;
+    }
+    if (cap) tok[n] = '\0';
+    return fits ? (long)n : -1;
+}
+
+const cJSON *jsonpointer_get(const cJSON *doc, const char *path, size_t pathlen)
+{
+    char tok[JSONPOINTER_TOKEN_MAX + 1];
+    size_t i = 0;
+    const cJSON *cur = doc;
+    while (cur && i < pathlen) {
+        if (path[i] != '/') return NULL;
+        i++;
+        long len = jsonpointer_token(path, pathlen, &i, tok, sizeof tok);
+        if (len < 0) return NULL;
+        if (cJSON_IsObject(cur)) {
+            cur = cJSON_GetObjectItemCaseSensitive(cur, tok);
+        } else if (cJSON_IsArray(cur)) {
+            char *end;
+            if (len == 0 || (len > 1 && tok[0] == '0') || tok[0] < '0' || tok[0] > '9') return NULL;
+            unsigned long k = strtoul(tok, &end, 10);
+            if (*end || k > INT_MAX) return NULL;
+            cur = cJSON_GetArrayItem(cur, (int)k);
+        } else {
+            return NULL;
+        }
+    }
+    return cur;
 }
 
 /* One parsed JSON Pointer: its reference tokens, unescaped. */

@@ -1,12 +1,12 @@
 /*
- * yamltree.c - libyaml events to node trees with byte offsets (see
- * yamltree.h), and nodes to cJSON with Kubernetes' scalar rules.
+ * tree.c - libyaml events to node trees with byte offsets (see
+ * tree.h), and nodes to cJSON with Kubernetes' scalar rules.
  *
  * libyaml's marks count characters, not bytes; a checkpoint table (the byte
  * offset of every 64th character) turns them into byte offsets. Pure ASCII
  * input (the common case) maps one to one.
  */
-#include "inject/yamltree.h"
+#include "yamldoc/tree.h"
 
 #include <errno.h>
 #include <math.h>
