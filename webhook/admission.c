@@ -386,12 +386,14 @@ static int too_many_values(long nv, const char *uid, struct admission_response *
     return failed_answer(uid, why, info, out);
 }
 
-int admission_review_release(const char *body, size_t len, const char *content_type,
-                             const struct inject_opts *opts, void (*release)(void *), void *ud,
-                             struct admission_response *out, struct admission_info *info)
+/* Parses the body into *root after the Content-Type and size checks; the
+ * caller's copy is released as soon as the tree holds what the rest needs
+ * (one copy, not two). Returns 1, or what the answer given instead
+ * returned (0, or -ENOMEM). */
+static int parse_body(const char *body, size_t len, const char *content_type,
+                      void (*release)(void *), void *ud, cJSON **root,
+                      struct admission_response *out, struct admission_info *info)
 {
-    memset(out, 0, sizeof *out);
-    memset(info, 0, sizeof *info);
     if (!admission_is_json_type(content_type)) {
         char ct[80];
         shown(ct, sizeof ct, content_type);
@@ -410,69 +412,76 @@ int admission_review_release(const char *body, size_t len, const char *content_t
         return too_many_values(nv, scan_uid, out, info);
     }
     const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
-    if (!root) {
-        size_t at = end && end >= body && end <= body + len ? (size_t)(end - body) : 0;
-        if (release) release(ud);
-        return text_answer(out, info, 400, "malformed JSON at byte %zu of %zu", at, len);
-    }
-    size_t at = (size_t)(end - body);
-    while (at < len &&
+    *root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
+    size_t at = end && end >= body && end <= body + len ? (size_t)(end - body) : 0;
+    while (*root && at < len &&
            (body[at] == ' ' || body[at] == '\t' || body[at] == '\r' || body[at] == '\n'))
         at++;
-    if (release) release(ud); /* the tree holds what the rest needs: one copy, not two */
-    int rc;
-    if (at < len) {
-        rc = text_answer(out, info, 400, "malformed JSON: trailing data at byte %zu of %zu", at,
-                         len);
-        goto done;
-    }
-    if (!cJSON_IsObject(root)) {
-        rc = text_answer(out, info, 400,
-                         "the body is not a JSON object: expected an AdmissionReview");
-        goto done;
-    }
+    if (release) release(ud);
+    if (!*root) return text_answer(out, info, 400, "malformed JSON at byte %zu of %zu", at, len);
+    if (at < len)
+        return text_answer(out, info, 400, "malformed JSON: trailing data at byte %zu of %zu", at,
+                           len);
+    return 1;
+}
+
+/* The AdmissionReview envelope: apiVersion, kind, a request with a uid.
+ * Returns 1 with *req set, or what the 400 answer returned. */
+static int check_envelope(const cJSON *root, const cJSON **req, struct admission_response *out,
+                          struct admission_info *info)
+{
+    if (!cJSON_IsObject(root))
+        return text_answer(out, info, 400,
+                           "the body is not a JSON object: expected an AdmissionReview");
     const char *av = str_of(root, "apiVersion"), *kind = str_of(root, "kind");
+    char v[80];
     if (!av || strcmp(av, ADMISSION_API_VERSION) != 0) {
-        char v[80];
         shown(v, sizeof v, av);
-        rc = av ? text_answer(out, info, 400,
-                              "apiVersion \"%s\" is not supported: only " ADMISSION_API_VERSION, v)
-                : text_answer(out, info, 400,
-                              "apiVersion is missing: expected " ADMISSION_API_VERSION);
-        goto done;
+        return av ? text_answer(out, info, 400,
+                                "apiVersion \"%s\" is not supported: only " ADMISSION_API_VERSION,
+                                v)
+                  : text_answer(out, info, 400,
+                                "apiVersion is missing: expected " ADMISSION_API_VERSION);
     }
     if (!kind || strcmp(kind, "AdmissionReview") != 0) {
-        char v[80];
         shown(v, sizeof v, kind);
-        rc = kind ? text_answer(out, info, 400, "kind \"%s\": expected AdmissionReview", v)
-                  : text_answer(out, info, 400, "kind is missing: expected AdmissionReview");
-        goto done;
+        return kind ? text_answer(out, info, 400, "kind \"%s\": expected AdmissionReview", v)
+                    : text_answer(out, info, 400, "kind is missing: expected AdmissionReview");
     }
-    cJSON *req = cJSON_GetObjectItemCaseSensitive(root, "request");
-    if (!cJSON_IsObject(req)) {
-        rc = text_answer(out, info, 400, "request is missing or not an object");
-        goto done;
+    *req = cJSON_GetObjectItemCaseSensitive(root, "request");
+    if (!cJSON_IsObject(*req))
+        return text_answer(out, info, 400, "request is missing or not an object");
+    const char *uid = str_of(*req, "uid");
+    if (!uid || !*uid) return text_answer(out, info, 400, "request.uid is missing or empty");
+    return 1;
+}
+
+int admission_review_release(const char *body, size_t len, const char *content_type,
+                             const struct inject_opts *opts, void (*release)(void *), void *ud,
+                             struct admission_response *out, struct admission_info *info)
+{
+    cJSON *root = NULL;
+    const cJSON *req = NULL;
+    memset(out, 0, sizeof *out);
+    memset(info, 0, sizeof *info);
+    int rc = parse_body(body, len, content_type, release, ud, &root, out, info);
+    if (rc > 0) rc = check_envelope(root, &req, out, info);
+    if (rc > 0) {
+        const char *uid = str_of(req, "uid");
+        copy_cut(info->uid, sizeof info->uid, uid);
+        copy_cut(info->namespace_, sizeof info->namespace_, str_of(req, "namespace"));
+        copy_cut(info->operation, sizeof info->operation, str_of(req, "operation"));
+        info->dry_run = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "dryRun"));
+        if (is_pod_create(req, info)) {
+            rc = mutate(uid, cJSON_GetObjectItemCaseSensitive(req, "object"), opts, info, out);
+        } else {
+            struct warnings w = {.n = 0};
+            info->result = ADMISSION_IGNORED;
+            rc = review_answer(uid, NULL, &w, info, out);
+            if (rc < 0) rc = failed_answer(uid, "out of memory", info, out);
+        }
     }
-    const char *uid = str_of(req, "uid");
-    if (!uid || !*uid) {
-        rc = text_answer(out, info, 400, "request.uid is missing or empty");
-        goto done;
-    }
-    copy_cut(info->uid, sizeof info->uid, uid);
-    copy_cut(info->namespace_, sizeof info->namespace_, str_of(req, "namespace"));
-    copy_cut(info->operation, sizeof info->operation, str_of(req, "operation"));
-    info->dry_run = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "dryRun"));
-    if (!is_pod_create(req, info)) {
-        info->result = ADMISSION_IGNORED;
-        struct warnings w = {.n = 0};
-        rc = review_answer(uid, NULL, &w, info, out);
-        if (rc < 0) rc = failed_answer(uid, "out of memory", info, out);
-        goto done;
-    }
-    rc = mutate(uid, cJSON_GetObjectItemCaseSensitive(req, "object"), opts, info, out);
-done:
-    if (rc < 0) {
+    if (rc < 0 && root) {
         info->result = ADMISSION_ERROR;
         info->status = 500;
         snprintf(info->reason, sizeof info->reason, "out of memory");

@@ -204,6 +204,36 @@ static int insert_item(const struct state *s, const struct yamltree_node *q, siz
     return 0;
 }
 
+/* Plans the edit of an operation whose last token is item idx of the
+ * sequence seq (at path[0..here) of the operation's path, an add or a
+ * replace): an add appends
+ * or inserts the value, a replace replaces the item; an insert the layout
+ * does not allow re-renders the whole sequence from after. */
+static int plan_item(const struct state *s, struct yamltree_node *seq, size_t idx, const cJSON *op,
+                     const char *path, size_t here, const cJSON *after, struct edit *ed, char *err,
+                     size_t errlen)
+{
+    const cJSON *jop = cJSON_GetObjectItemCaseSensitive(op, "op");
+    int is_add = cJSON_IsString(jop) && strcmp(jop->valuestring, "add") == 0;
+    const cJSON *nv = cJSON_GetObjectItemCaseSensitive(op, "value");
+    if (!nv) return ra_errf(err, errlen, -EINVAL, "operation %s has no value", path);
+    if (is_add && seq->flow && idx <= seq->n) {
+        flow_add(s, seq, NULL, idx, nv, ed);
+        return 0;
+    }
+    if (is_add && idx == seq->n) {
+        append_item(s, seq, nv, ed);
+        return 0;
+    }
+    if (idx >= seq->n)
+        return ra_errf(err, errlen, -EINVAL, "internal error: index out of range in %s", path);
+    if (is_add && insert_item(s, seq, idx, nv, ed) == 0) return 0;
+    if (!is_add) return replace_node(s, seq->kids[idx], nv, ed, err, errlen);
+    const cJSON *sv = jsonpointer_get(after, path, here);
+    if (!sv) return ra_errf(err, errlen, -EINVAL, "internal error: %s", path);
+    return replace_node(s, seq, sv, ed, err, errlen);
+}
+
 /* Plans the edit for one operation on state s, given the patched document
  * after it. */
 static int plan(const struct state *s, const cJSON *op, const cJSON *after, struct edit *ed,
@@ -263,27 +293,7 @@ static int plan(const struct state *s, const cJSON *op, const cJSON *after, stru
             if (*end || len == 0)
                 return ra_errf(err, errlen, -EINVAL, "internal error: bad index in %s", path);
         }
-        if (last) {
-            const cJSON *nv = cJSON_GetObjectItemCaseSensitive(op, "value");
-            if (!nv) return ra_errf(err, errlen, -EINVAL, "operation %s has no value", path);
-            if (is_add && cur->flow && idx <= cur->n) {
-                flow_add(s, cur, NULL, idx, nv, ed);
-                return 0;
-            }
-            if (is_add && idx == cur->n) {
-                append_item(s, cur, nv, ed);
-                return 0;
-            }
-            if (idx >= cur->n)
-                return ra_errf(err, errlen, -EINVAL, "internal error: index out of range in %s",
-                               path);
-            if (is_add && insert_item(s, cur, idx, nv, ed) == 0) return 0;
-            if (!is_add) return replace_node(s, cur->kids[idx], nv, ed, err, errlen);
-            /* an insert the layout does not allow: the whole sequence */
-            const cJSON *sv = jsonpointer_get(after, path, here);
-            if (!sv) return ra_errf(err, errlen, -EINVAL, "internal error: %s", path);
-            return replace_node(s, cur, sv, ed, err, errlen);
-        }
+        if (last) return plan_item(s, cur, idx, op, path, here, after, ed, err, errlen);
         if (idx >= cur->n)
             return ra_errf(err, errlen, -EINVAL, "internal error: index out of range in %s", path);
         cur = cur->kids[idx];
