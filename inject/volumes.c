@@ -462,10 +462,13 @@ static int plan_volume(struct inject__ctx *x, struct planner *p, const cJSON *vo
     } else {
         mir->mount_path = clean;
     }
-    if (x->oom || !mir->mount_path) return -ENOMEM;
-    if (inject__names_put(&p->paths, mir->mount_path, x->nmirrors, NULL) < 0 ||
-        inject__names_put(&p->skip, vname, 0, NULL) < 0)
+    if (x->oom || !mir->mount_path ||
+        inject__names_put(&p->paths, mir->mount_path, x->nmirrors, NULL) < 0 ||
+        inject__names_put(&p->skip, vname, 0, NULL) < 0) {
+        free(mir->mount_path); /* not counted in x->nmirrors: inject__plan_free skips it */
+        mir->mount_path = NULL;
         return -ENOMEM;
+    }
     x->nmirrors++;
     return warn_unreadable(x, vol, vname, idx);
 }
