@@ -85,9 +85,18 @@ $(CJSON_DIR)/stamp: scripts/build-cjson.sh scripts/debsrc.sh
 	sh scripts/build-cjson.sh $(CJSON_DIR)
 static-deps: $(DEPS_STAMPS)
 
+# The out-of-memory sweeps (tests/oomwrap.h) count and fail libc's
+# allocations, not only cJSON's: their binaries are linked with the
+# allocators wrapped, and the config parser's entry points (which abort on
+# OOM by policy, docs/errors.md) wrapped to pause the counter.
+OOM_WRAP  := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup,--wrap=vasprintf \
+             -Wl,--wrap=cfg_parse_args,--wrap=cfg_layer_from_annotations,--wrap=cfg_build
+OOM_TESTS := test_transform test_admission
+$(OOM_TESTS:%=$(BUILD)/tests/%): TEST_LDFLAGS := $(OOM_WRAP)
+
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libreload.a $(wildcard tests/*.h) $(DEPS_STAMPS)
 	@mkdir -p $(dir $@)
-	$(CC) $(RA_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libreload.a $(LDLIBS) $(CMOCKA_LIBS)
+	$(CC) $(RA_CFLAGS) $(CFLAGS) $(LDFLAGS) $(TEST_LDFLAGS) -o $@ $< $(BUILD)/libreload.a $(LDLIBS) $(CMOCKA_LIBS)
 
 $(BUILD)/tools/%: tests/tools/%.c $(BUILD)/libreload.a $(DEPS_STAMPS)
 	@mkdir -p $(dir $@)

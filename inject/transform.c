@@ -515,14 +515,16 @@ static void sidecar_uid(struct inject__ctx *x, struct inject__sidecar *s, const 
     }
 }
 
-/* The app container's service-account token mount, or NULL. */
-static const cJSON *token_mount(const struct inject__app *app)
+/* The app container's service-account token mount, or NULL (x->oom set
+ * when a path could not be cleaned). */
+static const cJSON *token_mount(struct inject__ctx *x, const struct inject__app *app)
 {
     const cJSON *m, *mounts = cJSON_GetObjectItemCaseSensitive(app->c, "volumeMounts");
     cJSON_ArrayForEach(m, (cJSON_IsArray(mounts) ? mounts : NULL))
     {
         const cJSON *p = cJSON_GetObjectItemCaseSensitive(m, "mountPath");
         char *c = cJSON_IsString(p) ? inject_clean_path(p->valuestring) : NULL;
+        if (cJSON_IsString(p) && !c) x->oom = 1;
         int hit = c && strcmp(c, INJECT__TOKEN_PATH) == 0;
         free(c);
         if (hit) return m;
@@ -675,7 +677,7 @@ static int plan_token(struct inject__ctx *x, const struct inject__app *app, int 
     if (inject__get_bool(x, x->spec, sp, "automountServiceAccountToken", &automount) < 0)
         return -EINVAL;
     int plugin = !x->opts->admission && automount != 0; /* mounts one at creation */
-    if (need_api && !plugin) s->token_mount = token_mount(app);
+    if (need_api && !plugin) s->token_mount = token_mount(x, app);
     if (x->opts->admission) s->events_off = !s->token_mount;
     if (!need_api || plugin || s->token_mount) return 0;
     const char *why = x->opts->admission ? "" : " (automountServiceAccountToken is false)";

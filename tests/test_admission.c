@@ -26,6 +26,8 @@
 #include "webhook/admission.h"
 #include "webhook/jsonscan.h"
 
+#include "oomwrap.h"
+
 /* ---- building reviews ---- */
 
 static const char *POD_OPTED_IN =
@@ -693,46 +695,30 @@ static void test_warning_limits(void **state)
     free(body);
 }
 
-/* ---- out of memory: cJSON's allocator fails ---- */
+/* ---- out of memory: every allocation may fail (tests/oomwrap.h) ---- */
 
-static long fail_at = -1; /* the allocation (counted from 0) that fails; -1: none */
-static int fail_rest;     /* 1: every allocation from fail_at on fails too */
-static long alloc_count;
-static int alloc_failed;
-
-static void *failing_malloc(size_t n)
-{
-    long i = alloc_count++;
-    if (fail_at >= 0 && (i == fail_at || (fail_rest && i > fail_at))) {
-        alloc_failed = 1;
-        return NULL;
-    }
-    return malloc(n);
-}
-
-/* Runs the review of pod with the n-th cJSON allocation failing (and, with
- * rest, every later one), for n = 0, 1, ... until a run needs no more than
- * n allocations. Every answer must be allowed (or a 400 when the request
- * could not even be parsed, or -ENOMEM with nothing to send: the server's
- * 500), never a denial. Returns how many runs fell back to "injection
- * failed" answers. */
+/* Runs the review of pod with the n-th allocation failing (and, with
+ * rest, every later one), for n = 0, 1, ... until a run needs no more
+ * than n allocations: libc's (the answer's own buffers, base64, the
+ * transform's) and cJSON's alike. Every answer must be allowed (or a 400
+ * when the request could not even be parsed, or -ENOMEM with nothing to
+ * send: the server's 500), never a denial. Returns how many runs fell
+ * back to "injection failed" answers. */
 static int oom_run(const char *pod, int seam, int rest)
 {
     char *body = pod_review("oom-uid", pod);
-    cJSON_Hooks hooks = {failing_malloc, free};
     int full = 0, fallback = 0;
     for (long n = 0; n < 100000 && !full; n++) {
         admission__test_inject = seam ? fake_inject : NULL;
-        fail_at = n;
-        fail_rest = rest;
-        alloc_count = 0;
-        alloc_failed = 0;
-        cJSON_InitHooks(&hooks);
+        if (rest)
+            oom_fail_from(n);
+        else
+            oom_fail_once(n);
         struct admission_response r;
         struct admission_info info;
         int rc = admission_review(body, strlen(body), "application/json", NULL, &r, &info);
-        fail_at = -1;
-        cJSON_InitHooks(NULL);
+        int alloc_failed = oom_failed();
+        oom_off();
         admission__test_inject = NULL;
         if (rc == -ENOMEM) {
             assert_true(alloc_failed);

@@ -27,6 +27,7 @@
 #include "inject/transform.h"
 #include "inject/transform_int.h"
 #include "kube/kinds.h"
+#include "oomwrap.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -741,58 +742,52 @@ static void test_messages_are_one_line(void **state)
                              "number");
 }
 
-/* cJSON allocations fail after a budget: every budget gives 0 or -ENOMEM
- * (with a message and nothing owned), never a crash; under ASan, no leak.
- * (The transform's own mallocs and the config parser's are not counted:
- * cJSON's hooks see only cJSON's.) */
-static long alloc_budget = -1;
-static void *budget_malloc(size_t n)
-{
-    if (alloc_budget == 0) return NULL;
-    if (alloc_budget > 0) alloc_budget--;
-    return malloc(n);
-}
-
+/* Out of memory (tests/oomwrap.h: libc's allocators wrapped, cJSON's and
+ * the transform's own alike), on every golden case: with every allocation
+ * from the n-th on failing, for n = 0, 1, ... until a run needs fewer
+ * than n, each run that met a failure returns -ENOMEM with "out of
+ * memory" and owns nothing, and the last one gives what the case gives
+ * without a limit (outcome and operations); under ASan (make asan)
+ * nothing leaks. */
 static void test_out_of_memory(void **state)
 {
     (void)state;
-    static const char *const FILES[] = {"deployment", "env-sources", "reinvocation",
-                                        "replicaset-all"};
-    for (size_t f = 0; f < sizeof FILES / sizeof FILES[0]; f++) {
-        char path[512];
-        snprintf(path, sizeof path, "%s/%s.in.json", golden_dir(), FILES[f]);
+    for (size_t k = 0; k < sizeof CASES / sizeof CASES[0]; k++) {
+        const struct gcase *c = &CASES[k];
+        char path[512], err[256];
+        snprintf(path, sizeof path, "%s/%s.in.json", golden_dir(), c->name);
         char *text = read_text(path);
         assert_non_null(text);
         cJSON *in = cJSON_Parse(text);
         free(text);
         assert_non_null(in);
-        struct inject_opts opts = {.admission = strcmp(FILES[f], "reinvocation") == 0,
-                                   .all = strcmp(FILES[f], "replicaset-all") == 0};
-        cJSON_Hooks hooks = {budget_malloc, free};
-        int ok = 0, failed = 0;
-        for (long budget = 0; budget < 5000 && !ok; budget++) {
-            struct inject_result r;
-            char err[256] = "";
-            cJSON_InitHooks(&hooks);
-            alloc_budget = budget;
+        struct inject_opts opts = {.admission = c->admission, .all = c->all, .image = c->image};
+        struct inject_result want, r;
+        assert_int_equal(inject_object(in, &opts, &want, err, sizeof err), 0);
+        long n = 0;
+        for (;; n++) {
+            oom_fail_from(n);
             int rc = inject_object(in, &opts, &r, err, sizeof err);
-            alloc_budget = -1;
-            cJSON_InitHooks(NULL);
-            if (rc == 0) {
-                if (r.outcome != INJECT_INJECTED)
-                    print_error("%s, budget %ld: %s\n", FILES[f], budget, r.reason);
-                assert_int_equal(r.outcome, INJECT_INJECTED);
-                ok = 1;
-            } else {
-                assert_int_equal(rc, -ENOMEM);
-                assert_string_equal(err, "out of memory");
-                assert_null(r.ops);
-                failed++;
+            int failed = oom_failed();
+            oom_off();
+            if (!failed) { /* the whole run fitted in n allocations */
+                assert_int_equal(rc, 0);
+                assert_int_equal(r.outcome, want.outcome);
+                assert_true(cJSON_Compare(r.ops, want.ops, 1));
+                inject_result_free(&r);
+                break;
             }
+            if (rc != -ENOMEM)
+                fail_msg("%s, allocation %ld and later failing: rc %d (outcome %d, %s)", c->name, n,
+                         rc, r.outcome, r.reason);
+            assert_string_equal(err, "out of memory");
+            assert_null(r.ops);
+            assert_null(r.warnings);
             inject_result_free(&r);
         }
-        assert_true(ok);
-        assert_true(failed > 10);
+        if (want.outcome == INJECT_INJECTED && n < 50)
+            fail_msg("%s: only %ld allocations", c->name, n);
+        inject_result_free(&want);
         cJSON_Delete(in);
     }
 }

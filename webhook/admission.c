@@ -481,7 +481,7 @@ int admission_review_release(const char *body, size_t len, const char *content_t
             if (rc < 0) rc = failed_answer(uid, "out of memory", info, out);
         }
     }
-    if (rc < 0 && root) {
+    if (rc < 0) { /* not even a 400 could be built: the caller answers 500 */
         info->result = ADMISSION_ERROR;
         info->status = 500;
         snprintf(info->reason, sizeof info->reason, "out of memory");
