@@ -460,7 +460,7 @@ int val_annotation_key(const char *s, char *err, size_t errlen)
     n = strlen(name);
     if (!why && n == 0)
         why = "the name after '/' is empty";
-    else if (!why && n > 63)
+    else if (!why && n > K8S_QUALIFIED_NAME_MAX)
         why = "its name part is longer than 63 characters";
     for (k = 0; !why && k < n; k++)
         if (!(is_alnum(name[k]) ||

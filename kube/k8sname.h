@@ -16,6 +16,10 @@
 #define K8S_DNS1123_LABEL_MAX 63      /* DNS1123LabelMaxLength */
 #define K8S_DNS1123_SUBDOMAIN_MAX 253 /* DNS1123SubdomainMaxLength */
 #define K8S_DNS1035_LABEL_MAX 63      /* DNS1035LabelMaxLength */
+/* qualifiedNameMaxLength: the name part of a qualified name ([prefix/]name:
+ * annotation and label keys), which config/value.c checks with its own
+ * messages. */
+#define K8S_QUALIFIED_NAME_MAX 63
 
 /* IsDNS1123Label: [a-z0-9]([-a-z0-9]*[a-z0-9])?, at most 63 bytes. A
  * namespace, a volume name, a container name. */
