@@ -13,14 +13,14 @@
 
 #include "base/text.h"
 
-static const char *str_at(const cJSON *obj, const char *key)
+const char *owner__str_at(const cJSON *obj, const char *key)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
 
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
-static const cJSON *obj_at(const cJSON *obj, const char *key)
+const cJSON *owner__obj_at(const cJSON *obj, const char *key)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
 
@@ -44,14 +44,16 @@ static const char *paused(const cJSON *obj, char *buf, size_t len, int *blocks)
     (void)buf;
     (void)len;
     *blocks = 0;
-    if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(obj_at(obj, "spec"), "paused"))) return NULL;
+    if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(owner__obj_at(obj, "spec"), "paused")))
+        return NULL;
     return "spec.paused is true: a template patch will not roll pods until "
            "`kubectl rollout resume`";
 }
 
 static const char *on_delete(const cJSON *obj, char *buf, size_t len, int *blocks)
 {
-    const char *type = str_at(obj_at(obj_at(obj, "spec"), "updateStrategy"), "type");
+    const char *type =
+        owner__str_at(owner__obj_at(owner__obj_at(obj, "spec"), "updateStrategy"), "type");
 
     (void)buf;
     (void)len;
@@ -63,12 +65,12 @@ static const char *on_delete(const cJSON *obj, char *buf, size_t len, int *block
 
 static const char *rollout_not_rolling(const cJSON *obj, char *buf, size_t len, int *blocks)
 {
-    const cJSON *ref = obj_at(obj_at(obj, "spec"), "workloadRef");
+    const cJSON *ref = owner__obj_at(owner__obj_at(obj, "spec"), "workloadRef");
     const char *name = NULL;
     int r = owner_workload_ref(obj, &name);
 
     if (r == 0) {
-        if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(obj_at(obj, "spec"), "paused")))
+        if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(owner__obj_at(obj, "spec"), "paused")))
             return NULL;
         *blocks = 0;
         return "spec.paused is true: the Rollout will not progress until it is resumed "
@@ -91,9 +93,9 @@ static const char *rollout_not_rolling(const cJSON *obj, char *buf, size_t len, 
              "spec.workloadRef names %.63s %.253s (%.100s), not an apps/v1 Deployment: "
              "reload-agent patches only a referenced Deployment's pod template; use "
              "--action restart or signal",
-             str_at(ref, "kind") ? str_at(ref, "kind") : "(no kind)",
-             str_at(ref, "name") ? str_at(ref, "name") : "(no name)",
-             str_at(ref, "apiVersion") ? str_at(ref, "apiVersion") : "no apiVersion");
+             owner__str_at(ref, "kind") ? owner__str_at(ref, "kind") : "(no kind)",
+             owner__str_at(ref, "name") ? owner__str_at(ref, "name") : "(no name)",
+             owner__str_at(ref, "apiVersion") ? owner__str_at(ref, "apiVersion") : "no apiVersion");
     ra_one_line(buf, len, raw);
     return buf;
 }
@@ -220,18 +222,18 @@ const char *owner_not_rolling(const struct owner_kind *k, const cJSON *obj, char
 
 int owner_workload_ref(const cJSON *obj, const char **name)
 {
-    const cJSON *spec = obj_at(obj, "spec");
+    const cJSON *spec = owner__obj_at(obj, "spec");
     const cJSON *ref = cJSON_GetObjectItemCaseSensitive(spec, "workloadRef");
     const char *kind, *av;
 
     *name = NULL;
     if (!ref || cJSON_IsNull(ref)) return 0;
-    kind = str_at(ref, "kind");
-    av = str_at(ref, "apiVersion");
+    kind = owner__str_at(ref, "kind");
+    av = owner__str_at(ref, "apiVersion");
     if (!cJSON_IsObject(ref) || !kind || !av || strcmp(kind, "Deployment") != 0 ||
         strcmp(av, "apps/v1") != 0)
         return -1;
-    *name = str_at(ref, "name");
+    *name = owner__str_at(ref, "name");
     return 1;
 }
 

@@ -83,4 +83,11 @@ int owner_workload_ref(const struct cJSON *obj, const char **name);
  * fit, always terminated). */
 void owner_kind_rollable_list(char *out, size_t n);
 
+/* ---- internal: for the files of kube/ ---- */
+
+/* The string (or object) member key of obj, or NULL when absent or of
+ * another type; borrowed from obj. */
+const char *owner__str_at(const struct cJSON *obj, const char *key);
+const struct cJSON *owner__obj_at(const struct cJSON *obj, const char *key);
+
 #endif

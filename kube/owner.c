@@ -29,20 +29,6 @@
 
 static char *xstrdup(const char *s) { return ra_strdup(s ? s : ""); }
 
-static const char *str_at(const cJSON *obj, const char *key)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-
-    return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
-static const cJSON *obj_at(const cJSON *obj, const char *key)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-
-    return cJSON_IsObject(v) ? v : NULL;
-}
-
 static const cJSON *arr_at(const cJSON *obj, const char *key)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
@@ -97,15 +83,15 @@ static int next(struct owner__chain *c, const struct owner_kind *ki, const char 
  * there is none, -1 if it is malformed. */
 static int controller_ref(const cJSON *obj, struct ref *ref)
 {
-    const cJSON *refs = arr_at(obj_at(obj, "metadata"), "ownerReferences"), *it;
+    const cJSON *refs = arr_at(owner__obj_at(obj, "metadata"), "ownerReferences"), *it;
 
     cJSON_ArrayForEach(it, refs)
     {
         if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(it, "controller"))) continue;
-        ref->kind = str_at(it, "kind");
-        ref->api_version = str_at(it, "apiVersion");
-        ref->name = str_at(it, "name");
-        ref->uid = str_at(it, "uid");
+        ref->kind = owner__str_at(it, "kind");
+        ref->api_version = owner__str_at(it, "apiVersion");
+        ref->name = owner__str_at(it, "name");
+        ref->uid = owner__str_at(it, "uid");
         if (!ref->kind || !ref->api_version || !ref->name) return -1;
         ref->ki = owner_kind_find(ref->kind, ref->api_version);
         return 1;
@@ -115,7 +101,7 @@ static int controller_ref(const cJSON *obj, struct ref *ref)
 
 static void collect_annotations(struct owner_pod *p, const cJSON *meta)
 {
-    const cJSON *ann = obj_at(meta, "annotations"), *it;
+    const cJSON *ann = owner__obj_at(meta, "annotations"), *it;
     size_t n = 0;
 
     cJSON_ArrayForEach(it, ann) if (cJSON_IsString(it)) n++;
@@ -140,11 +126,11 @@ static int is_updating_volume(const cJSON *volumes, const char *name)
 
     cJSON_ArrayForEach(v, volumes)
     {
-        const char *vn = str_at(v, "name");
+        const char *vn = owner__str_at(v, "name");
 
         if (!vn || strcmp(vn, name) != 0) continue;
         for (i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
-            if (obj_at(v, kinds[i])) return 1;
+            if (owner__obj_at(v, kinds[i])) return 1;
         return 0;
     }
     return 0;
@@ -166,8 +152,9 @@ static void collect_subpaths(struct owner_pod *p, const cJSON *spec)
 
             cJSON_ArrayForEach(m, mounts)
             {
-                const char *sp = str_at(m, "subPath"), *spe = str_at(m, "subPathExpr");
-                const char *vol = str_at(m, "name"), *mp = str_at(m, "mountPath");
+                const char *sp = owner__str_at(m, "subPath"),
+                           *spe = owner__str_at(m, "subPathExpr");
+                const char *vol = owner__str_at(m, "name"), *mp = owner__str_at(m, "mountPath");
                 struct owner_mount *grown;
 
                 if (!((sp && sp[0]) || (spe && spe[0])) || !vol || !mp) continue;
@@ -176,7 +163,7 @@ static void collect_subpaths(struct owner_pod *p, const cJSON *spec)
                                 (p->nsubpath_mounts + 1) * sizeof *p->subpath_mounts);
                 if (!grown) ra_oom();
                 p->subpath_mounts = grown;
-                grown[p->nsubpath_mounts].container = xstrdup(str_at(c, "name"));
+                grown[p->nsubpath_mounts].container = xstrdup(owner__str_at(c, "name"));
                 grown[p->nsubpath_mounts].volume = xstrdup(vol);
                 grown[p->nsubpath_mounts].mount_path = xstrdup(mp);
                 p->nsubpath_mounts++;
@@ -198,16 +185,16 @@ static int unsupported(struct owner__chain *c, const struct ref *ref)
 
 static int on_pod(struct owner__chain *c, const cJSON *pod)
 {
-    const cJSON *meta = obj_at(pod, "metadata");
+    const cJSON *meta = owner__obj_at(pod, "metadata");
     struct owner_pod *p = &c->o->pod;
     struct ref ref;
     int has;
 
-    p->name = xstrdup(str_at(meta, "name"));
-    p->namespace_ = xstrdup(str_at(meta, "namespace"));
-    p->uid = xstrdup(str_at(meta, "uid"));
+    p->name = xstrdup(owner__str_at(meta, "name"));
+    p->namespace_ = xstrdup(owner__str_at(meta, "namespace"));
+    p->uid = xstrdup(owner__str_at(meta, "uid"));
     collect_annotations(p, meta);
-    collect_subpaths(p, obj_at(pod, "spec"));
+    collect_subpaths(p, owner__obj_at(pod, "spec"));
     c->o->have_pod = 1;
     has = controller_ref(pod, &ref);
     if (has < 0)
@@ -257,11 +244,11 @@ static int on_not_rollable(struct owner__chain *c, const cJSON *obj)
 static void set_via(struct owner_info *o, const struct owner_kind *ki, const char *name,
                     const cJSON *w)
 {
-    const char *av = str_at(w, "apiVersion");
+    const char *av = owner__str_at(w, "apiVersion");
 
     o->via_kind = ki->kind;
     o->via_name = xstrdup(name);
-    o->via_uid = xstrdup(str_at(obj_at(w, "metadata"), "uid"));
+    o->via_uid = xstrdup(owner__str_at(owner__obj_at(w, "metadata"), "uid"));
     o->via_api_version = av && av[0] ? xstrdup(av) : ra_asprintf("%s/%s", ki->group, ki->version);
 }
 
@@ -269,7 +256,7 @@ static int on_workload(struct owner__chain *c, const char *ns, const cJSON *w)
 {
     const struct owner_kind *ki = c->fetching;
     struct owner_info *o = c->o;
-    const char *av = str_at(w, "apiVersion"), *ref_name;
+    const char *av = owner__str_at(w, "apiVersion"), *ref_name;
     int ref = ki->workload_ref && !c->via_ref ? owner_workload_ref(w, &ref_name) : 0;
 
     if (ref != 0) { /* a Rollout whose template lives in spec.workloadRef */
@@ -291,7 +278,7 @@ static int on_workload(struct owner__chain *c, const char *ns, const cJSON *w)
     o->patch_type = ki->patch_type;
     o->name = xstrdup(c->name);
     o->namespace_ = xstrdup(ns);
-    o->uid = xstrdup(str_at(obj_at(w, "metadata"), "uid"));
+    o->uid = xstrdup(owner__str_at(owner__obj_at(w, "metadata"), "uid"));
     o->api_version = av && av[0] ? xstrdup(av) : ra_asprintf("%s/%s", ki->group, ki->version);
     o->path = owner__chain_path(c, ns);
     o->status = OWNER_OK;
@@ -339,7 +326,7 @@ int owner__step(struct owner__chain *c, const char *ns, long status, const char 
         return fail(c, unreadable, "cannot get %s %s: the reply is not a JSON object", what,
                     c->name);
     }
-    uid = str_at(obj_at(j, "metadata"), "uid");
+    uid = owner__str_at(owner__obj_at(j, "metadata"), "uid");
     if (c->expect_uid && (!uid || strcmp(uid, c->expect_uid) != 0))
         r = fail(c, OWNER_API_ERROR, "%s %s has uid %s, but %s references uid %s (recreated?)",
                  what, c->name, uid ? uid : "(none)", c->child, c->expect_uid);
