@@ -186,25 +186,12 @@ static int stamp(struct run *r, struct file *f, size_t di, const cJSON *obj,
         cJSON_GetObjectItemCaseSensitive(tmpl, "metadata"), "annotations");
     const cJSON *cur = cJSON_GetObjectItemCaseSensitive(ann, key);
     if (cJSON_IsString(cur) && strcmp(cur->valuestring, hex) == 0) goto out; /* current */
-    char *esc = jsonpointer_escape(key), *path = NULL;
-    if (esc && asprintf(&path, "%s/metadata/annotations%s%s", res->prefix,
-                        cJSON_IsObject(ann) ? "/" : "", cJSON_IsObject(ann) ? esc : "") < 0)
-        path = NULL;
-    cJSON *op = cJSON_CreateObject(), *val = NULL;
-    if (cJSON_IsObject(ann))
-        val = cJSON_CreateString(hex);
-    else if ((val = cJSON_CreateObject()))
-        cJSON_AddStringToObject(val, key, hex);
-    if (!esc || !path || !op || !val || !cJSON_AddStringToObject(op, "op", "add") ||
-        !cJSON_AddStringToObject(op, "path", path) || !cJSON_AddItemToObject(op, "value", val)) {
-        cJSON_Delete(val);
-        cJSON_Delete(op);
+    cJSON *op = inject_annotation_op(cJSON_GetObjectItemCaseSensitive(tmpl, "metadata"),
+                                     res->prefix, key, hex);
+    if (!op)
         rc = -ENOMEM;
-    } else {
+    else
         cJSON_AddItemToArray(res->ops, op);
-    }
-    free(esc);
-    free(path);
 out:
     cJSON_Delete(copy);
     return rc;

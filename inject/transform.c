@@ -560,35 +560,50 @@ static char *status_json(struct inject__ctx *x)
     return s;
 }
 
-/* The op that sets annotation key to value (the whole map, or metadata,
- * when missing). */
+cJSON *inject_annotation_op(const cJSON *meta, const char *prefix, const char *key,
+                            const char *value)
+{
+    const cJSON *annots = cJSON_GetObjectItemCaseSensitive(meta, "annotations");
+    char *esc = NULL, *path = NULL;
+    cJSON *op = cJSON_CreateObject(), *v;
+    if (cJSON_IsObject(annots)) { /* the one member */
+        v = cJSON_CreateString(value);
+        if ((esc = jsonpointer_escape(key)) &&
+            asprintf(&path, "%s/metadata/annotations/%s", prefix, esc) < 0)
+            path = NULL;
+    } else { /* the whole map, or metadata holding it, when missing */
+        int in_meta = cJSON_IsObject(meta);
+        cJSON *map = cJSON_CreateObject();
+        if (map && !cJSON_AddStringToObject(map, key, value)) {
+            cJSON_Delete(map);
+            map = NULL;
+        }
+        if (in_meta || !map) {
+            v = map;
+        } else if (!(v = cJSON_CreateObject()) || !cJSON_AddItemToObject(v, "annotations", map)) {
+            cJSON_Delete(v);
+            cJSON_Delete(map);
+            v = NULL;
+        }
+        if (v && asprintf(&path, "%s/metadata%s", prefix, in_meta ? "/annotations" : "") < 0)
+            path = NULL;
+    }
+    if (!op || !v || !path || !cJSON_AddStringToObject(op, "op", "add") ||
+        !cJSON_AddStringToObject(op, "path", path) || !cJSON_AddItemToObject(op, "value", v)) {
+        cJSON_Delete(op);
+        cJSON_Delete(v);
+        op = NULL;
+    }
+    free(esc);
+    free(path);
+    return op;
+}
+
+/* Appends the op that sets annotation key of the template to value. */
 static void op_annotation(struct inject__ctx *x, cJSON *ops, const char *prefix, const char *key,
                           const char *value)
 {
-    char *path;
-    if (x->annots) {
-        char *esc = jsonpointer_escape(key);
-        if (!esc) {
-            x->oom = 1;
-            return;
-        }
-        path = inject__printf(x, "%s/metadata/annotations/%s", prefix, esc);
-        free(esc);
-        inject__op(x, ops, "add", path, inject__str(x, value));
-    } else {
-        cJSON *map = inject__new_obj(x);
-        inject__add(x, map, key, inject__str(x, value));
-        if (x->meta) {
-            path = inject__printf(x, "%s/metadata/annotations", prefix);
-            inject__op(x, ops, "add", path, map);
-        } else {
-            cJSON *meta = inject__new_obj(x);
-            inject__add(x, meta, "annotations", map);
-            path = inject__printf(x, "%s/metadata", prefix);
-            inject__op(x, ops, "add", path, meta);
-        }
-    }
-    free(path);
+    inject__push(x, ops, inject_annotation_op(x->meta, prefix, key, value));
 }
 
 /* Appends items (owned) to the array field of parent at ppath: one add

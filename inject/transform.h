@@ -112,6 +112,14 @@ const char *inject_prefix_for(const char *api_version, const char *kind);
 int inject_object(const cJSON *obj, const struct inject_opts *opts, struct inject_result *out,
                   char *err, size_t errlen);
 
+/* The RFC 6902 operation that sets annotation key to value on the pod
+ * template at prefix whose metadata is meta (NULL when it has none): an
+ * add of the one member when the annotations exist, else of the whole map
+ * (or of metadata holding it). Returns a new operation (the caller owns
+ * it), or NULL on OOM. */
+cJSON *inject_annotation_op(const cJSON *meta, const char *prefix, const char *key,
+                            const char *value);
+
 /* Frees what *r owns and zeroes it. Safe on a zeroed result. */
 void inject_result_free(struct inject_result *r);
 

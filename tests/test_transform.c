@@ -1409,6 +1409,34 @@ static void test_rollout_without_a_rollable_owner(void **state)
     }
 }
 
+/* The one builder of "set this annotation": the member when the map
+ * exists (its key escaped), else the map, else metadata holding it. */
+static void test_annotation_op(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *meta, *want;
+    } T[] = {
+        {"{\"annotations\":{\"a\":\"1\"}}",
+         "{\"op\":\"add\",\"path\":\"/spec/template/metadata/annotations/reload-agent.io~1k\","
+         "\"value\":\"v\"}"},
+        {"{\"labels\":{}}", "{\"op\":\"add\",\"path\":\"/spec/template/metadata/annotations\","
+                            "\"value\":{\"reload-agent.io/k\":\"v\"}}"},
+        {NULL, "{\"op\":\"add\",\"path\":\"/spec/template/metadata\",\"value\":{\"annotations\":"
+               "{\"reload-agent.io/k\":\"v\"}}}"},
+    };
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
+        cJSON *meta = T[i].meta ? cJSON_Parse(T[i].meta) : NULL;
+        cJSON *op = inject_annotation_op(meta, "/spec/template", "reload-agent.io/k", "v");
+        assert_non_null(op);
+        char *got = cJSON_PrintUnformatted(op);
+        assert_string_equal(got, T[i].want);
+        free(got);
+        cJSON_Delete(op);
+        cJSON_Delete(meta);
+    }
+}
+
 /* Every workload kind with rollout effective: warned exactly when the
  * kinds table says the agent cannot roll it, so the injector and the
  * agent's owner chain cannot disagree. */
@@ -1448,6 +1476,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_golden),
         cmocka_unit_test(test_prefix_table),
+        cmocka_unit_test(test_annotation_op),
         cmocka_unit_test(test_rollout_warning_follows_the_kinds_table),
         cmocka_unit_test(test_malformed_fields_named),
         cmocka_unit_test(test_not_opted_in_is_not_validated),
