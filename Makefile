@@ -63,7 +63,7 @@ FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 FUZZ_SECONDS ?= 240
 
-.PHONY: static-deps all test unit integration fuzz fuzz-replay asan install deps clean bench demo image-test fmt fmt-check levels e2e cluster-up cluster-down
+.PHONY: static-deps all test unit integration fuzz fuzz-replay asan install deps clean bench demo image-test fmt fmt-check levels e2e cluster-up cluster-down chart chart-tools chart-golden
 
 all: $(BUILD)/reload-agent $(TOOL_BIN)
 
@@ -137,8 +137,23 @@ fuzz-replay: $(FUZZ_BIN)
 fuzz: $(FUZZ_BIN)
 	@sh tests/fuzz/run.sh $(BUILD)/fuzz $(FUZZ_SECONDS)
 
-test: deps
-	$(MAKE) all unit fuzz-replay integration
+test: deps chart-tools
+	$(MAKE) all unit fuzz-replay integration chart
+
+# The Helm chart (charts/reload-agent): tests/chart/check.py runs helm lint
+# --strict, compares `helm template` with its golden files and with
+# `kustomize build` of manifests/webhook/ (no drift), offline. helm and
+# kustomize (the version the cluster's kubectl embeds) are built once from
+# the Go module proxy by tests/cluster/build.sh, cached in
+# /var/cache/reload-agent/cluster (RA_CLUSTER_CACHE); Go 1.26 must be
+# installed. chart-golden rewrites the golden files: review the diff.
+chart-tools:
+	@bash tests/cluster/build.sh helm
+	@bash tests/cluster/build.sh kustomize
+chart: chart-tools $(BUILD)/reload-agent
+	python3 tests/chart/check.py --binary $(BUILD)/reload-agent
+chart-golden: chart-tools
+	python3 tests/chart/check.py --update
 
 asan: deps
 	$(MAKE) BUILD=build-asan CC=clang \
