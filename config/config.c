@@ -197,7 +197,7 @@ static const struct opt_def OPTIONS[] = {
     {"namespace", OPT_STR, NULL, F(namespace_), NULL, OPT_RESTART_ONLY, "NS",
      "The pod's namespace (default $POD_NAMESPACE, then the service-account namespace file).",
      NO_RANGE},
-    {"hash-annotation", OPT_STR, "reload-agent.io/config-hash", F(hash_annotation), NULL, 0, "KEY",
+    {"hash-annotation", OPT_STR, CFG_ANNOT_CONFIG_HASH, F(hash_annotation), NULL, 0, "KEY",
      "Pod-template annotation the rollout action sets to the rollout hash.",
      CHECKED(val_annotation_key)},
     {"rollout-jitter", OPT_DURATION, "5s", F(rollout_jitter_ns), NULL, 0, "DURATION",
@@ -263,22 +263,20 @@ static const struct opt_def OPTIONS[] = {
 /* Annotation keys under the prefix that are not options (config.h): the
  * injector's opt-in and per-pod sidecar settings (inject/transform.c), its
  * status record, and the rollout hash the agent itself writes. */
-const char *const cfg_injector_annotations[] = {"inject",
-                                                "inject-status",
-                                                "config-hash",
-                                                "sidecar-image",
-                                                "sidecar-cpu-request",
-                                                "sidecar-memory-request",
-                                                "sidecar-memory-limit",
-                                                "sidecar-run-as-user",
+const char *const cfg_injector_annotations[] = {CFG_ANNOT_INJECT,
+                                                CFG_ANNOT_INJECT_STATUS,
+                                                CFG_ANNOT_CONFIG_HASH,
+                                                CFG_ANNOT_SIDECAR_IMAGE,
+                                                CFG_ANNOT_SIDECAR_CPU_REQUEST,
+                                                CFG_ANNOT_SIDECAR_MEMORY_REQUEST,
+                                                CFG_ANNOT_SIDECAR_MEMORY_LIMIT,
+                                                CFG_ANNOT_SIDECAR_RUN_AS_USER,
                                                 NULL};
 
 int cfg_is_injector_annotation(const char *key)
 {
-    const size_t plen = strlen(CFG_ANNOTATION_PREFIX);
-    if (strncmp(key, CFG_ANNOTATION_PREFIX, plen) != 0) return 0;
     for (const char *const *r = cfg_injector_annotations; *r; r++)
-        if (strcmp(*r, key + plen) == 0) return 1;
+        if (strcmp(*r, key) == 0) return 1;
     return 0;
 }
 
@@ -766,7 +764,7 @@ static int check_hash_annotation(const struct config *c, char *err, size_t errle
 {
     const size_t plen = strlen(CFG_ANNOTATION_PREFIX);
     const char *k = c->hash_annotation;
-    if (strncmp(k, CFG_ANNOTATION_PREFIX, plen) != 0 || strcmp(k + plen, "config-hash") == 0)
+    if (strncmp(k, CFG_ANNOTATION_PREFIX, plen) != 0 || strcmp(k, CFG_ANNOT_CONFIG_HASH) == 0)
         return 0;
     if (find_opt(k + plen, strlen(k + plen), NULL) || cfg_is_injector_annotation(k)) {
         char q[QUOTED_MAX];
@@ -925,11 +923,6 @@ const char **cfg_watch_roots(const struct config *c, size_t *n)
         if (!dup) v[(*n)++] = c->env_watch.v[i];
     }
     return v;
-}
-
-int cfg_is_path_under(const char *root, const char *path)
-{
-    return path_rules_is_under(root, path);
 }
 
 int cfg_is_ignored(const struct config *c, const char *path)

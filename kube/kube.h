@@ -116,10 +116,6 @@ void kube_set_counters(struct kube *k, const struct kube_counters *c);
 /* For kube/ modules (kevents.c): counts one suppressed Event on k's hook. */
 void kube__count_suppressed(struct kube *k);
 
-/* 1 if s is a valid Kubernetes object name (RFC 1123 subdomain: lowercase
- * alphanumerics, '-' and '.', at most 253 bytes), so it is safe in a path. */
-int kube_is_object_name(const char *s);
-
 /* The base URL requests go to (no trailing slash). */
 const char *kube_base_url(const struct kube *k);
 
