@@ -159,8 +159,8 @@ static void on_patch_reply(void *ud, const struct kube_resp *r)
     if (!r->ok || r->status >= 300) {
         char msg[900];
         f->patch_errors++;
-        snprintf(msg, sizeof msg, "cannot patch the pod's annotation %s%s: %s",
-                 CFG_ANNOTATION_PREFIX, CFG_SYNC_ANNOTATION, r->error ? r->error : "no response");
+        snprintf(msg, sizeof msg, "cannot patch the pod's annotation %s: %s", CFG_ANNOT_SYNC,
+                 r->error ? r->error : "no response");
         set_error(f, msg);
         struct log_rec rec;
         if (log_rec_begin(&rec, RA_LOG_ERROR, "fast-sync-error")) {
@@ -195,8 +195,8 @@ static void nudge(struct fastsync *f)
         snprintf(value, sizeof value, "%s.%d", f->change_rv, f->nudges + 1);
     snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", kube_namespace(f->k),
              kube_pod_name(f->k));
-    snprintf(body, sizeof body, "{\"metadata\":{\"annotations\":{\"%s%s\":\"%s\"}}}",
-             CFG_ANNOTATION_PREFIX, CFG_SYNC_ANNOTATION, value);
+    snprintf(body, sizeof body, "{\"metadata\":{\"annotations\":{\"%s\":\"%s\"}}}", CFG_ANNOT_SYNC,
+             value);
     struct fs_req *q = calloc(1, sizeof *q);
     if (!q) ra_oom();
     q->f = f;
@@ -217,8 +217,7 @@ static void nudge(struct fastsync *f)
         log_rec_str(&r, "object", f->change_obj);
         log_rec_str(&r, "value", value);
         log_rec_int(&r, "nudge", f->nudges);
-        log_rec_end(&r, "fast sync: nudging the kubelet (%s%s: %s)", CFG_ANNOTATION_PREFIX,
-                    CFG_SYNC_ANNOTATION, value);
+        log_rec_end(&r, "fast sync: nudging the kubelet (%s: %s)", CFG_ANNOT_SYNC, value);
     }
     int rc = kube_request(f->k, &req, on_patch_reply, q);
     if (rc < 0) {

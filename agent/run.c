@@ -21,6 +21,7 @@
 #include "agent/engine.h"
 #include "agent/fastsync.h"
 #include "agent/injectnote.h"
+#include "agent/podrestart.h"
 #include "net/httpc.h"
 #include "net/httpd.h"
 #include "kube/kevents.h"
@@ -56,6 +57,7 @@ static struct {
     char last_config_error[1024];
     uv_signal_t sigterm, sigint, sighup;
     int stopping;
+    int exit_status; /* asked for by an action (restart-pod), 0 if none */
 } R;
 
 static void apply_logging(const struct config *c)
@@ -414,6 +416,15 @@ static void on_signal(uv_signal_t *s, int signum)
     shutdown_all();
 }
 
+/* The restart-pod action asks to exit with its code: the kubelet restarts
+ * every container of the pod on it. */
+static void on_exit_request(void *ud, int code)
+{
+    (void)ud;
+    R.exit_status = code;
+    shutdown_all();
+}
+
 static int fatal_config(const char *err)
 {
     fprintf(stderr, "reload-agent: %s\n", err);
@@ -489,8 +500,11 @@ static int start_all(void)
                 R.cfg.fast_sync && !uses_rollout(&R.cfg) ? "--fast-sync" : "the rollout action",
                 err);
         rc = 2;
-    } else if (start_monitor() < 0) {
-        rc = 1;
+    } else {
+        engine_set_exit(R.eng, on_exit_request, NULL);
+        podrestart_report(R.cfg.state_dir, R.eng, R.kev, R.kube ? kube_pod_name(R.kube) : NULL,
+                          R.kube ? kube_namespace(R.kube) : NULL);
+        if (start_monitor() < 0) rc = 1;
     }
     if (rc != 0) {
         shutdown_all();
@@ -523,6 +537,8 @@ int run_main(struct cfg_layer *flags)
         if (lc != 0) {
             log_error("internal error: handles left open at exit (%s)", uv_strerror(lc));
             rc = 1;
+        } else if (R.exit_status) {
+            rc = R.exit_status;
         }
     }
     annot_free(&R.annots);

@@ -29,6 +29,7 @@
 #include "base/backoff.h"
 #include "base/log.h"
 #include "base/text.h"
+#include "kube/k8sname.h"
 
 #define TOKEN_MAX 16384 /* bytes; a bound service-account JWT is ~1 KiB */
 #define BACKOFF_BASE_MS 200
@@ -150,22 +151,6 @@ static void token_refresh(struct kube *k)
     k->token_stale = 0;
 }
 
-/* An RFC 1123 name as Kubernetes allows for namespaces (label) and pods
- * (subdomain): lowercase alphanumerics, '-', and for subdomains '.'. */
-static int is_k8s_name(const char *s, size_t max, int dots)
-{
-    size_t i, n = strlen(s);
-
-    if (n == 0 || n > max) return 0;
-    for (i = 0; i < n; i++) {
-        char c = s[i];
-
-        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || (dots && c == '.')))
-            return 0;
-    }
-    return s[0] != '-' && s[0] != '.' && s[n - 1] != '-' && s[n - 1] != '.';
-}
-
 static void count_code(struct kube *k, long code)
 {
     if (k->counters.response) k->counters.response(k->counters.ud, code);
@@ -238,7 +223,7 @@ static int resolve_namespace(const struct kube_config *cfg, const char *sa_dir, 
             return -EINVAL;
         }
     }
-    if (!is_k8s_name(*out, 63, 0)) {
+    if (!k8s_is_dns1123_label(*out)) {
         snprintf(err, errlen, "namespace \"%.253s\" is not a valid Kubernetes namespace name",
                  *out);
         free(*out);
@@ -284,7 +269,7 @@ int kube_create(uv_loop_t *loop, struct httpc *hc, const struct kube_config *cfg
                  "variable (downward API metadata.name)");
         r = -EINVAL;
     }
-    if (r == 0 && !is_k8s_name(pod, 253, 1)) {
+    if (r == 0 && !k8s_is_dns1123_subdomain(pod)) {
         snprintf(err, errlen, "pod name \"%.253s\" is not a valid Kubernetes object name", pod);
         r = -EINVAL;
     }
@@ -302,8 +287,6 @@ int kube_create(uv_loop_t *loop, struct httpc *hc, const struct kube_config *cfg
     *out = k;
     return 0;
 }
-
-int kube_is_object_name(const char *s) { return s && is_k8s_name(s, 253, 1); }
 
 const char *kube_namespace(const struct kube *k) { return k->namespace_; }
 const char *kube_pod_name(const struct kube *k) { return k->pod_name; }

@@ -135,10 +135,6 @@ void kube__count_response(struct kube *k, long code);
 void kube__http_error(const struct kube *k, const struct kube_req *req, long code, const char *body,
                       size_t body_len, char *out, size_t outlen);
 
-/* 1 if s is a valid Kubernetes object name (RFC 1123 subdomain: lowercase
- * alphanumerics, '-' and '.', at most 253 bytes), so it is safe in a path. */
-int kube_is_object_name(const char *s);
-
 /* The base URL requests go to (no trailing slash). */
 const char *kube_base_url(const struct kube *k);
 

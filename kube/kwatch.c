@@ -28,6 +28,7 @@
 #include "base/backoff.h"
 #include "base/log.h"
 #include "base/text.h"
+#include "kube/k8sname.h"
 #include "net/httpc.h"
 
 #define CLIENT_MARGIN_S 60 /* the client's deadline beyond the server's timeoutSeconds */
@@ -546,7 +547,7 @@ int kwatch_start(struct kube *k, const struct kwatch_opts *o, kwatch_cb cb, void
     if (!k || !o || !cb || !o->resource || !o->name) return -EINVAL;
     if (strcmp(o->resource, "configmaps") != 0 && strcmp(o->resource, "secrets") != 0)
         return -EINVAL;
-    if (!kube_is_object_name(o->name)) return -EINVAL;
+    if (!k8s_is_dns1123_subdomain(o->name)) return -EINVAL;
     struct kwatch *w = calloc(1, sizeof *w);
     if (!w) ra_oom();
     w->k = k;

@@ -15,6 +15,7 @@
 
 #include "base/log.h"
 #include "base/text.h"
+#include "kube/k8sname.h"
 #include "kube/kube.h"
 
 const char *podrefs_resource(enum podref_kind k)
@@ -24,7 +25,7 @@ const char *podrefs_resource(enum podref_kind k)
 
 void podrefs_add(struct podrefs *r, enum podref_kind kind, const char *name)
 {
-    if (!name || !kube_is_object_name(name)) {
+    if (!name || !k8s_is_dns1123_subdomain(name)) {
         if (name) r->skipped++;
         return;
     }
@@ -54,7 +55,7 @@ int podrefs_add_spec(struct podrefs *r, const char *spec, char *err, size_t errl
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
         size_t n = strlen(kinds[i].prefix);
         if (strncmp(spec, kinds[i].prefix, n) != 0) continue;
-        if (!kube_is_object_name(spec + n)) {
+        if (!k8s_is_dns1123_subdomain(spec + n)) {
             char q[300];
             ra_one_line(q, sizeof q, spec + n);
             snprintf(err, errlen, "\"%s\" is not a valid object name", q);

@@ -7,7 +7,7 @@
 # kube-proxy (iptables), with the CNI bridge plugin. No image is pulled: the
 # images come from images.sh and are imported into containerd.
 #
-# Prints KEY=VALUE lines on stdout: KUBECTL=, HELM= (when built), STATE=,
+# Prints KEY=VALUE lines on stdout: KUBECTL=, HELM=, STATE=,
 # NODE_IP=, AUDIT_LOG=, and last KUBECONFIG=<absolute path>. Progress and
 # timings go to stderr. A second call finds the running cluster and only
 # imports images that changed and prints the lines again. down.sh stops it.
@@ -31,13 +31,14 @@ bins=$("$here/build.sh" all)
 ETCD_BIN=$(echo "$bins" | sed -n 's/^ETCD_BIN=//p')
 CTRD_BIN=$(echo "$bins" | sed -n 's/^CONTAINERD_BIN=//p')
 K8S_BIN=$(echo "$bins" | sed -n 's/^K8S_BIN=//p')
+HELM_BIN=$(echo "$bins" | sed -n 's/^HELM_BIN=//p')
 KUBECTL=$K8S_BIN/kubectl
 CTR=$CTRD_BIN/ctr
 KCFG=$STATE/admin.kubeconfig
 
 print_env() {
 	echo "KUBECTL=$KUBECTL"
-	[ -x "$RA_CLUSTER_CACHE/helm/bin/helm" ] && echo "HELM=$RA_CLUSTER_CACHE/helm/bin/helm"
+	echo "HELM=$HELM_BIN/helm"
 	echo "CTR=$CTR"
 	echo "CONTAINERD_SOCK=$CONTAINERD_SOCK"
 	echo "STATE=$STATE"

@@ -16,6 +16,7 @@
  * valid object name, at most PODREFS_MAX of them, without duplicates.
  */
 #include "kube/kube.h"
+#include "kube/k8sname.h"
 #include "kube/kwatch.h"
 #include "kube/podrefs.h"
 
@@ -76,7 +77,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (podrefs_from_pod(s, n, &r, err, sizeof err) == 0) {
         CHECK(r.n <= PODREFS_MAX);
         for (size_t i = 0; i < r.n; i++) {
-            CHECK(kube_is_object_name(r.v[i].name));
+            CHECK(k8s_is_dns1123_subdomain(r.v[i].name));
             for (size_t j = 0; j < i; j++)
                 CHECK(r.v[i].kind != r.v[j].kind || strcmp(r.v[i].name, r.v[j].name) != 0);
         }

@@ -9,9 +9,10 @@
  * replaces that occurrence. Numbers, strings and the structure are compared
  * by cJSON_Compare for `test` (objects unordered, arrays ordered).
  */
-#include "inject/jsonpatch.h"
+#include "yamldoc/jsonpatch.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,48 @@ char *jsonpointer_escape(const char *s)
     }
     *o = '\0';
     return out;
+}
+
+long jsonpointer_token(const char *path, size_t len, size_t *i, char *tok, size_t cap)
+{
+    size_t n = 0;
+    int fits = cap > 0;
+    while (*i < len && path[*i] != '/') {
+        char ch = path[(*i)++];
+        if (ch == '~' && *i < len && (path[*i] == '0' || path[*i] == '1'))
+            ch = path[(*i)++] == '0' ? '~' : '/';
+        if (n + 1 < cap)
+            tok[n++] = ch;
+        else
+            fits = 0;
+    }
+    if (cap) tok[n] = '\0';
+    return fits ? (long)n : -1;
+}
+
+const cJSON *jsonpointer_get(const cJSON *doc, const char *path, size_t pathlen)
+{
+    char tok[JSONPOINTER_TOKEN_MAX + 1];
+    size_t i = 0;
+    const cJSON *cur = doc;
+    while (cur && i < pathlen) {
+        if (path[i] != '/') return NULL;
+        i++;
+        long len = jsonpointer_token(path, pathlen, &i, tok, sizeof tok);
+        if (len < 0) return NULL;
+        if (cJSON_IsObject(cur)) {
+            cur = cJSON_GetObjectItemCaseSensitive(cur, tok);
+        } else if (cJSON_IsArray(cur)) {
+            char *end;
+            if (len == 0 || (len > 1 && tok[0] == '0') || tok[0] < '0' || tok[0] > '9') return NULL;
+            unsigned long k = strtoul(tok, &end, 10);
+            if (*end || k > INT_MAX) return NULL;
+            cur = cJSON_GetArrayItem(cur, (int)k);
+        } else {
+            return NULL;
+        }
+    }
+    return cur;
 }
 
 /* One parsed JSON Pointer: its reference tokens, unescaped. */
@@ -280,109 +323,122 @@ static int has_dup_member(const cJSON *op)
     return 0;
 }
 
-static int apply_one(struct apply *a, const cJSON *op)
+/* One operation's parsed parts. */
+struct op {
+    struct ptr path, from; /* from: move and copy only */
+    const char *from_s;
+    const cJSON *value; /* add, replace and test */
+};
+
+static int op_add(struct apply *a, const struct op *o)
+{
+    cJSON *v = cJSON_Duplicate(o->value, 1);
+    return v ? do_add(a, &o->path, v) : -ENOMEM;
+}
+
+static int op_remove(struct apply *a, const struct op *o)
+{
+    int rc;
+    cJSON_Delete(do_detach(a, &o->path, &rc));
+    return rc;
+}
+
+static int op_replace(struct apply *a, const struct op *o)
+{
+    const char *why = "";
+    cJSON *target = resolve(a->doc, &o->path, o->path.n, &why);
+    if (!target) return fail(a, "the target does not exist (%s)", why);
+    cJSON *v = cJSON_Duplicate(o->value, 1);
+    if (!v) return -ENOMEM;
+    if (o->path.n == 0) {
+        set_name(v, NULL);
+        cJSON_Delete(a->doc);
+        a->doc = v;
+        return 0;
+    }
+    return replace_node(resolve(a->doc, &o->path, o->path.n - 1, &why), target, v);
+}
+
+static int op_move(struct apply *a, const struct op *o)
+{
+    const char *why = "";
+    /* "from" must not be a proper prefix of "path" (a node cannot move into itself) */
+    int prefix = o->from.n < o->path.n;
+    for (size_t i = 0; prefix && i < o->from.n; i++)
+        prefix = !strcmp(o->from.tok[i], o->path.tok[i]);
+    if (prefix) return fail(a, "\"from\" is a proper prefix of \"path\"");
+    if (!resolve(a->doc, &o->from, o->from.n, &why))
+        return fail(a, "from: the source does not exist (%s)", why);
+    if (strcmp(o->from_s, a->path) == 0) return 0;
+    int rc;
+    cJSON *node = do_detach(a, &o->from, &rc);
+    return node ? do_add(a, &o->path, node) : rc;
+}
+
+static int op_copy(struct apply *a, const struct op *o)
+{
+    const char *why = "";
+    cJSON *src = resolve(a->doc, &o->from, o->from.n, &why);
+    if (!src) return fail(a, "from: the source does not exist (%s)", why);
+    cJSON *v = cJSON_Duplicate(src, 1);
+    return v ? do_add(a, &o->path, v) : -ENOMEM;
+}
+
+static int op_test(struct apply *a, const struct op *o)
+{
+    const char *why = "";
+    cJSON *target = resolve(a->doc, &o->path, o->path.n, &why);
+    if (!target) return fail(a, "test failed: the target does not exist (%s)", why);
+    if (!cJSON_Compare(target, o->value, 1)) return fail(a, "test failed: the value differs");
+    return 0;
+}
+
+/* The six operations of RFC 6902 section 4: what each needs, and what it
+ * does. */
+static const struct {
+    const char *name;
+    int needs_value, needs_from;
+    int (*run)(struct apply *, const struct op *);
+} OPS[] = {
+    {"add", 1, 0, op_add},   {"remove", 0, 0, op_remove}, {"replace", 1, 0, op_replace},
+    {"move", 0, 1, op_move}, {"copy", 0, 1, op_copy},     {"test", 1, 0, op_test},
+};
+
+static int apply_one(struct apply *a, const cJSON *jo)
 {
     const char *why = "";
     a->op = NULL;
     a->path = NULL;
-    if (!cJSON_IsObject(op)) return fail(a, "an operation must be a JSON object");
-    const cJSON *jop = member(op, "op"), *jpath = member(op, "path"), *jfrom = member(op, "from");
-    const cJSON *value = member(op, "value");
+    if (!cJSON_IsObject(jo)) return fail(a, "an operation must be a JSON object");
+    const cJSON *jop = member(jo, "op"), *jpath = member(jo, "path"), *jfrom = member(jo, "from");
+    struct op o = {.value = member(jo, "value")};
     if (cJSON_IsString(jop)) a->op = jop->valuestring;
     if (cJSON_IsString(jpath)) a->path = jpath->valuestring;
-    if (has_dup_member(op)) return fail(a, "a member appears twice in the operation");
+    if (has_dup_member(jo)) return fail(a, "a member appears twice in the operation");
     if (!a->op) return fail(a, "\"op\" is missing or not a string");
     if (!a->path) return fail(a, "\"path\" is missing or not a string");
-    enum { ADD, REMOVE, REPLACE, MOVE, COPY, TEST } kind;
-    static const char *const NAMES[] = {"add", "remove", "replace", "move", "copy", "test"};
-    size_t k = 0;
-    while (k < 6 && strcmp(NAMES[k], a->op) != 0) k++;
-    if (k == 6) return fail(a, "unknown operation (want add, remove, replace, move, copy or test)");
-    kind = (int)k;
-    if ((kind == ADD || kind == REPLACE || kind == TEST) && !value)
-        return fail(a, "\"value\" is missing");
-    if ((kind == MOVE || kind == COPY) && !cJSON_IsString(jfrom))
+    size_t k = 0, nops = sizeof OPS / sizeof OPS[0];
+    while (k < nops && strcmp(OPS[k].name, a->op) != 0) k++;
+    if (k == nops)
+        return fail(a, "unknown operation (want add, remove, replace, move, copy or test)");
+    if (OPS[k].needs_value && !o.value) return fail(a, "\"value\" is missing");
+    if (OPS[k].needs_from && !cJSON_IsString(jfrom))
         return fail(a, "\"from\" is missing or not a string");
 
-    struct ptr p, from = {0};
-    int rc = ptr_parse(a->path, &p, &why);
+    int rc = ptr_parse(a->path, &o.path, &why);
     if (rc == -EINVAL) return fail(a, "%s", why);
     if (rc < 0) return rc;
-    if (kind == MOVE || kind == COPY) {
-        rc = ptr_parse(jfrom->valuestring, &from, &why);
+    if (OPS[k].needs_from) {
+        o.from_s = jfrom->valuestring;
+        rc = ptr_parse(o.from_s, &o.from, &why);
         if (rc < 0) {
-            ptr_free(&p);
+            ptr_free(&o.path);
             return rc == -EINVAL ? fail(a, "from: %s", why) : rc;
         }
     }
-
-    switch (kind) {
-    case ADD: {
-        cJSON *v = cJSON_Duplicate(value, 1);
-        rc = v ? do_add(a, &p, v) : -ENOMEM;
-        break;
-    }
-    case REMOVE: {
-        cJSON *old = do_detach(a, &p, &rc);
-        cJSON_Delete(old);
-        break;
-    }
-    case REPLACE: {
-        cJSON *target = resolve(a->doc, &p, p.n, &why);
-        if (!target) {
-            rc = fail(a, "the target does not exist (%s)", why);
-            break;
-        }
-        cJSON *v = cJSON_Duplicate(value, 1);
-        if (!v) {
-            rc = -ENOMEM;
-        } else if (p.n == 0) {
-            set_name(v, NULL);
-            cJSON_Delete(a->doc);
-            a->doc = v;
-        } else {
-            rc = replace_node(resolve(a->doc, &p, p.n - 1, &why), target, v);
-        }
-        break;
-    }
-    case MOVE: {
-        /* "from" must not be a proper prefix of "path" (a node cannot move into itself) */
-        int prefix = from.n < p.n;
-        for (size_t i = 0; prefix && i < from.n; i++) prefix = !strcmp(from.tok[i], p.tok[i]);
-        if (prefix) {
-            rc = fail(a, "\"from\" is a proper prefix of \"path\"");
-            break;
-        }
-        if (!resolve(a->doc, &from, from.n, &why)) {
-            rc = fail(a, "from: the source does not exist (%s)", why);
-            break;
-        }
-        if (strcmp(jfrom->valuestring, a->path) == 0) break;
-        cJSON *node = do_detach(a, &from, &rc);
-        if (node) rc = do_add(a, &p, node);
-        break;
-    }
-    case COPY: {
-        cJSON *src = resolve(a->doc, &from, from.n, &why);
-        if (!src) {
-            rc = fail(a, "from: the source does not exist (%s)", why);
-            break;
-        }
-        cJSON *v = cJSON_Duplicate(src, 1);
-        rc = v ? do_add(a, &p, v) : -ENOMEM;
-        break;
-    }
-    case TEST: {
-        cJSON *target = resolve(a->doc, &p, p.n, &why);
-        if (!target)
-            rc = fail(a, "test failed: the target does not exist (%s)", why);
-        else if (!cJSON_Compare(target, value, 1))
-            rc = fail(a, "test failed: the value differs");
-        break;
-    }
-    }
-    ptr_free(&p);
-    ptr_free(&from);
+    rc = OPS[k].run(a, &o);
+    ptr_free(&o.path);
+    ptr_free(&o.from);
     return rc;
 }
 

@@ -1,8 +1,8 @@
 /*
- * yamljoin.c - the block scalar at the end of a YAML text that lacks a
- * final line break, rewritten to strip chomping (see yamljoin.h).
+ * join.c - the block scalar at the end of a YAML text that lacks a
+ * final line break, rewritten to strip chomping (see join.h).
  */
-#include "inject/yamljoin.h"
+#include "yamldoc/join.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -10,7 +10,7 @@
 
 #include <yaml.h>
 
-#include "inject/yamltree.h"
+#include "yamldoc/tree.h"
 
 /* The last node of a document's content: the last item or value of the
  * block collections it ends in. */

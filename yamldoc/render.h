@@ -1,5 +1,5 @@
 /*
- * yamlrender.h - cJSON values written as block-style YAML text to splice
+ * render.h - cJSON values written as block-style YAML text to splice
  * into a manifest (with the document's indentation and line ending), and as
  * indented JSON, for `reload-agent inject`.
  *
@@ -10,8 +10,8 @@
  * else is single-quoted when printable, double-quoted with JSON escapes
  * otherwise (YAML reads JSON escapes the same way).
  */
-#ifndef RA_INJECT_YAMLRENDER_H
-#define RA_INJECT_YAMLRENDER_H
+#ifndef RA_YAMLDOC_RENDER_H
+#define RA_YAMLDOC_RENDER_H
 
 #include <stddef.h>
 

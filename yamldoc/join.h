@@ -1,5 +1,5 @@
 /*
- * yamljoin.h - a YAML text that ends without a line break, made safe for
+ * join.h - a YAML text that ends without a line break, made safe for
  * one to follow: a block scalar ("|", "|+", ">") that runs to the end of
  * the text keeps a final line break in its value, so appending "\n---\n"
  * (joining inputs into one stream) or a key after it (the splicer) would
@@ -8,8 +8,8 @@
  * a keep ("|+") scalar whose last line is blank loses that partial line
  * instead (the text then ends in a break).
  */
-#ifndef RA_INJECT_YAMLJOIN_H
-#define RA_INJECT_YAMLJOIN_H
+#ifndef RA_YAMLDOC_JOIN_H
+#define RA_YAMLDOC_JOIN_H
 
 #include <stddef.h>
 

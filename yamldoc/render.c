@@ -1,14 +1,17 @@
 /*
- * yamlrender.c - cJSON to block YAML and to indented JSON (see
- * yamlrender.h).
+ * render.c - cJSON to block YAML and to indented JSON (see
+ * render.h).
  */
-#include "inject/yamlrender.h"
+#include "yamldoc/render.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+#include "base/utf8.h"
 
 void yamlrender_put(struct yamlrender_buf *b, const char *s, size_t n)
 {
@@ -64,39 +67,30 @@ static void put_number(struct yamlrender_buf *b, double d)
     yamlrender_puts(b, num);
 }
 
-/* Decodes one UTF-8 sequence at s; returns its length (1 for an invalid
- * byte, with *cp = the byte | 0x80000000). */
-static size_t utf8_next(const unsigned char *s, unsigned *cp)
+/* 1 for a code point YAML does not allow unescaped (C0 but tab and line
+ * breaks are escaped apart, DEL, C1, the BOM, U+FFFE and U+FFFF). */
+static int is_unprintable(int32_t cp)
 {
-    if (s[0] < 0x80) {
-        *cp = s[0];
-        return 1;
-    }
-    size_t n = s[0] >= 0xF0 ? 4 : s[0] >= 0xE0 ? 3 : s[0] >= 0xC0 ? 2 : 0;
-    if (n == 0) {
-        *cp = s[0] | 0x80000000u;
-        return 1;
-    }
-    unsigned v = s[0] & (0x3F >> (n - 1));
-    for (size_t i = 1; i < n; i++) {
-        if ((s[i] & 0xC0) != 0x80) {
-            *cp = s[0] | 0x80000000u;
-            return 1;
-        }
-        v = v << 6 | (s[i] & 0x3F);
-    }
-    *cp = v;
-    return n;
+    return cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp <= 0x9F) || cp == 0xFEFF || cp == 0xFFFE ||
+           cp == 0xFFFF;
 }
 
 void yamlrender_json_string(struct yamlrender_buf *b, const char *s)
 {
-    const unsigned char *p = (const unsigned char *)s;
+    const char *p = s, *end = s + strlen(s);
     char esc[16];
     yamlrender_put(b, "\"", 1);
-    while (*p) {
-        unsigned cp;
-        size_t n = utf8_next(p, &cp);
+    while (p < end) {
+        size_t n;
+        int32_t cp = ra_utf8_decode(p, (size_t)(end - p), &n);
+        if (cp == RA_UTF8_INVALID) {
+            /* a byte that is not UTF-8 (base/utf8.h, strict): its value as
+             * a code point, not U+FFFD, which would lose it */
+            snprintf(esc, sizeof esc, "\\u%04x", (unsigned char)*p);
+            yamlrender_puts(b, esc);
+            p += n;
+            continue;
+        }
         switch (cp) {
         case '"': yamlrender_put(b, "\\\"", 2); break;
         case '\\': yamlrender_put(b, "\\\\", 2); break;
@@ -106,15 +100,11 @@ void yamlrender_json_string(struct yamlrender_buf *b, const char *s)
         case '\b': yamlrender_put(b, "\\b", 2); break;
         case '\f': yamlrender_put(b, "\\f", 2); break;
         default:
-            /* Not printable in YAML (C0, DEL, C1, BOM, non-characters), or
-             * an invalid byte (written as U+FFFD's escape would lose it:
-             * keep the code point of the byte instead). */
-            if (cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp <= 0x9F) || cp == 0xFEFF ||
-                cp == 0xFFFE || cp == 0xFFFF || (cp & 0x80000000u)) {
-                snprintf(esc, sizeof esc, "\\u%04x", cp & 0xFFFF);
+            if (is_unprintable(cp)) { /* in YAML (C0, DEL, C1, BOM, non-characters) */
+                snprintf(esc, sizeof esc, "\\u%04x", (unsigned)cp);
                 yamlrender_puts(b, esc);
             } else {
-                yamlrender_put(b, (const char *)p, n);
+                yamlrender_put(b, p, n);
             }
         }
         p += n;
@@ -163,13 +153,12 @@ static int plain_safe(const char *s)
 /* Single quotes read back as written for printable text ('' is a quote). */
 static int single_quote_safe(const char *s)
 {
-    const unsigned char *p = (const unsigned char *)s;
-    while (*p) {
-        unsigned cp;
-        size_t n = utf8_next(p, &cp);
-        if (cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp <= 0xA0) || cp == 0xFEFF || cp == 0xFFFE ||
-            cp == 0xFFFF || (cp & 0x80000000u))
-            return 0;
+    const char *p = s, *end = s + strlen(s);
+    while (p < end) {
+        size_t n;
+        int32_t cp = ra_utf8_decode(p, (size_t)(end - p), &n);
+        /* an invalid byte, or what YAML would not read back as written (NBSP too) */
+        if (cp == RA_UTF8_INVALID || is_unprintable(cp) || cp == 0xA0) return 0;
         p += n;
     }
     /* leading or trailing spaces survive quoting, but keep them visible */

@@ -1,9 +1,9 @@
 /*
- * yamlsplice.c - JSON Patch operations as text edits on a YAML document
- * (see yamlsplice.h): locate the node with yamltree, render the new text
+ * splice.c - JSON Patch operations as text edits on a YAML document
+ * (see splice.h): locate the node with yamltree, render the new text
  * with yamlrender, splice, and verify the result against jsonpatch_apply.
  */
-#include "inject/yamlsplice.h"
+#include "yamldoc/splice.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -12,42 +12,10 @@
 #include <string.h>
 
 #include "base/log.h"
-#include "inject/jsonpatch.h"
-#include "inject/yamljoin.h"
-#include "inject/yamlrender.h"
-#include "inject/yamltree.h"
-
-cJSON *yamlsplice_pointer_get(const cJSON *doc, const char *path, size_t pathlen)
-{
-    char tok[1024];
-    size_t i = 0;
-    const cJSON *cur = doc;
-    while (cur && i < pathlen) {
-        if (path[i] != '/') return NULL;
-        i++;
-        size_t len = 0;
-        while (i < pathlen && path[i] != '/') {
-            char ch = path[i++];
-            if (ch == '~' && i < pathlen && (path[i] == '0' || path[i] == '1'))
-                ch = path[i++] == '0' ? '~' : '/';
-            if (len + 1 >= sizeof tok) return NULL;
-            tok[len++] = ch;
-        }
-        tok[len] = '\0';
-        if (cJSON_IsObject(cur)) {
-            cur = cJSON_GetObjectItemCaseSensitive(cur, tok);
-        } else if (cJSON_IsArray(cur)) {
-            char *end;
-            if (len == 0 || (len > 1 && tok[0] == '0') || tok[0] < '0' || tok[0] > '9') return NULL;
-            unsigned long k = strtoul(tok, &end, 10);
-            if (*end) return NULL;
-            cur = cJSON_GetArrayItem(cur, (int)k);
-        } else {
-            return NULL;
-        }
-    }
-    return (cJSON *)cur;
-}
+#include "yamldoc/jsonpatch.h"
+#include "yamldoc/join.h"
+#include "yamldoc/render.h"
+#include "yamldoc/tree.h"
 
 /* One parsed state of the document text. */
 struct state {
@@ -236,17 +204,34 @@ static int insert_item(const struct state *s, const struct yamltree_node *q, siz
     return 0;
 }
 
-/* Decodes the pointer token starting at path[*i] (after its '/'). */
-static size_t next_token(const char *path, size_t *i, char *tok, size_t cap)
+/* Plans the edit of an operation whose last token is item idx of the
+ * sequence seq (at path[0..here) of the operation's path, an add or a
+ * replace): an add appends
+ * or inserts the value, a replace replaces the item; an insert the layout
+ * does not allow re-renders the whole sequence from after. */
+static int plan_item(const struct state *s, struct yamltree_node *seq, size_t idx, const cJSON *op,
+                     const char *path, size_t here, const cJSON *after, struct edit *ed, char *err,
+                     size_t errlen)
 {
-    size_t len = 0;
-    while (path[*i] && path[*i] != '/') {
-        char ch = path[(*i)++];
-        if (ch == '~' && (path[*i] == '0' || path[*i] == '1')) ch = path[(*i)++] == '0' ? '~' : '/';
-        if (len + 1 < cap) tok[len++] = ch;
+    const cJSON *jop = cJSON_GetObjectItemCaseSensitive(op, "op");
+    int is_add = cJSON_IsString(jop) && strcmp(jop->valuestring, "add") == 0;
+    const cJSON *nv = cJSON_GetObjectItemCaseSensitive(op, "value");
+    if (!nv) return ra_errf(err, errlen, -EINVAL, "operation %s has no value", path);
+    if (is_add && seq->flow && idx <= seq->n) {
+        flow_add(s, seq, NULL, idx, nv, ed);
+        return 0;
     }
-    tok[len] = '\0';
-    return len;
+    if (is_add && idx == seq->n) {
+        append_item(s, seq, nv, ed);
+        return 0;
+    }
+    if (idx >= seq->n)
+        return ra_errf(err, errlen, -EINVAL, "internal error: index out of range in %s", path);
+    if (is_add && insert_item(s, seq, idx, nv, ed) == 0) return 0;
+    if (!is_add) return replace_node(s, seq->kids[idx], nv, ed, err, errlen);
+    const cJSON *sv = jsonpointer_get(after, path, here);
+    if (!sv) return ra_errf(err, errlen, -EINVAL, "internal error: %s", path);
+    return replace_node(s, seq, sv, ed, err, errlen);
 }
 
 /* Plans the edit for one operation on state s, given the patched document
@@ -260,8 +245,8 @@ static int plan(const struct state *s, const cJSON *op, const cJSON *after, stru
     const char *path = cJSON_IsString(jpath) ? jpath->valuestring : "";
     int is_add = strcmp(name, "add") == 0;
     struct yamltree_node *cur = s->root;
-    char tok[1024];
-    size_t i = 0;
+    char tok[JSONPOINTER_TOKEN_MAX + 1];
+    size_t i = 0, plen = strlen(path);
 
     if (!cur || (!is_add && strcmp(name, "replace") != 0) || !*path) {
         /* re-render the whole root */
@@ -271,17 +256,21 @@ static int plan(const struct state *s, const cJSON *op, const cJSON *after, stru
     while (path[i] == '/') {
         size_t here = i; /* pointer of cur = path[0..here) */
         i++;
-        size_t len = next_token(path, &i, tok, sizeof tok);
+        long tl = jsonpointer_token(path, plen, &i, tok, sizeof tok);
+        if (tl < 0)
+            return ra_errf(err, errlen, -EINVAL, "a token of %.200s is longer than %zu bytes", path,
+                           sizeof tok - 1);
+        size_t len = (size_t)tl;
         int last = path[i] == '\0';
         if (cur->kind == YAMLTREE_ALIAS || cur->kind == YAMLTREE_SCALAR ||
             (cur->flow && !keep_flow(s, cur))) {
-            const cJSON *v = yamlsplice_pointer_get(after, path, here);
+            const cJSON *v = jsonpointer_get(after, path, here);
             if (!v)
                 return ra_errf(err, errlen, -EINVAL, "internal error: %.*s not found", (int)here,
                                path);
             return replace_node(s, cur, v, ed, err, errlen);
         }
-        const cJSON *v = yamlsplice_pointer_get(after, path, last ? strlen(path) : i);
+        const cJSON *v = jsonpointer_get(after, path, last ? plen : i);
         if (cur->kind == YAMLTREE_MAP) {
             struct yamltree_node *val = yamltree_map_get(cur, tok, len, NULL);
             if (!val || last) {
@@ -304,27 +293,7 @@ static int plan(const struct state *s, const cJSON *op, const cJSON *after, stru
             if (*end || len == 0)
                 return ra_errf(err, errlen, -EINVAL, "internal error: bad index in %s", path);
         }
-        if (last) {
-            const cJSON *nv = cJSON_GetObjectItemCaseSensitive(op, "value");
-            if (!nv) return ra_errf(err, errlen, -EINVAL, "operation %s has no value", path);
-            if (is_add && cur->flow && idx <= cur->n) {
-                flow_add(s, cur, NULL, idx, nv, ed);
-                return 0;
-            }
-            if (is_add && idx == cur->n) {
-                append_item(s, cur, nv, ed);
-                return 0;
-            }
-            if (idx >= cur->n)
-                return ra_errf(err, errlen, -EINVAL, "internal error: index out of range in %s",
-                               path);
-            if (is_add && insert_item(s, cur, idx, nv, ed) == 0) return 0;
-            if (!is_add) return replace_node(s, cur->kids[idx], nv, ed, err, errlen);
-            /* an insert the layout does not allow: the whole sequence */
-            const cJSON *sv = yamlsplice_pointer_get(after, path, here);
-            if (!sv) return ra_errf(err, errlen, -EINVAL, "internal error: %s", path);
-            return replace_node(s, cur, sv, ed, err, errlen);
-        }
+        if (last) return plan_item(s, cur, idx, op, path, here, after, ed, err, errlen);
         if (idx >= cur->n)
             return ra_errf(err, errlen, -EINVAL, "internal error: index out of range in %s", path);
         cur = cur->kids[idx];

@@ -1,5 +1,5 @@
 /*
- * yamlsplice.h - RFC 6902 operations applied to the TEXT of a YAML
+ * splice.h - RFC 6902 operations applied to the TEXT of a YAML
  * document, for `reload-agent inject`: every byte outside the nodes an
  * operation changes stays as it was (comments, key order, quoting, blank
  * lines, line endings).
@@ -30,8 +30,8 @@
  * the operations on the parsed input; a difference is an error (never a
  * wrong document).
  */
-#ifndef RA_INJECT_YAMLSPLICE_H
-#define RA_INJECT_YAMLSPLICE_H
+#ifndef RA_YAMLDOC_SPLICE_H
+#define RA_YAMLDOC_SPLICE_H
 
 #include <stddef.h>
 
@@ -47,8 +47,5 @@
  * error: ..."); -ENOMEM. */
 int yamlsplice_apply(const char *text, size_t len, const cJSON *ops, char **out, size_t *outlen,
                      char *err, size_t errlen);
-
-/* The JSON value at the RFC 6901 pointer path in doc ("" = doc), or NULL. */
-cJSON *yamlsplice_pointer_get(const cJSON *doc, const char *path, size_t pathlen);
 
 #endif

@@ -1,12 +1,13 @@
 /*
- * cli.c - `reload-agent inject` in memory (see cli.h): inputs are parsed
- * into documents (yamltree), each object goes through inject_object(), and
- * the operations are spliced into the document's text (yamlsplice) or
- * rendered as JSON or patches (yamlrender). Each injected workload gets
+ * manifests.c - the manifest pipeline of `reload-agent inject`, in memory
+ * (see manifests.h): inputs are parsed into documents (yamldoc/tree.h),
+ * each object goes through inject_object(), and the operations are
+ * spliced into the document's text (yamldoc/splice.h) or rendered as JSON
+ * or patches (yamldoc/render.h). Each injected workload gets
  * the render-time stamp (stamp_compute) from every ConfigMap and Secret of
  * the whole input, as one more operation.
  */
-#include "inject/cli.h"
+#include "inject/manifests.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -15,13 +16,13 @@
 #include <string.h>
 
 #include "base/log.h"
-#include "inject/jsonpatch.h"
-#include "inject/jsonstream.h"
+#include "yamldoc/jsonpatch.h"
+#include "yamldoc/jsonstream.h"
 #include "inject/stamp.h"
-#include "inject/yamljoin.h"
-#include "inject/yamlrender.h"
-#include "inject/yamlsplice.h"
-#include "inject/yamltree.h"
+#include "yamldoc/join.h"
+#include "yamldoc/render.h"
+#include "yamldoc/splice.h"
+#include "yamldoc/tree.h"
 
 /* One document of one input. */
 struct doc {
@@ -32,7 +33,7 @@ struct doc {
 };
 
 struct file {
-    struct cli_input *in;
+    struct manifests_input *in;
     int json;   /* the input is JSON: one document, or a stream of them */
     int stream; /* a stream of JSON documents (jsonstream.h) */
     size_t indent;
@@ -42,11 +43,11 @@ struct file {
 };
 
 struct run {
-    const struct cli_opts *opts;
+    const struct manifests_opts *opts;
     struct file *files;
     size_t nfiles;
     struct yamlrender_buf report;
-    cJSON *patches;               /* [{target, patch: [ops]}] for CLI_OUT_PATCH */
+    cJSON *patches;               /* [{target, patch: [ops]}] for MANIFESTS_OUT_PATCH */
     struct stamp_sources sources; /* every ConfigMap and Secret of the input */
     char *err;
     size_t errlen;
@@ -166,7 +167,7 @@ static int stamp(struct run *r, struct file *f, size_t di, const cJSON *obj,
                     perr);
         goto out;
     }
-    const cJSON *tmpl = yamlsplice_pointer_get(copy, res->prefix, strlen(res->prefix));
+    const cJSON *tmpl = jsonpointer_get(copy, res->prefix, strlen(res->prefix));
     rc = stamp_compute(tmpl, str_at(obj, "metadata", "namespace"), &r->sources, hex, key,
                        sizeof key, why, sizeof why);
     if (rc < 0) {
@@ -185,25 +186,12 @@ static int stamp(struct run *r, struct file *f, size_t di, const cJSON *obj,
         cJSON_GetObjectItemCaseSensitive(tmpl, "metadata"), "annotations");
     const cJSON *cur = cJSON_GetObjectItemCaseSensitive(ann, key);
     if (cJSON_IsString(cur) && strcmp(cur->valuestring, hex) == 0) goto out; /* current */
-    char *esc = jsonpointer_escape(key);
-    char *path = esc ? ra_asprintf("%s/metadata/annotations%s%s", res->prefix,
-                                   cJSON_IsObject(ann) ? "/" : "", cJSON_IsObject(ann) ? esc : "")
-                     : NULL;
-    cJSON *op = cJSON_CreateObject(), *val = NULL;
-    if (cJSON_IsObject(ann))
-        val = cJSON_CreateString(hex);
-    else if ((val = cJSON_CreateObject()))
-        cJSON_AddStringToObject(val, key, hex);
-    if (!esc || !op || !val || !cJSON_AddStringToObject(op, "op", "add") ||
-        !cJSON_AddStringToObject(op, "path", path) || !cJSON_AddItemToObject(op, "value", val)) {
-        cJSON_Delete(val);
-        cJSON_Delete(op);
+    cJSON *op = inject_annotation_op(cJSON_GetObjectItemCaseSensitive(tmpl, "metadata"),
+                                     res->prefix, key, hex);
+    if (!op)
         rc = -ENOMEM;
-    } else {
+    else
         cJSON_AddItemToArray(res->ops, op);
-    }
-    free(esc);
-    free(path);
 out:
     cJSON_Delete(copy);
     return rc;
@@ -244,7 +232,8 @@ static int process_object(struct run *r, struct file *f, size_t di, const cJSON 
     for (size_t i = 0; i < res.nwarnings; i++) report(r, "  warning: %s", res.warnings[i]);
     if (res.ops && cJSON_GetArraySize(res.ops) > 0) {
         if ((rc = add_ops(&f->docs[di].ops, res.ops, prefix)) < 0) goto out;
-        if (r->opts->output == CLI_OUT_PATCH && (rc = add_patch(r, obj, res.ops)) < 0) goto out;
+        if (r->opts->output == MANIFESTS_OUT_PATCH && (rc = add_patch(r, obj, res.ops)) < 0)
+            goto out;
     }
 out:
     inject_result_free(&res);
@@ -415,7 +404,7 @@ static int render_file(struct run *r, struct file *f)
     int rc = 0;
     int changed = 0;
     for (size_t i = 0; i < f->ndocs; i++) changed |= f->docs[i].ops != NULL;
-    if (f->stream && changed && r->opts->output != CLI_OUT_JSON) {
+    if (f->stream && changed && r->opts->output != MANIFESTS_OUT_JSON) {
         /* a JSON stream: each changed document rendered in its place */
         size_t pos = 0;
         for (size_t i = 0; i < f->ndocs; i++) {
@@ -429,7 +418,7 @@ static int render_file(struct run *r, struct file *f)
             pos = d->end;
         }
         yamlrender_put(&b, src + pos, f->in->len - pos);
-    } else if (r->opts->output == CLI_OUT_JSON || (f->json && changed)) {
+    } else if (r->opts->output == MANIFESTS_OUT_JSON || (f->json && changed)) {
         for (size_t i = 0; i < f->ndocs; i++) {
             cJSON *j = NULL;
             if (!f->docs[i].json || cJSON_IsNull(f->docs[i].json)) continue;
@@ -604,9 +593,9 @@ static int same_documents(const char *a, size_t alen, const char *b, size_t blen
 /* Appends input i's YAML rendering to out when another input follows it:
  * with a line break after it, which must not change what it holds (a
  * block scalar at its very end would take the break into its value: its
- * chomping is made strip, yamljoin.h). Returns 0, -EINVAL (err set) or
+ * chomping is made strip, yamldoc/join.h). Returns 0, -EINVAL (err set) or
  * -ENOMEM. */
-static int put_joined(struct run *r, const struct cli_input *in, struct yamlrender_buf *out,
+static int put_joined(struct run *r, const struct manifests_input *in, struct yamlrender_buf *out,
                       size_t skip)
 {
     const char *text = in->out + skip;
@@ -663,7 +652,7 @@ static int put_stream_joined(struct yamlrender_buf *out, const char *text, size_
 /* Joins the inputs' renderings into one stream in out: YAML inputs with
  * the separator the next one needs (separator), JSON documents as they
  * are. Returns 0, -EINVAL (err set) or -ENOMEM. */
-static int join(struct run *r, struct cli_input *in, size_t n, struct yamlrender_buf *out)
+static int join(struct run *r, struct manifests_input *in, size_t n, struct yamlrender_buf *out)
 {
     size_t last = n; /* the last input with some output */
     for (size_t i = 0; i < n; i++)
@@ -672,7 +661,7 @@ static int join(struct run *r, struct cli_input *in, size_t n, struct yamlrender
     for (size_t i = 0; i < n; i++) {
         if (in[i].outlen == 0) continue;
         size_t skip = 0;
-        int yaml = r->opts->output == CLI_OUT_MANIFEST;
+        int yaml = r->opts->output == MANIFESTS_OUT_YAML;
         if (prev && yaml) {
             /* an input of only comments and blank lines holds no document:
              * after one, "..." ends it (else an indented comment or blank
@@ -712,8 +701,8 @@ static void free_files(struct run *r)
     cJSON_Delete(r->patches);
 }
 
-int cli_run(struct cli_input *in, size_t n, const struct cli_opts *opts, struct cli_result *res,
-            char *err, size_t errlen)
+int manifests_run(struct manifests_input *in, size_t n, const struct manifests_opts *opts,
+                  struct manifests_result *res, char *err, size_t errlen)
 {
     struct run r = {.opts = opts, .err = err, .errlen = errlen};
     struct yamlrender_buf out = {0};
@@ -740,9 +729,10 @@ int cli_run(struct cli_input *in, size_t n, const struct cli_opts *opts, struct 
         for (size_t d = 0; d < r.files[i].ndocs; d++)
             if ((rc = process_doc(&r, &r.files[i], d)) < 0) goto fail;
     for (size_t i = 0; i < n; i++)
-        if (opts->output != CLI_OUT_PATCH && (rc = render_file(&r, &r.files[i])) < 0) goto fail;
+        if (opts->output != MANIFESTS_OUT_PATCH && (rc = render_file(&r, &r.files[i])) < 0)
+            goto fail;
 
-    if (opts->output == CLI_OUT_PATCH) {
+    if (opts->output == MANIFESTS_OUT_PATCH) {
         render_patches(&r, &out, all_json);
     } else if ((rc = join(&r, in, n, &out)) < 0) {
         goto fail;
@@ -771,7 +761,7 @@ fail:
     return rc;
 }
 
-void cli_free(struct cli_input *in, size_t n, struct cli_result *res)
+void manifests_free(struct manifests_input *in, size_t n, struct manifests_result *res)
 {
     for (size_t i = 0; i < n; i++) {
         free(in[i].out);

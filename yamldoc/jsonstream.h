@@ -5,8 +5,8 @@
  * between them. YAML cannot read it as one stream (a document after the
  * first needs a "---"), so `inject` splits it first.
  */
-#ifndef RA_INJECT_JSONSTREAM_H
-#define RA_INJECT_JSONSTREAM_H
+#ifndef RA_YAMLDOC_JSONSTREAM_H
+#define RA_YAMLDOC_JSONSTREAM_H
 
 #include <stddef.h>
 

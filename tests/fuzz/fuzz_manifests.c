@@ -1,6 +1,6 @@
 /*
- * fuzz_cli.c - libFuzzer target for `reload-agent inject` in memory
- * (inject/cli.c): several inputs joined into one stream, YAML and JSON
+ * fuzz_manifests.c - libFuzzer target for `reload-agent inject` in memory
+ * (inject/manifests.c): several inputs joined into one stream, YAML and JSON
  * (streams of JSON documents too), with the transform, the stamp and the
  * splicer behind them.
  *
@@ -8,16 +8,16 @@
  * inputs at each 0xFF byte (issue 16.6: joins of inputs that end without
  * a line break, in block scalars, with BOMs, directives).
  *
- * Invariants: cli_run returns 0, -EINVAL (one line naming an input) or
+ * Invariants: manifests_run returns 0, -EINVAL (one line naming an input) or
  * -ENOMEM; on 0, the joined YAML output parses, and its documents are the
  * documents of --output json of the same run, one for one; each input's
  * own rendering (what -i would write) parses to the documents that input's
  * JSON rendering holds; and the joined output, run again, comes out byte
  * for byte the same (idempotent). Any violation aborts.
  */
-#include "inject/cli.h"
-#include "inject/jsonstream.h"
-#include "inject/yamltree.h"
+#include "inject/manifests.h"
+#include "yamldoc/jsonstream.h"
+#include "yamldoc/tree.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -30,7 +30,7 @@
 #define CHECK(c)                                                                                   \
     do {                                                                                           \
         if (!(c)) {                                                                                \
-            fprintf(stderr, "fuzz_cli.c:%d: check failed: %s\n", __LINE__, #c);                    \
+            fprintf(stderr, "fuzz_manifests.c:%d: check failed: %s\n", __LINE__, #c);              \
             __builtin_trap();                                                                      \
         }                                                                                          \
     } while (0)
@@ -101,13 +101,13 @@ static cJSON *json_docs(const char *text, size_t len)
     return arr;
 }
 
-static int run(struct cli_input *in, size_t n, enum cli_output output, int all,
-               struct cli_result *res)
+static int run(struct manifests_input *in, size_t n, enum manifests_output output, int all,
+               struct manifests_result *res)
 {
-    struct cli_opts o = {.output = output};
+    struct manifests_opts o = {.output = output};
     char err[1024];
     o.inject.all = all;
-    int rc = cli_run(in, n, &o, res, err, sizeof err);
+    int rc = manifests_run(in, n, &o, res, err, sizeof err);
     CHECK(rc == 0 || rc == -EINVAL || rc == -ENOMEM);
     if (rc == -EINVAL) CHECK(err[0] && !strchr(err, '\n'));
     return rc;
@@ -116,8 +116,8 @@ static int run(struct cli_input *in, size_t n, enum cli_output output, int all,
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static const char *const names[MAX_INPUTS] = {"a.yaml", "b.yaml", "c.yaml", "d.yaml"};
-    struct cli_input yin[MAX_INPUTS], jin[MAX_INPUTS], again;
-    struct cli_result yres, jres, ares;
+    struct manifests_input yin[MAX_INPUTS], jin[MAX_INPUTS], again;
+    struct manifests_result yres, jres, ares;
     size_t n = 0, start = 1;
     if (size < 1 || size > 16384) return 0;
     log_configure(RA_LOG_ERROR, RA_LOG_FORMAT_TEXT);
@@ -132,8 +132,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     memcpy(jin, yin, sizeof jin);
     int all = data[0] & 1;
-    if (run(yin, n, CLI_OUT_MANIFEST, all, &yres) != 0) return 0;
-    int jrc = run(jin, n, CLI_OUT_JSON, all, &jres);
+    if (run(yin, n, MANIFESTS_OUT_YAML, all, &yres) != 0) return 0;
+    int jrc = run(jin, n, MANIFESTS_OUT_JSON, all, &jres);
     CHECK(jrc == 0 || jrc == -ENOMEM);
     if (jrc == 0) {
         /* the joined YAML holds the documents of --output json */
@@ -149,18 +149,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             cJSON_Delete(y);
             cJSON_Delete(j);
         }
-        cli_free(jin, n, &jres);
+        manifests_free(jin, n, &jres);
     }
     /* the joined output, run again: the same bytes */
-    again =
-        (struct cli_input){.name = "joined", .data = yres.out ? yres.out : "", .len = yres.outlen};
-    int arc = run(&again, 1, CLI_OUT_MANIFEST, all, &ares);
+    again = (struct manifests_input){
+        .name = "joined", .data = yres.out ? yres.out : "", .len = yres.outlen};
+    int arc = run(&again, 1, MANIFESTS_OUT_YAML, all, &ares);
     CHECK(arc == 0 || arc == -ENOMEM);
     if (arc == 0) {
         CHECK(ares.outlen == yres.outlen &&
               (yres.outlen == 0 || memcmp(ares.out, yres.out, yres.outlen) == 0));
-        cli_free(&again, 1, &ares);
+        manifests_free(&again, 1, &ares);
     }
-    cli_free(yin, n, &yres);
+    manifests_free(yin, n, &yres);
     return 0;
 }

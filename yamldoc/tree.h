@@ -1,5 +1,5 @@
 /*
- * yamltree.h - a YAML (or JSON) stream read with libyaml into node trees
+ * tree.h - a YAML (or JSON) stream read with libyaml into node trees
  * that keep every node's byte offsets, line and column, for `reload-agent
  * inject` (the text splicer needs to know where each node is), and the
  * conversion of a node to cJSON with Kubernetes' scalar rules.
@@ -26,8 +26,8 @@
  * they are read (libyaml's scanner is quadratic in flow depth). A byte
  * that is not UTF-8 is reported at its document, line and column.
  */
-#ifndef RA_INJECT_YAMLTREE_H
-#define RA_INJECT_YAMLTREE_H
+#ifndef RA_YAMLDOC_TREE_H
+#define RA_YAMLDOC_TREE_H
 
 #include <stddef.h>
 

@@ -3,7 +3,7 @@
  * top-level object or array (see jsonstream.h): brackets counted outside
  * strings, string escapes skipped.
  */
-#include "inject/jsonstream.h"
+#include "yamldoc/jsonstream.h"
 
 #include <errno.h>
 #include <stdlib.h>

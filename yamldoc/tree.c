@@ -1,12 +1,12 @@
 /*
- * yamltree.c - libyaml events to node trees with byte offsets (see
- * yamltree.h), and nodes to cJSON with Kubernetes' scalar rules.
+ * tree.c - libyaml events to node trees with byte offsets (see
+ * tree.h), and nodes to cJSON with Kubernetes' scalar rules.
  *
  * libyaml's marks count characters, not bytes; a checkpoint table (the byte
  * offset of every 64th character) turns them into byte offsets. Pure ASCII
  * input (the common case) maps one to one.
  */
-#include "inject/yamltree.h"
+#include "yamldoc/tree.h"
 
 #include <errno.h>
 #include <math.h>
@@ -18,7 +18,7 @@
 
 #include <yaml.h>
 
-#include "inject/transform_int.h"
+#include "base/text.h"
 
 #define TAG_PREFIX "tag:yaml.org,2002:"
 
@@ -148,7 +148,7 @@ static int fail(struct yamltree_error *e, size_t line, int rc, const char *fmt, 
         e->line = line;
         vsnprintf(e->msg, sizeof e->msg, fmt, ap);
         va_end(ap);
-        inject__one_line(e->msg, sizeof e->msg); /* values quoted from the input */
+        ra_one_line_fix(e->msg, sizeof e->msg); /* values quoted from the input */
     }
     return rc;
 }
@@ -274,77 +274,94 @@ static int push(struct builder *b, struct yamltree_node *n)
     return 0;
 }
 
+/* A document starts at the end of the previous one (its leading comments,
+ * directives and "---" belong to it). */
+static int on_document_start(struct builder *b, size_t prev_end)
+{
+    struct yamltree *t = b->t;
+    if (t->ndocs == b->docs_cap) {
+        size_t cap = b->docs_cap ? b->docs_cap * 2 : 8;
+        struct yamltree_doc *d = realloc(t->docs, cap * sizeof *d);
+        if (!d) return -ENOMEM;
+        t->docs = d;
+        b->docs_cap = cap;
+    }
+    memset(&t->docs[t->ndocs], 0, sizeof t->docs[0]);
+    t->docs[t->ndocs].start = prev_end;
+    t->ndocs++;
+    b->nanchors = 0; /* anchors are scoped to their document */
+    return 0;
+}
+
+/* An alias node, pointing at its anchor's node (the latest of that name),
+ * which must be complete. */
+static int on_alias(struct builder *b, const yaml_event_t *ev, struct yamltree_error *e)
+{
+    const char *name = (const char *)ev->data.alias.anchor;
+    struct yamltree_node *target = NULL, *n;
+    for (size_t i = b->nanchors; i > 0 && !target; i--)
+        if (strcmp(b->anchors[i - 1].name, name) == 0) target = b->anchors[i - 1].node;
+    if (!target) return fail(e, ev->start_mark.line + 1, -EINVAL, "undefined alias *%s", name);
+    if (target->open)
+        return fail(e, ev->start_mark.line + 1, -EINVAL,
+                    "alias *%s refers to a node that contains it", name);
+    if (!(n = new_node(b, YAMLTREE_ALIAS, ev))) return -ENOMEM;
+    n->target = target;
+    return attach(b, n, e);
+}
+
+static int on_scalar(struct builder *b, const yaml_event_t *ev, struct yamltree_error *e)
+{
+    struct yamltree_node *n = new_node(b, YAMLTREE_SCALAR, ev);
+    int rc;
+    if (!n) return -ENOMEM;
+    n->style = ev->data.scalar.style;
+    n->plain_implicit = ev->data.scalar.plain_implicit;
+    n->len = ev->data.scalar.length;
+    if (!(n->value = arena_strdup(b->t->arena, (const char *)ev->data.scalar.value, n->len)))
+        return -ENOMEM;
+    if ((rc = set_tag(b, n, ev->data.scalar.tag)) < 0) return rc;
+    if ((rc = attach(b, n, e)) < 0) return rc;
+    return set_anchor(b, n, ev->data.scalar.anchor);
+}
+
+/* A sequence or mapping opens: attached, anchored, and pushed until its
+ * end event. */
+static int on_collection_start(struct builder *b, const yaml_event_t *ev, struct yamltree_error *e)
+{
+    int seq = ev->type == YAML_SEQUENCE_START_EVENT, rc;
+    struct yamltree_node *n = new_node(b, seq ? YAMLTREE_SEQ : YAMLTREE_MAP, ev);
+    if (!n) return -ENOMEM;
+    n->flow = seq ? ev->data.sequence_start.style == YAML_FLOW_SEQUENCE_STYLE
+                  : ev->data.mapping_start.style == YAML_FLOW_MAPPING_STYLE;
+    if ((rc = set_tag(b, n, seq ? ev->data.sequence_start.tag : ev->data.mapping_start.tag)) < 0)
+        return rc;
+    set_indent(&b->pm, n);
+    if ((rc = attach(b, n, e)) < 0) return rc;
+    if ((rc = set_anchor(b, n,
+                         seq ? ev->data.sequence_start.anchor : ev->data.mapping_start.anchor)) < 0)
+        return rc;
+    /* refused as it opens: libyaml's scanner costs O(depth) per token
+     * in flow context, so 100 000 '[' would take minutes to read whole */
+    if (b->depth >= YAMLTREE_MAX_DEPTH)
+        return fail(e, n->line + 1, -EINVAL, "nested deeper than %d levels", YAMLTREE_MAX_DEPTH);
+    return push(b, n);
+}
+
 static int on_event(struct builder *b, const yaml_event_t *ev, size_t *prev_end,
                     struct yamltree_error *e)
 {
-    struct yamltree *t = b->t;
-    struct yamltree_node *n = NULL;
-    int rc;
+    struct yamltree_node *n;
     switch (ev->type) {
-    case YAML_DOCUMENT_START_EVENT:
-        if (t->ndocs == b->docs_cap) {
-            size_t cap = b->docs_cap ? b->docs_cap * 2 : 8;
-            struct yamltree_doc *d = realloc(t->docs, cap * sizeof *d);
-            if (!d) return -ENOMEM;
-            t->docs = d;
-            b->docs_cap = cap;
-        }
-        memset(&t->docs[t->ndocs], 0, sizeof t->docs[0]);
-        t->docs[t->ndocs].start = *prev_end;
-        t->ndocs++;
-        b->nanchors = 0; /* anchors are scoped to their document */
-        return 0;
+    case YAML_DOCUMENT_START_EVENT: return on_document_start(b, *prev_end);
     case YAML_DOCUMENT_END_EVENT:
         *prev_end = posmap_off(&b->pm, ev->end_mark.index);
-        t->docs[t->ndocs - 1].end = *prev_end;
+        b->t->docs[b->t->ndocs - 1].end = *prev_end;
         return 0;
-    case YAML_ALIAS_EVENT: {
-        const char *name = (const char *)ev->data.alias.anchor;
-        struct yamltree_node *target = NULL;
-        for (size_t i = b->nanchors; i > 0; i--)
-            if (strcmp(b->anchors[i - 1].name, name) == 0) {
-                target = b->anchors[i - 1].node;
-                break;
-            }
-        if (!target) return fail(e, ev->start_mark.line + 1, -EINVAL, "undefined alias *%s", name);
-        if (target->open)
-            return fail(e, ev->start_mark.line + 1, -EINVAL,
-                        "alias *%s refers to a node that contains it", name);
-        if (!(n = new_node(b, YAMLTREE_ALIAS, ev))) return -ENOMEM;
-        n->target = target;
-        return attach(b, n, e);
-    }
-    case YAML_SCALAR_EVENT:
-        if (!(n = new_node(b, YAMLTREE_SCALAR, ev))) return -ENOMEM;
-        n->style = ev->data.scalar.style;
-        n->plain_implicit = ev->data.scalar.plain_implicit;
-        n->len = ev->data.scalar.length;
-        if (!(n->value = arena_strdup(t->arena, (const char *)ev->data.scalar.value, n->len)))
-            return -ENOMEM;
-        if ((rc = set_tag(b, n, ev->data.scalar.tag)) < 0) return rc;
-        if ((rc = attach(b, n, e)) < 0) return rc;
-        return set_anchor(b, n, ev->data.scalar.anchor);
+    case YAML_ALIAS_EVENT: return on_alias(b, ev, e);
+    case YAML_SCALAR_EVENT: return on_scalar(b, ev, e);
     case YAML_SEQUENCE_START_EVENT:
-    case YAML_MAPPING_START_EVENT: {
-        int seq = ev->type == YAML_SEQUENCE_START_EVENT;
-        if (!(n = new_node(b, seq ? YAMLTREE_SEQ : YAMLTREE_MAP, ev))) return -ENOMEM;
-        n->flow = seq ? ev->data.sequence_start.style == YAML_FLOW_SEQUENCE_STYLE
-                      : ev->data.mapping_start.style == YAML_FLOW_MAPPING_STYLE;
-        if ((rc = set_tag(b, n, seq ? ev->data.sequence_start.tag : ev->data.mapping_start.tag)) <
-            0)
-            return rc;
-        set_indent(&b->pm, n);
-        if ((rc = attach(b, n, e)) < 0) return rc;
-        if ((rc = set_anchor(
-                 b, n, seq ? ev->data.sequence_start.anchor : ev->data.mapping_start.anchor)) < 0)
-            return rc;
-        /* refused as it opens: libyaml's scanner costs O(depth) per token
-         * in flow context, so 100 000 '[' would take minutes to read whole */
-        if (b->depth >= YAMLTREE_MAX_DEPTH)
-            return fail(e, n->line + 1, -EINVAL, "nested deeper than %d levels",
-                        YAMLTREE_MAX_DEPTH);
-        return push(b, n);
-    }
+    case YAML_MAPPING_START_EVENT: return on_collection_start(b, ev, e);
     case YAML_SEQUENCE_END_EVENT:
     case YAML_MAPPING_END_EVENT:
         n = b->stack[--b->depth];

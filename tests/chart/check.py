@@ -1,0 +1,392 @@
+#!/usr/bin/env python3
+"""The Helm chart (charts/reload-agent) without a cluster: `make test` runs it.
+
+1. `helm lint --strict` with the default values, the cert-manager values and
+   values that set every key (tests/chart/values-*.yaml).
+2. Golden output: `helm template reload-agent charts/reload-agent -n
+   reload-agent` with the default and the cert-manager values must equal
+   tests/chart/golden/{default,cert-manager}.yaml byte for byte. They are
+   reviewed files: regenerate them on purpose with `make chart-golden`
+   (check.py --update) and read the diff.
+3. No drift from the kustomize sets: the default render equals `kustomize
+   build manifests/webhook/certgen`, the cert-manager render equals `kustomize
+   build manifests/webhook/certmanager`, object by object, after removing
+   only what Helm adds (the labels helm.sh/chart, app.kubernetes.io/instance,
+   version, managed-by, and the helm.sh/ hook annotations). The differences
+   the chart has by design are named here and checked exactly: the
+   kustomize-only Namespace (a chart installs into the release's namespace),
+   the chart-only pre-install Job (the kustomize Job without
+   --webhook-config) and the post-delete stand-in Secrets. The chart's
+   rbac.namespaces Role equals manifests/role.yaml.
+4. The hooks are ordered as docs/webhook-install.md says; the schema rejects
+   typos and bad values; another release name and namespace reach every
+   name and namespace; every flag the chart can pass exists in the binary's
+   --help; every values.yaml key is in the chart README's table.
+
+helm and kustomize come from tests/cluster/build.sh (built once from the Go
+module proxy, cached in $RA_CLUSTER_CACHE): kustomize at the version the
+cluster's kubectl (v1.36.3) embeds, so `kustomize build` is that kubectl's
+`kubectl kustomize`. A missing tool is built; a failed build fails the test.
+
+Usage: check.py [--binary build/reload-agent] [--update]
+"""
+import argparse
+import copy
+import difflib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+CHART = os.path.join(ROOT, "charts", "reload-agent")
+GOLDEN = os.path.join(HERE, "golden")
+HELM_LABELS = {"helm.sh/chart", "app.kubernetes.io/instance", "app.kubernetes.io/version",
+               "app.kubernetes.io/managed-by"}
+CASES = {  # golden name -> (values file or None, kustomize set)
+    "default": (None, "manifests/webhook/certgen"),
+    "cert-manager": (os.path.join(HERE, "values-cert-manager.yaml"), "manifests/webhook/certmanager"),
+}
+FULL = os.path.join(HERE, "values-full.yaml")
+
+
+class Fail(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise Fail(msg)
+
+
+def run(cmd, env=None, ok=True):
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, timeout=1800)
+    out, err = p.stdout.decode(), p.stderr.decode()
+    if ok and p.returncode != 0:
+        raise Fail("%s: exit %d\n%s%s" % (" ".join(cmd), p.returncode, out, err))
+    return out if ok else (p.returncode, out, err)
+
+
+def tool(component, name):
+    """The cached (or just built) binary of a build.sh component."""
+    out = run(["bash", os.path.join(ROOT, "tests", "cluster", "build.sh"), component])
+    for line in out.splitlines():
+        k, _, v = line.partition("=")
+        if k == component.upper() + "_BIN":
+            path = os.path.join(v, name)
+            check(os.access(path, os.X_OK), "build.sh %s printed %s, not an executable" % (component, path))
+            return path
+    raise Fail("build.sh %s printed no %s_BIN= line:\n%s" % (component, component.upper(), out))
+
+
+class Tools:
+    def __init__(self):
+        self.helm = tool("helm", "helm")
+        self.kustomize = tool("kustomize", "kustomize")
+        self.home = tempfile.mkdtemp(prefix="chart-check-")
+        self.env = dict(os.environ, HELM_CACHE_HOME=self.home + "/cache", HELM_CONFIG_HOME=self.home + "/config",
+                        HELM_DATA_HOME=self.home + "/data", KUBECONFIG=os.devnull)
+
+    def template(self, *args, release="reload-agent", ns="reload-agent", ok=True):
+        return run([self.helm, "template", release, CHART, "--namespace", ns] + list(args), env=self.env, ok=ok)
+
+    def lint(self, *args):
+        return run([self.helm, "lint", "--strict", CHART] + list(args), env=self.env)
+
+    def build(self, kset):
+        return run([self.kustomize, "build", os.path.join(ROOT, kset)])
+
+
+def docs(text):
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+def key(o):
+    return (o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"])
+
+
+def strip_helm(o):
+    """o without what Helm adds: its labels (at any depth: pod templates too)
+    and its helm.sh/ annotations; an annotations map left empty goes."""
+    if isinstance(o, list):
+        return [strip_helm(x) for x in o]
+    if not isinstance(o, dict):
+        return o
+    out = {}
+    for k, v in o.items():
+        if k == "labels" and isinstance(v, dict):
+            v = {a: b for a, b in v.items() if a not in HELM_LABELS}
+        if k == "annotations" and isinstance(v, dict):
+            v = {a: b for a, b in v.items() if not a.startswith("helm.sh/")}
+            if not v:
+                continue
+        out[k] = strip_helm(v)
+    return out
+
+
+def diff_text(a, b, na, nb):
+    return "".join(difflib.unified_diff(yaml.safe_dump(a, sort_keys=True).splitlines(True),
+                                        yaml.safe_dump(b, sort_keys=True).splitlines(True), na, nb))
+
+
+def hook(o):
+    a = o["metadata"].get("annotations", {})
+    if "helm.sh/hook" not in a:
+        return None
+    return (set(a["helm.sh/hook"].split(",")), int(a.get("helm.sh/hook-weight", "0")),
+            set(a.get("helm.sh/hook-delete-policy", "").split(",")))
+
+
+# ---- 1. lint ----
+def lint(t):
+    for name, (values, _) in CASES.items():
+        t.lint(*(["-f", values] if values else []))
+    t.lint("-f", FULL)
+    return "helm lint --strict: default, cert-manager and every-key values"
+
+
+# ---- 2. golden ----
+def golden(t, update):
+    notes = []
+    for name, (values, _) in CASES.items():
+        got = t.template(*(["-f", values] if values else []))
+        path = os.path.join(GOLDEN, name + ".yaml")
+        if update:
+            os.makedirs(GOLDEN, exist_ok=True)
+            with open(path, "w") as f:
+                f.write(got)
+            notes.append("wrote " + os.path.relpath(path, ROOT))
+            continue
+        check(os.path.exists(path), "%s is missing: make chart-golden writes it" % path)
+        with open(path) as f:
+            want = f.read()
+        if got != want:
+            d = "".join(difflib.unified_diff(want.splitlines(True), got.splitlines(True),
+                                             os.path.relpath(path, ROOT), "helm template"))
+            raise Fail("helm template (%s values) differs from the golden file; if the change is meant, "
+                       "run `make chart-golden` and review the diff:\n%s" % (name, d))
+        notes.append("%s: %d objects" % (name, len(docs(got))))
+    return "golden helm template: " + ", ".join(notes)
+
+
+# ---- 3. drift ----
+def drift(t):
+    notes = []
+    for name, (values, kset) in CASES.items():
+        chart = {key(o): o for o in docs(t.template(*(["-f", values] if values else [])))}
+        kust = {key(o): o for o in docs(t.build(kset))}
+        ns = ("Namespace", "", "reload-agent")
+        check(ns in kust, "%s has no Namespace reload-agent any more: update check.py" % kset)
+        del kust[ns]
+        # chart-only by design
+        extra = {k for k in chart if k not in kust}
+        standins = {k for k in extra if k[0] == "Secret"}
+        want_standins = {("Secret", "reload-agent", "reload-agent-webhook-tls")}
+        if name == "cert-manager":
+            want_standins.add(("Secret", "reload-agent", "reload-agent-webhook-ca"))
+        check(standins == want_standins, "%s: stand-in Secrets %r, want %r" % (name, standins, want_standins))
+        for k in standins:
+            s = chart[k]
+            check(hook(s) == ({"post-delete"}, 0, {"before-hook-creation", "hook-succeeded"}),
+                  "%s: %s is not a post-delete stand-in: %r" % (name, k, hook(s)))
+            check(set(s) == {"apiVersion", "kind", "metadata", "type"} and s["type"] == "Opaque",
+                  "%s: the stand-in %s must be an empty Opaque Secret" % (name, k))
+        pre = ("Job", "reload-agent", "reload-agent-webhook-secret")
+        if name == "default":
+            check(pre in extra, "default: no pre-install Job %s" % (pre,))
+            want = copy.deepcopy(kust[("Job", "reload-agent", "reload-agent-webhook-certs")])
+            want["metadata"]["name"] = pre[2]
+            c0 = want["spec"]["template"]["spec"]["containers"][0]
+            c0["args"] = [a for a in c0["args"] if not a.startswith("--webhook-config=")]
+            got = strip_helm(chart[pre])
+            check(got == want, "default: the pre-install Job is not the kustomize Job without "
+                  "--webhook-config:\n" + diff_text(want, got, "kustomize (derived)", "chart"))
+        extra -= standins | {pre}
+        check(not extra, "%s: objects only the chart has: %r" % (name, sorted(extra)))
+        missing = sorted(k for k in kust if k not in chart)
+        check(not missing, "%s: objects only %s has: %r" % (name, kset, missing))
+        for k in sorted(kust):
+            got = strip_helm(chart[k])
+            check(got == kust[k], "%s: %s differs from %s (beyond Helm's labels and hook annotations):\n%s" % (
+                name, "/".join(k), kset, diff_text(kust[k], got, kset, "chart")))
+        notes.append("%s = %s (%d objects)" % (name, kset, len(kust)))
+
+    # the rollout Role equals manifests/role.yaml
+    out = t.template("--set", "rbac.namespaces[0].namespace=shop",
+                     "--set", "rbac.namespaces[0].serviceAccounts[0]=default",
+                     "--set", "rbac.namespaces[0].serviceAccounts[1]=web")
+    objs = {key(o): o for o in docs(out)}
+    with open(os.path.join(ROOT, "manifests", "role.yaml")) as f:
+        role = yaml.safe_load(f)
+    got = strip_helm(objs[("Role", "shop", "reload-agent")])
+    want = dict(copy.deepcopy(role))
+    want["metadata"] = dict(want["metadata"], namespace="shop")
+    check(got == want, "the rbac.namespaces Role differs from manifests/role.yaml:\n" +
+          diff_text(want, got, "manifests/role.yaml", "chart"))
+    rb = objs[("RoleBinding", "shop", "reload-agent")]
+    check(rb["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reload-agent"} and
+          rb["subjects"] == [{"kind": "ServiceAccount", "name": n, "namespace": "shop"} for n in ("default", "web")],
+          "the rbac.namespaces RoleBinding: %r" % rb)
+    noargo = docs(t.template("--set", "rbac.namespaces[0].namespace=shop",
+                             "--set", "rbac.namespaces[0].serviceAccounts[0]=default",
+                             "--set", "rbac.argoRollouts=false"))
+    r2 = [o for o in noargo if o["kind"] == "Role" and o["metadata"]["namespace"] == "shop"][0]
+    check(r2["rules"] == [r for r in role["rules"] if r["apiGroups"] != ["argoproj.io"]],
+          "rbac.argoRollouts=false must drop exactly the argoproj.io rule")
+    notes.append("rbac.namespaces Role = manifests/role.yaml")
+    return "no drift: " + "; ".join(notes)
+
+
+# ---- 4. hooks, schema, names, flags, README ----
+def hooks(t):
+    objs = docs(t.template())
+    h = {(o["kind"], o["metadata"]["name"]): hook(o) for o in objs if hook(o)}
+    every = {"pre-install", "pre-upgrade", "post-install", "post-upgrade"}
+    policy = {"before-hook-creation", "hook-succeeded"}
+    pre, post = h.get(("Job", "reload-agent-webhook-secret")), h.get(("Job", "reload-agent-webhook-certs"))
+    check(pre == ({"pre-install", "pre-upgrade"}, 0, policy), "the Secret Job's hook: %r" % (pre,))
+    check(post == ({"post-install", "post-upgrade"}, 0, policy), "the caBundle Job's hook: %r" % (post,))
+    rbac = {k: v for k, v in h.items() if k[0] != "Job" and k[0] != "Secret"}
+    check(set(k[0] for k in rbac) == {"ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"},
+          "hook RBAC kinds: %r" % sorted(rbac))
+    for k, v in rbac.items():
+        check(v[0] == every and v[1] < 0 and v[2] == policy, "%s: the Jobs' RBAC must run first in every "
+              "install/upgrade phase and go once they succeeded: %r" % ("/".join(k), v))
+    jobs = {o["metadata"]["name"]: o for o in objs if o["kind"] == "Job"}
+    pre_args = jobs["reload-agent-webhook-secret"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    check(not any(a.startswith("--webhook-config") for a in pre_args),
+          "the pre-install Job must not touch the configuration (it does not exist yet)")
+    for o in objs:  # nothing the release keeps is a hook, and no hook is kept
+        if o["kind"] in ("MutatingWebhookConfiguration", "Deployment", "Service"):
+            check(hook(o) is None, "%s must be an object of the release, not a hook" % o["kind"])
+    return "hooks: RBAC (weight -10) then the Secret Job before, the caBundle Job after; stand-ins post-delete"
+
+
+def schema(t):
+    bad = ["replica=3", "webhook.failurPolicy=Fail", "webhook.failurePolicy=Never", "webhook.timeoutSeconds=31",
+           "certificates.source=vault", "image.pullPolicy=Sometimes", "webhook.logLevel=loud",
+           "webhook.shutdownTimeout=5", "certificates.certgen.validity=10y", "rbac.namespaces[0].namespace=Shop",
+           "webhook.extraArgs[0]=image=x", "webhook.podDisruptionBudget.minAvilable=1",
+           "certificates.certManager.duration=90d", "webhook.namespaceSelector.matchExpression[0].key=a",
+           "sidecar.imag=x", "webhook.replicas=1"]
+    for s in bad:
+        rc, out, err = t.template("--set", s, ok=False)
+        check(rc != 0, "helm template --set %s was accepted: the schema (or a check) must refuse it" % s)
+        check("schema" in err or "must be" in err, "--set %s: refused, but not by the schema or a check: %s" % (s, err))
+    rc, out, err = t.template("-f", FULL, ok=False)
+    check(rc == 0, "values-full.yaml is refused: %s" % err)
+    return "schema: %d typos and bad values refused" % len(bad)
+
+
+def names(t, binary):
+    """Another release and namespace: every name and namespace follows."""
+    notes = []
+    for values in ([], ["-f", CASES["cert-manager"][0]], ["-f", FULL]):
+        objs = docs(t.template(*values, release="ra", ns="tools"))
+        text = yaml.safe_dump_all(objs)
+        for o in objs:
+            m = o["metadata"]
+            if o["kind"] not in ("MutatingWebhookConfiguration", "ClusterRole", "ClusterRoleBinding"):
+                check(m.get("namespace") in ("tools", "shop", "web"), "%s/%s in namespace %r" % (
+                    o["kind"], m["name"], m.get("namespace")))
+            check(m["name"].startswith("ra-reload-agent"), "%s/%s is not named after the release" % (
+                o["kind"], m["name"]))
+        check(not re.search(r"namespace: reload-agent$|: reload-agent/|webhook\.reload-agent|^ *- reload-agent$", text, re.M),
+              "a name of the default namespace is hard-coded")
+        mwc = [o for o in objs if o["kind"] == "MutatingWebhookConfiguration"][0]
+        svc = mwc["webhooks"][0]["clientConfig"]["service"]
+        check(svc["namespace"] == "tools" and svc["name"] == "ra-reload-agent-webhook", "service %r" % svc)
+        check("tools" in mwc["webhooks"][0]["namespaceSelector"]["matchExpressions"][0]["values"],
+              "the release's namespace is not excluded")
+        dep = [o for o in objs if o["kind"] == "Deployment"][0]
+        secret = dep["spec"]["template"]["spec"]["volumes"][0]["secret"]["secretName"]
+        for o in objs:
+            if o["kind"] == "Job":
+                args = o["spec"]["template"]["spec"]["containers"][0]["args"]
+                check("--secret-name=" + secret in args and "--service-name=" + svc["name"] in args,
+                      "the Job %s does not name the Deployment's Secret and the Service: %r" % (
+                          o["metadata"]["name"], args))
+                if any(a.startswith("--webhook-config=") for a in args):
+                    check("--webhook-config=" + mwc["metadata"]["name"] in args, "--webhook-config: %r" % args)
+            if o["kind"] == "ClusterRole":
+                check(o["rules"][0]["resourceNames"] == [mwc["metadata"]["name"]], "ClusterRole resourceNames")
+            if o["kind"] == "Certificate" and o["metadata"]["name"] == svc["name"]:
+                check(o["spec"]["secretName"] == secret and "ra-reload-agent-webhook.tools.svc" in o["spec"]["dnsNames"],
+                      "the serving Certificate: %r" % o["spec"])
+        if binary:
+            flags(objs, binary)
+        notes.append(str(len(objs)))
+    return "names: release ra in namespace tools (%s objects)%s" % (
+        "/".join(notes), "; every flag is in reload-agent's --help" if binary else "")
+
+
+def flags(objs, binary):
+    helps = {
+        "webhook": run([binary, "webhook", "--help"]),
+        "certs": run([binary, "webhook", "certs", "--help"]),
+    }
+    known = {k: set(re.findall(r"^\s+(--[a-z][-a-z0-9]*)", v, re.M)) for k, v in helps.items()}
+    for o in objs:
+        if o["kind"] not in ("Deployment", "Job"):
+            continue
+        args = o["spec"]["template"]["spec"]["containers"][0]["args"]
+        which = "certs" if args[:2] == ["webhook", "certs"] else "webhook"
+        for a in args:
+            if a.startswith("--"):
+                f = a.split("=", 1)[0]
+                check(f in known[which], "%s %s: reload-agent %s has no flag %s" % (
+                    o["kind"], o["metadata"]["name"], which, f))
+
+
+def readme():
+    with open(os.path.join(CHART, "values.yaml")) as f:
+        values = yaml.safe_load(f)
+    with open(os.path.join(CHART, "README.md")) as f:
+        text = f.read()
+    rows = set(re.findall(r"^\| `([^`]+)` \|", text, re.M))
+    leaves = []
+
+    def walk(v, path):
+        if isinstance(v, dict) and v and not path.endswith(("resources", "matchLabels")):
+            for k, x in v.items():
+                walk(x, path + "." + k if path else k)
+        else:
+            leaves.append(path)
+    walk(values, "")
+    missing = [p for p in leaves if p not in rows]
+    check(not missing, "charts/reload-agent/README.md has no row for: %s" % ", ".join(missing))
+    unknown = sorted(rows - set(leaves))
+    check(not unknown, "charts/reload-agent/README.md documents keys values.yaml lacks: %s" % ", ".join(unknown))
+    return "README: %d values, one row each" % len(leaves)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--binary", help="reload-agent, to check the flags the chart passes")
+    ap.add_argument("--update", action="store_true", help="rewrite the golden files")
+    a = ap.parse_args()
+    t = Tools()
+    failed = 0
+    try:
+        steps = [("lint", lambda: lint(t)), ("golden", lambda: golden(t, a.update)), ("drift", lambda: drift(t)),
+                 ("hooks", lambda: hooks(t)), ("schema", lambda: schema(t)),
+                 ("names", lambda: names(t, a.binary and os.path.abspath(a.binary))), ("readme", readme)]
+        for name, fn in steps:
+            try:
+                print("PASS chart::%s: %s" % (name, fn()), flush=True)
+            except Fail as e:
+                failed += 1
+                print("FAIL chart::%s: %s" % (name, e), flush=True)
+    finally:
+        shutil.rmtree(t.home, ignore_errors=True)
+    print("chart: %d passed, %d failed" % (len(steps) - failed, failed))
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
