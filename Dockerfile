@@ -42,6 +42,7 @@ COPY net/ net/
 COPY kube/ kube/
 COPY actions/ actions/
 COPY inject/ inject/
+COPY yamldoc/ yamldoc/
 COPY webhook/ webhook/
 ARG GIT_COMMIT=unknown
 RUN make -j"$(nproc)" build/reload-agent GIT_COMMIT="${GIT_COMMIT}"

@@ -24,7 +24,10 @@ static const struct action_row ROWS[ACTION__COUNT] = {
     [ACTION_HTTP] = {"http", 1, 1, &action__http_ops},
     [ACTION_EXEC] = {"exec", 1, 1, &action__exec_ops},
     [ACTION_RESTART] = {"restart", 2, 1, &action__restart_ops},
-    [ACTION_ROLLOUT] = {"rollout", 3, 0, &action__rollout_ops},
+    [ACTION_ROLLOUT] = {"rollout", 4, 0, &action__rollout_ops},
+    /* no pod Events: the agent exits at once; the one that starts again
+     * posts PodRestarted from the record (actions/restartpod.h) */
+    [ACTION_RESTART_POD] = {"restart-pod", 3, 0, &action__restart_pod_ops},
 };
 
 static const struct action_ops *g_test_ops[ACTION__COUNT];
@@ -147,6 +150,8 @@ void action_params_free(struct action_params *p)
     free(p->exec_command);
     free(p->hash_annotation);
     free(p->rollout_files);
+    free(p->state_dir);
+    free(p->restart_pod_files);
     memset(p, 0, sizeof *p);
 }
 

@@ -5,7 +5,7 @@
  *
  * The table has a row per action: its name (the option parser's names come
  * from here), its strength (none < signal = http = exec < restart <
- * rollout: the strongest required action runs, several in-place actions of
+ * restart-pod < rollout: the strongest required action runs, several in-place actions of
  * equal strength all run), whether it posts pod Events (Reloaded /
  * ReloadFailed), and its start and abort. Adding an action means one file
  * in actions/ with its ops, one row in action.c, its option rows in
@@ -31,6 +31,7 @@ enum action {
     ACTION_EXEC,
     ACTION_RESTART,
     ACTION_ROLLOUT,
+    ACTION_RESTART_POD,
     ACTION__COUNT
 };
 
@@ -76,6 +77,11 @@ struct action_params {
     uint64_t min_interval_ms;
     char rollout_hash[65]; /* 64 hex of the content's rollout hash */
     char *rollout_files;   /* JSON map path -> digest prefix, or NULL */
+    /* restart-pod */
+    int restart_pod_exit_code; /* --restart-pod-exit-code */
+    char *state_dir;           /* --state-dir, NULL if unset */
+    char *restart_pod_files;   /* the changed files that need it, ", "-joined, or NULL */
+    char content_hash[65];     /* 64 hex of the target content's hash */
 };
 
 /* Frees what p owns and zeroes it. */
@@ -92,6 +98,11 @@ struct action_env {
     uv_loop_t *loop;
     struct rollout *ro;         /* the rollout's state: NULL without a Kubernetes client */
     void *state[ACTION__COUNT]; /* each action's own state, created by it on first use */
+    /* Asks the daemon to exit with status code once it has shut down (the
+     * restart-pod action, after its done ran); NULL where nothing may exit
+     * (the action then fails). */
+    void (*exit_request)(void *ud, int code);
+    void *exit_ud;
 };
 
 /* One action's behaviour. */
@@ -118,7 +129,7 @@ int action_by_name(const char *name, enum action *out);
 /* The names in table order, NULL-terminated (for the option parser). */
 const char *const *action_names(void);
 
-/* The names joined with '|': "none|signal|http|exec|restart|rollout". */
+/* The names joined with '|': "none|signal|http|exec|restart|rollout|restart-pod". */
 const char *action_names_joined(void);
 
 /* 1 if the action posts Reloaded / ReloadFailed Events on the pod. */
@@ -152,6 +163,7 @@ extern const struct action_ops action__http_ops;
 extern const struct action_ops action__exec_ops;
 extern const struct action_ops action__restart_ops;
 extern const struct action_ops action__rollout_ops;
+extern const struct action_ops action__restart_pod_ops;
 
 /* Tests only: a's row uses ops instead of its own (NULL restores it). */
 void action__register_test(enum action a, const struct action_ops *ops);

@@ -12,7 +12,7 @@
 #include "agent/flags.h"
 #include "base/log.h"
 #include "config/value.h"
-#include "kube/kube.h"
+#include "kube/k8sname.h"
 #include "webhook/certgen.h"
 #include "webhook/certs.h"
 
@@ -81,18 +81,6 @@ static int on_arg(void *ud, const struct flag_def *def, const char *v, int choic
     return 0;
 }
 
-/* A Service name: a lowercase RFC 1035 label. */
-static int is_dns_label(const char *s)
-{
-    size_t n = strlen(s);
-
-    if (n == 0 || n > 63 || !(s[0] >= 'a' && s[0] <= 'z') || s[n - 1] == '-') return 0;
-    for (size_t i = 0; i < n; i++)
-        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
-            return 0;
-    return 1;
-}
-
 /* The checks of the values: 0, or the exit status 2 of a usage error
  * (printed). Sets a->o.validity_s. */
 static int check_args(struct args *a)
@@ -101,16 +89,16 @@ static int check_args(struct args *a)
     char err[256];
 
     if (!o->secret || !o->secret[0]) return flags_usage_error(&CMD, "--secret-name is required");
-    if (!kube_is_object_name(o->secret))
+    if (!k8s_is_dns1123_subdomain(o->secret))
         return flags_usage_error(&CMD, "--secret-name \"%s\" is not a valid Secret name",
                                  o->secret);
     if (!o->service || !o->service[0]) return flags_usage_error(&CMD, "--service-name is required");
-    if (!is_dns_label(o->service))
+    if (!k8s_is_dns1035_label(o->service))
         return flags_usage_error(&CMD,
                                  "--service-name \"%s\" is not a valid Service name (a lowercase "
                                  "RFC 1035 label)",
                                  o->service);
-    if (o->mwc && !kube_is_object_name(o->mwc))
+    if (o->mwc && !k8s_is_dns1123_subdomain(o->mwc))
         return flags_usage_error(&CMD, "--webhook-config \"%s\" is not a valid object name",
                                  o->mwc);
     a->o.validity_s = CERTGEN_VALIDITY_S;

@@ -2,7 +2,7 @@
  * cmd_inject.c - `reload-agent inject`: the command line, reading the
  * inputs (files, directories walked for manifests, stdin), and writing the
  * result (stdout, or each changed file in place, atomically). The work in
- * between is inject/cli.c.
+ * between is the manifest pipeline, inject/manifests.c.
  */
 #include "agent/cmd_inject.h"
 
@@ -20,7 +20,7 @@
 
 #include "agent/flags.h"
 #include "base/log.h"
-#include "inject/cli.h"
+#include "inject/manifests.h"
 
 #define INJECT_MAX_INPUT (256u << 20) /* bytes per input */
 
@@ -83,7 +83,7 @@ static const struct flags_cmd CMD = {
 };
 
 struct inputs {
-    struct cli_input *v;
+    struct manifests_input *v;
     char **paths; /* NULL for stdin */
     size_t n, cap;
     char *skipped; /* report lines of the entries a directory walk skipped */
@@ -246,7 +246,7 @@ static int read_fd(int fd, char **buf, size_t *len)
     return 0;
 }
 
-static int read_input(struct cli_input *v, const char *path, char **buf)
+static int read_input(struct manifests_input *v, const char *path, char **buf)
 {
     size_t len = 0;
     int rc;
@@ -279,7 +279,7 @@ static int read_input(struct cli_input *v, const char *path, char **buf)
  * status), with real's mode, and its owner where this process may set it,
  * fsync'd. Returns the temporary file's path (malloc'd), or NULL (the
  * error reported). */
-static char *write_temp(const struct cli_input *v, const char *real, const struct stat *st)
+static char *write_temp(const struct manifests_input *v, const char *real, const struct stat *st)
 {
     char *dcopy = ra_strdup(real), *bcopy = ra_strdup(real);
     char *tmp = ra_asprintf("%s/.%s.inject-XXXXXX", dirname(dcopy), basename(bcopy));
@@ -318,7 +318,7 @@ static char *write_temp(const struct cli_input *v, const char *real, const struc
 
 /* 1 if real still holds what was read as v (nothing changed it while
  * inject ran), else 0 with the reason reported. */
-static int unchanged_since_read(const struct cli_input *v, const char *real)
+static int unchanged_since_read(const struct manifests_input *v, const char *real)
 {
     char *now = NULL;
     size_t len = 0;
@@ -347,7 +347,7 @@ static int write_in_place(struct inputs *in)
     int status = 0;
     if (!tmp || !real) ra_oom();
     for (size_t i = 0; i < in->n && status == 0; i++) {
-        const struct cli_input *v = &in->v[i];
+        const struct manifests_input *v = &in->v[i];
         struct stat st;
         if (!v->changed) continue;
         if (!(real[i] = realpath(in->paths[i], NULL)) || stat(real[i], &st) < 0) {
@@ -396,13 +396,14 @@ static int write_in_place(struct inputs *in)
 /* What the command line asks for. */
 struct args {
     struct inputs in;
-    struct cli_opts o;
+    struct manifests_opts o;
     int in_place, stdin_given;
 };
 
 static int on_arg(void *ud, const struct flag_def *def, const char *val, int choice)
 {
-    static const enum cli_output outputs[] = {CLI_OUT_MANIFEST, CLI_OUT_JSON, CLI_OUT_PATCH};
+    static const enum manifests_output outputs[] = {MANIFESTS_OUT_YAML, MANIFESTS_OUT_JSON,
+                                                    MANIFESTS_OUT_PATCH};
     struct args *a = ud;
     switch (def ? def->id : F_FILE) {
     case F_FILE: a->stdin_given |= strcmp(val, "-") == 0; return add_arg(&a->in, val) < 0 ? 1 : 0;
@@ -426,7 +427,7 @@ static int check_args(struct args *a)
     }
     if (a->in_place && a->stdin_given)
         return flags_usage_error(&CMD, "-i rewrites files in place; it cannot be used with stdin");
-    if (a->in_place && a->o.output != CLI_OUT_MANIFEST)
+    if (a->in_place && a->o.output != MANIFESTS_OUT_YAML)
         return flags_usage_error(&CMD,
                                  "-i writes manifests; it cannot be used with --output json or "
                                  "patch");
@@ -440,12 +441,12 @@ static int check_args(struct args *a)
 static int run(struct args *a, char **bufs)
 {
     struct inputs *in = &a->in;
-    struct cli_result res;
+    struct manifests_result res;
     char err[1024];
     int status = 0;
     for (size_t i = 0; i < in->n; i++)
         if (read_input(&in->v[i], in->paths[i], &bufs[i]) < 0) return 1;
-    if (cli_run(in->v, in->n, &a->o, &res, err, sizeof err) < 0) {
+    if (manifests_run(in->v, in->n, &a->o, &res, err, sizeof err) < 0) {
         fprintf(stderr, "reload-agent inject: %s\n", err);
         return 1;
     }
@@ -458,7 +459,7 @@ static int run(struct args *a, char **bufs)
     }
     if (status == 0 && in->skipped) fputs(in->skipped, stderr);
     if (status == 0 && res.reportlen) fwrite(res.report, 1, res.reportlen, stderr);
-    cli_free(in->v, in->n, &res);
+    manifests_free(in->v, in->n, &res);
     return status;
 }
 
@@ -469,7 +470,7 @@ int cmd_inject(int argc, char **argv)
     int status = 0;
 
     memset(&a, 0, sizeof a);
-    a.o.output = CLI_OUT_MANIFEST;
+    a.o.output = MANIFESTS_OUT_YAML;
     if (!flags_parse(&CMD, argc, argv, on_arg, &a, &status) && !(status = check_args(&a))) {
         if (!(bufs = calloc(a.in.n, sizeof *bufs))) ra_oom();
         status = run(&a, bufs);

@@ -7,6 +7,7 @@
 #define RA_ENDPOINTS_H
 
 #include "agent/engine.h"
+#include "agent/fastsync.h"
 #include "net/httpd.h"
 #include "agent/monitor.h"
 
@@ -18,6 +19,7 @@ struct endpoints_ctx {
     const int *ready;              /* 1 once the first baseline is done; /readyz also asks
                                  * the monitor (baseline taken, every directory watched) */
     const char *last_config_error; /* "" if none */
+    struct fastsync **fs;          /* may be NULL, or point to NULL: no fast sync */
 };
 
 /* An httpd_handler; ud is a struct endpoints_ctx. */

@@ -45,6 +45,11 @@ struct engine {
     int started;
     int have_last_start;
     uint64_t last_start_ms;
+    /* --restart-delay (restart, restart-pod): the content first needed one
+     * at hold_since_ms (loop time) since the last attempt. */
+    int holding;
+    uint64_t hold_since_ms;
+    int pod_restarted; /* engine_pod_restarted: every container started with the baseline */
     uint64_t attempt_start_ns;
     const char *last_action;
     const char *last_result;
@@ -80,6 +85,8 @@ static unsigned needed_mask(struct engine *e)
 
 static void schedule(struct engine *e);
 static void on_timer_closed(uv_handle_t *h);
+
+#define RESTART_CLASS (ACTION_BIT(ACTION_RESTART) | ACTION_BIT(ACTION_RESTART_POD))
 
 static void on_timer(uv_timer_t *t) { schedule(t->data); }
 
@@ -204,6 +211,33 @@ static char *files_json(const struct hash_manifest *m)
     return s;
 }
 
+/* The changed files (applied -> the attempt's target) whose action is a,
+ * ", "-joined, at most 20 named; NULL if none. */
+static char *changed_files(struct engine *e, enum action a)
+{
+    struct hash_diff d;
+    char buf[2048];
+    size_t len = 0, named = 0, more = 0;
+    if (hash_diff(&e->applied, &e->inflight_target, &d) < 0) ra_oom();
+    const char **lists[] = {d.added, d.removed, d.modified};
+    size_t ns[] = {d.nadded, d.nremoved, d.nmodified};
+    buf[0] = '\0';
+    for (int l = 0; l < 3; l++)
+        for (size_t i = 0; i < ns[l]; i++) {
+            if (cfg_action_for(e->cfg, lists[l][i]) != (int)a) continue;
+            if (named == 20 || len + strlen(lists[l][i]) + 3 >= sizeof buf) {
+                more++;
+                continue;
+            }
+            len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%s", named ? ", " : "",
+                                    lists[l][i]);
+            named++;
+        }
+    hash_diff_free(&d);
+    if (more) snprintf(buf + len, sizeof buf - len, " and %zu more", more);
+    return named ? ra_strdup(buf) : NULL;
+}
+
 /* Copies what the actions of mask read from the configuration and the
  * target content into p (owned by the attempt). */
 static void build_params(struct engine *e, unsigned mask, struct action_params *p)
@@ -230,7 +264,12 @@ static void build_params(struct engine *e, unsigned mask, struct action_params *
         .hash_annotation = ra_strdup(c->hash_annotation),
         .rollout_jitter_ms = ra_ms_of_ns(c->rollout_jitter_ns),
         .min_interval_ms = ra_ms_of_ns(c->min_interval_ns),
+        .restart_pod_exit_code = c->restart_pod_exit_code,
+        .state_dir = c->state_dir && *c->state_dir ? ra_strdup(c->state_dir) : NULL,
     };
+    hash_hex(e->inflight_target.total, p->content_hash);
+    if (mask & ACTION_BIT(ACTION_RESTART_POD))
+        p->restart_pod_files = changed_files(e, ACTION_RESTART_POD);
     if (mask & ACTION_BIT(ACTION_ROLLOUT)) {
         hash_hex(e->inflight_target.sub, p->rollout_hash);
         p->rollout_files = files_json(&e->inflight_target);
@@ -262,19 +301,53 @@ static void start_attempt(struct engine *e, unsigned mask)
         if (mask & ACTION_BIT(a)) action_start(&e->env, (enum action)a, &e->params, part_done, e);
 }
 
+/* --restart-delay: the time (loop ms) a restart-class attempt may start,
+ * or 0 when it may start now. The first call of a job notes the time and
+ * says so in the log. The attempt then acts on the content of its own
+ * time, so every change until then costs the same restart, and two
+ * restarts are at least the delay apart. A retry after a failure is not
+ * held (the backoff spaces it). */
+static uint64_t restart_due(struct engine *e, unsigned mask, uint64_t now)
+{
+    uint64_t hold = ra_ms_of_ns(e->cfg->restart_delay_ns);
+    if (!(mask & RESTART_CLASS) || !hold || e->failed_mask) return 0;
+    if (!e->holding) {
+        const char *a = action_name(mask & ACTION_BIT(ACTION_RESTART_POD) ? ACTION_RESTART_POD
+                                                                          : ACTION_RESTART);
+        struct log_rec r;
+        e->holding = 1;
+        e->hold_since_ms = now;
+        if (log_rec_begin(&r, RA_LOG_INFO, "restart-delay")) {
+            log_rec_str(&r, "action", a);
+            log_rec_int(&r, "delay_ms", (long long)hold);
+            log_rec_end(&r,
+                        "%s in %llums (--restart-delay): changes until then cost the same "
+                        "restart",
+                        a, (unsigned long long)hold);
+        }
+    }
+    return e->hold_since_ms + hold > now ? e->hold_since_ms + hold : 0;
+}
+
 static void schedule(struct engine *e)
 {
     if (e->inflight || e->closing || !e->started) return;
     unsigned mask = action_strongest(needed_mask(e));
-    if (!mask) return;
-    if (memcmp(e->applied.total, e->observed.total, HASH_LEN) == 0 && !e->failed_mask) return;
+    if (!mask || (memcmp(e->applied.total, e->observed.total, HASH_LEN) == 0 && !e->failed_mask)) {
+        e->holding = 0; /* nothing to do (the content may have reverted) */
+        return;
+    }
     uv_update_time(e->loop);
     uint64_t now = uv_now(e->loop), gap = ra_ms_of_ns(e->cfg->min_interval_ns);
-    if (e->have_last_start && gap && now < e->last_start_ms + gap) {
-        uv_timer_start(&e->timer, on_timer, e->last_start_ms + gap - now, 0);
+    uint64_t due = restart_due(e, mask, now);
+    if (e->have_last_start && gap && now < e->last_start_ms + gap && due < e->last_start_ms + gap)
+        due = e->last_start_ms + gap;
+    if (due > now) {
+        uv_timer_start(&e->timer, on_timer, due - now, 0);
         return;
     }
     uv_timer_stop(&e->timer);
+    e->holding = 0;
     start_attempt(e, mask);
 }
 
@@ -295,16 +368,44 @@ int engine_create(uv_loop_t *loop, const struct config *cfg, struct engine **out
     return 0;
 }
 
+/* The baseline's restart-pod-class files, as an applied state (the
+ * reload at start acts on the others). */
+static void applied_restart_pod_files(struct engine *e, const struct hash_manifest *baseline)
+{
+    struct hash_entry *v = calloc(baseline->n ? baseline->n : 1, sizeof *v);
+    size_t n = 0;
+    if (!v) ra_oom();
+    for (size_t i = 0; i < baseline->n; i++)
+        if (cfg_action_for(e->cfg, baseline->v[i].path) == ACTION_RESTART_POD)
+            v[n++] = baseline->v[i];
+    hash_manifest_free(&e->applied);
+    if (hash_manifest_from_entries(v, n, &e->applied) < 0) ra_oom();
+    free(v);
+}
+
 void engine_start(struct engine *e, const struct hash_manifest *baseline)
 {
     hash_manifest_free(&e->observed);
     if (hash_manifest_copy(baseline, &e->observed) < 0) ra_oom();
-    if (e->cfg->on_start != ON_START_RELOAD) {
+    if (e->cfg->on_start != ON_START_RELOAD || e->pod_restarted) {
         hash_manifest_free(&e->applied);
         if (hash_manifest_copy(baseline, &e->applied) < 0) ra_oom();
+    } else {
+        /* --on-start reload never restarts the pod: every container read the
+         * content found at start when it started (a new pod, or one this
+         * agent restarted); restarting would only loop */
+        applied_restart_pod_files(e, baseline);
     }
     e->started = 1;
     schedule(e);
+}
+
+void engine_pod_restarted(struct engine *e) { e->pod_restarted = 1; }
+
+void engine_set_exit(struct engine *e, void (*fn)(void *ud, int code), void *ud)
+{
+    e->env.exit_request = fn;
+    e->env.exit_ud = ud;
 }
 
 void engine_observe(struct engine *e, const struct hash_manifest *cur)

@@ -5,13 +5,16 @@
  * succeeded on) and the latest *observed* one. The changed files are the
  * diff between the two; each maps to an action by the first matching --rule
  * (else --action), and the strongest required action runs once: none <
- * signal = http = exec < restart < rollout (several distinct in-place actions
- * of equal strength all run). The applied state is committed only when the
+ * signal = http = exec < restart < restart-pod < rollout (several distinct
+ * in-place actions of equal strength all run). The applied state is committed only when the
  * action succeeded. A failure is retried with capped exponential backoff
  * and jitter; a newer change supersedes the pending retry and is diffed
  * against the applied state, keeping the failed actions in the set, so a
  * failed reload is retried even if the content reverts. --min-interval
- * spaces attempts. No call blocks the loop.
+ * spaces attempts. restart and restart-pod are held --restart-delay after
+ * the change that first needs them and then act on the content of that
+ * time, so a burst of edits costs one restart; a retry of a failed one is
+ * not held. No call blocks the loop.
  *
  * The actions are looked up in the table of actions/action.h; each attempt
  * runs on its own copy of the options its actions read, so a live
@@ -45,8 +48,21 @@ struct engine_status {
 int engine_create(uv_loop_t *loop, const struct config *cfg, struct engine **out);
 
 /* Tells the engine about the baseline at start: with --on-start skip it
- * becomes the applied state; with reload the engine acts on it once. */
+ * becomes the applied state; with reload the engine acts on it once, except
+ * for its restart-pod-class files (taken as applied: every container read
+ * them at its start, and acting would restart the pod at every start). */
 void engine_start(struct engine *e, const struct hash_manifest *baseline);
+
+/* Call before engine_start when this agent's start is a pod restart the
+ * previous agent made (its record, actions/restartpod.h): the baseline is
+ * taken as applied whatever --on-start says (every container has just
+ * started with it). */
+void engine_pod_restarted(struct engine *e);
+
+/* How an action asks the daemon to exit with a status (restart-pod): fn
+ * runs once, on the loop, after the action's result was taken. Without it
+ * restart-pod fails. */
+void engine_set_exit(struct engine *e, void (*fn)(void *ud, int code), void *ud);
 
 /* A new observed state (after a real change). The manifest is copied. */
 void engine_observe(struct engine *e, const struct hash_manifest *cur);

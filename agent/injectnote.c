@@ -7,19 +7,20 @@
 #include <cjson/cJSON.h>
 
 #include "base/log.h"
+#include "config/config.h"
 #include "inject/transform.h"
 
 size_t injectnote_report(const struct annot_set *a, struct kevents *ev, const char *pod,
                          const char *ns)
 {
-    const struct annot *st = a ? annot_get(a, INJECT_STATUS_ANNOTATION) : NULL;
+    const struct annot *st = a ? annot_get(a, CFG_ANNOT_INJECT_STATUS) : NULL;
     if (!st) return 0;
     cJSON *j = cJSON_Parse(st->val);
     const cJSON *w = cJSON_GetObjectItemCaseSensitive(j, "warnings"), *v;
     if (!cJSON_IsObject(j) || (w && !cJSON_IsArray(w))) {
         log_warn("annotation %s is not the JSON object reload-agent writes: its warnings, if "
                  "any, are not shown",
-                 INJECT_STATUS_ANNOTATION);
+                 CFG_ANNOT_INJECT_STATUS);
         cJSON_Delete(j);
         return 0;
     }

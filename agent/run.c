@@ -19,11 +19,14 @@
 #include "config/config.h"
 #include "agent/endpoints.h"
 #include "agent/engine.h"
+#include "agent/fastsync.h"
 #include "agent/injectnote.h"
+#include "agent/podrestart.h"
 #include "net/httpc.h"
 #include "net/httpd.h"
 #include "kube/kevents.h"
 #include "kube/kube.h"
+#include "base/backoff.h"
 #include "base/log.h"
 #include "agent/metrics.h"
 #include "agent/monitor.h"
@@ -47,12 +50,14 @@ static struct {
     struct kube *kube;
     struct kevents *kev;
     struct rollout *ro;
+    struct fastsync *fs;     /* --fast-sync, or NULL */
     struct annot_set annots; /* the annotations file as last read (pod annotations) */
     struct endpoints_ctx ep;
     int ready;
     char last_config_error[1024];
     uv_signal_t sigterm, sigint, sighup;
     int stopping;
+    int exit_status; /* asked for by an action (restart-pod), 0 if none */
 } R;
 
 static void apply_logging(const struct config *c)
@@ -116,6 +121,7 @@ static void on_change(void *ud, const struct hash_manifest *cur, const struct ha
     (void)ud;
     (void)d;
     metrics_change();
+    if (R.fs) fastsync_content_changed(R.fs);
     if (R.eng) engine_observe(R.eng, cur);
 }
 
@@ -173,10 +179,11 @@ static void on_token_event(void *ud, size_t root, enum watch_why why)
     if (R.kube) kube_token_stale(R.kube);
 }
 
-/* The Kubernetes client: required by rollout, optional for Events. */
+/* The Kubernetes client: required by rollout and fast sync, optional for
+ * Events. */
 static int start_kube(char *err, size_t errlen)
 {
-    int need = uses_rollout(&R.cfg);
+    int need = uses_rollout(&R.cfg) || R.cfg.fast_sync;
     int want_events =
         R.cfg.events && ((R.cfg.kube_api && *R.cfg.kube_api) || getenv("KUBERNETES_SERVICE_HOST"));
     if (!need && !want_events) return 0;
@@ -205,6 +212,12 @@ static int start_kube(char *err, size_t errlen)
     if (R.cfg.events && kev_create(R.kube, &R.kev) < 0) ra_oom();
     if (rollout_create(&R.loop, R.kube, R.kev, &R.ro) < 0) ra_oom();
     engine_set_kube(R.eng, R.kube, R.ro, R.kev);
+    if (R.cfg.fast_sync) {
+        struct fastsync_opts fo = {.objects = (const char *const *)R.cfg.fast_sync_objects.v,
+                                   .nobjects = R.cfg.fast_sync_objects.n,
+                                   .confirm_ms = ra_ms_of_ns(R.cfg.fast_sync_confirm_ns)};
+        if ((rc = fastsync_start(R.kube, &fo, &R.fs, err, errlen)) < 0) return rc;
+    }
     return 0;
 }
 
@@ -279,12 +292,13 @@ static void apply_config(struct config *next)
                  "restarts",
                  names);
     int64_t slice_was = R.cfg.sched_slice_ns;
+    int same = cfg_is_same(&R.cfg, next); /* e.g. only fast sync's nudge annotation changed */
     cfg_free(&R.cfg);
     R.cfg = *next;
     apply_logging(&R.cfg);
     apply_sched(slice_was, &R.cfg);
     struct log_rec r;
-    if (log_rec_begin(&r, RA_LOG_INFO, "config")) {
+    if (log_rec_begin(&r, same ? RA_LOG_DEBUG : RA_LOG_INFO, "config")) {
         log_rec_str(&r, "action", cfg_action_name(R.cfg.action));
         log_rec_bool(&r, "rewatch", rewatch);
         log_rec_end(&r, "configuration updated from %s", R.annot_path);
@@ -375,6 +389,8 @@ static void shutdown_all(void)
     struct log_rec r;
     if (log_rec_begin(&r, RA_LOG_INFO, "shutdown")) log_rec_end(&r, "stopping");
     uv_close((uv_handle_t *)&R.annot_timer, on_closed_noop);
+    if (R.fs) fastsync_close(R.fs, NULL, NULL); /* before the client goes */
+    R.fs = NULL;
     if (R.srv) httpd_close(R.srv, NULL, NULL);
     R.srv = NULL;
     if (R.mon) monitor_close(R.mon, NULL, NULL);
@@ -397,6 +413,15 @@ static void on_signal(uv_signal_t *s, int signum)
         return;
     }
     (void)s;
+    shutdown_all();
+}
+
+/* The restart-pod action asks to exit with its code: the kubelet restarts
+ * every container of the pod on it. */
+static void on_exit_request(void *ud, int code)
+{
+    (void)ud;
+    R.exit_status = code;
     shutdown_all();
 }
 
@@ -462,6 +487,7 @@ static int start_all(void)
     R.ep.eng = &R.eng;
     R.ep.ready = &R.ready;
     R.ep.last_config_error = R.last_config_error;
+    R.ep.fs = &R.fs;
     if ((rc = engine_create(&R.loop, &R.cfg, &R.eng)) < 0) {
         log_error("cannot initialise: %s", uv_strerror(rc));
         rc = 1;
@@ -470,10 +496,15 @@ static int start_all(void)
         log_error("cannot listen on %s: %s", R.cfg.listen, uv_strerror(rc));
         rc = 1;
     } else if ((rc = start_kube(err, sizeof err)) < 0) {
-        fprintf(stderr, "reload-agent: the rollout action needs the Kubernetes API: %s\n", err);
+        fprintf(stderr, "reload-agent: %s needs the Kubernetes API: %s\n",
+                R.cfg.fast_sync && !uses_rollout(&R.cfg) ? "--fast-sync" : "the rollout action",
+                err);
         rc = 2;
-    } else if (start_monitor() < 0) {
-        rc = 1;
+    } else {
+        engine_set_exit(R.eng, on_exit_request, NULL);
+        podrestart_report(R.cfg.state_dir, R.eng, R.kev, R.kube ? kube_pod_name(R.kube) : NULL,
+                          R.kube ? kube_namespace(R.kube) : NULL);
+        if (start_monitor() < 0) rc = 1;
     }
     if (rc != 0) {
         shutdown_all();
@@ -506,6 +537,8 @@ int run_main(struct cfg_layer *flags)
         if (lc != 0) {
             log_error("internal error: handles left open at exit (%s)", uv_strerror(lc));
             rc = 1;
+        } else if (R.exit_status) {
+            rc = R.exit_status;
         }
     }
     annot_free(&R.annots);

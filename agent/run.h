@@ -12,7 +12,7 @@
  * with the annotations file, prints it with --print-config, else runs until
  * SIGTERM/SIGINT. Returns the process exit status: 0 after SIGTERM/SIGINT
  * or --print-config, 2 for invalid configuration, 1 for other start-up
- * failures. */
+ * failures, --restart-pod-exit-code after the restart-pod action. */
 int run_main(struct cfg_layer *flags);
 
 #endif

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "actions/exec.h"
+#include "actions/restartrules.h"
 #include "actions/rollout_decide.h"
 #include "base/addr.h"
 #include "base/dups.h"
@@ -37,7 +38,17 @@
 /* OPT_ACTION: an OPT_ENUM whose names are the table of actions' (actions/action.h);
  * --help appends them to the help text. The field holds the enum action;
  * a row's choices, when given, are the subset of action names it accepts. */
-enum opt_type { OPT_STR, OPT_LIST, OPT_DURATION, OPT_SIGNAL, OPT_BOOL, OPT_ENUM, OPT_ACTION };
+/* OPT_INT: a decimal integer in [min, max], held in an int field. */
+enum opt_type {
+    OPT_STR,
+    OPT_LIST,
+    OPT_DURATION,
+    OPT_SIGNAL,
+    OPT_BOOL,
+    OPT_ENUM,
+    OPT_ACTION,
+    OPT_INT
+};
 
 #define OPT_REPEAT 1u   /* flag may be repeated; values accumulate */
 #define OPT_NO_ANNOT 2u /* cannot be set by annotation */
@@ -59,7 +70,7 @@ struct opt_def {
     unsigned flags;
     const char *metavar;
     const char *help;
-    int64_t min, max; /* OPT_DURATION: the accepted range in ns (max > 0 always) */
+    int64_t min, max; /* OPT_DURATION: the accepted range in ns (max > 0 always); OPT_INT's */
     /* OPT_STR: judges a value; 0, or -EINVAL with the reason in why. */
     int (*check)(const char *v, char *why, size_t n);
 };
@@ -94,7 +105,14 @@ static int check_command(const char *v, char *why, size_t n)
 static const char *const ON_START[] = {"skip", "reload", "reconcile", "auto", NULL};
 /* --env-action: env is fixed when a container starts, so only actions that
  * start it again (or record the change) can apply. */
-static const char *const ENV_ACTIONS[] = {"rollout", "restart", "none", NULL};
+static const char *const ENV_ACTIONS[] = {"rollout", "restart", "restart-pod", "none", NULL};
+
+/* --restart-policy-rules: the shape the API accepts (actions/restartrules.h).
+ * "" means unset. */
+static int check_restart_rules(const char *v, char *why, size_t n)
+{
+    return *v ? restartrules_check(v, why, n) : 0;
+}
 
 #define F(field) offsetof(struct config, field)
 
@@ -120,7 +138,8 @@ static const struct opt_def OPTIONS[] = {
      NO_RANGE},
     {"env-action", OPT_ACTION, "rollout", F(env_action), ENV_ACTIONS, 0, "ACTION",
      "Action for changed files under an --env-watch root (env is fixed when a container "
-     "starts: rollout rolls the workload, restart restarts the app in place):",
+     "starts: rollout rolls the workload, restart restarts the app in place, restart-pod "
+     "every container of the pod):",
      NO_RANGE},
     {"debounce", OPT_DURATION, "200ms", F(debounce_ns), NULL, 0, "DURATION",
      "Quiet period after the last filesystem event before the content is hashed; a burst "
@@ -178,7 +197,7 @@ static const struct opt_def OPTIONS[] = {
     {"namespace", OPT_STR, NULL, F(namespace_), NULL, OPT_RESTART_ONLY, "NS",
      "The pod's namespace (default $POD_NAMESPACE, then the service-account namespace file).",
      NO_RANGE},
-    {"hash-annotation", OPT_STR, "reload-agent.io/config-hash", F(hash_annotation), NULL, 0, "KEY",
+    {"hash-annotation", OPT_STR, CFG_ANNOT_CONFIG_HASH, F(hash_annotation), NULL, 0, "KEY",
      "Pod-template annotation the rollout action sets to the rollout hash.",
      CHECKED(val_annotation_key)},
     {"rollout-jitter", OPT_DURATION, "5s", F(rollout_jitter_ns), NULL, 0, "DURATION",
@@ -194,6 +213,26 @@ static const struct opt_def OPTIONS[] = {
     {"restart-timeout", OPT_DURATION, "30s", F(restart_timeout_ns), NULL, 0, "DURATION",
      "How long the restart action waits for the process to exit before reporting failure.",
      RANGE(NS_MS, NS_DAY)},
+    {"restart-delay", OPT_DURATION, "1m", F(restart_delay_ns), NULL, 0, "DURATION",
+     "restart and restart-pod start this long after the change that first needs them, on the "
+     "content of that time, so that a burst of edits costs one restart (restarts are at least "
+     "this far apart; the kubelet backs off container restarts, and restarts a pod in place "
+     "without any backoff).",
+     RANGE(0, NS_H)},
+    {"restart-pod-exit-code", OPT_INT, "88", F(restart_pod_exit_code), NULL, 0, "CODE",
+     "Exit status of the restart-pod action: the agent's container must carry a "
+     "restartPolicyRules rule {action: RestartAllContainers, exitCodes: {operator: In, "
+     "values: [CODE]}} (Kubernetes 1.36+), stated by --restart-policy-rules.",
+     RANGE(3, 125)},
+    {"restart-policy-rules", OPT_STR, NULL, F(restart_policy_rules), NULL, OPT_NO_ANNOT, "JSON",
+     "A copy of the agent container's own restartPolicyRules, as JSON (reload-agent inject and "
+     "the webhook write both): restart-pod runs only if they restart every container on "
+     "--restart-pod-exit-code.",
+     CHECKED(check_restart_rules)},
+    {"state-dir", OPT_STR, NULL, F(state_dir), NULL, 0, "PATH",
+     "A directory that lives as long as the pod (an emptyDir): restart-pod records there why "
+     "it restarted the pod, and the agent that starts again reports it.",
+     NO_RANGE},
     {"retry-initial", OPT_DURATION, "500ms", F(retry_initial_ns), NULL, 0, "DURATION",
      "First retry delay after a failed action; doubles per failure, with jitter.",
      RANGE(NS_MS, NS_DAY)},
@@ -207,6 +246,22 @@ static const struct opt_def OPTIONS[] = {
      "share of the CPU is unchanged. The kernel accepts 100us to 100ms; 0 keeps the "
      "kernel default.",
      RANGE(100 * NS_US, 100 * NS_MS)},
+    {"fast-sync", OPT_BOOL, "false", F(fast_sync), NULL, OPT_RESTART_ONLY, "BOOL",
+     "Learn of a ConfigMap/Secret edit from the API (a metadata-only watch per object) and "
+     "patch the annotation " CFG_ANNOT_SYNC " of the agent's own pod, "
+     "so the kubelet refreshes the volumes within about a second instead of at its next "
+     "periodic sync (60-90 s). Needs the Role and policy of manifests/fast-sync/.",
+     NO_RANGE},
+    {"fast-sync-objects", OPT_LIST, NULL, F(fast_sync_objects), NULL, OPT_REPEAT | OPT_RESTART_ONLY,
+     "KIND/NAME",
+     "The objects fast sync watches, configmap/NAME or secret/NAME (repeatable; default: every "
+     "ConfigMap and Secret the pod's spec names, read from the API).",
+     NO_RANGE},
+    {"fast-sync-confirm", OPT_DURATION, "2s", F(fast_sync_confirm_ns), NULL, OPT_RESTART_ONLY,
+     "DURATION",
+     "After a nudge, how long fast sync waits for the content to change before it nudges "
+     "again; doubles per nudge (capped at 16s), 4 nudges, then the kubelet's periodic sync.",
+     RANGE(10 * NS_MS, NS_H)},
     {"listen", OPT_STR, NULL, F(listen), NULL, OPT_RESTART_ONLY, "ADDR:PORT",
      "Serve /healthz, /readyz, /metrics and /status here, e.g. 127.0.0.1:9091 "
      "(default: no server).",
@@ -224,22 +279,21 @@ static const struct opt_def OPTIONS[] = {
 /* Annotation keys under the prefix that are not options (config.h): the
  * injector's opt-in and per-pod sidecar settings (inject/transform.c), its
  * status record, and the rollout hash the agent itself writes. */
-const char *const cfg_injector_annotations[] = {"inject",
-                                                "inject-status",
-                                                "config-hash",
-                                                "sidecar-image",
-                                                "sidecar-cpu-request",
-                                                "sidecar-memory-request",
-                                                "sidecar-memory-limit",
-                                                "sidecar-run-as-user",
+const char *const cfg_injector_annotations[] = {CFG_ANNOT_INJECT,
+                                                CFG_ANNOT_INJECT_STATUS,
+                                                CFG_ANNOT_CONFIG_HASH,
+                                                CFG_ANNOT_SIDECAR_IMAGE,
+                                                CFG_ANNOT_SIDECAR_CPU_REQUEST,
+                                                CFG_ANNOT_SIDECAR_MEMORY_REQUEST,
+                                                CFG_ANNOT_SIDECAR_MEMORY_LIMIT,
+                                                CFG_ANNOT_SIDECAR_RUN_AS_USER,
+                                                CFG_ANNOT_SYNC,
                                                 NULL};
 
 int cfg_is_injector_annotation(const char *key)
 {
-    const size_t plen = strlen(CFG_ANNOTATION_PREFIX);
-    if (strncmp(key, CFG_ANNOTATION_PREFIX, plen) != 0) return 0;
     for (const char *const *r = cfg_injector_annotations; *r; r++)
-        if (strcmp(*r, key + plen) == 0) return 1;
+        if (strcmp(*r, key) == 0) return 1;
     return 0;
 }
 
@@ -448,10 +502,15 @@ static void short_duration(int64_t ns, char *out, size_t n)
     if (l > 3 && strcmp(out + l - 3, "h0m") == 0) out[l -= 2] = '\0';
 }
 
-/* The accepted range of a duration option, e.g. "0 or 100ms to 720h". */
+/* The accepted range of a duration or integer option, e.g. "0 or 100ms to
+ * 720h", "3 to 125". */
 static void range_text(const struct opt_def *o, char *out, size_t n)
 {
     char lo[32], hi[32];
+    if (o->type == OPT_INT) {
+        snprintf(out, n, "%lld to %lld", (long long)o->min, (long long)o->max);
+        return;
+    }
     short_duration(o->min, lo, sizeof lo);
     short_duration(o->max, hi, sizeof hi);
     snprintf(out, n, "%s%s to %s", o->flags & OPT_ZERO_OK ? "0 or " : "", lo, hi);
@@ -480,6 +539,12 @@ static int set_value(struct config *c, const struct opt_def *o, const char *v, e
             rc = -EINVAL;
         }
         if (rc == 0) *(int64_t *)field = ns;
+        break;
+    }
+    case OPT_INT: {
+        uint64_t u;
+        rc = val_uint(v, (uint64_t)o->min, (uint64_t)o->max, &u, why, sizeof why);
+        if (rc == 0) *(int *)field = (int)u;
         break;
     }
     case OPT_SIGNAL: rc = val_signal(v, (int *)field, why, sizeof why); break;
@@ -552,6 +617,33 @@ static int check_expect_status(const struct config *c, char *err, size_t errlen)
     return 0;
 }
 
+/* --fast-sync-objects: KIND/NAME with KIND configmap or secret and NAME an
+ * RFC 1123 subdomain (kube/podrefs.c parses them again, with the same rule). */
+static int check_fast_sync_objects(const struct config *c, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < c->fast_sync_objects.n; i++) {
+        const char *v = c->fast_sync_objects.v[i], *slash = strchr(v, '/');
+        const char *name = slash ? slash + 1 : "";
+        size_t klen = slash ? (size_t)(slash - v) : 0, n = strlen(name);
+        int ok = slash && ((klen == 9 && !strncmp(v, "configmap", 9)) ||
+                           (klen == 6 && !strncmp(v, "secret", 6)));
+        ok = ok && n > 0 && n <= 253 && name[0] != '-' && name[0] != '.' && name[n - 1] != '-' &&
+             name[n - 1] != '.';
+        for (size_t j = 0; ok && j < n; j++)
+            ok = (name[j] >= 'a' && name[j] <= 'z') || (name[j] >= '0' && name[j] <= '9') ||
+                 name[j] == '-' || name[j] == '.';
+        if (!ok) {
+            char q[QUOTED_MAX];
+            snprintf(err, errlen,
+                     "invalid value for --fast-sync-objects: %s: want configmap/NAME or "
+                     "secret/NAME with NAME a Kubernetes object name",
+                     QV(q, v));
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
 /* Each action that is in use needs its own options. */
 static int check_action_needs(const struct config *c, const int *used, char *err, size_t errlen)
 {
@@ -598,22 +690,71 @@ static int check_action_needs(const struct config *c, const int *used, char *err
     return 0;
 }
 
+/* The option that makes action a used, for a message: "--action A",
+ * "--env-action A" or "--rule GLOB=A" (the first of them). */
+static void user_of(const struct config *c, enum action a, char *what, size_t n)
+{
+    char q[QUOTED_MAX];
+    snprintf(what, n, "--action %s", action_name(a));
+    if (c->action != (int)a && c->env_watch.n && c->env_action == (int)a)
+        snprintf(what, n, "--env-action %s", action_name(a));
+    else
+        for (size_t i = 0; c->action != (int)a && i < c->nrules; i++)
+            if (c->rules[i].action == a) {
+                snprintf(what, n, "--rule %s", QV(q, c->rule_raw.v[i]));
+                break;
+            }
+}
+
+/* restart-pod exits the agent. That restarts every container of the pod
+ * only when the agent's container carries a RestartAllContainers rule for
+ * the exit code; otherwise the kubelet would restart the agent alone, which
+ * then takes the new content as applied: the change would be lost. The
+ * agent cannot read its own container's spec without API access, so it is
+ * told (--restart-policy-rules, a flag: fixed, like the spec, for the
+ * pod's life). Judged at start and on every live update alike. */
+static int check_restart_pod(const struct config *c, const int *used, char *err, size_t errlen)
+{
+    if (!used[ACTION_RESTART_POD]) return 0;
+    char what[QUOTED_MAX + 16], rules[128], why[256];
+    int code = c->restart_pod_exit_code;
+    user_of(c, ACTION_RESTART_POD, what, sizeof what);
+    restartrules_for_code(code, rules, sizeof rules);
+    if (code == 70) {
+        snprintf(err, errlen,
+                 "invalid value for --restart-pod-exit-code: 70 is the agent's own exit status "
+                 "when it runs out of memory; choose another code");
+        return -EINVAL;
+    }
+    if (!c->restart_policy_rules || !*c->restart_policy_rules) {
+        snprintf(err, errlen,
+                 "%s: restart-pod needs the agent's container to carry restartPolicyRules that "
+                 "restart every container on exit code %d, stated by --restart-policy-rules "
+                 "(reload-agent inject and the webhook add both; by hand, the rule %s in the "
+                 "container and the same JSON in the flag); without it the exit would restart "
+                 "the agent alone",
+                 what, code, rules);
+        return -EINVAL;
+    }
+    if (restartrules_verdict(c->restart_policy_rules, code, why, sizeof why) !=
+        RESTARTRULES_RESTART_ALL) {
+        snprintf(err, errlen,
+                 "%s: --restart-policy-rules: %s; restart-pod needs the rule %s, or it would not "
+                 "restart the pod",
+                 what, why, rules);
+        return -EINVAL;
+    }
+    return 0;
+}
+
 /* The rollout action needs the API client; a running agent that has none
  * cannot start one (issue 9 F8: accepted, then failing forever). */
 static int check_env(const struct config *c, const struct cfg_env *env, const int *used, char *err,
                      size_t errlen)
 {
     if (!env || env->kube != CFG_KUBE_NONE || !used[ACTION_ROLLOUT]) return 0;
-    char what[QUOTED_MAX + 16], q[QUOTED_MAX];
-    snprintf(what, sizeof what, "--action rollout");
-    if (c->action != ACTION_ROLLOUT && c->env_watch.n && c->env_action == ACTION_ROLLOUT)
-        snprintf(what, sizeof what, "--env-action rollout");
-    else
-        for (size_t i = 0; c->action != ACTION_ROLLOUT && i < c->nrules; i++)
-            if (c->rules[i].action == ACTION_ROLLOUT) {
-                snprintf(what, sizeof what, "--rule %s", QV(q, c->rule_raw.v[i]));
-                break;
-            }
+    char what[QUOTED_MAX + 16];
+    user_of(c, ACTION_ROLLOUT, what, sizeof what);
     snprintf(err, errlen,
              "%s: the rollout action needs the Kubernetes API client, and this agent runs "
              "without one (it is set up at start only, when --action, --env-action or a --rule "
@@ -667,7 +808,7 @@ static int check_hash_annotation(const struct config *c, char *err, size_t errle
 {
     const size_t plen = strlen(CFG_ANNOTATION_PREFIX);
     const char *k = c->hash_annotation;
-    if (strncmp(k, CFG_ANNOTATION_PREFIX, plen) != 0 || strcmp(k + plen, "config-hash") == 0)
+    if (strncmp(k, CFG_ANNOTATION_PREFIX, plen) != 0 || strcmp(k, CFG_ANNOT_CONFIG_HASH) == 0)
         return 0;
     if (find_opt(k + plen, strlen(k + plen), NULL) || cfg_is_injector_annotation(k)) {
         char q[QUOTED_MAX];
@@ -721,7 +862,8 @@ static int validate(struct config *c, const struct cfg_env *env, char *err, size
     unsigned mask = cfg_used_actions(c);
     for (int a = 0; a < ACTION__COUNT; a++) used[a] = (mask & ACTION_BIT(a)) != 0;
     if (check_expect_status(c, err, errlen) < 0 || check_action_needs(c, used, err, errlen) < 0 ||
-        check_env(c, env, used, err, errlen) < 0 || check_hash_annotation(c, err, errlen) < 0)
+        check_env(c, env, used, err, errlen) < 0 || check_restart_pod(c, used, err, errlen) < 0 ||
+        check_hash_annotation(c, err, errlen) < 0 || check_fast_sync_objects(c, err, errlen) < 0)
         return -EINVAL;
     if (c->listen && *c->listen) {
         struct sockaddr_storage ss;
@@ -827,11 +969,6 @@ const char **cfg_watch_roots(const struct config *c, size_t *n)
     return v;
 }
 
-int cfg_is_path_under(const char *root, const char *path)
-{
-    return path_rules_is_under(root, path);
-}
-
 int cfg_is_ignored(const struct config *c, const char *path)
 {
     return path_rules_is_ignored(&c->path_rules, path);
@@ -874,11 +1011,19 @@ static int same_value(const struct opt_def *o, const struct config *a, const str
         return 1;
     }
     case OPT_DURATION: return *(const int64_t *)fa == *(const int64_t *)fb;
+    case OPT_INT:
     case OPT_SIGNAL:
     case OPT_BOOL:
     case OPT_ENUM:
     case OPT_ACTION: return *(const int *)fa == *(const int *)fb;
     }
+    return 1;
+}
+
+int cfg_is_same(const struct config *a, const struct config *b)
+{
+    for (size_t i = 0; i < NOPTS; i++)
+        if (!same_value(&OPTIONS[i], a, b)) return 0;
     return 1;
 }
 
@@ -934,12 +1079,12 @@ void cfg_print_help(FILE *f)
         for (int c = 0; o->type == OPT_ACTION && choices_of(o)[c]; c++)
             fprintf(f, "%s%s%s", c ? "|" : " ", choices_of(o)[c], choices_of(o)[c + 1] ? "" : ".");
         if (o->def) fprintf(f, " (default %s", o->def);
-        if (o->type == OPT_DURATION) {
+        if (o->type == OPT_DURATION || o->type == OPT_INT) {
             char range[96];
             range_text(o, range, sizeof range);
             fprintf(f, "%srange %s", o->def ? "; " : " (", range);
         }
-        if (o->def || o->type == OPT_DURATION) fputc(')', f);
+        if (o->def || o->type == OPT_DURATION || o->type == OPT_INT) fputc(')', f);
         fputs(restart_marker(o), f);
         fputc('\n', f);
     }
@@ -958,6 +1103,7 @@ static void format_value(const struct config *c, const struct opt_def *o, char *
     switch (o->type) {
     case OPT_STR: snprintf(out, n, "%s", *(char *const *)field ? *(char *const *)field : ""); break;
     case OPT_DURATION: val_format_duration(*(const int64_t *)field, out, n); break;
+    case OPT_INT: snprintf(out, n, "%d", *(const int *)field); break;
     case OPT_SIGNAL: {
         const char *s = val_signal_name(*(const int *)field);
         snprintf(out, n, "%s", s ? s : "?");

@@ -82,6 +82,13 @@ struct config {
     int events;
     int restart_signal;
     int64_t restart_timeout_ns;
+    int fast_sync;                    /* --fast-sync */
+    struct strlist fast_sync_objects; /* --fast-sync-objects: "configmap/NAME", "secret/NAME" */
+    int64_t fast_sync_confirm_ns;     /* --fast-sync-confirm: the first window after a nudge */
+    int64_t restart_delay_ns;   /* --restart-delay: restart and restart-pod are held this long */
+    int restart_pod_exit_code;  /* --restart-pod-exit-code */
+    char *restart_policy_rules; /* --restart-policy-rules: the container's rules, JSON */
+    char *state_dir;            /* --state-dir: a pod-lifetime directory, NULL if unset */
     int print_config;
 };
 
@@ -97,11 +104,25 @@ struct cfg_layer {
                              * cfg_build accepts only the effective --hash-annotation */
 };
 
-/* The annotation keys under CFG_ANNOTATION_PREFIX that are not options:
- * the injector's (inject/transform.c: inject, inject-status and the per-pod
- * sidecar-image, sidecar-cpu-request, sidecar-memory-request,
- * sidecar-memory-limit) and the rollout hash (config-hash). Short names,
- * NULL-terminated. The agent skips them in the annotations file. */
+/* The annotation keys under CFG_ANNOTATION_PREFIX that are not options,
+ * each written once here: the injector's opt-in (read by inject_opt_in,
+ * inject/transform.h), its status record, the per-pod sidecar settings
+ * (inject/transform.c), and the rollout hash the agent writes (the default
+ * of --hash-annotation) and the one fast sync patches on its own pod
+ * (agent/fastsync.c: its value changes on every nudge, so the kubelet syncs
+ * the pod). */
+#define CFG_ANNOT_INJECT CFG_ANNOTATION_PREFIX "inject"
+#define CFG_ANNOT_INJECT_STATUS CFG_ANNOTATION_PREFIX "inject-status"
+#define CFG_ANNOT_CONFIG_HASH CFG_ANNOTATION_PREFIX "config-hash"
+#define CFG_ANNOT_SIDECAR_IMAGE CFG_ANNOTATION_PREFIX "sidecar-image"
+#define CFG_ANNOT_SIDECAR_CPU_REQUEST CFG_ANNOTATION_PREFIX "sidecar-cpu-request"
+#define CFG_ANNOT_SIDECAR_MEMORY_REQUEST CFG_ANNOTATION_PREFIX "sidecar-memory-request"
+#define CFG_ANNOT_SIDECAR_MEMORY_LIMIT CFG_ANNOTATION_PREFIX "sidecar-memory-limit"
+#define CFG_ANNOT_SIDECAR_RUN_AS_USER CFG_ANNOTATION_PREFIX "sidecar-run-as-user"
+#define CFG_ANNOT_SYNC CFG_ANNOTATION_PREFIX "sync"
+
+/* Every CFG_ANNOT_* key above (whole keys), NULL-terminated. The agent
+ * skips them in the annotations file. */
 extern const char *const cfg_injector_annotations[];
 
 /* 1 if key (a whole annotation key, e.g. "reload-agent.io/inject") is one
@@ -186,14 +207,15 @@ size_t cfg_restart_only_changed(const struct config *boot, const struct config *
  * in the same order. */
 int cfg_is_same_watch(const struct config *a, const struct config *b);
 
+/* 1 if every option has the same value in a and b (the annotations file
+ * changed, but not in an option: fast sync's nudge annotation), else 0. */
+int cfg_is_same(const struct config *a, const struct config *b);
+
 /* Every root the agent watches, in order: the --watch roots, then the
  * --env-watch roots (one equal to a --watch root is listed once). Returns a
  * malloc'd array of pointers into c (free the array only; it dies with c)
  * and its length in *n; aborts on OOM. */
 const char **cfg_watch_roots(const struct config *c, size_t *n);
-
-/* path_rules_is_under (config/rules.h), under the name inject/ calls. */
-int cfg_is_path_under(const char *root, const char *path);
 
 /* 1 if a --ignore glob matches the logical path (fnmatch, no flags: '*'
  * crosses '/'): the file is left out of the content entirely.

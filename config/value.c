@@ -8,7 +8,9 @@
 #include "config/value.h"
 
 #include "config/goquote.h"
+#include "kube/k8sname.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -425,26 +427,17 @@ static int is_alnum(char c)
     return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
 }
 
-/* DNS-1123 subdomain, compared lower-cased (ValidateAnnotations lowers the
- * key): labels of [a-z0-9-] that start and end alphanumeric, joined by '.'. */
+/* The prefix s[0..n) as a DNS-1123 subdomain (kube/k8sname.h), compared
+ * lower-cased (ValidateAnnotations lowers the key): NULL, or which rule it
+ * breaks. */
 static const char *subdomain_error(const char *s, size_t n)
 {
-    size_t k, label = 0;
+    char low[K8S_DNS1123_SUBDOMAIN_MAX + 1];
 
-    if (n > 253) return "its prefix is longer than 253 characters";
-    for (k = 0; k < n; k++) {
-        char c = s[k];
-        if (c == '.') {
-            if (label == 0 || s[k - 1] == '-')
-                return "its prefix is not a DNS subdomain (example.com)";
-            label = 0;
-        } else if (is_alnum(c) || (c == '-' && label > 0)) {
-            label++;
-        } else {
-            return "its prefix is not a DNS subdomain (example.com)";
-        }
-    }
-    if (label == 0 || s[n - 1] == '-') return "its prefix is not a DNS subdomain (example.com)";
+    if (n > K8S_DNS1123_SUBDOMAIN_MAX) return "its prefix is longer than 253 characters";
+    for (size_t k = 0; k < n; k++) low[k] = (char)tolower((unsigned char)s[k]);
+    low[n] = '\0';
+    if (!k8s_is_dns1123_subdomain(low)) return "its prefix is not a DNS subdomain (example.com)";
     return NULL;
 }
 
@@ -467,7 +460,7 @@ int val_annotation_key(const char *s, char *err, size_t errlen)
     n = strlen(name);
     if (!why && n == 0)
         why = "the name after '/' is empty";
-    else if (!why && n > 63)
+    else if (!why && n > K8S_QUALIFIED_NAME_MAX)
         why = "its name part is longer than 63 characters";
     for (k = 0; !why && k < n; k++)
         if (!(is_alnum(name[k]) ||

@@ -1,17 +1,14 @@
 /*
- * cleanpath.c - lexical path cleaning for the transform (transform_int.h):
- * the container runtime resolves a volumeMount's mountPath before it
- * mounts ("/etc/./app", "/etc//app" and "/srv/../etc/app" are all
- * /etc/app), so the injector compares and writes cleaned paths, as Go's
- * path.Clean cleans them. Without it two mounts can land on one directory,
- * or an --ignore glob can miss the paths the agent walks.
+ * cleanpath.c - lexical path cleaning (contract in cleanpath.h) for the
+ * transform and the stamp. Without it two mounts can land on one
+ * directory, or an --ignore glob can miss the paths the agent walks.
  */
-#include "inject/transform_int.h"
+#include "inject/cleanpath.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-char *inject__clean_path(const char *p)
+char *inject_clean_path(const char *p)
 {
     size_t len = strlen(p), o = 0;
     int rooted = p[0] == '/';
@@ -46,9 +43,9 @@ char *inject__clean_path(const char *p)
     return out;
 }
 
-int inject__is_clean_path(const char *p)
+int inject_is_clean_path(const char *p)
 {
-    char *c = inject__clean_path(p);
+    char *c = inject_clean_path(p);
     int same = c && strcmp(c, p) == 0;
     free(c);
     return same;

@@ -42,11 +42,14 @@
 #include <string.h>
 
 #include "base/b64.h"
+#include "base/text.h"
 #include "config/annotations.h"
 #include "config/config.h"
+#include "config/rules.h"
 #include "hash/hash.h"
+#include "inject/cleanpath.h"
 #include "inject/transform.h"
-#include "inject/transform_int.h"
+#include "kube/k8sname.h"
 
 /* One file of a volume's payload: path relative to the volume. */
 struct pfile {
@@ -89,16 +92,7 @@ static int say(struct ctx *c, int rc, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
-    /* one line whatever the input's names hold: control bytes as \xHH */
-    size_t o = 0;
-    for (const char *p = tmp; *p && o + 5 < c->whylen; p++) {
-        unsigned char ch = (unsigned char)*p;
-        if (ch < 0x20 || ch == 0x7f)
-            o += (size_t)snprintf(c->why + o, c->whylen - o, "\\x%02x", ch);
-        else
-            c->why[o++] = (char)ch;
-    }
-    if (c->whylen) c->why[o < c->whylen ? o : c->whylen - 1] = '\0';
+    ra_one_line(c->why, c->whylen, tmp); /* names from the input: base/text.h's policy */
     return rc;
 }
 #define NOSTAMP(c, ...) say((c), 0, __VA_ARGS__)
@@ -138,18 +132,6 @@ static int payload_put(struct payload *p, char *path, const void *bytes, size_t 
     f->size = len;
     hash_bytes(bytes, len, f->digest);
     return 0;
-}
-
-/* A ConfigMap or Secret key (apimachinery IsConfigMapKey): [-._a-zA-Z0-9]+,
- * not "." or "..", not starting with "..". */
-static int is_key(const char *k)
-{
-    if (!*k || !strcmp(k, ".") || !strncmp(k, "..", 2)) return 0;
-    for (const char *p = k; *p; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-              *p == '-' || *p == '_' || *p == '.'))
-            return 0;
-    return 1;
 }
 
 /* filepath.Clean of an item path, then the AtomicWriter's validatePath:
@@ -279,7 +261,7 @@ static int check_map(struct ctx *c, const cJSON *obj, const char *field, const c
     if (!cJSON_IsObject(m)) return BAD(c, "%s: %s is not an object", what, field);
     cJSON_ArrayForEach(e, m)
     {
-        if (!e->string || !is_key(e->string))
+        if (!e->string || !k8s_is_configmap_key(e->string))
             return BAD(c, "%s: %s has an invalid key \"%s\"", what, field,
                        e->string ? e->string : "");
     }
@@ -429,11 +411,11 @@ static int volume_payload(struct ctx *c, const cJSON *spec, const char *name, st
                    name, volume_kind(vol));
 }
 
-/* mountPath as the container runtime reads it (cleaned: inject__clean_path),
+/* mountPath as the container runtime reads it (cleaned: inject_clean_path),
  * "" for "/". */
 static char *norm_mount(const char *p)
 {
-    char *o = inject__clean_path(p);
+    char *o = inject_clean_path(p);
     if (o && strcmp(o, "/") == 0) o[0] = '\0';
     return o;
 }
@@ -518,7 +500,7 @@ static int has_annotations_file(const cJSON *spec, const cJSON *sc, const char *
     {
         const char *mp = str_of(vm, "mountPath"), *name = str_of(vm, "name");
         char *m = mp ? norm_mount(mp) : NULL;
-        int under = m && *m && cfg_is_path_under(m, file) && strlen(file) > strlen(m);
+        int under = m && *m && path_rules_is_under(m, file) && strlen(file) > strlen(m);
         const char *rel = under ? file + strlen(m) + 1 : NULL;
         free(m);
         if (!under || !name || str_of(vm, "subPath") || str_of(vm, "subPathExpr")) continue;
@@ -573,7 +555,7 @@ static int template_annots(struct ctx *c, const cJSON *tmpl, struct cfg_layer *l
         if (!cJSON_IsString(e))
             return BAD(c, "metadata.annotations.%s is not a string", e->string ? e->string : "");
     }
-    if (inject__annot_set(ann, &a) < 0) return NOMEM(c);
+    if (inject_annot_set(ann, &a) < 0) return NOMEM(c);
     int rc = 1;
     char err[512];
     if (cfg_layer_from_annotations(&a, l, err, sizeof err) < 0)
@@ -606,186 +588,201 @@ static int cmp_cfile(const void *a, const void *b)
     return strcmp(((const struct cfile *)a)->path, ((const struct cfile *)b)->path);
 }
 
-/* Steps 2-4 of the header, with the configuration built. */
-static int compute(struct ctx *c, const cJSON *spec, const cJSON *sc, const struct config *cfg,
-                   char hex[65])
-{
+/* What steps 2-4 build: the sidecar's mounts and the files laid out in
+ * them, freed in one place (layout_free). */
+struct layout {
+    const char **roots; /* the watch roots (cfg_watch_roots) */
     size_t nroots;
-    const char **roots = cfg_watch_roots(cfg, &nroots);
-    struct mount *mounts = NULL;
-    size_t nm = 0;
-    struct cfile *files = NULL;
-    size_t nf = 0, capf = 0;
-    struct hash_entry *ents = NULL;
-    struct hash_manifest m = {0};
-    int rc = 1;
+    struct mount *mounts;
+    size_t nm;
+    struct cfile *files;
+    size_t nf, capf;
+};
 
-    if (nroots == 0) {
-        rc = NOSTAMP(c, "the sidecar watches nothing");
-        goto out;
-    }
-    /* the agent's logical paths start with the root as written: the
-     * container's paths only where it is clean */
-    for (size_t r = 0; r < nroots; r++) {
-        size_t l = strlen(roots[r]);
-        char *root = strdup(roots[r]);
-        if (!root) {
-            rc = NOMEM(c);
-            goto out;
-        }
-        while (l > 1 && root[l - 1] == '/') root[--l] = '\0';
-        int clean = inject__is_clean_path(root);
+static void layout_free(struct layout *l)
+{
+    for (size_t i = 0; i < l->nf; i++) free(l->files[i].path);
+    free(l->files);
+    for (size_t i = 0; i < l->nm; i++) free(l->mounts[i].path);
+    free(l->mounts);
+    free(l->roots);
+    memset(l, 0, sizeof *l);
+}
+
+/* The agent's logical paths start with the root as written: the
+ * container's paths only where it is clean. */
+static int roots_are_clean(struct ctx *c, const struct layout *l)
+{
+    if (l->nroots == 0) return NOSTAMP(c, "the sidecar watches nothing");
+    for (size_t r = 0; r < l->nroots; r++) {
+        size_t n = strlen(l->roots[r]);
+        char *root = strdup(l->roots[r]);
+        if (!root) return NOMEM(c);
+        while (n > 1 && root[n - 1] == '/') root[--n] = '\0';
+        int clean = inject_is_clean_path(root);
         free(root);
-        if (!clean) {
-            rc = NOSTAMP(c,
-                         "watch root %s is not a clean path: the agent's paths would not be "
-                         "the container's",
-                         roots[r]);
-            goto out;
-        }
+        if (!clean)
+            return NOSTAMP(c,
+                           "watch root %s is not a clean path: the agent's paths would not be "
+                           "the container's",
+                           l->roots[r]);
     }
+    return 1;
+}
+
+/* The sidecar's volumeMounts, cleaned, into l->mounts. */
+static int sidecar_mounts(struct ctx *c, const cJSON *sc, struct layout *l)
+{
     const cJSON *vms = cJSON_GetObjectItemCaseSensitive(sc, "volumeMounts"), *vm;
-    if (vms && !cJSON_IsNull(vms) && !cJSON_IsArray(vms)) {
-        rc = BAD(c, "the sidecar's volumeMounts is not an array");
-        goto out;
-    }
-    mounts = calloc((size_t)cJSON_GetArraySize(vms) + 1, sizeof *mounts);
-    if (!mounts) {
-        rc = NOMEM(c);
-        goto out;
-    }
+    if (vms && !cJSON_IsNull(vms) && !cJSON_IsArray(vms))
+        return BAD(c, "the sidecar's volumeMounts is not an array");
+    if (!(l->mounts = calloc((size_t)cJSON_GetArraySize(vms) + 1, sizeof *l->mounts)))
+        return NOMEM(c);
     cJSON_ArrayForEach(vm, vms)
     {
         const char *mp = str_of(vm, "mountPath");
-        if (!mp || !str_of(vm, "name")) {
-            rc = BAD(c, "a volumeMount of the sidecar lacks name or mountPath");
-            goto out;
-        }
-        if (!(mounts[nm].path = norm_mount(mp))) {
-            rc = NOMEM(c);
-            goto out;
-        }
-        mounts[nm].vm = vm;
-        for (size_t j = 0; j < nm; j++)
-            if (!strcmp(mounts[j].path, mounts[nm].path)) {
-                rc = BAD(c, "the sidecar mounts two volumes at %s", mp);
-                nm++;
-                goto out;
-            }
-        nm++;
+        if (!mp || !str_of(vm, "name"))
+            return BAD(c, "a volumeMount of the sidecar lacks name or mountPath");
+        struct mount *m = &l->mounts[l->nm];
+        if (!(m->path = norm_mount(mp))) return NOMEM(c);
+        m->vm = vm;
+        l->nm++;
+        for (size_t j = 0; j + 1 < l->nm; j++)
+            if (!strcmp(l->mounts[j].path, m->path))
+                return BAD(c, "the sidecar mounts two volumes at %s", mp);
     }
-    /* Every root lies in a mount. A mount strictly inside a root is entered
-     * by the walk below the root's top level, where the kubelet's private
-     * ..data and timestamped names are not skipped: reproducible only when
-     * --ignore leaves them out (the injector adds <mountPath>/..* for a
-     * nested mirror); then the walk yields exactly that volume's files
-     * under their logical paths in the container, the same ones a root at
-     * the inner mount gives (counted once). */
-    for (size_t r = 0; r < nroots; r++) {
-        size_t best = nm;
-        for (size_t i = 0; i < nm; i++) {
-            if (cfg_is_path_under(roots[r], mounts[i].path) &&
-                !cfg_is_path_under(mounts[i].path, roots[r])) {
-                int ig = private_ignored(cfg, mounts[i].path);
-                if (ig < 0) {
-                    rc = NOMEM(c);
-                    goto out;
-                }
-                if (!ig) {
-                    rc = NOSTAMP(c,
-                                 "volume %s is mounted at %s, inside watch root %s: the hash "
-                                 "there includes the kubelet's private timestamped names "
-                                 "(unless --ignore=%s/..* leaves them out)",
-                                 str_of(mounts[i].vm, "name"), str_of(mounts[i].vm, "mountPath"),
-                                 roots[r], mounts[i].path);
-                    goto out;
-                }
-                mounts[i].relevant = 1;
+    return 1;
+}
+
+/* Every root lies in a mount: marks the deepest mount holding each root
+ * relevant. A mount strictly inside a root is entered by the walk below
+ * the root's top level, where the kubelet's private ..data and timestamped
+ * names are not skipped: reproducible only when --ignore leaves them out
+ * (the injector adds <mountPath>/..* for a nested mirror); then the walk
+ * yields exactly that volume's files under their logical paths in the
+ * container, the same ones a root at the inner mount gives (counted
+ * once), and it is relevant too. */
+static int roots_to_mounts(struct ctx *c, const struct config *cfg, struct layout *l)
+{
+    for (size_t r = 0; r < l->nroots; r++) {
+        const char *root = l->roots[r];
+        size_t best = l->nm;
+        for (size_t i = 0; i < l->nm; i++) {
+            struct mount *m = &l->mounts[i];
+            if (path_rules_is_under(root, m->path) && !path_rules_is_under(m->path, root)) {
+                int ig = private_ignored(cfg, m->path);
+                if (ig < 0) return NOMEM(c);
+                if (!ig)
+                    return NOSTAMP(c,
+                                   "volume %s is mounted at %s, inside watch root %s: the hash "
+                                   "there includes the kubelet's private timestamped names "
+                                   "(unless --ignore=%s/..* leaves them out)",
+                                   str_of(m->vm, "name"), str_of(m->vm, "mountPath"), root,
+                                   m->path);
+                m->relevant = 1;
             }
-            if (cfg_is_path_under(mounts[i].path, roots[r]) &&
-                (best == nm || strlen(mounts[i].path) > strlen(mounts[best].path)))
+            if (path_rules_is_under(m->path, root) &&
+                (best == l->nm || strlen(m->path) > strlen(l->mounts[best].path)))
                 best = i;
         }
-        if (best == nm) {
-            rc = NOSTAMP(c,
-                         "watch root %s is not inside a volume the sidecar mounts: its content "
-                         "is only known in the pod",
-                         roots[r]);
-            goto out;
-        }
-        mounts[best].relevant = 1;
+        if (best == l->nm)
+            return NOSTAMP(c,
+                           "watch root %s is not inside a volume the sidecar mounts: its content "
+                           "is only known in the pod",
+                           root);
+        l->mounts[best].relevant = 1;
     }
-    for (size_t i = 0; i < nm; i++) {
-        if (!mounts[i].relevant) continue;
-        const char *vname = str_of(mounts[i].vm, "name");
-        if (str_of(mounts[i].vm, "subPath") || str_of(mounts[i].vm, "subPathExpr")) {
-            rc = NOSTAMP(c, "the sidecar mounts volume %s with subPath", vname);
-            goto out;
+    return 1;
+}
+
+/* Adds the payload of mount mi (its volume laid out by volume_payload) to
+ * l->files at its paths in the container. */
+static int add_files(struct ctx *c, struct layout *l, size_t mi, const struct payload *p)
+{
+    const char *mp = l->mounts[mi].path;
+    for (size_t k = 0; k < p->n; k++) {
+        if (l->nf == l->capf) {
+            size_t cap = l->capf ? l->capf * 2 : 16;
+            struct cfile *v = realloc(l->files, cap * sizeof *v);
+            if (!v) return NOMEM(c);
+            l->files = v;
+            l->capf = cap;
         }
+        struct cfile *f = &l->files[l->nf];
+        size_t len = strlen(mp) + 1 + strlen(p->v[k].path) + 1;
+        if (!(f->path = malloc(len))) return NOMEM(c);
+        snprintf(f->path, len, "%s/%s", mp, p->v[k].path);
+        f->mount = mi;
+        f->size = p->v[k].size;
+        memcpy(f->digest, p->v[k].digest, HASH_LEN);
+        l->nf++;
+    }
+    return 1;
+}
+
+/* Lays out every relevant mount's volume as the kubelet writes it. */
+static int lay_out(struct ctx *c, const cJSON *spec, struct layout *l)
+{
+    for (size_t i = 0; i < l->nm; i++) {
+        if (!l->mounts[i].relevant) continue;
+        const cJSON *vm = l->mounts[i].vm;
+        const char *vname = str_of(vm, "name");
+        if (str_of(vm, "subPath") || str_of(vm, "subPathExpr"))
+            return NOSTAMP(c, "the sidecar mounts volume %s with subPath", vname);
         struct payload p = {0};
-        rc = volume_payload(c, spec, vname, &p);
-        if (rc <= 0) {
-            payload_free(&p);
-            goto out;
-        }
-        for (size_t k = 0; k < p.n; k++) {
-            if (nf == capf) {
-                size_t cap = capf ? capf * 2 : 16;
-                struct cfile *v = realloc(files, cap * sizeof *v);
-                if (!v) {
-                    payload_free(&p);
-                    rc = NOMEM(c);
-                    goto out;
-                }
-                files = v;
-                capf = cap;
-            }
-            struct cfile *f = &files[nf];
-            size_t len = strlen(mounts[i].path) + 1 + strlen(p.v[k].path) + 1;
-            if (!(f->path = malloc(len))) {
-                payload_free(&p);
-                rc = NOMEM(c);
-                goto out;
-            }
-            snprintf(f->path, len, "%s/%s", mounts[i].path, p.v[k].path);
-            f->mount = i;
-            f->size = p.v[k].size;
-            memcpy(f->digest, p.v[k].digest, HASH_LEN);
-            nf++;
-        }
+        int rc = volume_payload(c, spec, vname, &p);
+        if (rc > 0) rc = add_files(c, l, i, &p);
         payload_free(&p);
+        if (rc <= 0) return rc;
     }
-    /* a file and a directory of the same volume at one path: the kubelet
-     * cannot write that payload */
-    if (nf) qsort(files, nf, sizeof *files, cmp_cfile);
-    for (size_t i = 0; i + 1 < nf; i++) {
-        size_t l = strlen(files[i].path);
-        if (files[i].mount == files[i + 1].mount && !strncmp(files[i].path, files[i + 1].path, l) &&
-            (files[i + 1].path[l] == '/' || files[i + 1].path[l] == '\0')) {
-            rc = BAD(c, "volume %s: %s is both a file and a directory",
-                     str_of(mounts[files[i].mount].vm, "name"), files[i].path);
-            goto out;
-        }
+    return 1;
+}
+
+/* A file and a directory of the same volume at one path: the kubelet
+ * cannot write that payload. Sorts l->files by path. */
+static int check_clashes(struct ctx *c, struct layout *l)
+{
+    if (l->nf) qsort(l->files, l->nf, sizeof *l->files, cmp_cfile);
+    for (size_t i = 0; i + 1 < l->nf; i++) {
+        const struct cfile *a = &l->files[i], *b = &l->files[i + 1];
+        size_t n = strlen(a->path);
+        if (a->mount == b->mount && !strncmp(a->path, b->path, n) &&
+            (b->path[n] == '/' || b->path[n] == '\0'))
+            return BAD(c, "volume %s: %s is both a file and a directory",
+                       str_of(l->mounts[a->mount].vm, "name"), a->path);
     }
-    ents = calloc(nf + 1, sizeof *ents);
-    if (!ents) {
-        rc = NOMEM(c);
-        goto out;
+    return 1;
+}
+
+/* 1 if file f is under some root and not hidden by a deeper mount (which
+ * covers what the outer volume has under its path). */
+static int is_visible(const struct layout *l, const struct cfile *f)
+{
+    int visible = 0;
+    for (size_t r = 0; r < l->nroots && !visible; r++)
+        visible = path_rules_is_under(l->roots[r], f->path);
+    const char *mp = l->mounts[f->mount].path;
+    for (size_t k = 0; k < l->nm && visible; k++) {
+        const char *inner = l->mounts[k].path;
+        if (strlen(inner) > strlen(mp) && path_rules_is_under(mp, inner) &&
+            path_rules_is_under(inner, f->path))
+            visible = 0;
     }
+    return visible;
+}
+
+/* Each visible file's class by the agent's own decision (cfg_action_for),
+ * and the stamp over the rollout-class ones into hex. */
+static int classify_and_hash(struct ctx *c, const struct config *cfg, const struct layout *l,
+                             char hex[65])
+{
+    struct hash_entry *ents = calloc(l->nf + 1, sizeof *ents);
+    struct hash_manifest m = {0};
     size_t ne = 0, nsub = 0;
-    for (size_t i = 0; i < nf; i++) {
-        const struct cfile *f = &files[i];
-        int visible = 0;
-        /* under some root, and not hidden by a deeper mount (which covers
-         * what the outer volume has under its path) */
-        for (size_t r = 0; r < nroots && !visible; r++)
-            visible = cfg_is_path_under(roots[r], f->path);
-        const char *mp = mounts[f->mount].path;
-        for (size_t k = 0; k < nm && visible; k++)
-            if (strlen(mounts[k].path) > strlen(mp) && cfg_is_path_under(mp, mounts[k].path) &&
-                cfg_is_path_under(mounts[k].path, f->path))
-                visible = 0;
-        if (!visible) continue;
+    if (!ents) return NOMEM(c);
+    for (size_t i = 0; i < l->nf; i++) {
+        const struct cfile *f = &l->files[i];
+        if (!is_visible(l, f)) continue;
         int a = cfg_action_for(cfg, f->path);
         if (a == CFG_ACTION_IGNORED) continue;
         ents[ne] = (struct hash_entry){.path = f->path,
@@ -796,25 +793,35 @@ static int compute(struct ctx *c, const cJSON *spec, const cJSON *sc, const stru
         nsub += a == ACTION_ROLLOUT;
         ne++;
     }
+    int rc = 1;
     if (nsub == 0) {
         rc = NOSTAMP(c, "no rollout-class content");
-        goto out;
+    } else {
+        int hr = hash_manifest_from_entries(ents, ne, &m);
+        if (hr < 0)
+            rc = hr == -ENOMEM ? NOMEM(c) : BAD(c, "two files at one logical path");
+        else
+            hash_hex(m.sub, hex);
     }
-    int hr = hash_manifest_from_entries(ents, ne, &m);
-    if (hr < 0) {
-        rc = hr == -ENOMEM ? NOMEM(c) : BAD(c, "two files at one logical path");
-        goto out;
-    }
-    hash_hex(m.sub, hex);
-    rc = 1;
-out:
     hash_manifest_free(&m);
     free(ents);
-    for (size_t i = 0; i < nf; i++) free(files[i].path);
-    free(files);
-    for (size_t i = 0; i < nm; i++) free(mounts[i].path);
-    free(mounts);
-    free(roots);
+    return rc;
+}
+
+/* Steps 2-4 of the header, with the configuration built: each step returns
+ * 1 to go on, or what compute returns. */
+static int compute(struct ctx *c, const cJSON *spec, const cJSON *sc, const struct config *cfg,
+                   char hex[65])
+{
+    struct layout l = {0};
+    l.roots = cfg_watch_roots(cfg, &l.nroots);
+    int rc = roots_are_clean(c, &l);
+    if (rc > 0) rc = sidecar_mounts(c, sc, &l);
+    if (rc > 0) rc = roots_to_mounts(c, cfg, &l);
+    if (rc > 0) rc = lay_out(c, spec, &l);
+    if (rc > 0) rc = check_clashes(c, &l);
+    if (rc > 0) rc = classify_and_hash(c, cfg, &l, hex);
+    layout_free(&l);
     return rc;
 }
 

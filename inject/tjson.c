@@ -1,9 +1,9 @@
 /*
  * tjson.c - the transform's JSON helpers (transform_int.h): typed reads
  * that name the path of a field of the wrong type, warnings, builders that
- * record OOM in the context instead of failing at each call, and two path
- * and name predicates. Internal names of the inject/ folder carry the
- * prefix inject__.
+ * record OOM in the context instead of failing at each call, and the
+ * annotation set the agent would read. Internal names of the inject/
+ * folder carry the prefix inject__.
  */
 #include "inject/transform_int.h"
 
@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/text.h"
 #include "config/config.h"
 
 static const char *type_name(const cJSON *v)
@@ -103,44 +104,6 @@ int inject__get_id(struct inject__ctx *x, const cJSON *obj, const char *path, co
     return 0;
 }
 
-/* Length of the valid UTF-8 sequence at p (1-4), or 0. */
-static size_t utf8_len(const unsigned char *p)
-{
-    if (p[0] < 0x80) return 1;
-    size_t n = (p[0] & 0xe0) == 0xc0   ? 2
-               : (p[0] & 0xf0) == 0xe0 ? 3
-               : (p[0] & 0xf8) == 0xf0 ? 4
-                                       : 0;
-    if (!n || (n == 2 && p[0] < 0xc2) || (n == 4 && p[0] > 0xf4)) return 0;
-    for (size_t i = 1; i < n; i++)
-        if ((p[i] & 0xc0) != 0x80) return 0;
-    if (n == 3 && ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] >= 0xa0))) return 0;
-    if (n == 4 && ((p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] >= 0x90))) return 0;
-    return n;
-}
-
-void inject__one_line(char *buf, size_t n)
-{
-    char tmp[1024];
-    size_t o = 0;
-    const unsigned char *p = (const unsigned char *)buf;
-    size_t limit = n < sizeof tmp ? n : sizeof tmp; /* the result never cuts a sequence */
-    if (!n) return;
-    while (*p && o + 5 < limit) {
-        size_t l = utf8_len(p);
-        if (l == 1 && (*p < 0x20 || *p == 0x7f)) l = 0;
-        if (l) {
-            memcpy(tmp + o, p, l);
-            o += l;
-            p += l;
-        } else {
-            o += (size_t)snprintf(tmp + o, sizeof tmp - o, "\\x%02x", *p++);
-        }
-    }
-    tmp[o] = '\0';
-    snprintf(buf, n, "%s", tmp);
-}
-
 void inject__warn(struct inject__ctx *x, const char *fmt, ...)
 {
     char buf[512];
@@ -148,7 +111,7 @@ void inject__warn(struct inject__ctx *x, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    inject__one_line(buf, sizeof buf);
+    ra_one_line_fix(buf, sizeof buf);
     char **nw = realloc(x->warnings, (x->nwarnings + 1) * sizeof *nw);
     char *copy = strdup(buf);
     if (!nw || !copy) {
@@ -228,41 +191,12 @@ void inject__op(struct inject__ctx *x, cJSON *ops, const char *op, const char *p
     inject__push(x, ops, o);
 }
 
-int inject__path_within(const char *path, const char *root)
-{
-    size_t pl = strlen(path), rl = strlen(root);
-    while (pl > 1 && path[pl - 1] == '/') pl--;
-    while (rl > 1 && root[rl - 1] == '/') rl--;
-    if (rl == 1 && root[0] == '/') return path[0] == '/';
-    if (pl < rl || memcmp(path, root, rl) != 0) return 0;
-    return pl == rl || path[rl] == '/';
-}
-
-int inject__is_dns_label(const char *s) { return !strchr(s, '.') && inject__is_dns_subdomain(s); }
-
-int inject__is_dns_subdomain(const char *s)
-{
-    size_t n = strlen(s);
-    if (n == 0 || n > 253) return 0;
-    for (const char *label = s;;) {
-        size_t len = strcspn(label, ".");
-        if (len == 0 || len > 63) return 0;
-        for (size_t i = 0; i < len; i++) {
-            char c = label[i];
-            int alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-            if (!alnum && (c != '-' || i == 0 || i == len - 1)) return 0;
-        }
-        if (!label[len]) return 1;
-        label += len + 1;
-    }
-}
-
 static int cmp_annot(const void *a, const void *b)
 {
     return strcmp(((const struct annot *)a)->key, ((const struct annot *)b)->key);
 }
 
-int inject__annot_set(const cJSON *map, struct annot_set *set)
+int inject_annot_set(const cJSON *map, struct annot_set *set)
 {
     const cJSON *a;
     size_t n = 0;

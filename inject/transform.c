@@ -26,50 +26,35 @@
 #include <string.h>
 
 #include "actions/action.h"
+#include "base/text.h"
 #include "config/annotations.h"
 #include "config/config.h"
-#include "inject/jsonpatch.h"
+#include "yamldoc/jsonpatch.h"
 #include "inject/transform_int.h"
+#include "kube/kinds.h"
 
-#define A_INJECT INJECT_ENABLE_ANNOTATION
-#define A_STATUS INJECT_STATUS_ANNOTATION
-#define A_IMAGE CFG_ANNOTATION_PREFIX "sidecar-image"
-#define A_CPU_REQ CFG_ANNOTATION_PREFIX "sidecar-cpu-request"
-#define A_MEM_REQ CFG_ANNOTATION_PREFIX "sidecar-memory-request"
-#define A_MEM_LIM CFG_ANNOTATION_PREFIX "sidecar-memory-limit"
-#define A_RUN_AS CFG_ANNOTATION_PREFIX "sidecar-run-as-user"
 #define A_DEFAULT_CONTAINER "kubectl.kubernetes.io/default-container"
 
-/* ---- where the pod template is ---- */
+/* ---- where the pod template is: the kinds table (kube/kinds.h) ---- */
 
-static const struct {
-    const char *kind;
-    const char *group; /* apiVersion starts with group + "/" ("" = core: "v1") */
-    const char *prefix;
-} KINDS[] = {
-    {"Pod", "", ""},
-    {"Deployment", "apps", "/spec/template"},
-    {"StatefulSet", "apps", "/spec/template"},
-    {"DaemonSet", "apps", "/spec/template"},
-    {"ReplicaSet", "apps", "/spec/template"},
-    {"Job", "batch", "/spec/template"},
-    {"CronJob", "batch", "/spec/jobTemplate/spec/template"},
-    {"Rollout", "argoproj.io", "/spec/template"},
-};
+/* The row of a kind (in apiVersion's group; NULL: the kind alone), or NULL
+ * when the table does not know it. */
+static const struct owner_kind *kind_row(const char *api_version, const char *kind)
+{
+    return api_version ? owner_kind_find(kind, api_version) : owner_kind_named(kind);
+}
+
+/* The row of a workload: a kind with a pod template, or NULL. */
+static const struct owner_kind *workload_row(const char *api_version, const char *kind)
+{
+    const struct owner_kind *k = kind_row(api_version, kind);
+    return k && k->template_prefix ? k : NULL;
+}
 
 const char *inject_prefix_for(const char *api_version, const char *kind)
 {
-    if (!kind) return NULL;
-    for (size_t i = 0; i < sizeof KINDS / sizeof KINDS[0]; i++) {
-        if (strcmp(KINDS[i].kind, kind) != 0) continue;
-        if (!api_version) return KINDS[i].prefix;
-        size_t gl = strlen(KINDS[i].group);
-        if (gl == 0 ? strcmp(api_version, "v1") == 0
-                    : strncmp(api_version, KINDS[i].group, gl) == 0 && api_version[gl] == '/' &&
-                          api_version[gl + 1])
-            return KINDS[i].prefix;
-    }
-    return NULL;
+    const struct owner_kind *k = workload_row(api_version, kind);
+    return k ? k->template_prefix : NULL;
 }
 
 void inject_result_free(struct inject_result *r)
@@ -90,7 +75,22 @@ static void set_reason(struct inject_result *out, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(out->reason, sizeof out->reason, fmt, ap);
     va_end(ap);
-    inject__one_line(out->reason, sizeof out->reason);
+    ra_one_line_fix(out->reason, sizeof out->reason);
+}
+
+/* A refusal: the reason (printf format, made one line) and SKIPPED in
+ * out. Returns 0, what the gates return for "refused". */
+static int skip(struct inject_result *out, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static int skip(struct inject_result *out, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(out->reason, sizeof out->reason, fmt, ap);
+    va_end(ap);
+    ra_one_line_fix(out->reason, sizeof out->reason);
+    out->outcome = INJECT_SKIPPED;
+    return 0;
 }
 
 /* The value of annotation key (a string: checked when the annotations were
@@ -344,7 +344,7 @@ static int judge_config(struct inject__ctx *x, struct effective *eff)
     int help = 0, rc = -ENOMEM;
     if (cfg_layer_init(&flags, CFG_SRC_FLAG) < 0) goto out_args;
     if (cfg_layer_init(&annots, CFG_SRC_ANNOTATION) < 0) goto out_flags;
-    if (inject__annot_set(x->annots, &set) < 0) goto out_annots;
+    if (inject_annot_set(x->annots, &set) < 0) goto out_annots;
     rc = 1;
     if (cfg_parse_args((int)nargs, args, &flags, &help, x->err, x->errlen) < 0 ||
         cfg_layer_from_annotations(&set, &annots, x->err, x->errlen) < 0 ||
@@ -374,7 +374,7 @@ out_args:
  * *uid (-1 when absent). Returns 0, or 1 with the reason in x->err. */
 static int run_as_annotation(struct inject__ctx *x, long *uid)
 {
-    const char *v = annot(x, A_RUN_AS);
+    const char *v = annot(x, CFG_ANNOT_SIDECAR_RUN_AS_USER);
     *uid = -1;
     if (!v) return 0;
     long n = 0;
@@ -382,7 +382,7 @@ static int run_as_annotation(struct inject__ctx *x, long *uid)
     for (; *p >= '0' && *p <= '9' && n <= 2147483647L; p++) n = n * 10 + (*p - '0');
     if (p == v || *p || n > 2147483647L || (v[0] == '0' && v[1])) {
         snprintf(x->err, x->errlen, "invalid %s \"%.64s\": want a UID, a decimal 0..2147483647",
-                 A_RUN_AS, v);
+                 CFG_ANNOT_SIDECAR_RUN_AS_USER, v);
         return 1;
     }
     *uid = n;
@@ -398,10 +398,13 @@ static int sidecar_settings(struct inject__ctx *x, struct inject__sidecar *s)
     s->cpu_request = o->cpu_request && *o->cpu_request ? o->cpu_request : "5m";
     s->memory_request = o->memory_request && *o->memory_request ? o->memory_request : "16Mi";
     s->memory_limit = o->memory_limit && *o->memory_limit ? o->memory_limit : "32Mi";
-    if (annot(x, A_IMAGE)) s->image = annot(x, A_IMAGE);
-    if (annot(x, A_CPU_REQ)) s->cpu_request = annot(x, A_CPU_REQ);
-    if (annot(x, A_MEM_REQ)) s->memory_request = annot(x, A_MEM_REQ);
-    if (annot(x, A_MEM_LIM)) s->memory_limit = annot(x, A_MEM_LIM);
+    if (annot(x, CFG_ANNOT_SIDECAR_IMAGE)) s->image = annot(x, CFG_ANNOT_SIDECAR_IMAGE);
+    if (annot(x, CFG_ANNOT_SIDECAR_CPU_REQUEST))
+        s->cpu_request = annot(x, CFG_ANNOT_SIDECAR_CPU_REQUEST);
+    if (annot(x, CFG_ANNOT_SIDECAR_MEMORY_REQUEST))
+        s->memory_request = annot(x, CFG_ANNOT_SIDECAR_MEMORY_REQUEST);
+    if (annot(x, CFG_ANNOT_SIDECAR_MEMORY_LIMIT))
+        s->memory_limit = annot(x, CFG_ANNOT_SIDECAR_MEMORY_LIMIT);
 
     int bad_image = !*s->image || strlen(s->image) > 1024;
     for (const char *p = s->image; *p; p++) /* an image reference is printable ASCII */
@@ -413,9 +416,9 @@ static int sidecar_settings(struct inject__ctx *x, struct inject__sidecar *s)
     }
     const struct {
         const char *what, *key, *v;
-    } Q[] = {{"cpu request", A_CPU_REQ, s->cpu_request},
-             {"memory request", A_MEM_REQ, s->memory_request},
-             {"memory limit", A_MEM_LIM, s->memory_limit}};
+    } Q[] = {{"cpu request", CFG_ANNOT_SIDECAR_CPU_REQUEST, s->cpu_request},
+             {"memory request", CFG_ANNOT_SIDECAR_MEMORY_REQUEST, s->memory_request},
+             {"memory limit", CFG_ANNOT_SIDECAR_MEMORY_LIMIT, s->memory_limit}};
     long double val[3];
     for (size_t i = 0; i < 3; i++)
         if (inject__quantity(Q[i].v, &val[i]) < 0) {
@@ -508,18 +511,20 @@ static void sidecar_uid(struct inject__ctx *x, struct inject__sidecar *s, const 
     } else {
         inject__warn(x,
                      "container %s: signal/restart need the app's UID; set runAsUser on it or %s",
-                     app, A_RUN_AS);
+                     app, CFG_ANNOT_SIDECAR_RUN_AS_USER);
     }
 }
 
-/* The app container's service-account token mount, or NULL. */
-static const cJSON *token_mount(const struct inject__app *app)
+/* The app container's service-account token mount, or NULL (x->oom set
+ * when a path could not be cleaned). */
+static const cJSON *token_mount(struct inject__ctx *x, const struct inject__app *app)
 {
     const cJSON *m, *mounts = cJSON_GetObjectItemCaseSensitive(app->c, "volumeMounts");
     cJSON_ArrayForEach(m, (cJSON_IsArray(mounts) ? mounts : NULL))
     {
         const cJSON *p = cJSON_GetObjectItemCaseSensitive(m, "mountPath");
-        char *c = cJSON_IsString(p) ? inject__clean_path(p->valuestring) : NULL;
+        char *c = cJSON_IsString(p) ? inject_clean_path(p->valuestring) : NULL;
+        if (cJSON_IsString(p) && !c) x->oom = 1;
         int hit = c && strcmp(c, INJECT__TOKEN_PATH) == 0;
         free(c);
         if (hit) return m;
@@ -555,35 +560,50 @@ static char *status_json(struct inject__ctx *x)
     return s;
 }
 
-/* The op that sets annotation key to value (the whole map, or metadata,
- * when missing). */
+cJSON *inject_annotation_op(const cJSON *meta, const char *prefix, const char *key,
+                            const char *value)
+{
+    const cJSON *annots = cJSON_GetObjectItemCaseSensitive(meta, "annotations");
+    char *esc = NULL, *path = NULL;
+    cJSON *op = cJSON_CreateObject(), *v;
+    if (cJSON_IsObject(annots)) { /* the one member */
+        v = cJSON_CreateString(value);
+        if ((esc = jsonpointer_escape(key)) &&
+            asprintf(&path, "%s/metadata/annotations/%s", prefix, esc) < 0)
+            path = NULL;
+    } else { /* the whole map, or metadata holding it, when missing */
+        int in_meta = cJSON_IsObject(meta);
+        cJSON *map = cJSON_CreateObject();
+        if (map && !cJSON_AddStringToObject(map, key, value)) {
+            cJSON_Delete(map);
+            map = NULL;
+        }
+        if (in_meta || !map) {
+            v = map;
+        } else if (!(v = cJSON_CreateObject()) || !cJSON_AddItemToObject(v, "annotations", map)) {
+            cJSON_Delete(v);
+            cJSON_Delete(map);
+            v = NULL;
+        }
+        if (v && asprintf(&path, "%s/metadata%s", prefix, in_meta ? "/annotations" : "") < 0)
+            path = NULL;
+    }
+    if (!op || !v || !path || !cJSON_AddStringToObject(op, "op", "add") ||
+        !cJSON_AddStringToObject(op, "path", path) || !cJSON_AddItemToObject(op, "value", v)) {
+        cJSON_Delete(op);
+        cJSON_Delete(v);
+        op = NULL;
+    }
+    free(esc);
+    free(path);
+    return op;
+}
+
+/* Appends the op that sets annotation key of the template to value. */
 static void op_annotation(struct inject__ctx *x, cJSON *ops, const char *prefix, const char *key,
                           const char *value)
 {
-    char *path;
-    if (x->annots) {
-        char *esc = jsonpointer_escape(key);
-        if (!esc) {
-            x->oom = 1;
-            return;
-        }
-        path = inject__printf(x, "%s/metadata/annotations/%s", prefix, esc);
-        free(esc);
-        inject__op(x, ops, "add", path, inject__str(x, value));
-    } else {
-        cJSON *map = inject__new_obj(x);
-        inject__add(x, map, key, inject__str(x, value));
-        if (x->meta) {
-            path = inject__printf(x, "%s/metadata/annotations", prefix);
-            inject__op(x, ops, "add", path, map);
-        } else {
-            cJSON *meta = inject__new_obj(x);
-            inject__add(x, meta, "annotations", map);
-            path = inject__printf(x, "%s/metadata", prefix);
-            inject__op(x, ops, "add", path, meta);
-        }
-    }
-    free(path);
+    inject__push(x, ops, inject_annotation_op(x->meta, prefix, key, value));
 }
 
 /* Appends items (owned) to the array field of parent at ppath: one add
@@ -605,32 +625,55 @@ static void op_append(struct inject__ctx *x, cJSON *ops, const cJSON *parent, co
     free(path);
 }
 
-/* The agent's rollout patches the template of the pod's controller: a Job
- * (or a CronJob's) is never rolled, a pod without a controller neither. */
+/* The first controller ownerReference of obj (as the agent's owner chain
+ * takes it), or NULL. */
+static const cJSON *controller_ref(const cJSON *obj)
+{
+    const cJSON *refs = cJSON_GetObjectItemCaseSensitive(
+                    cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "ownerReferences"),
+                *r;
+    cJSON_ArrayForEach(r, (cJSON_IsArray(refs) ? refs : NULL))
+    {
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "controller"))) return r;
+    }
+    return NULL;
+}
+
+/* Rollout is effective: warns when the agent will refuse to roll, as the
+ * kinds table says at run time (kube/kinds.h). A workload is judged by its
+ * own row (a ReplicaSet, a Job, a CronJob cannot roll); a pod by its
+ * controller's: none, or a kind that may not own a pod, cannot be rolled;
+ * a kind that follows its own controller (a ReplicaSet) is left to the
+ * chain at run time. */
 static void warn_unrollable(struct inject__ctx *x)
 {
-    const char *owner = NULL;
-    if (strcmp(x->kind, "Pod") == 0) {
-        const cJSON *refs = cJSON_GetObjectItemCaseSensitive(
-                        cJSON_GetObjectItemCaseSensitive(x->obj, "metadata"), "ownerReferences"),
-                    *r;
-        cJSON_ArrayForEach(r, (cJSON_IsArray(refs) ? refs : NULL))
-        {
-            const cJSON *k = cJSON_GetObjectItemCaseSensitive(r, "kind");
-            if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "controller")) &&
-                cJSON_IsString(k))
-                owner = k->valuestring;
-        }
-        if (!owner) {
+    const struct owner_kind *k = x->ki;
+    if (!*k->template_prefix) { /* a pod: what rolls is its controller */
+        const cJSON *ref = controller_ref(x->obj);
+        const cJSON *kind = cJSON_GetObjectItemCaseSensitive(ref, "kind");
+        const cJSON *api = cJSON_GetObjectItemCaseSensitive(ref, "apiVersion");
+        if (!ref) {
             inject__warn(x, "rollout: this pod has no controller to roll; a change is only "
                             "recorded");
             return;
         }
+        k = cJSON_IsString(kind)
+                ? kind_row(cJSON_IsString(api) ? api->valuestring : NULL, kind->valuestring)
+                : NULL;
+        if (!k || !k->may_own_pod) {
+            inject__warn(x,
+                         "rollout: this pod's controller %.60s cannot be rolled; a change is "
+                         "only recorded (use restart or none)",
+                         cJSON_IsString(kind) ? kind->valuestring : "(no kind)");
+            return;
+        }
+        if (k->follows_controller) return;
     }
-    if (strcmp(x->kind, "Job") == 0 || strcmp(x->kind, "CronJob") == 0 ||
-        (owner && strcmp(owner, "Job") == 0))
-        inject__warn(x, "rollout: a Job's pods are never rolled; a change is only recorded (use "
-                        "restart or none)");
+    if (!k->can_roll)
+        inject__warn(x,
+                     "rollout: a %s's pods are never rolled; a change is only recorded (use "
+                     "restart or none)",
+                     k->title);
 }
 
 /* The service-account token of the sidecar, when the API is needed
@@ -649,16 +692,15 @@ static int plan_token(struct inject__ctx *x, const struct inject__app *app, int 
     if (inject__get_bool(x, x->spec, sp, "automountServiceAccountToken", &automount) < 0)
         return -EINVAL;
     int plugin = !x->opts->admission && automount != 0; /* mounts one at creation */
-    if (need_api && !plugin) s->token_mount = token_mount(app);
+    if (need_api && !plugin) s->token_mount = token_mount(x, app);
     if (x->opts->admission) s->events_off = !s->token_mount;
     if (!need_api || plugin || s->token_mount) return 0;
     const char *why = x->opts->admission ? "" : " (automountServiceAccountToken is false)";
     if (rollout) {
-        set_reason(out,
-                   "rollout needs the Kubernetes API, but container %s has no service-account "
-                   "token mount to copy%s",
-                   app->name, why);
-        out->outcome = INJECT_SKIPPED;
+        skip(out,
+             "rollout needs the Kubernetes API, but container %s has no service-account token "
+             "mount to copy%s",
+             app->name, why);
         return 1;
     }
     inject__warn(x,
@@ -679,97 +721,139 @@ static int too_many_roots(struct inject__ctx *x, size_t nargs, struct inject_res
     size_t n = x->nmirrors + nargs;
     for (size_t i = 0; i < x->nenvs; i++) n += 1 + x->envs[i].nkeys;
     if (n <= INJECT_MAX_WATCHED) return 0;
-    set_reason(out,
-               "%zu volumes, env sources and keys to watch, more than %d: not injected (the "
-               "sidecar would make the pod too large)",
-               n, INJECT_MAX_WATCHED);
-    out->outcome = INJECT_SKIPPED;
+    skip(out,
+         "%zu volumes, env sources and keys to watch, more than %d: not injected (the sidecar "
+         "would make the pod too large)",
+         n, INJECT_MAX_WATCHED);
     return 1;
 }
 
 /* ---- a first injection ---- */
 
-static int inject_fresh(struct inject__ctx *x, const char *prefix, const cJSON *containers,
-                        struct inject_result *out)
+/* What a first injection decided (plan_fresh), for emit_fresh. */
+struct fresh {
+    struct effective eff;
+    struct inject__sidecar s;
+    int need_pid; /* signal or restart: the app's UID and its process namespace */
+    int rollout;
+    int need_api; /* rollout, or Events asked for */
+    int spn;      /* shareProcessNamespace: -1 absent, 0 false, 1 true */
+};
+
+/* The plans' steps return 1 to go on, 0 when refused (out says why), <0
+ * for an error. */
+
+/* The env volumes and the mirrors. */
+static int plan_volumes(struct inject__ctx *x, struct inject_result *out)
 {
     int rc = inject__plan_env(x);
-    if (rc == -EEXIST) {
-        set_reason(out, "%s", x->err);
-        out->outcome = INJECT_SKIPPED;
-        return 0;
-    }
+    if (rc == -EEXIST) return skip(out, "%s", x->err);
     if (rc < 0) return rc;
     if ((rc = inject__plan_mirrors(x, NULL, 0, NULL, 0, 1)) < 0) return rc;
     if (too_many_roots(x, 0, out)) return 0;
-    if (inject__volume(x, INJECT__PODINFO_VOLUME)) {
-        set_reason(out, "the pod already has a volume named %s that reload-agent did not add",
-                   INJECT__PODINFO_VOLUME);
-        out->outcome = INJECT_SKIPPED;
-        return 0;
-    }
+    if (inject__volume(x, INJECT__PODINFO_VOLUME))
+        return skip(out, "the pod already has a volume named %s that reload-agent did not add",
+                    INJECT__PODINFO_VOLUME);
+    return 1;
+}
 
-    struct effective eff;
-    if ((rc = judge_config(x, &eff)) < 0) return rc;
-    if (rc == 1) {
-        set_reason(out, "%s", x->err);
-        out->outcome = INJECT_SKIPPED;
-        return 0;
-    }
-    if (eff.nwatch == 0) {
+/* The agent's configuration, judged by its own parser, and what follows
+ * from its effective actions. */
+static int plan_config(struct inject__ctx *x, struct fresh *f, struct inject_result *out)
+{
+    int rc = judge_config(x, &f->eff);
+    if (rc < 0) return rc;
+    if (rc == 1) return skip(out, "%s", x->err);
+    if (f->eff.nwatch == 0) {
         if (x->subpath_only)
-            set_reason(out,
-                       "nothing to watch: volume %s is mounted only with subPath (at %s), and "
-                       "subPath mounts never update: mount the whole volume",
-                       x->subpath_only, x->subpath_at);
-        else if (x->token_only)
-            set_reason(out,
-                       "nothing to watch: projected volume %s holds a service-account token, "
-                       "which is never watched (it rotates hourly)",
-                       x->token_only);
-        else
-            set_reason(out, "nothing to watch: the app mounts no ConfigMap, Secret or projected "
-                            "volume and reads none through env");
-        out->outcome = INJECT_SKIPPED;
-        return 0;
+            return skip(out,
+                        "nothing to watch: volume %s is mounted only with subPath (at %s), and "
+                        "subPath mounts never update: mount the whole volume",
+                        x->subpath_only, x->subpath_at);
+        if (x->token_only)
+            return skip(out,
+                        "nothing to watch: projected volume %s holds a service-account token, "
+                        "which is never watched (it rotates hourly)",
+                        x->token_only);
+        return skip(out, "nothing to watch: the app mounts no ConfigMap, Secret or projected "
+                         "volume and reads none through env");
     }
-    if (eff.watch_annotated && x->nmirrors)
+    if (f->eff.watch_annotated && x->nmirrors)
         inject__warn(x, "annotation %swatch replaces the %zu injected --watch roots",
                      CFG_ANNOTATION_PREFIX, x->nmirrors);
+    f->need_pid = (f->eff.actions & (ACTION_BIT(ACTION_SIGNAL) | ACTION_BIT(ACTION_RESTART))) != 0;
+    f->rollout = (f->eff.actions & ACTION_BIT(ACTION_ROLLOUT)) != 0;
+    f->need_api = f->rollout || f->eff.events_on;
+    if (f->rollout) warn_unrollable(x);
+    return 1;
+}
 
-    struct inject__sidecar s = {.run_as_user = -1, .run_as_group = -1, .run_as_asked = -1};
-    if (sidecar_settings(x, &s)) {
-        set_reason(out, "%s", x->err);
-        out->outcome = INJECT_SKIPPED;
-        return 0;
-    }
-    int need_pid = (eff.actions & (ACTION_BIT(ACTION_SIGNAL) | ACTION_BIT(ACTION_RESTART))) != 0;
-    int rollout = (eff.actions & ACTION_BIT(ACTION_ROLLOUT)) != 0;
-    int need_api = rollout || eff.events_on;
-    if (rollout) warn_unrollable(x);
-
-    const struct inject__app *app = app_container(x, containers);
+/* The app container, and the sidecar's UID from it (sidecar_uid when
+ * signal or restart needs the app's; never root beside a root pod
+ * without reason). */
+static int sidecar_identity(struct inject__ctx *x, const cJSON *containers, struct fresh *f,
+                            const struct inject__app **app, struct inject_result *out)
+{
     long uid = -1, gid = -1, pod_uid = -1;
-    if (!app) {
-        set_reason(out, "the pod template has no app container");
-        out->outcome = INJECT_SKIPPED;
-        return 0;
-    }
     int non_root = 0;
-    if (app_identity(x, app, &uid, &gid, &pod_uid, &non_root) < 0) return -EINVAL;
-    if (need_pid) sidecar_uid(x, &s, app->name, uid, gid, non_root);
-    if (s.run_as_user < 0 && pod_uid == 0) s.run_as_user = INJECT__IMAGE_UID;
+    if (!(*app = app_container(x, containers)))
+        return skip(out, "the pod template has no app container");
+    if (app_identity(x, *app, &uid, &gid, &pod_uid, &non_root) < 0) return -EINVAL;
+    if (f->need_pid) sidecar_uid(x, &f->s, (*app)->name, uid, gid, non_root);
+    if (f->s.run_as_user < 0 && pod_uid == 0) f->s.run_as_user = INJECT__IMAGE_UID;
+    return 1;
+}
 
+/* The API token (plan_token) and the process namespace signal/restart
+ * need. */
+static int api_access(struct inject__ctx *x, const struct inject__app *app, struct fresh *f,
+                      struct inject_result *out)
+{
     char sp[96];
+    int rc = plan_token(x, app, f->need_api, f->rollout, &f->s, out);
+    if (rc != 0) return rc < 0 ? rc : 0;
     snprintf(sp, sizeof sp, "%sspec", x->tpath);
-    if ((rc = plan_token(x, app, need_api, rollout, &s, out)) != 0) return rc < 0 ? rc : 0;
-
-    int spn = -1;
-    if (need_pid && inject__get_bool(x, x->spec, sp, "shareProcessNamespace", &spn) < 0)
+    f->spn = -1;
+    if (f->need_pid && inject__get_bool(x, x->spec, sp, "shareProcessNamespace", &f->spn) < 0)
         return -EINVAL;
-    if (need_pid && spn == 0)
+    if (f->need_pid && f->spn == 0)
         inject__warn(x, "shareProcessNamespace was false: set to true, signal/restart need it");
+    return 1;
+}
 
-    /* the operations */
+/* Every decision of a first injection, in the order of the header. */
+static int plan_fresh(struct inject__ctx *x, const cJSON *containers, struct fresh *f,
+                      struct inject_result *out)
+{
+    const struct inject__app *app = NULL;
+    int rc = plan_volumes(x, out);
+    if (rc > 0) rc = plan_config(x, f, out);
+    if (rc > 0 && sidecar_settings(x, &f->s)) rc = skip(out, "%s", x->err);
+    if (rc > 0) rc = sidecar_identity(x, containers, f, &app, out);
+    if (rc > 0) rc = api_access(x, app, f, out);
+    return rc;
+}
+
+/* The downward-API volume of the annotations file (/etc/podinfo). */
+static cJSON *podinfo_volume(struct inject__ctx *x)
+{
+    cJSON *vol = inject__new_obj(x), *dapi = inject__new_obj(x), *items = inject__new_arr(x);
+    cJSON *item = inject__new_obj(x), *fr = inject__new_obj(x);
+    inject__add(x, vol, "name", inject__str(x, INJECT__PODINFO_VOLUME));
+    inject__add(x, item, "path", inject__str(x, "annotations"));
+    inject__add(x, fr, "fieldPath", inject__str(x, "metadata.annotations"));
+    inject__add(x, item, "fieldRef", fr);
+    inject__push(x, items, item);
+    inject__add(x, dapi, "items", items);
+    inject__add(x, vol, "downwardAPI", dapi);
+    return vol;
+}
+
+/* The operations of a first injection: the volumes, the sidecar,
+ * shareProcessNamespace, the status annotation. */
+static int emit_fresh(struct inject__ctx *x, const char *prefix, const struct fresh *f,
+                      struct inject_result *out)
+{
     cJSON *ops = out->ops;
     char *spec_path = inject__printf(x, "%s/spec", prefix);
     size_t nvols = 1 + x->nenvs;
@@ -779,34 +863,33 @@ static int inject_fresh(struct inject__ctx *x, const char *prefix, const cJSON *
         free(spec_path);
         return -ENOMEM;
     }
-    vols[0] = inject__new_obj(x);
-    inject__add(x, vols[0], "name", inject__str(x, INJECT__PODINFO_VOLUME));
-    cJSON *dapi = inject__new_obj(x), *items = inject__new_arr(x), *item = inject__new_obj(x);
-    cJSON *fr = inject__new_obj(x);
-    inject__add(x, item, "path", inject__str(x, "annotations"));
-    inject__add(x, fr, "fieldPath", inject__str(x, "metadata.annotations"));
-    inject__add(x, item, "fieldRef", fr);
-    inject__push(x, items, item);
-    inject__add(x, dapi, "items", items);
-    inject__add(x, vols[0], "downwardAPI", dapi);
+    vols[0] = podinfo_volume(x);
     for (size_t i = 0; i < x->nenvs; i++) vols[1 + i] = inject__env_volume(x, &x->envs[i]);
     op_append(x, ops, x->spec, spec_path, "volumes", vols, nvols);
     free(vols);
 
-    cJSON *side = inject__sidecar_container(x, &s);
+    cJSON *side = inject__sidecar_container(x, &f->s);
     op_append(x, ops, x->spec, spec_path, "initContainers", &side, 1);
-    if (need_pid && spn != 1) {
+    if (f->need_pid && f->spn != 1) {
         char *p = inject__printf(x, "%s/shareProcessNamespace", spec_path);
         inject__op(x, ops, "add", p, cJSON_CreateTrue());
         free(p);
     }
     free(spec_path);
     char *st = status_json(x);
-    if (st) op_annotation(x, ops, prefix, A_STATUS, st);
+    if (st) op_annotation(x, ops, prefix, CFG_ANNOT_INJECT_STATUS, st);
     free(st);
     if (x->oom) return -ENOMEM;
     out->outcome = INJECT_INJECTED;
     return 0;
+}
+
+static int inject_fresh(struct inject__ctx *x, const char *prefix, const cJSON *containers,
+                        struct inject_result *out)
+{
+    struct fresh f = {.s = {.run_as_user = -1, .run_as_group = -1, .run_as_asked = -1}};
+    int rc = plan_fresh(x, containers, &f, out);
+    return rc <= 0 ? rc : emit_fresh(x, prefix, &f, out);
 }
 
 /* ---- reinvocation: mirrors of volumes added since ---- */
@@ -830,7 +913,7 @@ static size_t reinvoke_ignores(struct inject__ctx *x, const cJSON *args, const c
                  ? 0
                  : -ENOMEM;
     for (size_t i = 0; i < ntaken && rc == 0; i++)
-        if (!(clean[i] = inject__clean_path(taken[i])) ||
+        if (!(clean[i] = inject_clean_path(taken[i])) ||
             inject__names_put(&all, clean[i], i, NULL) < 0)
             rc = -ENOMEM;
     for (size_t i = 0; i < x->nmirrors && rc == 0; i++)
@@ -860,206 +943,256 @@ static size_t reinvoke_ignores(struct inject__ctx *x, const cJSON *args, const c
     return k;
 }
 
-static int reinvoke(struct inject__ctx *x, const char *prefix, const cJSON *init, int own,
-                    struct inject_result *out)
-{
-    const cJSON *side = cJSON_GetArrayItem(init, own), *mounts, *args, *m;
-    char sp[96];
-    snprintf(sp, sizeof sp, "%sspec.initContainers[%d]", x->tpath, own);
-    if (inject__get_arr(x, side, sp, "volumeMounts", &mounts) < 0 ||
-        inject__get_arr(x, side, sp, "args", &args) < 0)
-        return -EINVAL;
+/* What a reinvocation reads from the sidecar it injected before. */
+struct injected {
+    const cJSON *side, *mounts, *args;
+    cJSON *status;      /* owned: the parsed status annotation (an object) */
+    const cJSON *mirs;  /* its "mirrors" (an array), or NULL */
+    const char **done;  /* the volumes mirrored already (status, mounts) */
+    const char **taken; /* the sidecar's mount paths */
+    size_t ndone, ntaken;
+};
 
-    cJSON *status = cJSON_Parse(annot(x, A_STATUS));
-    const cJSON *mirs = cJSON_GetObjectItemCaseSensitive(status, "mirrors"), *v;
-    if (!status) { /* malformed, or out of memory: cJSON_Parse says NULL for both */
+static void injected_free(struct injected *w)
+{
+    free(w->done);
+    free(w->taken);
+    cJSON_Delete(w->status);
+    memset(w, 0, sizeof *w);
+}
+
+/* Reads the injected sidecar (init[own]) and the status annotation.
+ * Returns 1, 0 (refused: a status reload-agent did not write) or <0. */
+static int read_injected(struct inject__ctx *x, const cJSON *init, int own, struct injected *w,
+                         struct inject_result *out)
+{
+    const cJSON *m, *v;
+    char sp[96];
+    w->side = cJSON_GetArrayItem(init, own);
+    snprintf(sp, sizeof sp, "%sspec.initContainers[%d]", x->tpath, own);
+    if (inject__get_arr(x, w->side, sp, "volumeMounts", &w->mounts) < 0 ||
+        inject__get_arr(x, w->side, sp, "args", &w->args) < 0)
+        return -EINVAL;
+    w->status = cJSON_Parse(annot(x, CFG_ANNOT_INJECT_STATUS));
+    w->mirs = cJSON_GetObjectItemCaseSensitive(w->status, "mirrors");
+    if (!w->status) { /* malformed, or out of memory: cJSON_Parse says NULL for both */
         cJSON *probe = cJSON_CreateObject();
         if (!probe) return -ENOMEM;
         cJSON_Delete(probe);
     }
-    if (!cJSON_IsObject(status) || (mirs && !cJSON_IsArray(mirs))) {
-        cJSON_Delete(status);
-        set_reason(out, "annotation %s is not the JSON object reload-agent writes", A_STATUS);
-        out->outcome = INJECT_SKIPPED;
-        return 0;
-    }
-    size_t cap = (size_t)cJSON_GetArraySize(mirs) + (size_t)cJSON_GetArraySize(mounts) + 1,
-           nskip = 0, ntaken = 0;
-    const char **skip = calloc(cap, sizeof *skip), **taken = calloc(cap, sizeof *taken);
-    int rc = -ENOMEM;
-    if (!skip || !taken) goto out;
-    cJSON_ArrayForEach(v, mirs) if (cJSON_IsString(v)) skip[nskip++] = v->valuestring;
-    cJSON_ArrayForEach(m, mounts)
+    if (!cJSON_IsObject(w->status) || (w->mirs && !cJSON_IsArray(w->mirs)))
+        return skip(out, "annotation %s is not the JSON object reload-agent writes",
+                    CFG_ANNOT_INJECT_STATUS);
+    size_t cap = (size_t)cJSON_GetArraySize(w->mirs) + (size_t)cJSON_GetArraySize(w->mounts) + 1;
+    w->done = calloc(cap, sizeof *w->done);
+    w->taken = calloc(cap, sizeof *w->taken);
+    if (!w->done || !w->taken) return -ENOMEM;
+    cJSON_ArrayForEach(v, w->mirs) if (cJSON_IsString(v)) w->done[w->ndone++] = v->valuestring;
+    cJSON_ArrayForEach(m, w->mounts)
     {
         const cJSON *n = cJSON_GetObjectItemCaseSensitive(m, "name");
         const cJSON *p = cJSON_GetObjectItemCaseSensitive(m, "mountPath");
-        if (cJSON_IsString(n)) skip[nskip++] = n->valuestring;
-        if (cJSON_IsString(p)) taken[ntaken++] = p->valuestring;
+        if (cJSON_IsString(n)) w->done[w->ndone++] = n->valuestring;
+        if (cJSON_IsString(p)) w->taken[w->ntaken++] = p->valuestring;
     }
-    if ((rc = inject__plan_mirrors(x, skip, nskip, taken, ntaken, 0)) < 0) goto out;
-    if (too_many_roots(x, (size_t)cJSON_GetArraySize(args), out)) goto out;
-    if (x->nmirrors == 0) {
-        out->outcome = INJECT_UNCHANGED;
-        goto out;
-    }
+    return 1;
+}
 
+/* The operations that add the new mirrors (x->mirrors) to the sidecar:
+ * mounts, --watch and --ignore args, the status's mirrors. */
+static int emit_reinvoke(struct inject__ctx *x, const char *prefix, int own, struct injected *w,
+                         struct inject_result *out)
+{
     char *cpath = inject__printf(x, "%s/spec/initContainers/%d", prefix, own);
     cJSON **newm = calloc(x->nmirrors, sizeof *newm),
-          **newa = calloc(2 * x->nmirrors + ntaken, sizeof *newa);
-    rc = -ENOMEM;
+          **newa = calloc(2 * x->nmirrors + w->ntaken, sizeof *newa);
     if (!cpath || !newm || !newa) {
         free(cpath);
         free(newm);
         free(newa);
-        goto out;
+        return -ENOMEM;
     }
-    cJSON *newlist = mirs ? NULL : inject__new_arr(x);
+    cJSON *newlist = w->mirs ? NULL : inject__new_arr(x);
     for (size_t i = 0; i < x->nmirrors; i++) {
         newm[i] = inject__mount(x, x->mirrors[i].volume, x->mirrors[i].mount_path);
-        char *w = inject__printf(x, "--watch=%s", x->mirrors[i].mount_path);
-        newa[i] = inject__str(x, w);
-        free(w);
-        inject__push(x, mirs ? (cJSON *)mirs : newlist, inject__str(x, x->mirrors[i].volume));
+        char *arg = inject__printf(x, "--watch=%s", x->mirrors[i].mount_path);
+        newa[i] = inject__str(x, arg);
+        free(arg);
+        inject__push(x, w->mirs ? (cJSON *)w->mirs : newlist, inject__str(x, x->mirrors[i].volume));
     }
-    if (newlist) inject__add(x, status, "mirrors", newlist);
-    op_append(x, out->ops, side, cpath, "volumeMounts", newm, x->nmirrors);
-    size_t nign = reinvoke_ignores(x, args, taken, ntaken, newa + x->nmirrors);
-    op_append(x, out->ops, side, cpath, "args", newa, x->nmirrors + nign);
+    if (newlist) inject__add(x, w->status, "mirrors", newlist);
+    op_append(x, out->ops, w->side, cpath, "volumeMounts", newm, x->nmirrors);
+    size_t nign = reinvoke_ignores(x, w->args, w->taken, w->ntaken, newa + x->nmirrors);
+    op_append(x, out->ops, w->side, cpath, "args", newa, x->nmirrors + nign);
     free(cpath);
     free(newm);
     free(newa);
-    char *st = x->oom ? NULL : cJSON_PrintUnformatted(status);
+    char *st = x->oom ? NULL : cJSON_PrintUnformatted(w->status);
     if (!st) x->oom = 1;
-    if (st) op_annotation(x, out->ops, prefix, A_STATUS, st);
+    if (st) op_annotation(x, out->ops, prefix, CFG_ANNOT_INJECT_STATUS, st);
     free(st);
-    rc = x->oom ? -ENOMEM : 0;
-    if (rc == 0) out->outcome = INJECT_INJECTED;
-out:
-    free(skip);
-    free(taken);
-    cJSON_Delete(status);
-    return rc;
+    if (x->oom) return -ENOMEM;
+    out->outcome = INJECT_INJECTED;
+    return 0;
+}
+
+/* Already injected: mirrors of the volumes added since, or UNCHANGED. */
+static int reinvoke(struct inject__ctx *x, const char *prefix, const cJSON *init, int own,
+                    struct inject_result *out)
+{
+    struct injected w = {0};
+    int rc = read_injected(x, init, own, &w, out);
+    if (rc > 0 && (rc = inject__plan_mirrors(x, w.done, w.ndone, w.taken, w.ntaken, 0)) == 0) {
+        if (too_many_roots(x, (size_t)cJSON_GetArraySize(w.args), out))
+            rc = 0;
+        else if (x->nmirrors == 0)
+            out->outcome = INJECT_UNCHANGED;
+        else
+            rc = emit_reinvoke(x, prefix, own, &w, out);
+    }
+    injected_free(&w);
+    return rc > 0 ? 0 : rc;
 }
 
 /* ---- the entry point ---- */
 
-static int run(struct inject__ctx *x, const cJSON *obj, struct inject_result *out)
+enum inject_opt_in inject_opt_in(const cJSON *annotations)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(annotations, CFG_ANNOT_INJECT);
+    if (!v || cJSON_IsNull(v)) return INJECT_OPT_UNSET;
+    if (!cJSON_IsString(v)) return INJECT_OPT_INVALID;
+    if (strcmp(v->valuestring, "true") == 0) return INJECT_OPT_IN;
+    if (strcmp(v->valuestring, "false") == 0) return INJECT_OPT_OUT;
+    return INJECT_OPT_INVALID;
+}
+
+/* 1 if the template opted in (inject_opt_in, or opts->all for a template
+ * that says nothing); else 0 with the reason in out. */
+static int check_opt_in(struct inject__ctx *x, struct inject_result *out)
+{
+    switch (inject_opt_in(x->annots)) {
+    case INJECT_OPT_IN: return 1;
+    case INJECT_OPT_UNSET:
+        if (x->opts->all) return 1;
+        return skip(out, "not opted in: %s is not \"true\"", CFG_ANNOT_INJECT);
+    case INJECT_OPT_OUT: return skip(out, "%s is \"false\"", CFG_ANNOT_INJECT);
+    case INJECT_OPT_INVALID: break;
+    }
+    const char *v = annot(x, CFG_ANNOT_INJECT); /* a string: check_annotations ran */
+    return skip(out, "%s is \"%.60s\": want \"true\" (or \"false\")", CFG_ANNOT_INJECT, v ? v : "");
+}
+
+/* The object's row in the kinds table, its template (*tmpl, NULL when a
+ * step to it is absent) and the template's annotations, type-checked.
+ * Returns 1, 0 when the object is not a workload (out says so), or
+ * -EINVAL. */
+static int read_template(struct inject__ctx *x, const cJSON *obj, const cJSON **tmpl,
+                         struct inject_result *out)
 {
     const char *kind, *api;
     if (inject__get_str(x, obj, "", "kind", &kind) < 0 ||
         inject__get_str(x, obj, "", "apiVersion", &api) < 0)
         return -EINVAL;
-    const char *prefix = inject_prefix_for(api, kind);
-    if (!prefix) {
+    const struct owner_kind *ki = workload_row(api, kind);
+    if (!ki) {
         out->outcome = INJECT_NOT_WORKLOAD;
         set_reason(out, "%.60s%s%.100s is not a workload with a pod template",
                    kind ? kind : "(no kind)", api ? " " : "", api ? api : "");
         return 0;
     }
-    out->prefix = prefix;
-    char tpath[64] = "";
-    for (const char *p = prefix; *p; p++) {
-        size_t l = strlen(tpath);
-        if (l + 2 < sizeof tpath) {
-            tpath[l] = *p == '/' ? '.' : *p;
-            tpath[l + 1] = '\0';
-        }
-    }
-    if (tpath[0]) {
-        memmove(tpath, tpath + 1, strlen(tpath));
-        strcat(tpath, ".");
-    }
-    x->tpath = tpath;
+    out->prefix = ki->template_prefix;
+    snprintf(x->tpath, sizeof x->tpath, "%s%s", ki->template_path, *ki->template_path ? "." : "");
     x->obj = obj;
-    x->kind = kind;
-    char tbase[64]; /* the template's own path, without the trailing '.' */
-    snprintf(tbase, sizeof tbase, "%.*s", tpath[0] ? (int)strlen(tpath) - 1 : 0, tpath);
-
-    const cJSON *tmpl;
-    if (find_template(x, obj, prefix, &tmpl) < 0) return -EINVAL;
+    x->ki = ki;
     char mp[96];
     snprintf(mp, sizeof mp, "%smetadata", x->tpath);
-    if (tmpl && (inject__get_obj(x, tmpl, tbase, "metadata", &x->meta) < 0 ||
-                 (x->meta && inject__get_obj(x, x->meta, mp, "annotations", &x->annots) < 0)))
+    if (find_template(x, obj, ki->template_prefix, tmpl) < 0 ||
+        (*tmpl && (inject__get_obj(x, *tmpl, ki->template_path, "metadata", &x->meta) < 0 ||
+                   (x->meta && inject__get_obj(x, x->meta, mp, "annotations", &x->annots) < 0))) ||
+        check_annotations(x) < 0)
         return -EINVAL;
-    if (check_annotations(x) < 0) return -EINVAL;
+    return 1;
+}
 
-    out->outcome = INJECT_SKIPPED;
-    const cJSON *spec = NULL, *top = cJSON_GetObjectItemCaseSensitive(obj, "spec");
-    if (!tmpl && kind && strcmp(kind, "Rollout") == 0 && cJSON_IsObject(top) &&
-        cJSON_GetObjectItemCaseSensitive(top, "workloadRef")) {
-        set_reason(out, "the Rollout has a workloadRef: inject the referenced workload instead");
-        return 0;
-    }
-    const char *enable = annot(x, A_INJECT);
-    if (enable && strcmp(enable, "false") == 0) {
-        set_reason(out, "%s is \"false\"", A_INJECT);
-        return 0;
-    }
-    if (enable && strcmp(enable, "true") != 0) {
-        set_reason(out, "%s is \"%.60s\": want \"true\" (or \"false\")", A_INJECT, enable);
-        return 0;
-    }
-    if (!enable && !x->opts->all) {
-        set_reason(out, "not opted in: %s is not \"true\"", A_INJECT);
-        return 0;
-    }
-    if (!tmpl) {
-        set_reason(out, "no pod template (%s is missing)", tbase);
-        return 0;
-    }
-    char sp[96];
-    snprintf(sp, sizeof sp, "%sspec", x->tpath);
-    if (inject__get_obj(x, tmpl, tbase, "spec", &spec) < 0) return -EINVAL;
-    if (!spec) {
-        set_reason(out, "no pod spec (%s is missing)", sp);
-        return 0;
-    }
-    x->spec = spec;
+/* The pod spec's lists the gates and the plan read. */
+struct pod {
     const cJSON *containers, *init;
-    if (inject__get_arr(x, spec, sp, "containers", &containers) < 0 ||
-        inject__get_arr(x, spec, sp, "initContainers", &init) < 0 ||
+    int own_init;       /* index of the initContainer named reload-agent, or -1 */
+    const char *status; /* the status annotation: already injected */
+};
+
+/* The pod spec of tmpl into x->spec and p. Returns 1, 0 (refused: no
+ * template, no spec) or -EINVAL. */
+static int read_pod(struct inject__ctx *x, const cJSON *tmpl, struct pod *p,
+                    struct inject_result *out)
+{
+    char sp[96];
+    const cJSON *spec;
+    if (!tmpl) return skip(out, "no pod template (%s is missing)", x->ki->template_path);
+    snprintf(sp, sizeof sp, "%sspec", x->tpath);
+    if (inject__get_obj(x, tmpl, x->ki->template_path, "spec", &spec) < 0) return -EINVAL;
+    if (!spec) return skip(out, "no pod spec (%s is missing)", sp);
+    x->spec = spec;
+    if (inject__get_arr(x, spec, sp, "containers", &p->containers) < 0 ||
+        inject__get_arr(x, spec, sp, "initContainers", &p->init) < 0 ||
         inject__get_arr(x, spec, sp, "volumes", &x->volumes) < 0)
         return -EINVAL;
-    if (cJSON_GetArraySize(containers) == 0) {
-        set_reason(out, "the pod template has no containers");
-        return 0;
-    }
-    int own_init, own_main;
-    if (scan_containers(x, containers, "containers", &own_main) < 0 ||
-        scan_containers(x, init, "initContainers", &own_init) < 0)
+    p->status = annot(x, CFG_ANNOT_INJECT_STATUS);
+    return 1;
+}
+
+/* The pods never injected: no containers, a reload-agent container the
+ * injector did not add (or a status without one), hostPID, another OS
+ * than Linux. Returns 1, 0 (refused) or -EINVAL. */
+static int check_pod_refusals(struct inject__ctx *x, struct pod *p, struct inject_result *out)
+{
+    char sp[96], os_why[160];
+    int own_main, host_pid;
+    snprintf(sp, sizeof sp, "%sspec", x->tpath);
+    if (cJSON_GetArraySize(p->containers) == 0)
+        return skip(out, "the pod template has no containers");
+    if (scan_containers(x, p->containers, "containers", &own_main) < 0 ||
+        scan_containers(x, p->init, "initContainers", &p->own_init) < 0)
         return -EINVAL;
-    const char *status = annot(x, A_STATUS);
-    if (own_main >= 0 || (own_init >= 0 && !status)) {
-        set_reason(out, "a container named %s exists and was not injected", INJECT_CONTAINER);
-        return 0;
-    }
-    if (status && own_init < 0) {
-        set_reason(out, "annotation %s is set but there is no %s container (remove it to inject)",
-                   A_STATUS, INJECT_CONTAINER);
-        return 0;
-    }
-    int host_pid;
-    if (inject__get_bool(x, spec, sp, "hostPID", &host_pid) < 0) return -EINVAL;
-    if (host_pid == 1) {
-        set_reason(out, "hostPID pods are not injected");
-        return 0;
-    }
-    char os_why[160];
+    if (own_main >= 0 || (p->own_init >= 0 && !p->status))
+        return skip(out, "a container named %s exists and was not injected", INJECT_CONTAINER);
+    if (p->status && p->own_init < 0)
+        return skip(out, "annotation %s is set but there is no %s container (remove it to inject)",
+                    CFG_ANNOT_INJECT_STATUS, INJECT_CONTAINER);
+    if (inject__get_bool(x, x->spec, sp, "hostPID", &host_pid) < 0) return -EINVAL;
+    if (host_pid == 1) return skip(out, "hostPID pods are not injected");
     int rc = other_os(x, sp, os_why, sizeof os_why);
     if (rc < 0) return rc;
-    if (rc == 1) { /* its securityContext would be rejected, or its image never run */
-        set_reason(out, "%s: the agent runs on Linux", os_why);
-        return 0;
-    }
+    if (rc == 1) /* its securityContext would be rejected, or its image never run */
+        return skip(out, "%s: the agent runs on Linux", os_why);
+    return 1;
+}
 
-    size_t nc = (size_t)cJSON_GetArraySize(containers) + (size_t)cJSON_GetArraySize(init);
+/* The gates in the header's order, then a reinvocation or a first
+ * injection. */
+static int run(struct inject__ctx *x, const cJSON *obj, struct inject_result *out)
+{
+    const cJSON *tmpl;
+    const char *ref_name;
+    struct pod p = {0};
+    int rc = read_template(x, obj, &tmpl, out);
+    if (rc <= 0) return rc;
+    out->outcome = INJECT_SKIPPED;
+    if (!tmpl && x->ki->workload_ref && owner_workload_ref(obj, &ref_name) != 0)
+        return skip(out, "the %s has a workloadRef: inject the referenced workload instead",
+                    x->ki->kind);
+    if (!check_opt_in(x, out)) return 0;
+    if ((rc = read_pod(x, tmpl, &p, out)) <= 0 || (rc = check_pod_refusals(x, &p, out)) <= 0)
+        return rc;
+
+    size_t nc = (size_t)cJSON_GetArraySize(p.containers) + (size_t)cJSON_GetArraySize(p.init);
     x->apps = calloc(nc, sizeof *x->apps);
     if (!x->apps) return -ENOMEM;
-    add_apps(x, containers, "containers", 0);
-    add_apps(x, init, "initContainers", 1);
-    if (status) return reinvoke(x, prefix, init, own_init, out);
-    return inject_fresh(x, prefix, containers, out);
+    add_apps(x, p.containers, "containers", 0);
+    add_apps(x, p.init, "initContainers", 1);
+    const char *prefix = x->ki->template_prefix;
+    if (p.status) return reinvoke(x, prefix, p.init, p.own_init, out);
+    return inject_fresh(x, prefix, p.containers, out);
 }
 
 int inject_object(const cJSON *obj, const struct inject_opts *opts, struct inject_result *out,
@@ -1097,7 +1230,7 @@ int inject_object(const cJSON *obj, const struct inject_opts *opts, struct injec
     if (rc < 0) {
         inject_result_free(out);
         if (rc == -ENOMEM) snprintf(ebuf, sizeof ebuf, "out of memory");
-        inject__one_line(ebuf, sizeof ebuf);
+        ra_one_line_fix(ebuf, sizeof ebuf);
         if (err && errlen) snprintf(err, errlen, "%s", ebuf);
         return rc;
     }

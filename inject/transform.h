@@ -5,12 +5,12 @@
  * Patch operations that add the reload-agent sidecar to its pod template;
  * it never modifies its input.
  *
- * Where the pod template is (the path prefix of every operation):
- *   Pod                                              ""   (the pod itself)
- *   Deployment, StatefulSet, DaemonSet, ReplicaSet,
- *   Job, argoproj.io Rollout                         "/spec/template"
- *   CronJob                                          "/spec/jobTemplate/spec/template"
- * Anything else is not a workload (INJECT_NOT_WORKLOAD).
+ * Where the pod template is (the path prefix of every operation) is the
+ * kinds table's (kube/kinds.h: "" for a Pod, "/spec/template" for the
+ * workloads, a CronJob's "/spec/jobTemplate/spec/template"); a kind it
+ * does not list is not a workload (INJECT_NOT_WORKLOAD). With rollout
+ * effective, the same table says when the agent will refuse to roll, and
+ * the injection warns.
  *
  * What is added (see docs/inject.md for the full reference):
  *   - a native sidecar named INJECT_CONTAINER ("reload-agent"): appended
@@ -31,7 +31,8 @@
  *   - the service-account token mount copied from the app container, only
  *     at admission (opts->admission) and only when rollout or Events need
  *     the API;
- *   - the annotation reload-agent.io/inject-status recording what was added
+ *   - the annotation reload-agent.io/inject-status (CFG_ANNOT_INJECT_STATUS,
+ *     config/config.h) recording what was added
  *     (and the warnings, which the agent logs and posts as Events at start).
  */
 #ifndef RA_INJECT_TRANSFORM_H
@@ -41,12 +42,12 @@
 
 #include <cjson/cJSON.h>
 
+#include "config/annotations.h"
+
 #define INJECT_CONTAINER "reload-agent"
-#define INJECT_STATUS_ANNOTATION "reload-agent.io/inject-status"
 /* At most this many of the transform's warnings are recorded in the status
  * annotation ("warnings"), for the agent to log and post as Events. */
 #define INJECT_STATUS_MAX_WARNINGS 16
-#define INJECT_ENABLE_ANNOTATION "reload-agent.io/inject"
 /* At most this many volumes and keys (mirrors, env volumes and the keys
  * they list) are watched by one sidecar: a pod that would need more is not
  * injected, since the sidecar would make it too large to store. */
@@ -81,8 +82,22 @@ struct inject_result {
         *prefix; /* static: the path prefix used ("" for a Pod), or NULL when not a workload */
 };
 
+/* What the opt-in annotation reload-agent.io/inject (CFG_ANNOT_INJECT)
+ * says. The one rule, for the CLI and the webhook: "true" injects, "false"
+ * never does, anything else is refused with a reason. */
+enum inject_opt_in {
+    INJECT_OPT_UNSET,   /* absent (or JSON null): only `inject --all` injects */
+    INJECT_OPT_IN,      /* "true" */
+    INJECT_OPT_OUT,     /* "false": never injected, whatever else asks */
+    INJECT_OPT_INVALID, /* another value (any other string, any other JSON type) */
+};
+
+/* The opt-in of annotations (a pod template's metadata.annotations: a JSON
+ * object, or NULL for none), read, never kept. */
+enum inject_opt_in inject_opt_in(const cJSON *annotations);
+
 /* Returns the pod-template path prefix for an object's apiVersion and kind
- * (see the table above), or NULL when the kind carries no pod template.
+ * (the kinds table's, static), or NULL when the kind carries no pod template.
  * apiVersion may be NULL (then only the kind is looked at). */
 const char *inject_prefix_for(const char *api_version, const char *kind);
 
@@ -97,7 +112,23 @@ const char *inject_prefix_for(const char *api_version, const char *kind);
 int inject_object(const cJSON *obj, const struct inject_opts *opts, struct inject_result *out,
                   char *err, size_t errlen);
 
+/* The RFC 6902 operation that sets annotation key to value on the pod
+ * template at prefix whose metadata is meta (NULL when it has none): an
+ * add of the one member when the annotations exist, else of the whole map
+ * (or of metadata holding it). Returns a new operation (the caller owns
+ * it), or NULL on OOM. */
+cJSON *inject_annotation_op(const cJSON *meta, const char *prefix, const char *key,
+                            const char *value);
+
 /* Frees what *r owns and zeroes it. Safe on a zeroed result. */
 void inject_result_free(struct inject_result *r);
+
+/* The reload-agent.io/ annotations of map (a JSON object, or NULL) as the
+ * agent reads them from its downward-API file, for judging the sidecar's
+ * configuration (the transform, the stamp): string values only (other
+ * values are left out: callers check types first), the first of duplicate
+ * keys, sorted by key. Keys and values are borrowed from map: free only
+ * set->v. Returns 0 or -ENOMEM. */
+int inject_annot_set(const cJSON *map, struct annot_set *set);
 
 #endif

@@ -1,8 +1,10 @@
 /*
  * transform_int.h - what the files of the injection transform share
  * (inject/transform.c, inject/tjson.c, inject/volumes.c,
- * inject/sidecar.c, inject/quantity.c); not an interface for other
- * folders. Their internal names carry the folder's prefix inject__.
+ * inject/sidecar.c, inject/names.c, inject/quantity.c); not an interface
+ * for other files, not even inject/stamp.c and inject/manifests.c, which
+ * use transform.h and cleanpath.h. Their internal names carry the
+ * folder's prefix inject__.
  *
  * One struct inject__ctx carries a run: the input's parts (borrowed from
  * the caller's object), the plan being built, the warnings, and the first
@@ -19,6 +21,8 @@
 #include <cjson/cJSON.h>
 
 #include "config/annotations.h"
+#include "inject/cleanpath.h"
+#include "kube/kinds.h"
 #include "inject/transform.h"
 
 #define INJECT__PODINFO_VOLUME "reload-agent-podinfo"
@@ -80,9 +84,9 @@ struct inject__envref {
 
 struct inject__ctx {
     const struct inject_opts *opts;
-    const cJSON *obj; /* the whole object */
-    const char *kind;
-    const char *tpath; /* dotted path of the template for messages: "spec.template." or "" */
+    const cJSON *obj;            /* the whole object */
+    const struct owner_kind *ki; /* the object's row in the kinds table (kube/kinds.h) */
+    char tpath[40]; /* dotted path of the template for messages: "spec.template." or "" */
     const cJSON *meta, *annots, *spec;
 
     struct inject__app *apps;
@@ -127,20 +131,9 @@ int inject__get_id(struct inject__ctx *x, const cJSON *obj, const char *path, co
 /* -EINVAL naming path: "PATH: want T, got U". */
 int inject__type_error(struct inject__ctx *x, const char *path, const char *want, const cJSON *got);
 
-/* Makes buf (n bytes) one line of valid UTF-8, in place: control
- * characters and bytes that are not UTF-8 become \xHH (cut to n). Every
- * message leaving the transform (warnings, reasons, errors) goes through
- * it, since they quote names and paths from the input. */
-void inject__one_line(char *buf, size_t n);
-
-/* The reload-agent.io/ annotations of map (a JSON object, or NULL) as the
- * agent reads them from its downward-API file: string values only (other
- * values are left out: callers check types first), the first of duplicate
- * keys, sorted by key. Keys and values are borrowed from map: free only
- * set->v. Returns 0 or -ENOMEM. */
-int inject__annot_set(const cJSON *map, struct annot_set *set);
-
-/* Appends a warning (printf format, made one line); sets ctx->oom on
+/* Appends a warning (printf format, made one line by base/text.h's
+ * policy, as every message leaving the transform: warnings, reasons and
+ * errors quote names and paths from the input); sets ctx->oom on
  * failure. */
 void inject__warn(struct inject__ctx *x, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -158,25 +151,6 @@ cJSON *inject__new_arr(struct inject__ctx *x);
 /* A JSON Patch operation {"op":op,"path":path,"value":value} appended to
  * ops (value owned; NULL for none). */
 void inject__op(struct inject__ctx *x, cJSON *ops, const char *op, const char *path, cJSON *value);
-
-/* ---- cleanpath.c ---- */
-
-/* path as the container runtime reads it, cleaned like Go's path.Clean:
- * one '/' between elements, no "." element, each ".." with the element
- * before it removed ("/.." is "/"), no trailing '/' ("" is "."). Returns a
- * malloc'd string, or NULL on OOM. */
-char *inject__clean_path(const char *path);
-/* 1 if path is already clean (inject__clean_path returns it unchanged),
- * 0 if not or on OOM. */
-int inject__is_clean_path(const char *path);
-
-/* 1 if path equals root or lies under it (trailing '/' ignored on both). */
-int inject__path_within(const char *path, const char *root);
-/* 1 if s is a DNS-1123 label (a volume name): [a-z0-9-], 1 to 63, starting
- * and ending with an alphanumeric. */
-int inject__is_dns_label(const char *s);
-/* 1 if s is a DNS-1123 subdomain (a ConfigMap or Secret name). */
-int inject__is_dns_subdomain(const char *s);
 
 /* ---- quantity.c ---- */
 

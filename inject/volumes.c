@@ -18,6 +18,8 @@
  * and gets '-' and 8 hex digits of the SHA-256 of the object's name.
  */
 #include "inject/transform_int.h"
+#include "config/rules.h"
+#include "kube/k8sname.h"
 
 #include <errno.h>
 #include <openssl/sha.h>
@@ -95,7 +97,7 @@ static const char *clashes_with_own(const char *path)
                {INJECT__OWN_ROOT, "the sidecar's " INJECT__OWN_ROOT},
                {INJECT__TOKEN_PATH, "the sidecar's token mount"}};
     for (size_t i = 0; i < sizeof OWN / sizeof OWN[0]; i++)
-        if (inject__path_within(path, OWN[i].path) || inject__path_within(OWN[i].path, path))
+        if (path_rules_is_under(OWN[i].path, path) || path_rules_is_under(path, OWN[i].path))
             return OWN[i].what;
     return NULL;
 }
@@ -348,7 +350,7 @@ static int planner_init(struct inject__ctx *x, struct planner *p, const char *co
     for (size_t i = 0; i < nskip; i++)
         if (inject__names_put(&p->skip, skip[i], i, NULL) < 0) return -ENOMEM;
     for (; p->ntaken < ntaken; p->ntaken++) {
-        char *c = p->taken_clean[p->ntaken] = inject__clean_path(taken[p->ntaken]);
+        char *c = p->taken_clean[p->ntaken] = inject_clean_path(taken[p->ntaken]);
         if (!c || inject__names_put(&p->taken, c, p->ntaken, NULL) < 0) return -ENOMEM;
     }
     x->mirrors = calloc(nvol ? nvol : 1, sizeof *x->mirrors);
@@ -437,12 +439,12 @@ static int plan_volume(struct inject__ctx *x, struct planner *p, const cJSON *vo
             x->token_only = vname;
         return 0;
     }
-    if (!inject__is_dns_label(vname)) { /* the API server rejects the pod anyway */
+    if (!k8s_is_dns1123_label(vname)) { /* the API server rejects the pod anyway */
         inject__warn(x, "volume name \"%.64s\" is not a DNS label: not watched", vname);
         return 0;
     }
     char by[160] = "";
-    char *clean = inject__clean_path(chosen);
+    char *clean = inject_clean_path(chosen);
     if (!clean) return -ENOMEM;
     const char *why = mirror_clash(x, p, clean, by, sizeof by);
     size_t cl = strlen(chosen); /* a trailing '/' changes nothing the agent sees */
@@ -460,40 +462,30 @@ static int plan_volume(struct inject__ctx *x, struct planner *p, const cJSON *vo
     } else {
         mir->mount_path = clean;
     }
-    if (x->oom || !mir->mount_path) return -ENOMEM;
-    if (inject__names_put(&p->paths, mir->mount_path, x->nmirrors, NULL) < 0 ||
-        inject__names_put(&p->skip, vname, 0, NULL) < 0)
+    if (x->oom || !mir->mount_path ||
+        inject__names_put(&p->paths, mir->mount_path, x->nmirrors, NULL) < 0 ||
+        inject__names_put(&p->skip, vname, 0, NULL) < 0) {
+        free(mir->mount_path); /* not counted in x->nmirrors: inject__plan_free skips it */
+        mir->mount_path = NULL;
         return -ENOMEM;
+    }
     x->nmirrors++;
     return warn_unreadable(x, vol, vname, idx);
 }
 
 /* ---- env ---- */
 
-/* A ConfigMap/Secret key as the API server accepts it (IsConfigMapKey):
- * [-._a-zA-Z0-9]+, at most 253, not "." or "..", not starting with "..". */
-static int is_config_key(const char *k)
-{
-    size_t n = strlen(k);
-    if (n == 0 || n > 253 || strcmp(k, ".") == 0 || strncmp(k, "..", 2) == 0) return 0;
-    for (const char *p = k; *p; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-              *p == '-' || *p == '.' || *p == '_'))
-            return 0;
-    return 1;
-}
-
 /* Records one reference: key NULL = the whole object (envFrom). */
 static int record_ref(struct inject__ctx *x, const struct inject__app *a, int secret,
                       const char *name, const char *key, int optional)
 {
     const char *kind = secret ? "secret" : "configMap";
-    if (!name || !inject__is_dns_subdomain(name)) {
+    if (!name || !k8s_is_dns1123_subdomain(name)) {
         inject__warn(x, "container %s: %s name \"%.80s\" is not a valid name: not watched", a->name,
                      kind, name ? name : "");
         return x->oom ? -ENOMEM : 0;
     }
-    if (key && !is_config_key(key)) {
+    if (key && !k8s_is_configmap_key(key)) {
         inject__warn(x, "container %s: key \"%.80s\" of %s %s is not a valid key: not watched",
                      a->name, key, kind, name);
         return x->oom ? -ENOMEM : 0;

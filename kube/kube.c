@@ -29,6 +29,7 @@
 #include "base/backoff.h"
 #include "base/log.h"
 #include "base/text.h"
+#include "kube/k8sname.h"
 
 #define TOKEN_MAX 16384 /* bytes; a bound service-account JWT is ~1 KiB */
 #define BACKOFF_BASE_MS 200
@@ -150,22 +151,6 @@ static void token_refresh(struct kube *k)
     k->token_stale = 0;
 }
 
-/* An RFC 1123 name as Kubernetes allows for namespaces (label) and pods
- * (subdomain): lowercase alphanumerics, '-', and for subdomains '.'. */
-static int is_k8s_name(const char *s, size_t max, int dots)
-{
-    size_t i, n = strlen(s);
-
-    if (n == 0 || n > max) return 0;
-    for (i = 0; i < n; i++) {
-        char c = s[i];
-
-        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || (dots && c == '.')))
-            return 0;
-    }
-    return s[0] != '-' && s[0] != '.' && s[n - 1] != '-' && s[n - 1] != '.';
-}
-
 static void count_code(struct kube *k, long code)
 {
     if (k->counters.response) k->counters.response(k->counters.ud, code);
@@ -238,7 +223,7 @@ static int resolve_namespace(const struct kube_config *cfg, const char *sa_dir, 
             return -EINVAL;
         }
     }
-    if (!is_k8s_name(*out, 63, 0)) {
+    if (!k8s_is_dns1123_label(*out)) {
         snprintf(err, errlen, "namespace \"%.253s\" is not a valid Kubernetes namespace name",
                  *out);
         free(*out);
@@ -284,7 +269,7 @@ int kube_create(uv_loop_t *loop, struct httpc *hc, const struct kube_config *cfg
                  "variable (downward API metadata.name)");
         r = -EINVAL;
     }
-    if (r == 0 && !is_k8s_name(pod, 253, 1)) {
+    if (r == 0 && !k8s_is_dns1123_subdomain(pod)) {
         snprintf(err, errlen, "pod name \"%.253s\" is not a valid Kubernetes object name", pod);
         r = -EINVAL;
     }
@@ -302,8 +287,6 @@ int kube_create(uv_loop_t *loop, struct httpc *hc, const struct kube_config *cfg
     *out = k;
     return 0;
 }
-
-int kube_is_object_name(const char *s) { return s && is_k8s_name(s, 253, 1); }
 
 const char *kube_namespace(const struct kube *k) { return k->namespace_; }
 const char *kube_pod_name(const struct kube *k) { return k->pod_name; }
@@ -444,38 +427,80 @@ static void rbac_hint(const char *msg, char *out, size_t outlen)
         snprintf(out, outlen, KUBE_RBAC_HINT " and bind it to the agent's ServiceAccount)");
 }
 
-/* Builds the one-line error for a final HTTP status >= 400. */
-static void http_error(const struct kube_call *c, const struct httpc_result *res,
-                       const cJSON *status, char *out, size_t outlen)
+/* Builds the one-line error for a final HTTP status >= 400 of the request
+ * described by verb ... path (status: the parsed Status body, or NULL). */
+static void format_error(const struct kube *k, const char *verb, const char *resource,
+                         const char *group, const char *method, const char *path, int tries,
+                         long code, const char *body, size_t body_len, const cJSON *status,
+                         char *out, size_t outlen)
 {
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(status, "message");
     char msg[MESSAGE_MAX + 1];
     size_t n;
 
-    if (res->status == 401) {
-        snprintf(out, outlen, "Unauthorized: the token in %s was rejected", c->k->token_path);
+    if (code == 401) {
+        snprintf(out, outlen, "Unauthorized: the token in %s was rejected", k->token_path);
         return;
     }
     if (cJSON_IsString(m) && m->valuestring[0])
         one_line(msg, sizeof msg, m->valuestring, strlen(m->valuestring));
     else
-        one_line(msg, sizeof msg, res->body, res->body_len);
-    if (!msg[0]) snprintf(msg, sizeof msg, "HTTP %ld with an empty body", res->status);
+        one_line(msg, sizeof msg, body, body_len);
+    if (!msg[0]) snprintf(msg, sizeof msg, "HTTP %ld with an empty body", code);
     snprintf(out, outlen, "%s", msg);
     n = strlen(out);
     char hint[768];
-    if (res->status == 403) rbac_hint(msg, hint, sizeof hint);
-    if (res->status == 403 && c->verb && c->resource)
+    if (code == 403) rbac_hint(msg, hint, sizeof hint);
+    if (code == 403 && verb && resource)
         snprintf(out + n, outlen - n,
                  "; RBAC: the service account needs verb \"%s\" on resource \"%s\" in API group "
                  "\"%s\"%s",
-                 c->verb, c->resource, c->group ? c->group : "", hint);
-    else if (res->status == 403)
-        snprintf(out + n, outlen - n, "; RBAC: the service account may not %s %s%s", c->method,
-                 c->path, hint);
-    else if (c->tries >= KUBE_MAX_TRIES && (res->status == 429 || res->status >= 500))
-        snprintf(out + n, outlen - n, " (gave up after %d attempts)", c->tries);
+                 verb, resource, group ? group : "", hint);
+    else if (code == 403)
+        snprintf(out + n, outlen - n, "; RBAC: the service account may not %s %s%s", method, path,
+                 hint);
+    else if (tries >= KUBE_MAX_TRIES && (code == 429 || code >= 500))
+        snprintf(out + n, outlen - n, " (gave up after %d attempts)", tries);
 }
+
+static void http_error(const struct kube_call *c, const struct httpc_result *res,
+                       const cJSON *status, char *out, size_t outlen)
+{
+    format_error(c->k, c->verb, c->resource, c->group, c->method, c->path, c->tries, res->status,
+                 res->body, res->body_len, status, out, outlen);
+}
+
+void kube__http_error(const struct kube *k, const struct kube_req *req, long code, const char *body,
+                      size_t body_len, char *out, size_t outlen)
+{
+    cJSON *status = NULL;
+
+    if (body_len > 0 && body[0] == '{') status = cJSON_ParseWithLength(body, body_len);
+    if (status && !cJSON_IsObject(status)) {
+        cJSON_Delete(status);
+        status = NULL;
+    }
+    format_error(k, nonempty(req->verb), nonempty(req->resource), req->group, req->method,
+                 req->path, 1, code, body, body_len, status, out, outlen);
+    cJSON_Delete(status);
+}
+
+const char *kube__token(struct kube *k, unsigned *gen)
+{
+    token_refresh(k);
+    if (gen) *gen = k->token_gen;
+    return k->token;
+}
+
+void kube__token_rejected(struct kube *k, unsigned gen)
+{
+    if (gen == k->token_gen) k->token_stale = 1;
+}
+
+const char *kube__ca_path(const struct kube *k) { return k->ca_path; }
+uv_loop_t *kube__loop(const struct kube *k) { return k->loop; }
+struct httpc *kube__httpc(const struct kube *k) { return k->hc; }
+void kube__count_response(struct kube *k, long code) { count_code(k, code); }
 
 static int attempt_start(struct kube_call *c);
 

@@ -116,9 +116,24 @@ void kube_set_counters(struct kube *k, const struct kube_counters *c);
 /* For kube/ modules (kevents.c): counts one suppressed Event on k's hook. */
 void kube__count_suppressed(struct kube *k);
 
-/* 1 if s is a valid Kubernetes object name (RFC 1123 subdomain: lowercase
- * alphanumerics, '-' and '.', at most 253 bytes), so it is safe in a path. */
-int kube_is_object_name(const char *s);
+/* ---- internal: for kube/ modules that run their own transfers (kwatch.c) ---- */
+
+/* The current bearer token (re-read first when stale or older than a
+ * minute, as for a request); *gen (may be NULL) gets its generation. The
+ * string is valid until the next call into k. Never log it. */
+const char *kube__token(struct kube *k, unsigned *gen);
+/* The API server rejected the token of generation gen (401): re-read it
+ * before the next request unless a newer one was read meanwhile. */
+void kube__token_rejected(struct kube *k, unsigned gen);
+const char *kube__ca_path(const struct kube *k);
+uv_loop_t *kube__loop(const struct kube *k);
+struct httpc *kube__httpc(const struct kube *k);
+/* Counts one finished attempt on the registered counters (0: no response). */
+void kube__count_response(struct kube *k, long code);
+/* The one-line error kube_request would give for a final status code >= 400
+ * of req with this body (the Status message, the RBAC hint for 403). */
+void kube__http_error(const struct kube *k, const struct kube_req *req, long code, const char *body,
+                      size_t body_len, char *out, size_t outlen);
 
 /* The base URL requests go to (no trailing slash). */
 const char *kube_base_url(const struct kube *k);

@@ -1,10 +1,8 @@
 /*
- * owner.c - owner kinds and owner resolution for the rollout action
- * (contract in owner.h).
+ * owner.c - owner resolution for the rollout action (contract in owner.h),
+ * on the one kinds table of kube/kinds.h.
  *
- * KINDS[] is the one place that says what an owner kind does: who it may
- * own, whether a template patch rolls it, with which patch type, and why
- * not. The resolution is a small chain of GETs on the kube client: the own
+ * The resolution is a small chain of GETs on the kube client: the own
  * pod, then the object its controller ownerReference names, and so on until
  * a workload that can be rolled (or a reason why there is none). The steps
  * themselves (owner__step) do no I/O: they read a reply and name the next
@@ -25,24 +23,11 @@
 
 #include "base/log.h"
 #include "base/text.h"
+#include "kube/k8sname.h"
 
 /* ---- helpers ---- */
 
 static char *xstrdup(const char *s) { return ra_strdup(s ? s : ""); }
-
-static const char *str_at(const cJSON *obj, const char *key)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-
-    return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
-static const cJSON *obj_at(const cJSON *obj, const char *key)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-
-    return cJSON_IsObject(v) ? v : NULL;
-}
 
 static const cJSON *arr_at(const cJSON *obj, const char *key)
 {
@@ -51,209 +36,11 @@ static const cJSON *arr_at(const cJSON *obj, const char *key)
     return cJSON_IsArray(v) ? v : NULL;
 }
 
-/* "apps/v1" has group "apps"; "v1" is the core group "". */
-static int group_is(const char *api_version, const char *group)
-{
-    const char *slash = strchr(api_version, '/');
-    size_t n = slash ? (size_t)(slash - api_version) : 0;
-
-    return strlen(group) == n && strncmp(api_version, group, n) == 0;
-}
-
-/* ---- the kinds ---- */
-
-static const char *paused(const cJSON *obj, char *buf, size_t len, int *blocks)
-{
-    (void)buf;
-    (void)len;
-    *blocks = 0;
-    if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(obj_at(obj, "spec"), "paused"))) return NULL;
-    return "spec.paused is true: a template patch will not roll pods until "
-           "`kubectl rollout resume`";
-}
-
-static const char *on_delete(const cJSON *obj, char *buf, size_t len, int *blocks)
-{
-    const char *type = str_at(obj_at(obj_at(obj, "spec"), "updateStrategy"), "type");
-
-    (void)buf;
-    (void)len;
-    *blocks = 0;
-    if (!type || strcmp(type, "OnDelete") != 0) return NULL;
-    return "updateStrategy OnDelete: a template patch will not replace running pods; delete "
-           "them to pick up the change";
-}
-
-static const char *rollout_not_rolling(const cJSON *obj, char *buf, size_t len, int *blocks)
-{
-    const cJSON *ref = obj_at(obj_at(obj, "spec"), "workloadRef");
-    const char *name = NULL;
-    int r = owner_workload_ref(obj, &name);
-
-    if (r == 0) {
-        if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(obj_at(obj, "spec"), "paused")))
-            return NULL;
-        *blocks = 0;
-        return "spec.paused is true: the Rollout will not progress until it is resumed "
-               "(`kubectl argo rollouts resume`)";
-    }
-    *blocks = 1;
-    if (r > 0) {
-        char raw[512];
-        /* API data (kinds, names) goes into messages, logs and Events: one line */
-        snprintf(raw, sizeof raw,
-                 "spec.workloadRef names Deployment %.253s: the pod template lives "
-                 "there, and the Rollout itself is never patched",
-                 name ? name : "(no name)");
-        ra_one_line(buf, len, raw);
-        return buf;
-    }
-    if (!ref) return "spec.workloadRef is not an object: the pod template cannot be found";
-    char raw[768];
-    snprintf(raw, sizeof raw,
-             "spec.workloadRef names %.63s %.253s (%.100s), not an apps/v1 Deployment: "
-             "reload-agent patches only a referenced Deployment's pod template; use "
-             "--action restart or signal",
-             str_at(ref, "kind") ? str_at(ref, "kind") : "(no kind)",
-             str_at(ref, "name") ? str_at(ref, "name") : "(no name)",
-             str_at(ref, "apiVersion") ? str_at(ref, "apiVersion") : "no apiVersion");
-    ra_one_line(buf, len, raw);
-    return buf;
-}
-
-#define JOB_WHY                                                                                    \
-    "pod template of a Job is immutable; use --action restart or signal, or change "               \
-    "the CronJob's jobTemplate"
-
-/* The kinds the chain may visit, with their behaviour. */
-static const struct owner_kind KINDS[] = {
-    {.kind = "ReplicaSet",
-     .group = "apps",
-     .version = "v1",
-     .resource = "replicasets",
-     .title = "ReplicaSet",
-     .may_own_pod = 1,
-     .follows_controller = 1,
-     .why_not = "patching a ReplicaSet does not replace its pods"},
-    {.kind = "Deployment",
-     .group = "apps",
-     .version = "v1",
-     .resource = "deployments",
-     .title = "Deployment",
-     .may_own_replicaset = 1,
-     .can_roll = 1,
-     .patch_type = OWNER_STRATEGIC,
-     .not_rolling = paused},
-    {.kind = "StatefulSet",
-     .group = "apps",
-     .version = "v1",
-     .resource = "statefulsets",
-     .title = "StatefulSet",
-     .may_own_pod = 1,
-     .can_roll = 1,
-     .patch_type = OWNER_STRATEGIC,
-     .not_rolling = on_delete},
-    {.kind = "DaemonSet",
-     .group = "apps",
-     .version = "v1",
-     .resource = "daemonsets",
-     .title = "DaemonSet",
-     .may_own_pod = 1,
-     .can_roll = 1,
-     .patch_type = OWNER_STRATEGIC,
-     .not_rolling = on_delete},
-    /* custom resources take no strategic merge patch (415) */
-    {.kind = "Rollout",
-     .group = "argoproj.io",
-     .version = "v1alpha1",
-     .resource = "rollouts",
-     .title = "Argo Rollout",
-     .may_own_replicaset = 1,
-     .can_roll = 1,
-     .patch_type = OWNER_MERGE,
-     .not_rolling = rollout_not_rolling},
-    {.kind = "Job",
-     .group = "batch",
-     .version = "v1",
-     .resource = "jobs",
-     .title = "Job",
-     .may_own_pod = 1,
-     .why_not = JOB_WHY},
-    /* named from a Job's ownerReference, never fetched */
-    {.kind = "CronJob",
-     .group = "batch",
-     .version = "v1",
-     .resource = "cronjobs",
-     .title = "CronJob",
-     .why_not = JOB_WHY},
-};
-#define NKINDS (sizeof KINDS / sizeof KINDS[0])
-
-const struct owner_kind *owner_kind_named(const char *kind)
-{
-    for (size_t i = 0; kind && i < NKINDS; i++)
-        if (strcmp(KINDS[i].kind, kind) == 0) return &KINDS[i];
-    return NULL;
-}
-
-const struct owner_kind *owner_kind_find(const char *kind, const char *api_version)
-{
-    const struct owner_kind *k = owner_kind_named(kind);
-
-    return k && api_version && group_is(api_version, k->group) ? k : NULL;
-}
-
-const char *owner_not_rolling(const struct owner_kind *k, const cJSON *obj, char *buf, size_t len,
-                              int *blocks)
-{
-    *blocks = 0;
-    if (!k->can_roll) {
-        *blocks = 1;
-        return k->why_not;
-    }
-    return k->not_rolling ? k->not_rolling(obj, buf, len, blocks) : NULL;
-}
-
-int owner_workload_ref(const cJSON *obj, const char **name)
-{
-    const cJSON *spec = obj_at(obj, "spec");
-    const cJSON *ref = cJSON_GetObjectItemCaseSensitive(spec, "workloadRef");
-    const char *kind, *av;
-
-    *name = NULL;
-    if (!ref || cJSON_IsNull(ref)) return 0;
-    kind = str_at(ref, "kind");
-    av = str_at(ref, "apiVersion");
-    if (!cJSON_IsObject(ref) || !kind || !av || strcmp(kind, "Deployment") != 0 ||
-        strcmp(av, "apps/v1") != 0)
-        return -1;
-    *name = str_at(ref, "name");
-    return 1;
-}
-
-/* "Deployment, StatefulSet, DaemonSet and Argo Rollout": the kinds that roll. */
-static void rollable_list(char *out, size_t n)
-{
-    size_t len = 0, total = 0, seen = 0;
-
-    for (size_t i = 0; i < NKINDS; i++) total += KINDS[i].can_roll;
-    out[0] = '\0';
-    for (size_t i = 0; i < NKINDS; i++) {
-        if (!KINDS[i].can_roll) continue;
-        seen++;
-        len += (size_t)snprintf(out + len, len < n ? n - len : 0, "%s%s",
-                                seen == 1       ? ""
-                                : seen == total ? " and "
-                                                : ", ",
-                                KINDS[i].title);
-    }
-}
-
 /* ---- the chain's steps (no I/O) ---- */
 
 /* A controller ownerReference. */
 struct ref {
-    const struct owner_kind *ki;                 /* NULL for a kind not in KINDS */
+    const struct owner_kind *ki;                 /* NULL for a kind not in the table */
     const char *kind, *api_version, *name, *uid; /* point into the parsed JSON */
 };
 
@@ -280,7 +67,7 @@ static int next(struct owner__chain *c, const struct owner_kind *ki, const char 
 {
     free(c->child);
     c->child = child;
-    if (!name || !kube_is_object_name(name))
+    if (!name || !k8s_is_dns1123_subdomain(name))
         return fail(c, c->via_ref ? OWNER_NO_ROLLOUT : OWNER_API_ERROR,
                     "%s names %s \"%.253s\", which is not a valid object name", child, ki->kind,
                     name ? name : "");
@@ -296,15 +83,15 @@ static int next(struct owner__chain *c, const struct owner_kind *ki, const char 
  * there is none, -1 if it is malformed. */
 static int controller_ref(const cJSON *obj, struct ref *ref)
 {
-    const cJSON *refs = arr_at(obj_at(obj, "metadata"), "ownerReferences"), *it;
+    const cJSON *refs = arr_at(owner__obj_at(obj, "metadata"), "ownerReferences"), *it;
 
     cJSON_ArrayForEach(it, refs)
     {
         if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(it, "controller"))) continue;
-        ref->kind = str_at(it, "kind");
-        ref->api_version = str_at(it, "apiVersion");
-        ref->name = str_at(it, "name");
-        ref->uid = str_at(it, "uid");
+        ref->kind = owner__str_at(it, "kind");
+        ref->api_version = owner__str_at(it, "apiVersion");
+        ref->name = owner__str_at(it, "name");
+        ref->uid = owner__str_at(it, "uid");
         if (!ref->kind || !ref->api_version || !ref->name) return -1;
         ref->ki = owner_kind_find(ref->kind, ref->api_version);
         return 1;
@@ -314,7 +101,7 @@ static int controller_ref(const cJSON *obj, struct ref *ref)
 
 static void collect_annotations(struct owner_pod *p, const cJSON *meta)
 {
-    const cJSON *ann = obj_at(meta, "annotations"), *it;
+    const cJSON *ann = owner__obj_at(meta, "annotations"), *it;
     size_t n = 0;
 
     cJSON_ArrayForEach(it, ann) if (cJSON_IsString(it)) n++;
@@ -339,11 +126,11 @@ static int is_updating_volume(const cJSON *volumes, const char *name)
 
     cJSON_ArrayForEach(v, volumes)
     {
-        const char *vn = str_at(v, "name");
+        const char *vn = owner__str_at(v, "name");
 
         if (!vn || strcmp(vn, name) != 0) continue;
         for (i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
-            if (obj_at(v, kinds[i])) return 1;
+            if (owner__obj_at(v, kinds[i])) return 1;
         return 0;
     }
     return 0;
@@ -365,8 +152,9 @@ static void collect_subpaths(struct owner_pod *p, const cJSON *spec)
 
             cJSON_ArrayForEach(m, mounts)
             {
-                const char *sp = str_at(m, "subPath"), *spe = str_at(m, "subPathExpr");
-                const char *vol = str_at(m, "name"), *mp = str_at(m, "mountPath");
+                const char *sp = owner__str_at(m, "subPath"),
+                           *spe = owner__str_at(m, "subPathExpr");
+                const char *vol = owner__str_at(m, "name"), *mp = owner__str_at(m, "mountPath");
                 struct owner_mount *grown;
 
                 if (!((sp && sp[0]) || (spe && spe[0])) || !vol || !mp) continue;
@@ -375,7 +163,7 @@ static void collect_subpaths(struct owner_pod *p, const cJSON *spec)
                                 (p->nsubpath_mounts + 1) * sizeof *p->subpath_mounts);
                 if (!grown) ra_oom();
                 p->subpath_mounts = grown;
-                grown[p->nsubpath_mounts].container = xstrdup(str_at(c, "name"));
+                grown[p->nsubpath_mounts].container = xstrdup(owner__str_at(c, "name"));
                 grown[p->nsubpath_mounts].volume = xstrdup(vol);
                 grown[p->nsubpath_mounts].mount_path = xstrdup(mp);
                 p->nsubpath_mounts++;
@@ -388,7 +176,7 @@ static int unsupported(struct owner__chain *c, const struct ref *ref)
 {
     char kinds[160];
 
-    rollable_list(kinds, sizeof kinds);
+    owner_kind_rollable_list(kinds, sizeof kinds);
     return fail(c, OWNER_NO_ROLLOUT,
                 "%s is controlled by %s %s (%s), which cannot be rolled: only %s can; use "
                 "--action restart or signal",
@@ -397,16 +185,16 @@ static int unsupported(struct owner__chain *c, const struct ref *ref)
 
 static int on_pod(struct owner__chain *c, const cJSON *pod)
 {
-    const cJSON *meta = obj_at(pod, "metadata");
+    const cJSON *meta = owner__obj_at(pod, "metadata");
     struct owner_pod *p = &c->o->pod;
     struct ref ref;
     int has;
 
-    p->name = xstrdup(str_at(meta, "name"));
-    p->namespace_ = xstrdup(str_at(meta, "namespace"));
-    p->uid = xstrdup(str_at(meta, "uid"));
+    p->name = xstrdup(owner__str_at(meta, "name"));
+    p->namespace_ = xstrdup(owner__str_at(meta, "namespace"));
+    p->uid = xstrdup(owner__str_at(meta, "uid"));
     collect_annotations(p, meta);
-    collect_subpaths(p, obj_at(pod, "spec"));
+    collect_subpaths(p, owner__obj_at(pod, "spec"));
     c->o->have_pod = 1;
     has = controller_ref(pod, &ref);
     if (has < 0)
@@ -456,11 +244,11 @@ static int on_not_rollable(struct owner__chain *c, const cJSON *obj)
 static void set_via(struct owner_info *o, const struct owner_kind *ki, const char *name,
                     const cJSON *w)
 {
-    const char *av = str_at(w, "apiVersion");
+    const char *av = owner__str_at(w, "apiVersion");
 
     o->via_kind = ki->kind;
     o->via_name = xstrdup(name);
-    o->via_uid = xstrdup(str_at(obj_at(w, "metadata"), "uid"));
+    o->via_uid = xstrdup(owner__str_at(owner__obj_at(w, "metadata"), "uid"));
     o->via_api_version = av && av[0] ? xstrdup(av) : ra_asprintf("%s/%s", ki->group, ki->version);
 }
 
@@ -468,10 +256,8 @@ static int on_workload(struct owner__chain *c, const char *ns, const cJSON *w)
 {
     const struct owner_kind *ki = c->fetching;
     struct owner_info *o = c->o;
-    const char *av = str_at(w, "apiVersion"), *ref_name;
-    int ref = ki->not_rolling == rollout_not_rolling && !c->via_ref
-                  ? owner_workload_ref(w, &ref_name)
-                  : 0;
+    const char *av = owner__str_at(w, "apiVersion"), *ref_name;
+    int ref = ki->workload_ref && !c->via_ref ? owner_workload_ref(w, &ref_name) : 0;
 
     if (ref != 0) { /* a Rollout whose template lives in spec.workloadRef */
         char buf[600], *child = ra_asprintf("%s %s's spec.workloadRef", ki->kind, c->name);
@@ -492,7 +278,7 @@ static int on_workload(struct owner__chain *c, const char *ns, const cJSON *w)
     o->patch_type = ki->patch_type;
     o->name = xstrdup(c->name);
     o->namespace_ = xstrdup(ns);
-    o->uid = xstrdup(str_at(obj_at(w, "metadata"), "uid"));
+    o->uid = xstrdup(owner__str_at(owner__obj_at(w, "metadata"), "uid"));
     o->api_version = av && av[0] ? xstrdup(av) : ra_asprintf("%s/%s", ki->group, ki->version);
     o->path = owner__chain_path(c, ns);
     o->status = OWNER_OK;
@@ -540,7 +326,7 @@ int owner__step(struct owner__chain *c, const char *ns, long status, const char 
         return fail(c, unreadable, "cannot get %s %s: the reply is not a JSON object", what,
                     c->name);
     }
-    uid = str_at(obj_at(j, "metadata"), "uid");
+    uid = owner__str_at(owner__obj_at(j, "metadata"), "uid");
     if (c->expect_uid && (!uid || strcmp(uid, c->expect_uid) != 0))
         r = fail(c, OWNER_API_ERROR, "%s %s has uid %s, but %s references uid %s (recreated?)",
                  what, c->name, uid ? uid : "(none)", c->child, c->expect_uid);

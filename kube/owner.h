@@ -1,9 +1,8 @@
 /*
  * owner.h - finds the workload that owns the agent's own pod (spec §6.2),
  * so the rollout action knows what to patch, and says for every owner kind
- * what it does: one table (struct owner_kind) holds the kinds and their
- * behaviour, and owner_not_rolling() is the one judgement of "this patch
- * will not roll pods, and why" (the rollout decision uses it too).
+ * what it does through the one kinds table of kube/kinds.h (struct
+ * owner_kind, owner_not_rolling()).
  *
  * The chain is followed only through controller ownerReferences (the one
  * with controller: true; others are ignored), fetching every object:
@@ -22,52 +21,10 @@
 
 #include <stddef.h>
 
+#include "kube/kinds.h"
 #include "kube/kube.h"
 
 struct cJSON;
-
-#define OWNER_STRATEGIC "application/strategic-merge-patch+json"
-#define OWNER_MERGE "application/merge-patch+json"
-
-/* One owner kind and its behaviour (a row of the table in owner.c). */
-struct owner_kind {
-    const char *kind, *group, *version, *resource; /* resource: the URL/RBAC plural */
-    const char *title;                             /* for messages: "Deployment", "Argo Rollout" */
-    int may_own_pod;                               /* a Pod's controller may be of this kind */
-    int may_own_replicaset; /* a ReplicaSet's controller may be of this kind */
-    int follows_controller; /* not a workload: the chain goes on to its controller */
-    int can_roll;           /* a pod-template patch makes its controller replace pods */
-    const char *patch_type; /* content type of that patch; NULL if it cannot roll */
-    const char *why_not;    /* can_roll == 0: why, and what to do instead */
-    /* Why a template patch of obj (an object of this kind, as read from the
-     * API) does not replace pods now, or NULL when it does (see
-     * owner_not_rolling). NULL pointer: the kind has no such case. */
-    const char *(*not_rolling)(const struct cJSON *obj, char *buf, size_t len, int *blocks);
-};
-
-/* The row for kind in API group of api_version ("apps/v1": "apps"; "v1":
- * the core group), or NULL for a kind the chain does not know. */
-const struct owner_kind *owner_kind_find(const char *kind, const char *api_version);
-
-/* The row for kind alone (kinds are unique in the table), or NULL. */
-const struct owner_kind *owner_kind_named(const char *kind);
-
-/* The one judgement of whether patching the template of obj (an object of
- * kind k) rolls pods now. Returns NULL when it does; else the reason, one
- * line (a static string, or buf holding up to len bytes when it names
- * objects), and *blocks says what follows:
- *   *blocks == 0: the patch lands and pods follow once the user acts
- *                 (spec.paused, updateStrategy OnDelete): patch and warn;
- *   *blocks == 1: the patch would change nothing (a Rollout whose template
- *                 lives in its spec.workloadRef): do not patch.
- * A kind that cannot roll at all returns k->why_not with *blocks = 1. */
-const char *owner_not_rolling(const struct owner_kind *k, const struct cJSON *obj, char *buf,
-                              size_t len, int *blocks);
-
-/* What spec.workloadRef of obj (a Rollout) names: 0 when there is none; 1
- * for an apps/v1 Deployment, with *name pointing into obj (NULL if the
- * reference has no name); -1 for anything else. */
-int owner_workload_ref(const struct cJSON *obj, const char **name);
 
 enum owner_status {
     OWNER_OK = 0,     /* a workload was found: kind, name, ... are set */

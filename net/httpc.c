@@ -14,6 +14,12 @@
  * moment, so a new socket that gets the same fd number starts with a fresh
  * poll handle and never sees the closing one. The client itself is freed
  * after the close callbacks of all its handles have run.
+ *
+ * Streams (on_data): the write callback only appends a 2xx body to the
+ * transfer's buffer and marks it pending; after each
+ * curl_multi_socket_action the pending pieces are handed to their readers
+ * (deliver_streams), outside libcurl's callbacks, where a reader may start
+ * requests (curl refuses curl_multi_add_handle from inside a callback).
  */
 #include "net/httpc.h"
 
@@ -54,7 +60,11 @@ struct httpc_xfer {
     int too_big;
     int truncated; /* cut at max_body: the transfer was ended on purpose */
     int no_memory;
-    int completing; /* its callback is running */
+    int completing;        /* its callback is running */
+    httpc_data_cb on_data; /* a stream: 2xx body pieces go here */
+    void *data_ud;
+    int streaming; /* the response is 2xx and on_data is set */
+    int stopped;   /* on_data asked to end the transfer */
     int64_t retry_after_s;
     char errbuf[CURL_ERROR_SIZE];
     struct httpc_xfer *prev, *next; /* c->xfers */
@@ -154,6 +164,18 @@ static void xfer_complete(struct httpc_xfer *x, CURLcode code)
     struct httpc_result res = {0};
     char msg[96];
 
+    /* What a stream received last is read before it ends (its answer to
+     * stop is moot now). */
+    if (x->streaming && x->body_len > 0 && !x->stopped) {
+        struct httpc *c = x->c;
+        size_t n = x->body_len;
+
+        x->body_len = 0;
+        if (x->on_data(x->data_ud, x->body, n) != 0) x->stopped = 1;
+        if (c->closing) return; /* the reader closed the client: x is gone */
+    }
+    if (x->streaming) x->body_len = 0;
+
     curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &res.status);
     curl_easy_getinfo(x->easy, CURLINFO_TOTAL_TIME, &res.seconds);
     res.curl_code = code;
@@ -161,11 +183,16 @@ static void xfer_complete(struct httpc_xfer *x, CURLcode code)
      * write callback stopped it); the response itself was received. */
     res.ok = code == CURLE_OK || (x->truncated && code == CURLE_WRITE_ERROR);
     res.truncated = x->truncated;
-    res.body = x->body ? x->body : "";
+    res.body = x->body && !x->streaming ? x->body : "";
     res.body_len = x->body_len;
     res.retry_after_s = x->retry_after_s;
-    if (x->too_big) {
-        snprintf(msg, sizeof msg, "response body exceeds %zu bytes", x->max_body);
+    if (x->stopped) {
+        res.ok = 0;
+        res.error = "stopped by the reader";
+    } else if (x->too_big) {
+        snprintf(msg, sizeof msg, "%s exceeds %zu bytes",
+                 x->streaming ? "stream data waiting for its reader" : "response body",
+                 x->max_body);
         res.error = msg;
     } else if (x->no_memory) {
         res.error = "out of memory while buffering the response body";
@@ -197,6 +224,30 @@ static void drain_done(struct httpc *c)
     }
 }
 
+/* Hands every stream's pending piece to its reader. A reader may start or
+ * cancel transfers, or close the client, so the scan starts over after each
+ * delivery (there are a handful of transfers). A reader that asks to stop
+ * ends its transfer here, outside libcurl's callbacks. */
+static void deliver_streams(struct httpc *c)
+{
+    for (int again = 1; again && !c->closing;) {
+        again = 0;
+        for (struct httpc_xfer *x = c->xfers; x; x = x->next) {
+            if (!x->streaming || x->body_len == 0 || x->stopped) continue;
+            size_t n = x->body_len;
+            x->body_len = 0;
+            int stop = x->on_data(x->data_ud, x->body, n);
+            if (c->closing) return;
+            if (stop) {
+                x->stopped = 1;
+                xfer_complete(x, CURLE_WRITE_ERROR);
+            }
+            again = 1;
+            break;
+        }
+    }
+}
+
 /* ---- libuv -> curl ---- */
 
 static void on_poll(uv_poll_t *h, int status, int events)
@@ -216,6 +267,7 @@ static void on_poll(uv_poll_t *h, int status, int events)
     if (events & UV_READABLE) flags |= CURL_CSELECT_IN;
     if (events & UV_WRITABLE) flags |= CURL_CSELECT_OUT;
     curl_multi_socket_action(c->multi, s->fd, flags, &running);
+    deliver_streams(c);
     drain_done(c);
 }
 
@@ -225,6 +277,7 @@ static void on_timer(uv_timer_t *t)
     int running;
 
     curl_multi_socket_action(c->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+    deliver_streams(c);
     drain_done(c);
 }
 
@@ -281,6 +334,16 @@ static size_t write_cb(char *data, size_t size, size_t nmemb, void *ud)
     struct httpc_xfer *x = ud;
     size_t n = size * nmemb;
 
+    if (x->on_data && !x->streaming && x->body_len == 0) {
+        long status = 0;
+        curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
+        x->streaming = status >= 200 && status <= 299;
+    }
+    if (x->stopped) return 0;
+    if (x->streaming && n > x->max_body - x->body_len) {
+        x->too_big = 1; /* the reader cannot keep up: never cut a stream silently */
+        return 0;
+    }
     if (n > x->max_body - x->body_len) {
         if (x->whole_body) {
             x->too_big = 1;
@@ -474,6 +537,11 @@ static int setup_easy(struct httpc_xfer *x, const struct httpc_req *req, const c
     SET(CURLOPT_SSL_VERIFYPEER, 1L);
     SET(CURLOPT_SSL_VERIFYHOST, 2L);
     if (req->ca_file) SET(CURLOPT_CAINFO, req->ca_file);
+    if (req->on_data) {
+        SET(CURLOPT_TCP_KEEPALIVE, 1L);
+        SET(CURLOPT_TCP_KEEPIDLE, 30L);
+        SET(CURLOPT_TCP_KEEPINTVL, 10L);
+    }
 #if LIBCURL_VERSION_NUM >= 0x075700
     /* A rotated CA file (kube-root-ca.crt) at the same path is picked up
      * within a minute instead of curl's default 24 h CA-store cache. */
@@ -531,7 +599,9 @@ int httpc_request(struct httpc *c, const struct httpc_req *req, httpc_done cb, v
     x->ud = ud;
     x->retry_after_s = -1;
     x->max_body = req->max_body ? req->max_body : HTTPC_DEFAULT_MAX_BODY;
-    x->whole_body = req->whole_body;
+    x->whole_body = req->on_data ? 0 : req->whole_body;
+    x->on_data = req->on_data;
+    x->data_ud = req->data_ud;
     x->easy = curl_easy_init();
     if (!x->easy) {
         free(x);

@@ -15,6 +15,15 @@
 struct httpc;
 struct httpc_xfer;
 
+/* A streamed response body (httpc_req.on_data): one piece of the body of a
+ * 2xx response, in order, on the loop thread and never from inside a
+ * libcurl callback (so it may start requests and cancel other transfers).
+ * data is valid only during the call. Return 0 to go on reading, or
+ * nonzero to end the transfer now: the done callback then runs once with
+ * ok = 0 and the error "stopped by the reader". It must not cancel its own
+ * transfer (return nonzero instead); it may close the client. */
+typedef int (*httpc_data_cb)(void *ud, const char *data, size_t len);
+
 /* A request. Every pointer is read only during httpc_request (all is copied).
  * Redirects are never followed; only http:// and https:// URLs are accepted
  * (others fail in the callback with CURLE_UNSUPPORTED_PROTOCOL). TLS peer
@@ -51,6 +60,16 @@ struct httpc_req {
                                     with "response body exceeds N bytes". */
     const char *bearer_token; /* NULL = none; else sent as "Authorization:
                                     Bearer <token>". Never logged. */
+    /* A long-lived streamed response (a Kubernetes watch): when set, the
+     * body of a 2xx response is not kept for the result but handed to
+     * on_data as it arrives (the result's body is then empty; max_body
+     * bounds only what arrives between two deliveries, and whole_body is
+     * ignored); a response with any other status is kept and capped as
+     * without it. TCP keepalive is on for such a transfer (probes after
+     * 30 s idle), so a peer that vanished is noticed by the kernel without
+     * a timer in the process; timeout_ms still bounds the whole stream. */
+    httpc_data_cb on_data;
+    void *data_ud;
 };
 
 struct httpc_result {

@@ -20,10 +20,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "inject/jsonpatch.h"
+#include "config/config.h"
+#include "yamldoc/jsonpatch.h"
 #include "inject/transform.h"
 #include "webhook/admission.h"
 #include "webhook/jsonscan.h"
+
+#include "oomwrap.h"
 
 /* ---- building reviews ---- */
 
@@ -224,12 +227,17 @@ static void test_malformed(void **state)
                "\"request\":{\"uid\":42}}",
                J, 400, "request.uid");
     /* Values echoed in a reason keep it on one line (cJSON accepts raw
-     * control characters inside strings). */
+     * control characters inside strings), by the one text policy of
+     * base/text.h. */
     ask_status("{\"apiVersion\":\"admission.k8\n.io/v1\",\"kind\":\"AdmissionReview\"}", J, 400,
-               "apiVersion \"admission.k8?.io/v1\" is not supported");
+               "apiVersion \"admission.k8\\x0a.io/v1\" is not supported");
     ask_status("{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"Admission\rReview\"}", J, 400,
-               "kind \"Admission?Review\"");
-    ask_status("{}", "text/\x01plain", 415, "\"text/?plain\"");
+               "kind \"Admission\\x0dReview\"");
+    ask_status("{}", "text/\x01plain", 415, "\"text/\\x01plain\"");
+    ask_status("{}",
+               "text/pl\xc3"
+               "ain",
+               415, "\"text/pl\\xc3ain\"");
     /* A body that is not NUL-terminated is read within its length only. */
     char buf[8] = {'{', '"', 'a', '"', ':', '1', '}', 'X'};
     struct admission_response r;
@@ -337,7 +345,7 @@ static void test_injected(void **state)
     cJSON *md = cJSON_GetObjectItem(pod, "metadata");
     assert_non_null(cJSON_GetObjectItem(md, "managedFields"));
     assert_non_null(
-        cJSON_GetObjectItem(cJSON_GetObjectItem(md, "annotations"), INJECT_STATUS_ANNOTATION));
+        cJSON_GetObjectItem(cJSON_GetObjectItem(md, "annotations"), CFG_ANNOT_INJECT_STATUS));
     cJSON *inits = cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "spec"), "initContainers");
     cJSON *last = cJSON_GetArrayItem(inits, cJSON_GetArraySize(inits) - 1);
     assert_string_equal(cJSON_GetObjectItem(last, "name")->valuestring, INJECT_CONTAINER);
@@ -402,7 +410,7 @@ static void test_skipped(void **state)
     /* Opted out: quietly too. */
     cJSON *pod = cJSON_Parse(POD_OPTED_IN);
     cJSON *ann = cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "metadata"), "annotations");
-    cJSON_ReplaceItemInObject(ann, INJECT_ENABLE_ANNOTATION, cJSON_CreateString("false"));
+    cJSON_ReplaceItemInObject(ann, CFG_ANNOT_INJECT, cJSON_CreateString("false"));
     char *text = cJSON_PrintUnformatted(pod);
     body = pod_review("s2", text);
     ask(&a, body, "application/json", "s2");
@@ -413,7 +421,7 @@ static void test_skipped(void **state)
     free(text);
 
     /* Opted in but refused (hostPID): the reason is a warning. */
-    cJSON_ReplaceItemInObject(ann, INJECT_ENABLE_ANNOTATION, cJSON_CreateString("true"));
+    cJSON_ReplaceItemInObject(ann, CFG_ANNOT_INJECT, cJSON_CreateString("true"));
     cJSON_AddTrueToObject(cJSON_GetObjectItem(pod, "spec"), "hostPID");
     text = cJSON_PrintUnformatted(pod);
     body = pod_review("s3", text);
@@ -429,6 +437,66 @@ static void test_skipped(void **state)
     free(body);
     free(text);
     cJSON_Delete(pod);
+}
+
+/* The one opt-in rule (inject_opt_in) decides for the transform and for
+ * the webhook alike: for each value of reload-agent.io/inject on a pod the
+ * transform refuses or skips, the webhook warns exactly when the pod asked
+ * ("true", or a value the rule calls invalid, whose refusal says what to
+ * write) and the warning is the transform's own reason. */
+static void test_one_opt_in_rule(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *value; /* NULL: no annotation */
+        enum inject_opt_in want;
+        const char *reason; /* words of the transform's reason */
+    } T[] = {
+        {NULL, INJECT_OPT_UNSET, "not opted in"},
+        {"\"true\"", INJECT_OPT_IN, "hostPID"},
+        {"\"false\"", INJECT_OPT_OUT, "is \"false\""},
+        {"\"yes\"", INJECT_OPT_INVALID, "want \"true\""},
+        {"\"True\"", INJECT_OPT_INVALID, "want \"true\""},
+        {"\"\"", INJECT_OPT_INVALID, "want \"true\""},
+        {"null", INJECT_OPT_UNSET, "not opted in"},
+    };
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
+        char pod[512], ann[96] = "";
+        if (T[i].value) snprintf(ann, sizeof ann, "\"reload-agent.io/inject\":%s", T[i].value);
+        snprintf(pod, sizeof pod,
+                 "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\","
+                 "\"annotations\":{%s}},\"spec\":{\"hostPID\":true,\"containers\":[{\"name\":"
+                 "\"a\",\"volumeMounts\":[{\"name\":\"c\",\"mountPath\":\"/c\"}]}],\"volumes\":"
+                 "[{\"name\":\"c\",\"configMap\":{\"name\":\"c\"}}]}}",
+                 ann);
+        cJSON *obj = cJSON_Parse(pod);
+        assert_non_null(obj);
+        const cJSON *annots =
+            cJSON_GetObjectItem(cJSON_GetObjectItem(obj, "metadata"), "annotations");
+        assert_int_equal(inject_opt_in(annots), T[i].want);
+        struct inject_result r;
+        char err[256];
+        assert_int_equal(inject_object(obj, NULL, &r, err, sizeof err), 0);
+        assert_int_equal(r.outcome, INJECT_SKIPPED);
+        if (!strstr(r.reason, T[i].reason)) fail_msg("%s: reason %s", pod, r.reason);
+        cJSON_Delete(obj);
+
+        char *body = pod_review("o", pod);
+        struct answer a;
+        ask(&a, body, "application/json", "o");
+        assert_int_equal(a.info.result, ADMISSION_SKIPPED);
+        int asked = T[i].want == INJECT_OPT_IN || T[i].want == INJECT_OPT_INVALID;
+        assert_int_equal(nwarnings(&a), asked);
+        if (asked) {
+            char want[300];
+            snprintf(want, sizeof want, "reload-agent: not injected: %s", r.reason);
+            assert_string_equal(warning(&a, 0), want);
+        }
+        inject_result_free(&r);
+        answer_free(&a);
+        free(body);
+    }
+    assert_int_equal(inject_opt_in(NULL), INJECT_OPT_UNSET);
 }
 
 static void test_dry_run_same_answer(void **state)
@@ -627,46 +695,30 @@ static void test_warning_limits(void **state)
     free(body);
 }
 
-/* ---- out of memory: cJSON's allocator fails ---- */
+/* ---- out of memory: every allocation may fail (tests/oomwrap.h) ---- */
 
-static long fail_at = -1; /* the allocation (counted from 0) that fails; -1: none */
-static int fail_rest;     /* 1: every allocation from fail_at on fails too */
-static long alloc_count;
-static int alloc_failed;
-
-static void *failing_malloc(size_t n)
-{
-    long i = alloc_count++;
-    if (fail_at >= 0 && (i == fail_at || (fail_rest && i > fail_at))) {
-        alloc_failed = 1;
-        return NULL;
-    }
-    return malloc(n);
-}
-
-/* Runs the review of pod with the n-th cJSON allocation failing (and, with
- * rest, every later one), for n = 0, 1, ... until a run needs no more than
- * n allocations. Every answer must be allowed (or a 400 when the request
- * could not even be parsed, or -ENOMEM with nothing to send: the server's
- * 500), never a denial. Returns how many runs fell back to "injection
- * failed" answers. */
+/* Runs the review of pod with the n-th allocation failing (and, with
+ * rest, every later one), for n = 0, 1, ... until a run needs no more
+ * than n allocations: libc's (the answer's own buffers, base64, the
+ * transform's) and cJSON's alike. Every answer must be allowed (or a 400
+ * when the request could not even be parsed, or -ENOMEM with nothing to
+ * send: the server's 500), never a denial. Returns how many runs fell
+ * back to "injection failed" answers. */
 static int oom_run(const char *pod, int seam, int rest)
 {
     char *body = pod_review("oom-uid", pod);
-    cJSON_Hooks hooks = {failing_malloc, free};
     int full = 0, fallback = 0;
     for (long n = 0; n < 100000 && !full; n++) {
         admission__test_inject = seam ? fake_inject : NULL;
-        fail_at = n;
-        fail_rest = rest;
-        alloc_count = 0;
-        alloc_failed = 0;
-        cJSON_InitHooks(&hooks);
+        if (rest)
+            oom_fail_from(n);
+        else
+            oom_fail_once(n);
         struct admission_response r;
         struct admission_info info;
         int rc = admission_review(body, strlen(body), "application/json", NULL, &r, &info);
-        fail_at = -1;
-        cJSON_InitHooks(NULL);
+        int alloc_failed = oom_failed();
+        oom_off();
         admission__test_inject = NULL;
         if (rc == -ENOMEM) {
             assert_true(alloc_failed);
@@ -865,6 +917,7 @@ int main(void)
         cmocka_unit_test(test_injected),
         cmocka_unit_test(test_object_without_kind),
         cmocka_unit_test(test_skipped),
+        cmocka_unit_test(test_one_opt_in_rule),
         cmocka_unit_test(test_dry_run_same_answer),
         cmocka_unit_test_setup_teardown(test_transform_error, seam_setup, seam_teardown),
         cmocka_unit_test(test_bad_object),

@@ -240,16 +240,54 @@ static void test_injector_annotations_skipped(void **state)
                                "reload-agent.io/sidecar-cpu-request=\"10m\"\n"
                                "reload-agent.io/sidecar-image=\"x:1\"\n"
                                "reload-agent.io/sidecar-memory-limit=\"1Gi\"\n"
-                               "reload-agent.io/sidecar-memory-request=\"1Mi\""),
+                               "reload-agent.io/sidecar-memory-request=\"1Mi\"\n"
+                               /* fast sync's nudge, which the kubelet writes into
+                                * the file after every nudge */
+                               "reload-agent.io/sync=\"12345.2\""),
                      0);
     assert_int_equal(cfg_build(NULL, &f->annots, &f->cfg, f->err, sizeof f->err), 0);
     assert_true(cfg_is_injector_annotation("reload-agent.io/sidecar-image"));
+    assert_true(cfg_is_injector_annotation("reload-agent.io/sync"));
     assert_false(cfg_is_injector_annotation("reload-agent.io/action"));
     assert_false(cfg_is_injector_annotation("example.com/inject"));
     assert_false(cfg_is_injector_annotation("reload-agent.io/"));
-    size_t n = 0;
-    while (cfg_injector_annotations[n]) n++;
-    assert_int_equal(n, 8);
+    /* every key of the list is skipped, none is an option, and each is a
+     * whole key under the prefix */
+    for (const char *const *k = cfg_injector_annotations; *k; k++) {
+        char line[160];
+        snprintf(line, sizeof line, "%s=\"x\"", *k);
+        cfg_free(&f->cfg);
+        cfg_layer_free(&f->annots);
+        assert_int_equal(cfg_layer_init(&f->annots, CFG_SRC_ANNOTATION), 0);
+        assert_int_equal(annots(f, line), 0);
+        assert_int_equal(cfg_build(NULL, &f->annots, &f->cfg, f->err, sizeof f->err), 0);
+        assert_true(cfg_is_injector_annotation(*k));
+        assert_int_equal(strncmp(*k, CFG_ANNOTATION_PREFIX, strlen(CFG_ANNOTATION_PREFIX)), 0);
+    }
+}
+
+/* cfg_is_same: an annotations file that changed only outside the options
+ * (fast sync's nudge) gives the same configuration; any option differs. */
+static void test_is_same(void **state)
+{
+    struct fixture *f = *state;
+    char *argv[] = {"--watch", "/tmp", "--debounce", "50ms"};
+    assert_int_equal(parse(f, 4, argv), 0);
+    assert_int_equal(annots(f, "reload-agent.io/sync=\"1\""), 0);
+    assert_int_equal(cfg_build(&f->flags, &f->annots, &f->cfg, f->err, sizeof f->err), 0);
+    struct config other;
+    cfg_layer_free(&f->annots);
+    assert_int_equal(cfg_layer_init(&f->annots, CFG_SRC_ANNOTATION), 0);
+    assert_int_equal(annots(f, "reload-agent.io/sync=\"2.2\""), 0);
+    assert_int_equal(cfg_build(&f->flags, &f->annots, &other, f->err, sizeof f->err), 0);
+    assert_true(cfg_is_same(&f->cfg, &other));
+    cfg_free(&other);
+    cfg_layer_free(&f->annots);
+    assert_int_equal(cfg_layer_init(&f->annots, CFG_SRC_ANNOTATION), 0);
+    assert_int_equal(annots(f, "reload-agent.io/debounce=\"60ms\""), 0);
+    assert_int_equal(cfg_build(&f->flags, &f->annots, &other, f->err, sizeof f->err), 0);
+    assert_false(cfg_is_same(&f->cfg, &other));
+    cfg_free(&other);
 }
 
 static void test_annotation_cannot_set_annotations_file(void **state)
@@ -304,11 +342,23 @@ static void test_action_names_from_table(void **state)
         struct cfg_layer l;
         char rule[64];
         snprintf(rule, sizeof rule, "*.x=%s", action_name(a));
-        char *argv[] = {
-            "--action",   (char *)action_name(a), "--rule",         rule,   "--process",  "p",
-            "--http-url", "http://127.0.0.1:1/",  "--exec-command", "true", "--on-start", "skip"};
+        char *argv[] = {"--action",
+                        (char *)action_name(a),
+                        "--rule",
+                        rule,
+                        "--process",
+                        "p",
+                        "--http-url",
+                        "http://127.0.0.1:1/",
+                        "--exec-command",
+                        "true",
+                        "--on-start",
+                        "skip",
+                        "--restart-policy-rules",
+                        "[{\"action\":\"RestartAllContainers\",\"exitCodes\":{\"operator\":\"In\","
+                        "\"values\":[88]}}]"};
         assert_int_equal(cfg_layer_init(&l, CFG_SRC_FLAG), 0);
-        assert_int_equal(cfg_parse_args(12, argv, &l, &help, f->err, sizeof f->err), 0);
+        assert_int_equal(cfg_parse_args(14, argv, &l, &help, f->err, sizeof f->err), 0);
         if (cfg_build(&l, NULL, &f->cfg, f->err, sizeof f->err) != 0) fail_msg("%s", f->err);
         assert_int_equal(f->cfg.action, a);
         assert_int_equal(f->cfg.rules[0].action, a);
@@ -623,7 +673,7 @@ static void test_env_action_errors_name_option_and_value(void **state)
     assert_int_equal(cfg_build(&f->flags, NULL, &f->cfg, f->err, sizeof f->err), -22);
     assert_non_null(strstr(f->err, "--env-action"));
     assert_non_null(strstr(f->err, "\"signal\""));
-    assert_non_null(strstr(f->err, "rollout|restart|none"));
+    assert_non_null(strstr(f->err, "rollout|restart|restart-pod|none"));
     assert_int_equal(annots(f, "reload-agent.io/env-action=\"reboot\""), 0);
     assert_int_equal(cfg_build(NULL, &f->annots, &f->cfg, f->err, sizeof f->err), -22);
     assert_non_null(strstr(f->err, "annotation reload-agent.io/env-action"));
@@ -711,9 +761,6 @@ static void test_env_action_precedence_over_rules(void **state)
     }
     /* env roots use rollout (the default): reconcile at start by default */
     assert_int_equal(f->cfg.on_start, ON_START_RECONCILE);
-    assert_true(cfg_is_path_under("/", "/any/path"));
-    assert_true(cfg_is_path_under("/a//", "/a/b"));
-    assert_false(cfg_is_path_under("/a", "/ab"));
 }
 
 /* Rollout through --env-action needs the API client like a rollout rule. */
@@ -884,11 +931,142 @@ static void test_print_config_one_line_per_option(void **state)
     free(p);
 }
 
+#define RULES(action, op, codes)                                                                   \
+    "[{\"action\":\"" action "\",\"exitCodes\":{\"operator\":\"" op "\",\"values\":[" codes "]}}]"
+
+/* restart-pod exits the agent: accepted only when --restart-policy-rules
+ * says the exit code restarts every container (first match decides), at
+ * start and on a live update alike; each refusal names what is missing. */
+static void test_restart_pod_needs_the_rule(void **state)
+{
+    struct fixture *f = *state;
+    struct {
+        const char *rules; /* NULL: the flag is not given */
+        const char *code;
+        const char *want; /* NULL: accepted; else in the error */
+    } cases[] = {
+        {RULES("RestartAllContainers", "In", "88"), NULL, NULL},
+        {RULES("RestartAllContainers", "In", "3,90"), "90", NULL},
+        {RULES("RestartAllContainers", "NotIn", "1,2,70"), NULL, NULL},
+        {NULL, NULL, "needs the agent's container to carry restartPolicyRules"},
+        {"", NULL, "needs the agent's container to carry restartPolicyRules"},
+        {RULES("RestartAllContainers", "In", "88"), "90", "no rule matches exit code 90"},
+        {RULES("Restart", "In", "88"), NULL, "rule [0] (action Restart) is the first to match"},
+        {"[{\"action\":\"Restart\",\"exitCodes\":{\"operator\":\"In\",\"values\":[88]}},"
+         "{\"action\":\"RestartAllContainers\",\"exitCodes\":{\"operator\":\"In\",\"values\":[88]}}"
+         "]",
+         NULL, "rule [0] (action Restart)"},
+        {RULES("RestartAllContainers", "NotIn", "88"), NULL, "no rule matches exit code 88"},
+        {RULES("RestartAllContainers", "In", "70"), "70", "70 is the agent's own exit status"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *argv[8];
+        int n = 0;
+        argv[n++] = "--action";
+        argv[n++] = "restart-pod";
+        if (cases[i].rules) {
+            argv[n++] = "--restart-policy-rules";
+            argv[n++] = (char *)cases[i].rules;
+        }
+        if (cases[i].code) {
+            argv[n++] = "--restart-pod-exit-code";
+            argv[n++] = (char *)cases[i].code;
+        }
+        cfg_layer_free(&f->flags);
+        assert_int_equal(cfg_layer_init(&f->flags, CFG_SRC_FLAG), 0);
+        assert_int_equal(parse(f, n, argv), 0);
+        int rc = cfg_build(&f->flags, NULL, &f->cfg, f->err, sizeof f->err);
+        if (!cases[i].want) {
+            if (rc != 0) fail_msg("case %zu: %s", i, f->err);
+            cfg_free(&f->cfg);
+            continue;
+        }
+        assert_int_equal(rc, -EINVAL);
+        if (!strstr(f->err, cases[i].want) ||
+            !strstr(f->err, cases[i].code && !strcmp(cases[i].code, "70")
+                                ? "--restart-pod-exit-code"
+                                : "--action restart-pod"))
+            fail_msg("case %zu: %s", i, f->err);
+    }
+    /* a live switch by annotation is judged the same; the rule cannot come
+     * from an annotation (it must be what the container carries) */
+    char *argv[] = {"--action", "none"};
+    cfg_layer_free(&f->flags);
+    assert_int_equal(cfg_layer_init(&f->flags, CFG_SRC_FLAG), 0);
+    assert_int_equal(parse(f, 2, argv), 0);
+    assert_int_equal(annots(f, "reload-agent.io/rule=\"*.conf=restart-pod\""), 0);
+    struct cfg_env env = {.kube = CFG_KUBE_NONE};
+    assert_int_equal(cfg_build_env(&f->flags, &f->annots, &env, &f->cfg, f->err, sizeof f->err),
+                     -EINVAL);
+    assert_non_null(strstr(f->err, "--rule \"*.conf=restart-pod\""));
+    assert_non_null(strstr(f->err, "restartPolicyRules"));
+    cfg_layer_free(&f->annots);
+    assert_int_equal(cfg_layer_init(&f->annots, CFG_SRC_ANNOTATION), 0);
+    assert_int_equal(annots(f, "reload-agent.io/restart-policy-rules=\"[]\""), -EINVAL);
+    assert_non_null(strstr(f->err, "cannot be set by annotation"));
+}
+
+/* --restart-policy-rules is judged as the API judges the field: the KEP's
+ * "onExit" wrapper, unknown actions and operators, codes out of 0..255
+ * and more than 20 rules are errors naming the rule. */
+static void test_restart_policy_rules_shape(void **state)
+{
+    struct fixture *f = *state;
+    struct {
+        const char *v, *want;
+    } bad[] = {
+        {"{}", "not a list of rules"},
+        {"[", "not valid JSON"},
+        {"[{\"action\":\"RestartAllContainers\",\"onExit\":{\"exitCodes\":{\"operator\":\"In\","
+         "\"values\":[88]}}}]",
+         "rule [0]: unknown key \"onExit\""},
+        {RULES("RestartPod", "In", "88"), "action must be Restart or RestartAllContainers"},
+        {RULES("Restart", "Is", "88"), "operator must be In or NotIn"},
+        {RULES("Restart", "In", "256"), "whole numbers 0 to 255"},
+        {RULES("Restart", "In", "1.5"), "whole numbers 0 to 255"},
+        {"[{\"action\":\"Restart\"}]", "exitCodes must be an object"},
+        {"[{\"action\":\"Restart\",\"exitCodes\":{\"operator\":\"In\",\"values\":[1],\"x\":1}}]",
+         "exitCodes: unknown key \"x\""},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *argv[] = {"--restart-policy-rules", (char *)bad[i].v};
+        cfg_layer_free(&f->flags);
+        assert_int_equal(cfg_layer_init(&f->flags, CFG_SRC_FLAG), 0);
+        assert_int_equal(parse(f, 2, argv), 0);
+        assert_int_equal(cfg_build(&f->flags, NULL, &f->cfg, f->err, sizeof f->err), -EINVAL);
+        if (!strstr(f->err, bad[i].want) || !strstr(f->err, "--restart-policy-rules"))
+            fail_msg("case %zu: %s", i, f->err);
+    }
+    char many[4096];
+    size_t len = 0;
+    for (int i = 0; i < 21; i++)
+        len += (size_t)snprintf(many + len, sizeof many - len,
+                                "%c{\"action\":\"Restart\",\"exitCodes\":{\"operator\":\"In\","
+                                "\"values\":[1]}}",
+                                i ? ',' : '[');
+    snprintf(many + len, sizeof many - len, "]");
+    char *argv[] = {"--restart-policy-rules", many};
+    cfg_layer_free(&f->flags);
+    assert_int_equal(cfg_layer_init(&f->flags, CFG_SRC_FLAG), 0);
+    assert_int_equal(parse(f, 2, argv), 0);
+    assert_int_equal(cfg_build(&f->flags, NULL, &f->cfg, f->err, sizeof f->err), -EINVAL);
+    assert_non_null(strstr(f->err, "more than 20 rules"));
+    /* the exit code's range */
+    char *code[] = {"--restart-pod-exit-code", "2"};
+    cfg_layer_free(&f->flags);
+    assert_int_equal(cfg_layer_init(&f->flags, CFG_SRC_FLAG), 0);
+    assert_int_equal(parse(f, 2, code), 0);
+    assert_int_equal(cfg_build(&f->flags, NULL, &f->cfg, f->err, sizeof f->err), -EINVAL);
+    assert_non_null(strstr(f->err, "--restart-pod-exit-code"));
+    assert_non_null(strstr(f->err, "3..125"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_defaults, setup, teardown),
         cmocka_unit_test_setup_teardown(test_injector_annotations_skipped, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_is_same, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flags_override_defaults, setup, teardown),
         cmocka_unit_test_setup_teardown(test_annotations_override_flags, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_flag_value_names_option_and_value, setup,
@@ -924,6 +1102,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_env_action_precedence_over_rules, setup, teardown),
         cmocka_unit_test_setup_teardown(test_env_rollout_needs_an_api_client, setup, teardown),
         cmocka_unit_test_setup_teardown(test_env_watch_changes_the_watch_set, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_restart_pod_needs_the_rule, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_restart_policy_rules_shape, setup, teardown),
     };
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }

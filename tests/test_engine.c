@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -425,10 +426,12 @@ static int fake_teardown(void **state)
     return teardown(state);
 }
 
-/* Rules per extension, and what each action needs to validate. */
+/* Rules per extension, and what each action needs to validate; restart
+ * is not held (--restart-delay 0) unless a test says otherwise. */
 #define FAKE_ARGS                                                                                  \
     "--rule", "*.sig=signal", "--rule", "*.http=http", "--rule", "*.rst=restart", "--action",      \
-        "none", "--process", "x", "--http-url", "http://127.0.0.1:1/a"
+        "none", "--process", "x", "--http-url", "http://127.0.0.1:1/a", "--restart-delay", "0"
+#define NARGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 static void applied_is(struct engine *e, const struct hash_manifest *m)
 {
@@ -450,7 +453,7 @@ static void test_fake_strongest_action_wins(void **state)
     write_file("c.rst", "1");
     write_file("d.txt", "1");
     manifest(&m0);
-    ctx_open(&x, args, 12);
+    ctx_open(&x, args, NARGS(args));
     F.delay_ms = 20; /* http and signal finish later, on a timer */
     engine_start(x.e, &m0);
     /* signal and http are equally strong: both run, once; none is dropped */
@@ -497,7 +500,7 @@ static void test_fake_env_root_takes_env_action(void **state)
     write_file("env/KEY.sig", "1");
     write_file("a.sig", "1");
     manifest(&m0);
-    ctx_open(&x, args, 16);
+    ctx_open(&x, args, NARGS(args));
     engine_start(x.e, &m0);
     write_file("env/KEY.sig", "2"); /* *.sig=signal, but env wins: restart */
     manifest(&m1);
@@ -515,7 +518,7 @@ static void test_fake_env_root_takes_env_action(void **state)
     ctx_close(&x);
     /* env-action none: the change is recorded, nothing runs */
     const char *args2[] = {FAKE_ARGS, "--env-watch", env, "--env-action", "none"};
-    ctx_open(&x, args2, 16);
+    ctx_open(&x, args2, NARGS(args2));
     engine_start(x.e, &m2);
     write_file("env/KEY.sig", "3");
     manifest(&m3);
@@ -542,7 +545,7 @@ static void test_fake_retry_with_backoff_commits_on_success(void **state)
     manifest(&m0);
     write_file("a.sig", "2");
     manifest(&m1);
-    ctx_open(&x, args, 16);
+    ctx_open(&x, args, NARGS(args));
     engine_start(x.e, &m0);
     F.fail_left = 2;
     engine_observe(x.e, &m1);
@@ -583,7 +586,7 @@ static void test_fake_newer_change_supersedes_pending_retry(void **state)
     manifest(&m1);
     write_file("a.sig", "3");
     manifest(&m2);
-    ctx_open(&x, args, 16);
+    ctx_open(&x, args, NARGS(args));
     engine_start(x.e, &m0);
     F.fail_left = 1;
     engine_observe(x.e, &m1);
@@ -616,7 +619,7 @@ static void test_fake_attempt_owns_its_parameters(void **state)
     manifest(&m0);
     write_file("b.http", "2");
     manifest(&m1);
-    ctx_open(&x, args, 12);
+    ctx_open(&x, args, NARGS(args));
     F.delay_ms = 100;
     engine_start(x.e, &m0);
     engine_observe(x.e, &m1);
@@ -677,7 +680,7 @@ static void test_fake_close_while_in_flight(void **state)
     (void)state;
     const char *args[] = {FAKE_ARGS};
     /* no abort: the run finishes on its own, then the engine closes */
-    close_in_flight("sig", ACTION_SIGNAL, args, 12);
+    close_in_flight("sig", ACTION_SIGNAL, args, NARGS(args));
     assert_int_equal(F.aborts[ACTION_SIGNAL], 0);
 }
 
@@ -690,11 +693,171 @@ static void test_fake_close_aborts_rollout_in_flight(void **state)
     assert_int_equal(F.aborts[ACTION_ROLLOUT], 1);
 }
 
+/* --restart-delay: a restart waits the delay after the change that first
+ * needs it, then acts once on the content of its time (the changes that
+ * came meanwhile cost the same restart); in-place actions are not held. */
+static void test_fake_restart_delay_coalesces(void **state)
+{
+    (void)state;
+    struct ctx x;
+    const char *args[] = {FAKE_ARGS, "--restart-delay", "200ms"};
+    struct hash_manifest m0 = {0}, m1 = {0}, m2 = {0}, m3 = {0};
+    write_file("a.sig", "1");
+    write_file("c.rst", "1");
+    manifest(&m0);
+    ctx_open(&x, args, NARGS(args));
+    engine_start(x.e, &m0);
+    uv_update_time(&x.loop);
+    uint64_t t0 = uv_now(&x.loop);
+    write_file("c.rst", "2");
+    manifest(&m1);
+    engine_observe(x.e, &m1);
+    run_ms(&x.loop, 60);
+    assert_int_equal(F.starts[ACTION_RESTART], 0); /* held */
+    write_file("c.rst", "3");
+    write_file("a.sig", "2");
+    manifest(&m2);
+    engine_observe(x.e, &m2); /* a second change while held: still one restart */
+    run_ms(&x.loop, 400);
+    assert_int_equal(F.starts[ACTION_RESTART], 1);
+    assert_int_equal(F.starts[ACTION_SIGNAL], 0); /* restart is the stronger */
+    assert_true(F.start_ms[0] >= t0 + 200);       /* from the first change, not the last */
+    applied_is(x.e, &m2);
+    /* signal alone is never held */
+    write_file("a.sig", "3");
+    manifest(&m3);
+    engine_observe(x.e, &m3);
+    run_ms(&x.loop, 30);
+    assert_int_equal(F.starts[ACTION_SIGNAL], 1);
+    applied_is(x.e, &m3);
+    ctx_close(&x);
+    hash_manifest_free(&m0);
+    hash_manifest_free(&m1);
+    hash_manifest_free(&m2);
+    hash_manifest_free(&m3);
+}
+
+static int g_exit_code = -1;
+static void on_exit_request(void *ud, int code)
+{
+    (void)ud;
+    g_exit_code = code;
+}
+
+static int read_text(const char *path, char *buf, size_t n)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    size_t k = fread(buf, 1, n - 1, f);
+    buf[k] = '\0';
+    fclose(f);
+    return 0;
+}
+
+#define RULES88                                                                                    \
+    "[{\"action\":\"RestartAllContainers\",\"exitCodes\":{\"operator\":\"In\",\"values\":[88]}}]"
+
+/* The real restart-pod action: it writes its record (why: the changed
+ * restart-pod files and the hash) into --state-dir, reports success (the
+ * content is applied: every container starts again with it) and asks the
+ * daemon to exit with the code; without the exit hook it fails. */
+static void test_restart_pod_records_then_asks_to_exit(void **state)
+{
+    (void)state;
+    struct ctx x;
+    char sdir[300], rec[600], text[2048];
+    snprintf(sdir, sizeof sdir, "%s/state", g_dir);
+    assert_int_equal(mkdir(sdir, 0700), 0);
+    const char *args[] = {"--rule",
+                          "*.rp=restart-pod",
+                          "--action",
+                          "none",
+                          "--restart-delay",
+                          "0",
+                          "--restart-pod-exit-code",
+                          "91",
+                          "--restart-policy-rules",
+                          "[{\"action\":\"RestartAllContainers\",\"exitCodes\":{\"operator\":"
+                          "\"In\",\"values\":[91]}}]",
+                          "--state-dir",
+                          sdir};
+    struct hash_manifest m0 = {0}, m1 = {0}, m2 = {0};
+    write_file("a.rp", "1");
+    write_file("b.txt", "1");
+    manifest(&m0);
+    ctx_open(&x, args, NARGS(args));
+    engine_start(x.e, &m0);
+    /* no exit hook: a failure that says a retry cannot help */
+    write_file("a.rp", "2");
+    manifest(&m1);
+    engine_observe(x.e, &m1);
+    run_ms(&x.loop, 30);
+    struct engine_status st;
+    engine_get_status(x.e, &st);
+    assert_string_equal(st.last_result, "failure");
+    assert_non_null(strstr(st.last_error, "cannot exit"));
+    applied_is(x.e, &m0);
+    /* with the hook */
+    engine_set_exit(x.e, on_exit_request, NULL);
+    write_file("a.rp", "3");
+    write_file("b.txt", "2");
+    manifest(&m2);
+    g_exit_code = -1;
+    engine_observe(x.e, &m2);
+    run_ms(&x.loop, 30);
+    assert_int_equal(g_exit_code, 91);
+    applied_is(x.e, &m2);
+    snprintf(rec, sizeof rec, "%s/restart-pod.json", sdir);
+    assert_int_equal(read_text(rec, text, sizeof text), 0);
+    char hex[HASH_HEX_LEN + 1], want[300];
+    hash_hex(m2.total, hex);
+    assert_non_null(strstr(text, hex));
+    assert_non_null(strstr(text, "\"exit_code\":91"));
+    snprintf(want, sizeof want, "%s/vol/a.rp", g_dir);
+    assert_non_null(strstr(text, want));
+    snprintf(want, sizeof want, "%s/vol/b.txt", g_dir);
+    assert_null(strstr(text, want)); /* not a restart-pod file */
+    ctx_close(&x);
+    hash_manifest_free(&m0);
+    hash_manifest_free(&m1);
+    hash_manifest_free(&m2);
+}
+
+/* --on-start reload acts on the content found at start, but never restarts
+ * the pod for it (every container read it when it started; it would loop);
+ * after a pod restart the agent made, nothing at all is reloaded. */
+static void test_reload_at_start_never_restarts_the_pod(void **state)
+{
+    (void)state;
+    const char *args[] = {
+        FAKE_ARGS,    "--rule", "*.rp=restart-pod", "--restart-policy-rules", RULES88,
+        "--on-start", "reload"};
+    struct hash_manifest m0 = {0};
+    write_file("a.sig", "1");
+    write_file("e.rp", "1");
+    manifest(&m0);
+    for (int restarted = 0; restarted < 2; restarted++) {
+        struct ctx x;
+        memset(&F, 0, sizeof F);
+        ctx_open(&x, args, NARGS(args));
+        g_exit_code = -1;
+        engine_set_exit(x.e, on_exit_request, NULL);
+        if (restarted) engine_pod_restarted(x.e);
+        engine_start(x.e, &m0);
+        run_ms(&x.loop, 30);
+        assert_int_equal(g_exit_code, -1);
+        assert_int_equal(F.starts[ACTION_SIGNAL], restarted ? 0 : 1);
+        applied_is(x.e, &m0);
+        ctx_close(&x);
+    }
+    hash_manifest_free(&m0);
+}
+
 static void test_table_lookups(void **state)
 {
     (void)state;
     enum action a;
-    assert_string_equal(action_names_joined(), "none|signal|http|exec|restart|rollout");
+    assert_string_equal(action_names_joined(), "none|signal|http|exec|restart|rollout|restart-pod");
     for (int i = 0; i < ACTION__COUNT; i++) {
         assert_int_equal(action_by_name(action_name(i), &a), 0);
         assert_int_equal(a, i);
@@ -711,6 +874,13 @@ static void test_table_lookups(void **state)
     assert_int_equal(action_strongest(inplace | ACTION_BIT(ACTION_RESTART)),
                      ACTION_BIT(ACTION_RESTART));
     assert_int_equal(action_strongest(~0u), ACTION_BIT(ACTION_ROLLOUT));
+    /* restart < restart-pod < rollout */
+    assert_int_equal(
+        action_strongest(inplace | ACTION_BIT(ACTION_RESTART) | ACTION_BIT(ACTION_RESTART_POD)),
+        ACTION_BIT(ACTION_RESTART_POD));
+    assert_int_equal(action_strongest(ACTION_BIT(ACTION_RESTART_POD) | ACTION_BIT(ACTION_ROLLOUT)),
+                     ACTION_BIT(ACTION_ROLLOUT));
+    assert_false(action_posts_pod_events(ACTION_RESTART_POD)); /* it exits: see restartpod.h */
     assert_false(action_posts_pod_events(ACTION_NONE));
     assert_false(action_posts_pod_events(ACTION_ROLLOUT));
     assert_true(action_posts_pod_events(ACTION_SIGNAL));
@@ -728,6 +898,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_rules_pick_only_needed_action, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_waits_for_inflight, setup, teardown),
         cmocka_unit_test(test_table_lookups),
+        cmocka_unit_test_setup_teardown(test_fake_restart_delay_coalesces, fake_setup,
+                                        fake_teardown),
+        cmocka_unit_test_setup_teardown(test_restart_pod_records_then_asks_to_exit, fake_setup,
+                                        fake_teardown),
+        cmocka_unit_test_setup_teardown(test_reload_at_start_never_restarts_the_pod, fake_setup,
+                                        fake_teardown),
         cmocka_unit_test_setup_teardown(test_fake_env_root_takes_env_action, fake_setup,
                                         fake_teardown),
         cmocka_unit_test_setup_teardown(test_fake_strongest_action_wins, fake_setup, fake_teardown),

@@ -921,6 +921,114 @@ static void test_bad_requests(void **state)
     assert_null(strstr(logbuf, "NoColonHere"));
 }
 
+/* ---- streams (on_data) ---- */
+
+struct stream {
+    char data[4096];
+    size_t len;
+    int pieces, stop_after, start_other;
+    struct httpc *c;
+    struct got other;
+};
+
+static int on_piece(void *ud, const char *data, size_t n)
+{
+    struct stream *s = ud;
+
+    assert_true(s->len + n < sizeof s->data);
+    memcpy(s->data + s->len, data, n);
+    s->len += n;
+    s->data[s->len] = '\0';
+    s->pieces++;
+    if (s->start_other) { /* outside libcurl's callbacks: a new request starts */
+        struct httpc_req req = {.method = "GET", .url = url(&g_http, "/ok")};
+        s->start_other = 0;
+        assert_int_equal(httpc_request(s->c, &req, record, &s->other, NULL), 0);
+    }
+    return s->stop_after && s->pieces >= s->stop_after;
+}
+
+static void test_stream_pieces(void **state)
+{
+    struct t *t = *state;
+    struct got g = {0};
+    struct stream s = {.c = t->c};
+    struct httpc_req req = {
+        .url = url(&g_http, "/stream?n=4&ms=30"), .on_data = on_piece, .data_ud = &s};
+
+    fetch(t, &req, &g);
+    assert_int_equal(g.ok, 1);
+    assert_int_equal(g.status, 200);
+    assert_int_equal(g.body_len, 0); /* the body went to the reader */
+    assert_string_equal(s.data, "line 0\nline 1\nline 2\nline 3\n");
+    assert_true(s.pieces >= 2); /* delivered as it came, not at the end */
+    got_free(&g);
+}
+
+static void test_stream_stop(void **state)
+{
+    struct t *t = *state;
+    struct got g = {0};
+    struct stream s = {.c = t->c, .stop_after = 1};
+    struct httpc_req req = {
+        .url = url(&g_http, "/stream?n=50&ms=50"), .on_data = on_piece, .data_ud = &s};
+
+    fetch(t, &req, &g);
+    assert_int_equal(g.ok, 0);
+    assert_string_equal(g.error, "stopped by the reader");
+    assert_int_equal(s.pieces, 1);
+    got_free(&g);
+}
+
+static void test_stream_error_status_is_buffered(void **state)
+{
+    struct t *t = *state;
+    struct got g = {0};
+    struct stream s = {.c = t->c};
+    struct httpc_req req = {.url = url(&g_http, "/status/410"), .on_data = on_piece, .data_ud = &s};
+
+    fetch(t, &req, &g);
+    assert_int_equal(g.ok, 1);
+    assert_int_equal(g.status, 410);
+    assert_string_equal(g.body, "status 410\n"); /* kept for the error message */
+    assert_int_equal(s.pieces, 0);
+    got_free(&g);
+}
+
+static void test_stream_reader_starts_request(void **state)
+{
+    struct t *t = *state;
+    struct got g = {0};
+    struct stream s = {.c = t->c, .start_other = 1};
+    struct httpc_req req = {
+        .url = url(&g_http, "/stream?n=3&ms=100"), .on_data = on_piece, .data_ud = &s};
+    int before = t->done;
+
+    assert_int_equal(httpc_request(t->c, &req, record, &g, NULL), 0);
+    run_until(t, &t->done, before + 2);
+    assert_int_equal(g.ok, 1);
+    assert_int_equal(s.other.ok, 1);
+    assert_string_equal(s.other.body, "hello from httpsrv\n");
+    got_free(&g);
+    got_free(&s.other);
+}
+
+static void test_stream_over_https(void **state)
+{
+    struct t *t = *state;
+    struct got g = {0};
+    struct stream s = {.c = t->c};
+    struct httpc_req req = {.url = url(&g_https, "/stream?n=3&ms=10"),
+                            .on_data = on_piece,
+                            .data_ud = &s,
+                            .ca_file = g_ca};
+
+    fetch(t, &req, &g);
+    assert_int_equal(g.ok, 1);
+    assert_string_equal(s.data, "line 0\nline 1\nline 2\n");
+    got_free(&g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -947,6 +1055,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_close_from_callback, setup, teardown),
         cmocka_unit_test_setup_teardown(test_chained_requests_reuse_fds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_requests, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stream_pieces, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stream_stop, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stream_error_status_is_buffered, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stream_reader_starts_request, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stream_over_https, setup, teardown),
     };
 
     if (getenv("TEST_FILTER"))

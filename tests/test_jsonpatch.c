@@ -1,5 +1,5 @@
 /*
- * test_jsonpatch.c - unit tests for inject/jsonpatch.c: every example of
+ * test_jsonpatch.c - unit tests for yamldoc/jsonpatch.c: every example of
  * RFC 6902 Appendix A (A.1-A.16) as a case, all-or-nothing on failure,
  * RFC 6901 escaping (~0, ~1, and their order), and the error messages
  * (operation index and path).
@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "inject/jsonpatch.h"
+#include "yamldoc/jsonpatch.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -222,6 +222,66 @@ static void test_empty_patch(void **state)
     cJSON_Delete(want);
 }
 
+/* jsonpointer_get: RFC 6901 section 5's examples, indices, what is not
+ * there; jsonpointer_token decodes one token and says when it is too
+ * long. */
+static void test_pointer_get(void **state)
+{
+    (void)state;
+    cJSON *doc = cJSON_Parse("{\"foo\":[\"bar\",\"baz\"],\"\":0,\"a/b\":1,\"c%d\":2,\"e^f\":3,"
+                             "\"g|h\":4,\"i\\\\j\":5,\"k\\\"l\":6,\" \":7,\"m~n\":8}");
+    assert_non_null(doc);
+    static const struct {
+        const char *path;
+        const char *json; /* NULL: nothing there */
+    } T[] = {
+        {"/foo", "[\"bar\",\"baz\"]"},
+        {"/foo/0", "\"bar\""},
+        {"/", "0"},
+        {"/a~1b", "1"},
+        {"/c%d", "2"},
+        {"/e^f", "3"},
+        {"/g|h", "4"},
+        {"/i\\j", "5"},
+        {"/k\"l", "6"},
+        {"/ ", "7"},
+        {"/m~0n", "8"},
+        {"/foo/2", NULL},
+        {"/foo/01", NULL},
+        {"/foo/-", NULL},
+        {"/foo/0/x", NULL},
+        {"/nope", NULL},
+        {"foo", NULL},
+    };
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
+        const cJSON *v = jsonpointer_get(doc, T[i].path, strlen(T[i].path));
+        if (!T[i].json) {
+            if (v) fail_msg("%s: found something", T[i].path);
+            continue;
+        }
+        if (!v) fail_msg("%s: nothing found", T[i].path);
+        char *got = cJSON_PrintUnformatted(v);
+        assert_string_equal(got, T[i].json);
+        free(got);
+    }
+    assert_ptr_equal(jsonpointer_get(doc, "", 0), doc);
+    /* only the first pathlen bytes count */
+    assert_ptr_equal(jsonpointer_get(doc, "/foo/1/more", 4), cJSON_GetObjectItem(doc, "foo"));
+    cJSON_Delete(doc);
+
+    char tok[8];
+    size_t i = 1;
+    assert_int_equal(jsonpointer_token("/a~1b~0c/d", 10, &i, tok, sizeof tok), 5);
+    assert_string_equal(tok, "a/b~c");
+    assert_int_equal(i, 8);
+    i = 1;
+    assert_int_equal(jsonpointer_token("/abcdefgh/x", 11, &i, tok, sizeof tok), -1);
+    assert_int_equal(i, 9); /* past the token all the same */
+    i = 1;
+    assert_int_equal(jsonpointer_token("/~2", 3, &i, tok, sizeof tok), 2); /* kept as is */
+    assert_string_equal(tok, "~2");
+}
+
 static void test_escape(void **state)
 {
     (void)state;
@@ -304,11 +364,9 @@ static void test_out_of_memory(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_rfc6902_appendix_a),
-        cmocka_unit_test(test_more_cases),
-        cmocka_unit_test(test_all_or_nothing),
-        cmocka_unit_test(test_empty_patch),
-        cmocka_unit_test(test_escape),
+        cmocka_unit_test(test_rfc6902_appendix_a), cmocka_unit_test(test_more_cases),
+        cmocka_unit_test(test_all_or_nothing),     cmocka_unit_test(test_empty_patch),
+        cmocka_unit_test(test_pointer_get),        cmocka_unit_test(test_escape),
         cmocka_unit_test(test_out_of_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

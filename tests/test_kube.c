@@ -304,6 +304,12 @@ static void test_create_errors(void **state)
     expect_create_error(t, &cfg, "--pod-name", "POD_NAME");
     cfg.pod_name = "Bad/Name";
     expect_create_error(t, &cfg, "Bad/Name", "not a valid");
+    /* a DNS-1123 subdomain has no empty label, nor one that starts or ends
+     * with '-' (apimachinery's IsDNS1123Subdomain, kube/k8sname.h) */
+    cfg.pod_name = "a..b";
+    expect_create_error(t, &cfg, "a..b", "not a valid");
+    cfg.pod_name = "a.-b";
+    expect_create_error(t, &cfg, "a.-b", "not a valid");
 
     cfg = default_cfg(api, sizeof api);
     snprintf(missing, sizeof missing, "%s/no-such-file", g_dir);

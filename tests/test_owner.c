@@ -440,7 +440,24 @@ static void test_kind_table(void **state)
     assert_null(owner_kind_find("Deployment", "extensions/v1beta1"));
     assert_null(owner_kind_find("Rollout", "v1"));
     assert_null(owner_kind_find("Node", "v1"));
-    assert_null(owner_kind_named("Pod"));
+    assert_null(owner_kind_find("Deployment", "apps/"));
+    assert_null(owner_kind_find("Pod", "v2"));
+    /* a Pod is its own template and rolls only through its controller */
+    const struct owner_kind *pod = owner_kind_find("Pod", "v1");
+    assert_non_null(pod);
+    assert_string_equal(pod->template_prefix, "");
+    assert_string_equal(pod->template_path, "");
+    assert_false(pod->can_roll || pod->may_own_pod || pod->may_own_replicaset);
+    /* where each template is, as a pointer and as a dotted path */
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        const struct owner_kind *k = owner_kind_named(rows[i].kind);
+        int cron = strcmp(rows[i].kind, "CronJob") == 0;
+        assert_string_equal(k->template_prefix,
+                            cron ? "/spec/jobTemplate/spec/template" : "/spec/template");
+        assert_string_equal(k->template_path,
+                            cron ? "spec.jobTemplate.spec.template" : "spec.template");
+        assert_int_equal(k->workload_ref, strcmp(rows[i].kind, "Rollout") == 0);
+    }
 }
 
 /* ---- pods that cannot be rolled ---- */

@@ -503,6 +503,18 @@ static void test_bad_base64_is_einval(void **state)
     assert_no_stamp(&r, -EINVAL, "data.k is not a string");
     r = stamp(t, "prod", "[" SECRET("tls", "\"data\":{\"a/b\":\"YQ==\"}") "]");
     assert_no_stamp(&r, -EINVAL, "invalid key \"a/b\"");
+    /* a key is at most 253 bytes (apimachinery's IsConfigMapKey), as the
+     * transform's own check of env keys says */
+    char key[255], big[600];
+    memset(key, 'k', sizeof key - 1);
+    key[sizeof key - 1] = '\0';
+    snprintf(big, sizeof big, "[" SECRET("tls", "\"data\":{\"%s\":\"YQ==\"}") "]", key);
+    r = stamp(t, "prod", big);
+    assert_no_stamp(&r, -EINVAL, "has an invalid key");
+    key[sizeof key - 2] = '\0'; /* 253 bytes: a key */
+    snprintf(big, sizeof big, "[" SECRET("tls", "\"data\":{\"%s\":\"YQ==\"}") "]", key);
+    r = stamp(t, "prod", big);
+    assert_int_equal(r.rc, 1);
     free(t);
     t = tmpl("", "\"--watch\",\"/etc/app\",\"--action\",\"rollout\"", MOUNT("cfg", "/etc/app"),
              "{\"name\":\"cfg\",\"configMap\":{\"name\":\"app\"}}");

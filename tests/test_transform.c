@@ -23,9 +23,11 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "inject/jsonpatch.h"
+#include "yamldoc/jsonpatch.h"
 #include "inject/transform.h"
 #include "inject/transform_int.h"
+#include "kube/kinds.h"
+#include "oomwrap.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -740,58 +742,52 @@ static void test_messages_are_one_line(void **state)
                              "number");
 }
 
-/* cJSON allocations fail after a budget: every budget gives 0 or -ENOMEM
- * (with a message and nothing owned), never a crash; under ASan, no leak.
- * (The transform's own mallocs and the config parser's are not counted:
- * cJSON's hooks see only cJSON's.) */
-static long alloc_budget = -1;
-static void *budget_malloc(size_t n)
-{
-    if (alloc_budget == 0) return NULL;
-    if (alloc_budget > 0) alloc_budget--;
-    return malloc(n);
-}
-
+/* Out of memory (tests/oomwrap.h: libc's allocators wrapped, cJSON's and
+ * the transform's own alike), on every golden case: with every allocation
+ * from the n-th on failing, for n = 0, 1, ... until a run needs fewer
+ * than n, each run that met a failure returns -ENOMEM with "out of
+ * memory" and owns nothing, and the last one gives what the case gives
+ * without a limit (outcome and operations); under ASan (make asan)
+ * nothing leaks. */
 static void test_out_of_memory(void **state)
 {
     (void)state;
-    static const char *const FILES[] = {"deployment", "env-sources", "reinvocation",
-                                        "replicaset-all"};
-    for (size_t f = 0; f < sizeof FILES / sizeof FILES[0]; f++) {
-        char path[512];
-        snprintf(path, sizeof path, "%s/%s.in.json", golden_dir(), FILES[f]);
+    for (size_t k = 0; k < sizeof CASES / sizeof CASES[0]; k++) {
+        const struct gcase *c = &CASES[k];
+        char path[512], err[256];
+        snprintf(path, sizeof path, "%s/%s.in.json", golden_dir(), c->name);
         char *text = read_text(path);
         assert_non_null(text);
         cJSON *in = cJSON_Parse(text);
         free(text);
         assert_non_null(in);
-        struct inject_opts opts = {.admission = strcmp(FILES[f], "reinvocation") == 0,
-                                   .all = strcmp(FILES[f], "replicaset-all") == 0};
-        cJSON_Hooks hooks = {budget_malloc, free};
-        int ok = 0, failed = 0;
-        for (long budget = 0; budget < 5000 && !ok; budget++) {
-            struct inject_result r;
-            char err[256] = "";
-            cJSON_InitHooks(&hooks);
-            alloc_budget = budget;
+        struct inject_opts opts = {.admission = c->admission, .all = c->all, .image = c->image};
+        struct inject_result want, r;
+        assert_int_equal(inject_object(in, &opts, &want, err, sizeof err), 0);
+        long n = 0;
+        for (;; n++) {
+            oom_fail_from(n);
             int rc = inject_object(in, &opts, &r, err, sizeof err);
-            alloc_budget = -1;
-            cJSON_InitHooks(NULL);
-            if (rc == 0) {
-                if (r.outcome != INJECT_INJECTED)
-                    print_error("%s, budget %ld: %s\n", FILES[f], budget, r.reason);
-                assert_int_equal(r.outcome, INJECT_INJECTED);
-                ok = 1;
-            } else {
-                assert_int_equal(rc, -ENOMEM);
-                assert_string_equal(err, "out of memory");
-                assert_null(r.ops);
-                failed++;
+            int failed = oom_failed();
+            oom_off();
+            if (!failed) { /* the whole run fitted in n allocations */
+                assert_int_equal(rc, 0);
+                assert_int_equal(r.outcome, want.outcome);
+                assert_true(cJSON_Compare(r.ops, want.ops, 1));
+                inject_result_free(&r);
+                break;
             }
+            if (rc != -ENOMEM)
+                fail_msg("%s, allocation %ld and later failing: rc %d (outcome %d, %s)", c->name, n,
+                         rc, r.outcome, r.reason);
+            assert_string_equal(err, "out of memory");
+            assert_null(r.ops);
+            assert_null(r.warnings);
             inject_result_free(&r);
         }
-        assert_true(ok);
-        assert_true(failed > 10);
+        if (want.outcome == INJECT_INJECTED && n < 50)
+            fail_msg("%s: only %ld allocations", c->name, n);
+        inject_result_free(&want);
         cJSON_Delete(in);
     }
 }
@@ -989,7 +985,7 @@ static void test_mount_paths_are_cleaned(void **state)
     }
 }
 
-/* inject__clean_path is Go's path.Clean. */
+/* inject_clean_path is Go's path.Clean. */
 static void test_clean_path(void **state)
 {
     (void)state;
@@ -1010,11 +1006,11 @@ static void test_clean_path(void **state)
         {"/x$(Y)/z", "/x$(Y)/z"},
     };
     for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
-        char *c = inject__clean_path(T[i][0]);
+        char *c = inject_clean_path(T[i][0]);
         assert_non_null(c);
         if (strcmp(c, T[i][1]) != 0) print_error("\"%s\": got \"%s\"\n", T[i][0], c);
         assert_string_equal(c, T[i][1]);
-        assert_int_equal(inject__is_clean_path(T[i][0]), strcmp(T[i][0], T[i][1]) == 0);
+        assert_int_equal(inject_is_clean_path(T[i][0]), strcmp(T[i][0], T[i][1]) == 0);
         free(c);
     }
 }
@@ -1384,6 +1380,23 @@ static void test_rollout_without_a_rollable_owner(void **state)
                          "\"StatefulSet\",\"name\":\"s\",\"controller\":true}]},\"spec\":{" APP_CM
                          "}}",
          NULL},
+        /* a ReplicaSet's controller is judged at run time (a Deployment's) */
+        {POD_HEAD OPT_IN ",\"reload-agent.io/action\":\"rollout\"},\"ownerReferences\":[{\"kind\":"
+                         "\"ReplicaSet\",\"apiVersion\":\"apps/v1\",\"name\":\"r\","
+                         "\"controller\":true}]},\"spec\":{" APP_CM "}}",
+         NULL},
+        /* a bare ReplicaSet: the agent refuses to roll it (kube/kinds.c) */
+        {"{\"apiVersion\":\"apps/v1\",\"kind\":\"ReplicaSet\",\"spec\":{\"template\":{"
+         "\"metadata\":{\"annotations\":{" OPT_IN ",\"reload-agent.io/action\":\"rollout\"}},"
+         "\"spec\":{" APP_CM "}}}}",
+         "rollout: a ReplicaSet's pods are never rolled; a change is only recorded (use restart or "
+         "none)"},
+        /* a controller kind the agent's owner chain does not follow */
+        {POD_HEAD OPT_IN ",\"reload-agent.io/action\":\"rollout\"},\"ownerReferences\":[{\"kind\":"
+                         "\"StrimziPodSet\",\"apiVersion\":\"core.strimzi.io/v1beta2\",\"name\":"
+                         "\"k\",\"controller\":true}]},\"spec\":{" APP_CM "}}",
+         "rollout: this pod's controller StrimziPodSet cannot be rolled; a change is only recorded "
+         "(use restart or none)"},
     };
     for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
         struct inject_result r;
@@ -1396,11 +1409,75 @@ static void test_rollout_without_a_rollable_owner(void **state)
     }
 }
 
+/* The one builder of "set this annotation": the member when the map
+ * exists (its key escaped), else the map, else metadata holding it. */
+static void test_annotation_op(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *meta, *want;
+    } T[] = {
+        {"{\"annotations\":{\"a\":\"1\"}}",
+         "{\"op\":\"add\",\"path\":\"/spec/template/metadata/annotations/reload-agent.io~1k\","
+         "\"value\":\"v\"}"},
+        {"{\"labels\":{}}", "{\"op\":\"add\",\"path\":\"/spec/template/metadata/annotations\","
+                            "\"value\":{\"reload-agent.io/k\":\"v\"}}"},
+        {NULL, "{\"op\":\"add\",\"path\":\"/spec/template/metadata\",\"value\":{\"annotations\":"
+               "{\"reload-agent.io/k\":\"v\"}}}"},
+    };
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
+        cJSON *meta = T[i].meta ? cJSON_Parse(T[i].meta) : NULL;
+        cJSON *op = inject_annotation_op(meta, "/spec/template", "reload-agent.io/k", "v");
+        assert_non_null(op);
+        char *got = cJSON_PrintUnformatted(op);
+        assert_string_equal(got, T[i].want);
+        free(got);
+        cJSON_Delete(op);
+        cJSON_Delete(meta);
+    }
+}
+
+/* Every workload kind with rollout effective: warned exactly when the
+ * kinds table says the agent cannot roll it, so the injector and the
+ * agent's owner chain cannot disagree. */
+static void test_rollout_warning_follows_the_kinds_table(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *api, *kind;
+    } K[] = {
+        {"apps/v1", "Deployment"},          {"apps/v1", "StatefulSet"}, {"apps/v1", "DaemonSet"},
+        {"apps/v1", "ReplicaSet"},          {"batch/v1", "Job"},        {"batch/v1", "CronJob"},
+        {"argoproj.io/v1alpha1", "Rollout"}};
+    for (size_t i = 0; i < sizeof K / sizeof K[0]; i++) {
+        const struct owner_kind *k = owner_kind_find(K[i].kind, K[i].api);
+        assert_non_null(k);
+        assert_string_equal(inject_prefix_for(K[i].api, K[i].kind), k->template_prefix);
+        int cron = strcmp(K[i].kind, "CronJob") == 0;
+        char json[1024];
+        snprintf(json, sizeof json,
+                 "{\"apiVersion\":\"%s\",\"kind\":\"%s\",\"spec\":{%s\"template\":{\"metadata\":{"
+                 "\"annotations\":{" OPT_IN
+                 ",\"reload-agent.io/action\":\"rollout\"}},\"spec\":{" APP_CM "}}}%s}",
+                 K[i].api, K[i].kind, cron ? "\"jobTemplate\":{\"spec\":{" : "", cron ? "}}" : "");
+        struct inject_result r;
+        cJSON *obj = inject_pod(json, NULL, &r);
+        assert_int_equal(r.outcome, INJECT_INJECTED);
+        if (r.nwarnings != (size_t)!k->can_roll)
+            fail_msg("%s: %zu warnings, can_roll %d", K[i].kind, r.nwarnings, k->can_roll);
+        if (!k->can_roll) assert_non_null(strstr(r.warnings[0], k->title));
+        inject_result_free(&r);
+        cJSON_Delete(obj);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_golden),
         cmocka_unit_test(test_prefix_table),
+        cmocka_unit_test(test_annotation_op),
+        cmocka_unit_test(test_rollout_warning_follows_the_kinds_table),
         cmocka_unit_test(test_malformed_fields_named),
         cmocka_unit_test(test_not_opted_in_is_not_validated),
         cmocka_unit_test(test_env_volume_names),

@@ -1,6 +1,6 @@
 /*
  * test_yamlsplice.c - the YAML text splicer of `reload-agent inject`
- * (inject/yamlsplice.c, over inject/yamltree.c and inject/yamlrender.c):
+ * (yamldoc/splice.c, over yamldoc/tree.c and yamldoc/render.c):
  * each case applies JSON Patch operations to a YAML document and compares
  * the exact output text, on tricky layouts: keys added to nested and root
  * mappings, items appended to indented and unindented ("- name" at the
@@ -11,7 +11,7 @@
  * pointer tokens, inserts, replaces and a remove. The splicer's own check
  * (re-parse, compare with jsonpatch_apply) is exercised by a case it must
  * refuse: appending to an anchored sequence an alias also reads.
- * Also the scalar resolution of inject/yamltree.c (Kubernetes' rules).
+ * Also the scalar resolution of yamldoc/tree.c (Kubernetes' rules).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,10 +24,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "inject/yamljoin.h"
-#include "inject/yamlrender.h"
-#include "inject/yamlsplice.h"
-#include "inject/yamltree.h"
+#include "yamldoc/join.h"
+#include "yamldoc/render.h"
+#include "yamldoc/splice.h"
+#include "yamldoc/tree.h"
 
 /* Splices ops (JSON text) into in; returns the output (malloc'd) or NULL
  * with the error in err. */
@@ -669,10 +669,49 @@ static void documents_and_their_bytes(void **state)
     assert_int_equal(e.line, 6);
 }
 
+/* Strings are decoded strictly (base/utf8.h): every byte that is not
+ * UTF-8 (overlong forms, surrogates, above U+10FFFF, truncated sequences)
+ * is written as its value's escape, never passed through raw or decoded
+ * to another character; valid text is kept, what YAML cannot print is
+ * escaped, and such a string is never single-quoted. */
+static void strings_decoded_strictly(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in, *json;
+    } T[] = {
+        {"caf\xc3\xa9 \xe2\x82\xac \xf0\x9d\x84\x9e",
+         "\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9d\x84\x9e\""},
+        {"a\xc0\x80z", "\"a\\u00c0\\u0080z\""},                   /* overlong NUL */
+        {"\xed\xa0\x80", "\"\\u00ed\\u00a0\\u0080\""},            /* a surrogate */
+        {"\xf4\x90\x80\x80", "\"\\u00f4\\u0090\\u0080\\u0080\""}, /* above U+10FFFF */
+        {"\xe2\x82", "\"\\u00e2\\u0082\""},                       /* truncated */
+        {"\xf8\x88\x80\x80\x80", "\"\\u00f8\\u0088\\u0080\\u0080\\u0080\""},
+        {"nel\xc2\x85 tab\t", "\"nel\\u0085 tab\\t\""},
+    };
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
+        struct yamlrender_buf b = {0};
+        yamlrender_json_string(&b, T[i].in);
+        yamlrender_put(&b, "", 1);
+        assert_false(b.oom);
+        assert_string_equal(b.p, T[i].json);
+        yamlrender_buf_free(&b);
+        /* as a key or scalar: double-quoted unless all of it is valid and printable */
+        yamlrender_key(&b, T[i].in);
+        yamlrender_put(&b, "", 1);
+        if (i == 0)
+            assert_string_equal(b.p, "'caf\xc3\xa9 \xe2\x82\xac \xf0\x9d\x84\x9e'");
+        else
+            assert_string_equal(b.p, T[i].json);
+        yamlrender_buf_free(&b);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(add_key_to_nested_map),
+        cmocka_unit_test(strings_decoded_strictly),
         cmocka_unit_test(add_key_to_root_and_four_space_indent),
         cmocka_unit_test(append_to_indented_sequence_with_comments),
         cmocka_unit_test(append_to_unindented_sequence),

@@ -10,12 +10,15 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "base/b64.h"
+#include "base/text.h"
+#include "base/utf8.h"
 #include "webhook/jsonscan.h"
 
 int (*admission__test_inject)(const cJSON *obj, const struct inject_opts *opts,
@@ -66,15 +69,10 @@ static void copy_cut(char *dst, size_t cap, const char *src)
     dst[n] = '\0';
 }
 
-/* A value from the request, for a one-line reason: cut to fit dst[cap]
- * and with control characters (cJSON lets raw ones through in strings)
- * written as '?'. */
-static void shown(char *dst, size_t cap, const char *src)
-{
-    copy_cut(dst, cap, src);
-    for (char *p = dst; *p; p++)
-        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
-}
+/* A value from the request, for a one-line reason: the one text policy
+ * (base/text.h: cJSON lets raw control characters through in strings),
+ * cut to fit dst[cap]. */
+static void shown(char *dst, size_t cap, const char *src) { ra_one_line(dst, cap, src ? src : ""); }
 
 static const char *str_of(const cJSON *o, const char *key)
 {
@@ -106,30 +104,11 @@ static int text_answer(struct admission_response *out, struct admission_info *in
 
 /* ---- warnings ---- */
 
-/* Length of the UTF-8 sequence at s (n bytes left), or 0 if invalid. */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-    unsigned c = s[0];
-    size_t len = c < 0x80             ? 1
-                 : (c & 0xE0) == 0xC0 ? 2
-                 : (c & 0xF0) == 0xE0 ? 3
-                 : (c & 0xF8) == 0xF0 ? 4
-                                      : 0;
-    if (len == 0 || len > n) return 0;
-    for (size_t i = 1; i < len; i++)
-        if ((s[i] & 0xC0) != 0x80) return 0;
-    if (len == 2 && c < 0xC2) return 0;                  /* overlong */
-    if (len == 3 && c == 0xE0 && s[1] < 0xA0) return 0;  /* overlong */
-    if (len == 3 && c == 0xED && s[1] >= 0xA0) return 0; /* surrogate */
-    if (len == 4 && (c > 0xF4 || (c == 0xF0 && s[1] < 0x90) || (c == 0xF4 && s[1] >= 0x90)))
-        return 0;
-    return len;
-}
-
-/* WARN_PREFIX + text as one warning: control characters become spaces,
- * invalid UTF-8 bytes '?', and at most ADMISSION_WARNING_MAX code points
- * (a longer one is cut and ends in "..."). Returns a malloc'd string or
- * NULL on OOM. */
+/* WARN_PREFIX + text as one warning, by the API server's rules for
+ * warnings (admission.h), not base/text.h's: control characters (C0, DEL,
+ * C1) become spaces, bytes that are not UTF-8 (base/utf8.h, strict) '?',
+ * and at most ADMISSION_WARNING_MAX code points (a longer one is cut and
+ * ends in "..."). Returns a malloc'd string or NULL on OOM. */
 static char *warning_text(const char *text)
 {
     size_t plen = strlen(WARN_PREFIX), tlen = strlen(text);
@@ -144,22 +123,17 @@ static char *warning_text(const char *text)
             cut = 1;
             break;
         }
-        size_t l = utf8_len((const unsigned char *)text + i, tlen - i);
-        if (l == 0) {
+        size_t l;
+        int32_t cp = ra_utf8_decode(text + i, tlen - i, &l);
+        if (cp == RA_UTF8_INVALID)
             w[o++] = '?';
-            i++;
-        } else if (l == 1) {
-            unsigned char ch = (unsigned char)text[i++];
-            w[o++] = ch < 0x20 || ch == 0x7f ? ' ' : (char)ch;
-        } else if (l == 2 && (unsigned char)text[i] == 0xC2 &&
-                   (unsigned char)text[i + 1] < 0xA0) { /* C1 control */
+        else if (cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp <= 0x9f))
             w[o++] = ' ';
-            i += 2;
-        } else {
+        else {
             memcpy(w + o, text + i, l);
             o += l;
-            i += l;
         }
+        i += l;
         chars++;
     }
     if (cut) {
@@ -296,14 +270,15 @@ static int is_pod_create(const cJSON *req, struct admission_info *info)
     return 1;
 }
 
-/* 1 if the pod's annotation reload-agent.io/inject asks for injection
- * (set to anything but "false"). */
-static int opted_in(const cJSON *pod)
+/* 1 if the pod asked for injection, by the one opt-in rule
+ * (inject_opt_in): "true", or a value that is neither "true" nor "false",
+ * whose refusal says what to write instead. A pod that says nothing, or
+ * "false", is skipped quietly. */
+static int asked(const cJSON *pod)
 {
     const cJSON *md = cJSON_GetObjectItemCaseSensitive(pod, "metadata");
-    const char *v =
-        str_of(cJSON_GetObjectItemCaseSensitive(md, "annotations"), INJECT_ENABLE_ANNOTATION);
-    return v && strcmp(v, "false") != 0;
+    enum inject_opt_in o = inject_opt_in(cJSON_GetObjectItemCaseSensitive(md, "annotations"));
+    return o == INJECT_OPT_IN || o == INJECT_OPT_INVALID;
 }
 
 /* Runs the transform on the CREATE's pod and answers. */
@@ -365,7 +340,7 @@ static int mutate(const char *uid, cJSON *pod, const struct inject_opts *opts,
     case INJECT_SKIPPED:
         info->result = ADMISSION_SKIPPED;
         copy_cut(info->reason, sizeof info->reason, r.reason);
-        if (opted_in(pod)) {
+        if (asked(pod)) {
             snprintf(skip, sizeof skip, "not injected: %s", r.reason);
             warnings_add(&w, skip);
         }
@@ -378,7 +353,7 @@ static int mutate(const char *uid, cJSON *pod, const struct inject_opts *opts,
         return failed_answer(uid, why, info, out);
     }
     }
-    if (info->result != ADMISSION_SKIPPED || opted_in(pod))
+    if (info->result != ADMISSION_SKIPPED || asked(pod))
         for (size_t i = 0; i < r.nwarnings; i++)
             if (r.warnings[i]) warnings_add(&w, r.warnings[i]);
     rc = review_answer(uid, ops, &w, info, out);
@@ -411,12 +386,14 @@ static int too_many_values(long nv, const char *uid, struct admission_response *
     return failed_answer(uid, why, info, out);
 }
 
-int admission_review_release(const char *body, size_t len, const char *content_type,
-                             const struct inject_opts *opts, void (*release)(void *), void *ud,
-                             struct admission_response *out, struct admission_info *info)
+/* Parses the body into *root after the Content-Type and size checks; the
+ * caller's copy is released as soon as the tree holds what the rest needs
+ * (one copy, not two). Returns 1, or what the answer given instead
+ * returned (0, or -ENOMEM). */
+static int parse_body(const char *body, size_t len, const char *content_type,
+                      void (*release)(void *), void *ud, cJSON **root,
+                      struct admission_response *out, struct admission_info *info)
 {
-    memset(out, 0, sizeof *out);
-    memset(info, 0, sizeof *info);
     if (!admission_is_json_type(content_type)) {
         char ct[80];
         shown(ct, sizeof ct, content_type);
@@ -435,69 +412,76 @@ int admission_review_release(const char *body, size_t len, const char *content_t
         return too_many_values(nv, scan_uid, out, info);
     }
     const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
-    if (!root) {
-        size_t at = end && end >= body && end <= body + len ? (size_t)(end - body) : 0;
-        if (release) release(ud);
-        return text_answer(out, info, 400, "malformed JSON at byte %zu of %zu", at, len);
-    }
-    size_t at = (size_t)(end - body);
-    while (at < len &&
+    *root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
+    size_t at = end && end >= body && end <= body + len ? (size_t)(end - body) : 0;
+    while (*root && at < len &&
            (body[at] == ' ' || body[at] == '\t' || body[at] == '\r' || body[at] == '\n'))
         at++;
-    if (release) release(ud); /* the tree holds what the rest needs: one copy, not two */
-    int rc;
-    if (at < len) {
-        rc = text_answer(out, info, 400, "malformed JSON: trailing data at byte %zu of %zu", at,
-                         len);
-        goto done;
-    }
-    if (!cJSON_IsObject(root)) {
-        rc = text_answer(out, info, 400,
-                         "the body is not a JSON object: expected an AdmissionReview");
-        goto done;
-    }
+    if (release) release(ud);
+    if (!*root) return text_answer(out, info, 400, "malformed JSON at byte %zu of %zu", at, len);
+    if (at < len)
+        return text_answer(out, info, 400, "malformed JSON: trailing data at byte %zu of %zu", at,
+                           len);
+    return 1;
+}
+
+/* The AdmissionReview envelope: apiVersion, kind, a request with a uid.
+ * Returns 1 with *req set, or what the 400 answer returned. */
+static int check_envelope(const cJSON *root, const cJSON **req, struct admission_response *out,
+                          struct admission_info *info)
+{
+    if (!cJSON_IsObject(root))
+        return text_answer(out, info, 400,
+                           "the body is not a JSON object: expected an AdmissionReview");
     const char *av = str_of(root, "apiVersion"), *kind = str_of(root, "kind");
+    char v[80];
     if (!av || strcmp(av, ADMISSION_API_VERSION) != 0) {
-        char v[80];
         shown(v, sizeof v, av);
-        rc = av ? text_answer(out, info, 400,
-                              "apiVersion \"%s\" is not supported: only " ADMISSION_API_VERSION, v)
-                : text_answer(out, info, 400,
-                              "apiVersion is missing: expected " ADMISSION_API_VERSION);
-        goto done;
+        return av ? text_answer(out, info, 400,
+                                "apiVersion \"%s\" is not supported: only " ADMISSION_API_VERSION,
+                                v)
+                  : text_answer(out, info, 400,
+                                "apiVersion is missing: expected " ADMISSION_API_VERSION);
     }
     if (!kind || strcmp(kind, "AdmissionReview") != 0) {
-        char v[80];
         shown(v, sizeof v, kind);
-        rc = kind ? text_answer(out, info, 400, "kind \"%s\": expected AdmissionReview", v)
-                  : text_answer(out, info, 400, "kind is missing: expected AdmissionReview");
-        goto done;
+        return kind ? text_answer(out, info, 400, "kind \"%s\": expected AdmissionReview", v)
+                    : text_answer(out, info, 400, "kind is missing: expected AdmissionReview");
     }
-    cJSON *req = cJSON_GetObjectItemCaseSensitive(root, "request");
-    if (!cJSON_IsObject(req)) {
-        rc = text_answer(out, info, 400, "request is missing or not an object");
-        goto done;
+    *req = cJSON_GetObjectItemCaseSensitive(root, "request");
+    if (!cJSON_IsObject(*req))
+        return text_answer(out, info, 400, "request is missing or not an object");
+    const char *uid = str_of(*req, "uid");
+    if (!uid || !*uid) return text_answer(out, info, 400, "request.uid is missing or empty");
+    return 1;
+}
+
+int admission_review_release(const char *body, size_t len, const char *content_type,
+                             const struct inject_opts *opts, void (*release)(void *), void *ud,
+                             struct admission_response *out, struct admission_info *info)
+{
+    cJSON *root = NULL;
+    const cJSON *req = NULL;
+    memset(out, 0, sizeof *out);
+    memset(info, 0, sizeof *info);
+    int rc = parse_body(body, len, content_type, release, ud, &root, out, info);
+    if (rc > 0) rc = check_envelope(root, &req, out, info);
+    if (rc > 0) {
+        const char *uid = str_of(req, "uid");
+        copy_cut(info->uid, sizeof info->uid, uid);
+        copy_cut(info->namespace_, sizeof info->namespace_, str_of(req, "namespace"));
+        copy_cut(info->operation, sizeof info->operation, str_of(req, "operation"));
+        info->dry_run = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "dryRun"));
+        if (is_pod_create(req, info)) {
+            rc = mutate(uid, cJSON_GetObjectItemCaseSensitive(req, "object"), opts, info, out);
+        } else {
+            struct warnings w = {.n = 0};
+            info->result = ADMISSION_IGNORED;
+            rc = review_answer(uid, NULL, &w, info, out);
+            if (rc < 0) rc = failed_answer(uid, "out of memory", info, out);
+        }
     }
-    const char *uid = str_of(req, "uid");
-    if (!uid || !*uid) {
-        rc = text_answer(out, info, 400, "request.uid is missing or empty");
-        goto done;
-    }
-    copy_cut(info->uid, sizeof info->uid, uid);
-    copy_cut(info->namespace_, sizeof info->namespace_, str_of(req, "namespace"));
-    copy_cut(info->operation, sizeof info->operation, str_of(req, "operation"));
-    info->dry_run = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(req, "dryRun"));
-    if (!is_pod_create(req, info)) {
-        info->result = ADMISSION_IGNORED;
-        struct warnings w = {.n = 0};
-        rc = review_answer(uid, NULL, &w, info, out);
-        if (rc < 0) rc = failed_answer(uid, "out of memory", info, out);
-        goto done;
-    }
-    rc = mutate(uid, cJSON_GetObjectItemCaseSensitive(req, "object"), opts, info, out);
-done:
-    if (rc < 0) {
+    if (rc < 0) { /* not even a 400 could be built: the caller answers 500 */
         info->result = ADMISSION_ERROR;
         info->status = 500;
         snprintf(info->reason, sizeof info->reason, "out of memory");

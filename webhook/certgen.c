@@ -22,6 +22,7 @@
 #include <openssl/x509v3.h>
 
 #include "base/log.h"
+#include "kube/k8sname.h"
 
 #define CA_CN "reload-agent-webhook-ca"
 
@@ -121,26 +122,6 @@ static X509 *new_cert(EVP_PKEY *key, X509 *issuer, const char *cn, time_t nb, ti
     return x;
 }
 
-static int is_dns_name(const char *s)
-{
-    size_t n = strlen(s), label = 0;
-
-    if (n == 0 || n > 253) return 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-
-        if (c == '.') {
-            if (label == 0 || s[i - 1] == '-') return 0;
-            label = 0;
-            continue;
-        }
-        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return 0;
-        if (label == 0 && c == '-') return 0;
-        if (++label > 63) return 0;
-    }
-    return s[n - 1] != '.' && s[n - 1] != '-';
-}
-
 int certgen_generate(const char *const *dns, size_t ndns, int64_t validity_s, time_t now,
                      struct certgen_pem *out, char *err, size_t errlen)
 {
@@ -157,7 +138,7 @@ int certgen_generate(const char *const *dns, size_t ndns, int64_t validity_s, ti
     if (validity_s < CERTGEN_MIN_VALIDITY_S || validity_s > CERTGEN_MAX_VALIDITY_S)
         return ra_errf(err, errlen, -EINVAL, "validity must be between 1h and 876000h (100 years)");
     for (size_t i = 0; i < ndns; i++)
-        if (!is_dns_name(dns[i]))
+        if (!k8s_is_dns_name(dns[i]))
             return ra_errf(err, errlen, -EINVAL, "\"%.253s\" is not a lowercase DNS name", dns[i]);
     na = now + (time_t)validity_s;
 

@@ -15,7 +15,7 @@
  * patched pod again gives no patch (the webhook converges on
  * reinvocation).
  */
-#include "inject/jsonpatch.h"
+#include "yamldoc/jsonpatch.h"
 #include "webhook/admission.h"
 #include "webhook/jsonscan.h"
 

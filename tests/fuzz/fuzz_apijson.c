@@ -20,6 +20,7 @@
  */
 #include "actions/rollout_decide.h"
 #include "base/log.h"
+#include "kube/k8sname.h"
 #include "kube/kube.h"
 #include "kube/owner.h"
 
@@ -46,9 +47,9 @@ static void check_chain_done(const struct owner__chain *c)
         CHECK(o->error == NULL);
         CHECK(o->ki && o->ki->can_roll && o->kind == o->ki->kind);
         CHECK(o->patch_type && o->patch_type == o->ki->patch_type);
-        CHECK(kube_is_object_name(o->name));
+        CHECK(k8s_is_dns1123_subdomain(o->name));
         CHECK(strncmp(o->path, "/apis/", 6) == 0 && o->uid && o->api_version);
-        CHECK(!o->via_kind || (o->via_name && kube_is_object_name(o->via_name)));
+        CHECK(!o->via_kind || (o->via_name && k8s_is_dns1123_subdomain(o->via_name)));
     } else {
         CHECK(o->status == OWNER_NO_ROLLOUT || o->status == OWNER_API_ERROR);
         CHECK(one_line(o->error));
@@ -128,7 +129,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             more = owner__step(&c, "ns", 200, NULL, p, n);
         }
         if (more) {
-            CHECK(kube_is_object_name(c.name) && c.child);
+            CHECK(k8s_is_dns1123_subdomain(c.name) && c.child);
             char *path = owner__chain_path(&c, "ns");
             CHECK(strncmp(path, "/api", 4) == 0);
             free(path);

@@ -1,6 +1,6 @@
 /*
  * fuzz_transform.c - libFuzzer target for the injection transform
- * (inject/transform.c) and JSON Patch (inject/jsonpatch.c): the object a
+ * (inject/transform.c) and JSON Patch (yamldoc/jsonpatch.c): the object a
  * webhook receives in an AdmissionReview, or a manifest the CLI reads.
  *
  * Input: byte 0 picks the options (bit 0: admission, bit 1: --all); the
@@ -18,10 +18,10 @@
  *     account token mount, copied from the app as it is, aside).
  * Any violation aborts.
  */
-#include "inject/jsonpatch.h"
+#include "yamldoc/jsonpatch.h"
 #include "inject/transform.h"
 #include "inject/transform_int.h"
-#include "inject/yamlsplice.h"
+#include "yamldoc/splice.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -44,7 +44,7 @@ static void check_line(const char *s)
 /* The sidecar of the template at prefix in obj, or NULL. */
 static const cJSON *sidecar_of(const cJSON *obj, const char *prefix)
 {
-    const cJSON *t = yamlsplice_pointer_get(obj, prefix, strlen(prefix)), *c;
+    const cJSON *t = jsonpointer_get(obj, prefix, strlen(prefix)), *c;
     const cJSON *init = cJSON_GetObjectItemCaseSensitive(
         cJSON_GetObjectItemCaseSensitive(t, "spec"), "initContainers");
     cJSON_ArrayForEach(c, (cJSON_IsArray(init) ? init : NULL))
@@ -62,7 +62,7 @@ static void check_paths(const cJSON *side)
     cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(side, "volumeMounts"))
     {
         const char *p = cJSON_GetObjectItemCaseSensitive(m, "mountPath")->valuestring;
-        char *c = inject__clean_path(p);
+        char *c = inject_clean_path(p);
         CHECK(c);
         int token = strcmp(c, INJECT__TOKEN_PATH) == 0;
         CHECK(token || strcmp(c, p) == 0);
@@ -70,7 +70,7 @@ static void check_paths(const cJSON *side)
         {
             char *c2 = m2 == m
                            ? NULL
-                           : inject__clean_path(
+                           : inject_clean_path(
                                  cJSON_GetObjectItemCaseSensitive(m2, "mountPath")->valuestring);
             CHECK(m2 == m || (c2 && strcmp(c, c2) != 0));
             free(c2);
@@ -80,7 +80,7 @@ static void check_paths(const cJSON *side)
     cJSON_ArrayForEach(a, cJSON_GetObjectItemCaseSensitive(side, "args"))
     {
         if (strncmp(a->valuestring, "--watch=", 8) == 0)
-            CHECK(inject__is_clean_path(a->valuestring + 8));
+            CHECK(inject_is_clean_path(a->valuestring + 8));
     }
 }
 

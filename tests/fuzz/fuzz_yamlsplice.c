@@ -1,7 +1,7 @@
 /*
  * fuzz_yamlsplice.c - libFuzzer target for the YAML reader and splicer of
- * `reload-agent inject` (inject/yamltree.c, inject/yamlsplice.c,
- * inject/yamlrender.c). For any bytes: yamltree_parse returns 0 or -EINVAL
+ * `reload-agent inject` (yamldoc/tree.c, yamldoc/splice.c,
+ * yamldoc/render.c). For any bytes: yamltree_parse returns 0 or -EINVAL
  * with a message and a line; document byte ranges are in order and inside
  * the input. For each document that converts to a JSON object, operations
  * like the transform's (a key added to the root, a key added to the first
@@ -16,10 +16,10 @@
  * to them at their entries' column, not the anchor's), and spliced the
  * same way.
  */
-#include "inject/jsonpatch.h"
-#include "inject/yamlrender.h"
-#include "inject/yamlsplice.h"
-#include "inject/yamltree.h"
+#include "yamldoc/jsonpatch.h"
+#include "yamldoc/render.h"
+#include "yamldoc/splice.h"
+#include "yamldoc/tree.h"
 
 #include <errno.h>
 #include <stdint.h>

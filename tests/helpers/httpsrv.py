@@ -16,6 +16,7 @@ Routes (any method):
   /barrier?id=S&n=N   answers 200 once N requests with the same id wait
                       together, 504 if they do not within 5 s
   /reset              closes the connection (RST) without answering
+  /stream?n=N&ms=M    200, chunked: N lines "line I\n", M ms apart (a watch)
 """
 import argparse
 import email.utils
@@ -90,6 +91,21 @@ class Handler(BaseHTTPRequestHandler):
                 self.reply(200, b"together\n")
             except threading.BrokenBarrierError:
                 self.reply(504, b"not concurrent\n")
+        elif path == "/stream":
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            try:
+                for i in range(int(query.get("n", "3"))):
+                    line = b"line %d\n" % i
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+                    self.wfile.flush()
+                    time.sleep(int(query.get("ms", "20")) / 1000.0)
+                self.wfile.write(b"0\r\n\r\n")
+            except OSError:
+                pass
+            self.close_connection = True
         elif path == "/reset":
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             self.close_connection = True

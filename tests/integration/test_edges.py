@@ -173,7 +173,7 @@ def test_stale_pid_file_blocks_restart(env):
     p = hupcount(env, pid_file, out)
     wait_until(lambda: os.path.getsize(pid_file) > 0, 5, "the pid written")
     make_stale(pid_file)
-    a = start(env, vol, "--action", "restart", "--pid-file", pid_file,
+    a = start(env, vol, "--action", "restart", "--pid-file", pid_file, "--restart-delay", "0",
               "--retry-initial", "100ms", "--retry-max", "300ms")
     update(env, vol, {"app.conf": "v1\n"})
     a.wait_event("retry", count=3, timeout=10)

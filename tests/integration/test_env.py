@@ -86,7 +86,8 @@ def test_env_watch_rolls_then_restarts_live(env):
 
     # 3. env-action restart, set live: the app is restarted in place, no PATCH
     env.awsim(pod, {"annotations": annotations_text({"team": "a",
-                                                     "reload-agent.io/env-action": "restart"})})
+                                                     "reload-agent.io/env-action": "restart",
+                                                     "reload-agent.io/restart-delay": "0"})})
     a.wait_event("config", timeout=10)
     check(not a.of("config-error"), "config-error: %r" % a.of("config-error"))
     check(p.poll() is None, "the app exited before the restart")

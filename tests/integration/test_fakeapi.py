@@ -582,3 +582,85 @@ def test_unknown_routes_and_objects(env):
     check(history(fake, "deployments", "api") == [{"a": "b"}], "created history")
     check(fake.ctl("GET", "/object?resource=deployments&name=zzz")[0] == 404, "ctl 404")
     check(fake.ctl("GET", "/object?resource=widgets&name=zzz")[0] == 400, "ctl bad resource")
+
+
+# ---- watches (fast sync), from tests/k8s/README.md "Watches" ----
+
+def test_fake_watch_stream_metadata_only(env):
+    import json as _json
+    fake = start(env)
+    put = lambda data: fake.ctl("POST", "/object", {"resource": "configmaps", "object": {  # noqa: E731
+        "metadata": {"name": "site"}, "data": data}})[1]["metadata"]["resourceVersion"]
+    rv0 = put({"a": "secret-ish"})
+    meta = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+    c = http.client.HTTPSConnection("127.0.0.1", fake.port, timeout=10, context=fake.tls_context())
+    c.request("GET", "/api/v1/namespaces/default/configmaps?fieldSelector=metadata.name%3Dsite",
+              headers={"Authorization": "Bearer " + fake.token(), "Accept": meta})
+    lst = _json.loads(c.getresponse().read())
+    c.close()
+    check(lst["kind"] == "PartialObjectMetadataList" and "data" not in lst["items"][0],
+          "list: %r" % lst)
+    got = []
+
+    def reader():
+        c = http.client.HTTPSConnection("127.0.0.1", fake.port, timeout=10,
+                                        context=fake.tls_context())
+        c.request("GET", "/api/v1/namespaces/default/configmaps?fieldSelector=metadata.name%%3Dsite"
+                  "&watch=1&allowWatchBookmarks=true&resourceVersion=%s&timeoutSeconds=5" % rv0,
+                  headers={"Authorization": "Bearer " + fake.token(),
+                           "Accept": "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"})
+        r = c.getresponse()
+        got.append(r.status)
+        got.append(r.read())  # until the stream ends
+        c.close()
+    t = threading.Thread(target=reader)
+    t.start()
+    deadline = time.monotonic() + 10
+    while not (fake.ctl("GET", "/watches")[1]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    rv1 = put({"a": "2"})
+    fake.ctl("POST", "/watch", {"action": "bookmark"})
+    fake.ctl("POST", "/watch", {"action": "end"})
+    t.join(15)
+    check(got and got[0] == 200, "watch status: %r" % got[:1])
+    evs = [_json.loads(l) for l in got[1].splitlines() if l.strip()]
+    check([e["type"] for e in evs] == ["MODIFIED", "BOOKMARK"], "events: %r" % evs)
+    check(evs[0]["object"]["kind"] == "PartialObjectMetadata" and
+          evs[0]["object"]["metadata"]["resourceVersion"] == rv1 and "data" not in evs[0]["object"],
+          "event: %r" % evs[0])
+
+
+def test_fake_watch_gone_and_tables(env):
+    import json as _json
+    fake = start(env)
+    fake.ctl("POST", "/object", {"resource": "secrets", "object": {
+        "metadata": {"name": "creds"}, "data": {"k": "djE="}}})
+    fake.ctl("POST", "/object", {"resource": "secrets", "object": {
+        "metadata": {"name": "other"}, "data": {}}})
+    fake.ctl("POST", "/watch", {"compact": True})
+    base = "/api/v1/namespaces/default/secrets?fieldSelector=metadata.name%3Dcreds"
+    table = "application/json;as=Table;g=meta.k8s.io;v=v1"
+
+    def get(path, accept):
+        c = http.client.HTTPSConnection("127.0.0.1", fake.port, timeout=10,
+                                        context=fake.tls_context())
+        c.request("GET", path, headers={"Authorization": "Bearer " + fake.token(), "Accept": accept})
+        r = c.getresponse()
+        body = r.read()
+        c.close()
+        return r.status, body
+    st, body = get(base + "&includeObject=None", table)
+    t = _json.loads(body)
+    check(st == 200 and t["kind"] == "Table" and t["rows"][0]["cells"][0] == "creds" and
+          t["rows"][0]["object"] is None, "table list: %s %r" % (st, t))
+    st, _ = get(base, table)
+    check(st == 400, "a Table with objects was answered: %s" % st)
+    st, body = get(base + "&includeObject=None&watch=1&resourceVersion=1&timeoutSeconds=2", table)
+    evs = [_json.loads(l) for l in body.splitlines() if l.strip()]
+    check(st == 200 and evs[0]["type"] == "ERROR" and evs[0]["object"]["code"] == 410,
+          "a too-old watch: %s %r" % (st, evs))
+    fake.ctl("POST", "/watch", {"gone_as": "status"})
+    st, _ = get(base + "&includeObject=None&watch=1&resourceVersion=1&timeoutSeconds=2", table)
+    check(st == 410, "a too-old watch with gone_as status: %s" % st)
+    st, body = get("/api/v1/namespaces/default/secrets?fieldSelector=spec.x%3Dy", table)
+    check(st == 400, "an unsupported field selector: %s" % st)

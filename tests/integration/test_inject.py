@@ -742,7 +742,7 @@ def test_inject_walk_skips_link_loops_and_dangling_links(env):
 
 
 def test_inject_joined_inputs_separators(env):
-    """Found by fuzzing the joins (tests/fuzz/fuzz_cli.c): the separator
+    """Found by fuzzing the joins (tests/fuzz/fuzz_manifests.c): the separator
     between two inputs follows YAML's rules, so the joined stream holds the
     inputs' documents: "---:" and an indented "---" are content, not a
     marker; a lone CR ends a line; an input of only comments and blank

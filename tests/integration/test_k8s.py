@@ -819,7 +819,8 @@ def test_restart_action_terminates_the_app(env):
     wait_until(lambda: os.path.exists(pid_file) and os.path.getsize(pid_file), 10, "pid file")
     vol = volume(env, {"app.conf": "v0\n"})
     a = env.agent(["--watch", vol, "--debounce", "50ms", "--resync", "0", "--action", "restart",
-                   "--pid-file", pid_file, "--restart-timeout", "5s", "--annotations", ""])
+                   "--pid-file", pid_file, "--restart-timeout", "5s", "--restart-delay", "0",
+                   "--annotations", ""])
     a.wait_event("ready", timeout=15)
     check(p.poll() is None, "the app exited before any change")
     update(env, vol, {"app.conf": "v1\n"})
@@ -836,7 +837,7 @@ def test_restart_action_reports_process_that_ignores_term(env):
         wait_until(lambda: os.path.exists(pid_file) and os.path.getsize(pid_file), 10, "pid file")
         vol = volume(env, {"app.conf": "v0\n"})
         a = env.agent(["--watch", vol, "--debounce", "50ms", "--resync", "0", "--action",
-                       "restart", "--pid-file", pid_file, "--restart-timeout", "1s",
+                       "restart", "--pid-file", pid_file, "--restart-timeout", "1s", "--restart-delay", "0",
                        "--retry-initial", "5s", "--retry-max", "5s", "--annotations", ""])
         a.wait_event("ready", timeout=15)
         update(env, vol, {"app.conf": "v1\n"})

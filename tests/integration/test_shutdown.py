@@ -138,7 +138,7 @@ def test_sigterm_during_slow_restart(env):
     wait_until(lambda: os.path.exists(pid_file), 10, "the app's pid file")
     vol = te.volume(env, {"app.conf": "v0\n"})
     a = te.start(env, vol, "--action", "restart", "--pid-file", pid_file,
-                 "--restart-timeout", "2s")
+                 "--restart-timeout", "2s", "--restart-delay", "0")
     te.update(env, vol, {"app.conf": "v1\n"})
     a.wait_for(lambda evs: [e for e in evs if "waiting for it to exit" in e.get("msg", "")], 10,
                "the restart signal")

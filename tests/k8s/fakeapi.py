@@ -42,7 +42,9 @@ PLAIN_429 = "Too many requests, please try again later."
 
 # (group, version, plural) -> (Kind, methods on an item, methods on the collection)
 RESOURCES = {
-    ("", "v1", "pods"): ("Pod", {"GET"}, set()),
+    ("", "v1", "pods"): ("Pod", {"GET", "PATCH"}, set()),
+    # collection GET: list, or watch with ?watch=1 (fast sync; metadata only on request)
+    ("", "v1", "configmaps"): ("ConfigMap", {"GET"}, {"GET"}),
     ("apps", "v1", "replicasets"): ("ReplicaSet", {"GET"}, set()),
     ("apps", "v1", "deployments"): ("Deployment", {"GET", "PATCH"}, set()),
     ("apps", "v1", "statefulsets"): ("StatefulSet", {"GET", "PATCH"}, set()),
@@ -52,14 +54,19 @@ RESOURCES = {
     ("argoproj.io", "v1alpha1", "rollouts"): ("Rollout", {"GET", "PATCH"}, set()),
     ("", "v1", "events"): ("Event", set(), {"POST"}),
     ("events.k8s.io", "v1", "events"): ("Event", set(), {"POST"}),
-    ("", "v1", "secrets"): ("Secret", {"GET"}, {"POST"}),
+    ("", "v1", "secrets"): ("Secret", {"GET"}, {"POST", "GET"}),
     ("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations"):
         ("MutatingWebhookConfiguration", {"GET", "PATCH"}, set()),
 }
 # cluster-scoped resources: /apis/G/V/PLURAL/NAME, stored under namespace ""
 CLUSTER_SCOPED = {"mutatingwebhookconfigurations"}
 # resources without a status (a PATCH does not add one)
-NO_STATUS = {"secrets", "mutatingwebhookconfigurations"}
+NO_STATUS = {"secrets", "configmaps", "mutatingwebhookconfigurations"}
+# resources a watch can follow (their changes go to State.watch_log)
+WATCHABLE = {"configmaps", "secrets"}
+AS_META = "as=PartialObjectMetadata;"
+AS_META_LIST = "as=PartialObjectMetadataList;"
+AS_TABLE = "as=Table;"
 # plural -> (group, version) for stored objects (events are kept apart)
 OBJECT_GROUPS = {p: (g, v) for (g, v, p) in RESOURCES if p != "events"}
 
@@ -442,6 +449,14 @@ class State:
         self.events = []
         self.requests = []
         self.faults = []
+        # watches (WATCHABLE resources): every change as (rv, type, plural, ns, name, obj)
+        self.cond = threading.Condition(self.lock)
+        self.watch_log = []
+        self.compacted = 0      # a watch from an older rv is 410 Gone
+        self.gone_as = "event"  # how a too-old rv is answered: "event" (ERROR 410) or "status"
+        self.watch_gen = 0      # bumped by a control action, which open watches then act on
+        self.watch_action = None
+        self.open_watches = []  # dicts describing the open streams
 
     def next_rv(self):
         self.rv += 1
@@ -456,8 +471,27 @@ class State:
 
     def store(self, plural, obj):
         key = (plural, obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
+        kind = "MODIFIED" if key in self.objects else "ADDED"
         self.objects[key] = obj
         self.history.setdefault(key, []).append(template_annotations(obj))
+        if plural in WATCHABLE:
+            self.log_change(kind, plural, key[1], key[2], obj)
+
+    def log_change(self, kind, plural, ns, name, obj):
+        """Called with the lock held: a change open watches will send."""
+        self.watch_log.append((int(obj["metadata"]["resourceVersion"]), kind, plural, ns, name,
+                               copy.deepcopy(obj)))
+        self.cond.notify_all()
+
+    def delete(self, plural, ns, name):
+        obj = self.objects.pop((plural, ns, name), None)
+        if obj is None:
+            return None
+        obj = copy.deepcopy(obj)
+        obj["metadata"]["resourceVersion"] = self.next_rv()
+        if plural in WATCHABLE:
+            self.log_change("DELETED", plural, ns, name, obj)
+        return obj
 
     def take_fault(self, method, path):
         """The first fault matching the request (its count is used up), or None."""
@@ -992,10 +1026,14 @@ class ApiHandler(Handler):
                 code, hdrs, data, ct = fault_answer(fault, self.command, route, st.ns)
                 rec["status"] = code
                 return self.answer(code, data, ct, hdrs)
+        rec["accept"] = self.headers.get("Accept")
         try:
             code, obj = self.route(app.api, route, query, ctype, body)
         except ApiError as e:
             return self.reply_status(rec, e)
+        if code is None:  # a watch stream, answered as it went
+            rec["status"] = 200
+            return
         rec["status"] = code
         self.answer_json(code, obj)
 
@@ -1006,6 +1044,8 @@ class ApiHandler(Handler):
         allowed = item_methods if route[4] is not None else coll_methods
         if self.command not in allowed:
             raise ApiError(405, "the server does not allow this method on the requested resource")
+        if self.command == "GET" and route[4] is None:
+            return self.list_or_watch(app_state(self), route, query)
         if self.command == "GET":
             return api.get(route)
         if self.command == "PATCH":
@@ -1017,6 +1057,155 @@ class ApiHandler(Handler):
     def reply_status(self, rec, e):
         rec["status"] = e.code
         self.answer_json(e.code, e.status)
+
+    # ---- list and watch (fast sync) ----
+
+    def list_or_watch(self, st, route, query):
+        _, _, plural, ns, _ = route
+        accept = self.headers.get("Accept") or ""
+        sel = query.get("fieldSelector")
+        name = None
+        if sel is not None:
+            if not sel.startswith("metadata.name="):
+                raise ApiError(400, 'fieldSelector %r: the fake supports only metadata.name=NAME' % sel)
+            name = sel[len("metadata.name="):]
+        table = AS_TABLE in accept
+        if table and query.get("includeObject") != "None":
+            raise ApiError(400, "the fake answers a Table only with includeObject=None")
+        if query.get("watch") in ("1", "true"):
+            return self.watch(st, plural, ns, name, query,
+                              "table" if table else AS_META in accept)
+        meta = AS_META_LIST in accept
+        with st.lock:
+            items = [copy.deepcopy(o) for (p, n, nm), o in sorted(st.objects.items())
+                     if p == plural and n == ns and (name is None or nm == name)]
+            rv = str(st.rv)
+        if table:
+            t = as_table(None, rv)
+            t["rows"] = [table_row(o) for o in items]
+            return 200, t
+        if meta:
+            return 200, {"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1",
+                         "metadata": {"resourceVersion": rv}, "items": [as_meta(o) for o in items]}
+        kind = RESOURCES[route[:3]][0]
+        return 200, {"kind": kind + "List", "apiVersion": "v1", "metadata": {"resourceVersion": rv},
+                     "items": items}
+
+    def send_chunk(self, data):
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+    def send_event(self, kind, obj):
+        self.send_chunk(json.dumps({"type": kind, "object": obj}, separators=(",", ":")).encode()
+                        + b"\n")
+
+    def watch(self, st, plural, ns, name, query, meta):
+        """A chunked stream of events after resourceVersion, until timeoutSeconds, a control
+        action (drop, bookmark, gone, garbage, end) or the client leaves. Answers itself;
+        returns (None, None)."""
+        try:
+            since = int(query.get("resourceVersion") or "0")
+        except ValueError:
+            raise ApiError(400, "invalid resourceVersion %r" % query.get("resourceVersion"))
+        timeout = min(float(query.get("timeoutSeconds") or 1800), 3600)
+        bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
+        with st.lock:
+            too_old = since < st.compacted
+            if too_old and st.gone_as == "status":
+                raise ApiError(410, "too old resource version: %d (%d)" % (since, st.compacted),
+                               reason="Expired")
+            w = {"resource": plural, "name": name, "since": since, "meta": meta,
+                 "bookmarks": bookmarks, "timeout": timeout, "started": time.time()}
+            st.open_watches.append(w)
+            gen = st.watch_gen
+        self.close_connection = True
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        deadline = time.monotonic() + timeout
+        sent = since
+        try:
+            if too_old:
+                self.send_event("ERROR", status_obj(410, "too old resource version: %d (%d)" % (
+                    since, st.compacted), reason="Expired"))
+                self.send_chunk(b"")
+                return None, None
+            while True:
+                with st.lock:
+                    todo = [e for e in st.watch_log if e[0] > sent and e[2] == plural and
+                            e[3] == ns and (name is None or e[4] == name)]
+                    action = st.watch_action if st.watch_gen != gen else None
+                    gen = st.watch_gen
+                    left = deadline - time.monotonic()
+                    if not todo and action is None and left > 0:
+                        st.cond.wait(min(left, 1.0))
+                        continue
+                    cur = st.rv
+                for rv, kind, _, _, _, obj in todo:
+                    self.send_event(kind, as_table(obj) if meta == "table" else
+                                    as_meta(obj) if meta else obj)
+                    sent = rv
+                if action == "drop":
+                    socket.socket.shutdown(self.connection, socket.SHUT_RDWR)
+                    return None, None
+                if action == "bookmark" and bookmarks:
+                    bm = {"kind": "PartialObjectMetadata" if meta else "ConfigMap",
+                          "apiVersion": "meta.k8s.io/v1",
+                          "metadata": {"resourceVersion": str(cur)}}
+                    if meta == "table":  # as the real server sends it
+                        bm = dict(as_table(None, str(cur)), rows=[
+                            {"cells": ["", "", 0, "<unknown>"],
+                             "object": dict(bm, kind="PartialObjectMetadata")}])
+                    self.send_event("BOOKMARK", bm)
+                    sent = max(sent, cur)
+                if action == "gone":
+                    self.send_event("ERROR", status_obj(410, "too old resource version",
+                                                        reason="Expired"))
+                    break
+                if action == "garbage":
+                    self.send_chunk(b"{this is not json\n")
+                if action == "end" or time.monotonic() >= deadline:
+                    break
+            self.send_chunk(b"")
+        except (OSError, ssl.SSLError):
+            pass
+        finally:
+            with st.lock:
+                st.open_watches.remove(w)
+        return None, None
+
+
+def app_state(handler):
+    return handler.server.app.state
+
+
+TABLE_COLUMNS = [{"name": n, "type": t, "format": "", "description": "", "priority": 0}
+                 for n, t in (("Name", "string"), ("Type", "string"), ("Data", "string"),
+                              ("Age", "string"))]
+
+
+def table_row(obj):
+    """A Table row with includeObject=None: the columns, no object."""
+    return {"cells": [obj["metadata"]["name"], obj.get("type", ""), len(obj.get("data") or {}),
+                      "1s"], "object": None}
+
+
+def as_table(obj, rv=None):
+    """A Table of obj (or an empty one) without objects; its resourceVersion
+    is the object's, as the real server's watch events carry it."""
+    t = {"kind": "Table", "apiVersion": "meta.k8s.io/v1",
+         "metadata": {"resourceVersion": rv or obj["metadata"]["resourceVersion"]},
+         "columnDefinitions": TABLE_COLUMNS, "rows": []}
+    if obj is not None:
+        t["rows"] = [table_row(obj)]
+    return t
+
+
+def as_meta(obj):
+    """The PartialObjectMetadata of obj: its metadata only, never data."""
+    return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+            "metadata": copy.deepcopy(obj.get("metadata") or {})}
 
 
 class ControlHandler(Handler):
@@ -1058,6 +1247,37 @@ class ControlHandler(Handler):
                                           else st.history.get(key, []))
         if method == "POST" and path == "/object":
             return 200, self.put_object(st, data)
+        if method == "POST" and path == "/object/delete":
+            if not isinstance(data, dict) or data.get("resource") not in OBJECT_GROUPS:
+                raise ValueError('need {"resource": ..., "name": ...}')
+            with st.lock:
+                obj = st.delete(data["resource"], data.get("namespace", st.ns), data.get("name"))
+            if obj is None:
+                raise not_found(data["resource"], "", data.get("name"))
+            return 200, obj
+        if method == "GET" and path == "/watches":
+            with st.lock:
+                return 200, copy.deepcopy(st.open_watches)
+        if method == "POST" and path == "/watch":
+            # {"action": drop|bookmark|gone|garbage|end} acts on every open watch;
+            # {"compact": true} makes older resourceVersions 410 Gone;
+            # {"gone_as": "event"|"status"} says how a too-old rv is answered
+            if not isinstance(data, dict):
+                raise ValueError("need a JSON object")
+            with st.lock:
+                if data.get("action") is not None:
+                    if data["action"] not in ("drop", "bookmark", "gone", "garbage", "end"):
+                        raise ValueError("unknown watch action %r" % data["action"])
+                    st.watch_action = data["action"]
+                    st.watch_gen += 1
+                if data.get("compact"):
+                    st.compacted = st.rv
+                if data.get("gone_as") is not None:
+                    if data["gone_as"] not in ("event", "status"):
+                        raise ValueError("gone_as must be event or status")
+                    st.gone_as = data["gone_as"]
+                st.cond.notify_all()
+                return 200, {"open": len(st.open_watches), "compacted": st.compacted}
         if method == "GET" and path == "/events":
             with st.lock:
                 return 200, copy.deepcopy(st.events)

@@ -1,0 +1,303 @@
+/*
+ * test_manifests.c - the manifest pipeline of `reload-agent inject`
+ * (inject/manifests.c) in memory: a List's items injected in place (and
+ * an item without a kind passed through), byte order marks, document
+ * separators and the joins of several inputs (the separator each needs, a
+ * block scalar at an input's end), streams of JSON documents, each output
+ * mode (YAML spliced, JSON, patches as YAML or JSON), all or nothing on an
+ * error, and the report. Outputs are read back with yamldoc/tree.h; exact
+ * text only where the text is the contract (joins, untouched documents).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "inject/manifests.h"
+#include "yamldoc/jsonpatch.h"
+#include "yamldoc/tree.h"
+
+#define BOM "\xef\xbb\xbf"
+
+/* A Deployment (at indentation ind, as a document or a List item) whose
+ * template opts in and mounts ConfigMap app. */
+#define DEPLOYMENT(I)                                                                              \
+    I "apiVersion: apps/v1\n" I "kind: Deployment\n" I "metadata:\n" I "  name: web\n" I           \
+      "spec:\n" I "  template:\n" I "    metadata:\n" I "      annotations:\n" I                   \
+      "        reload-agent.io/inject: \"true\"\n" I "    spec:\n" I "      containers:\n" I       \
+      "      - name: app\n" I "        image: nginx\n" I "        volumeMounts:\n" I               \
+      "        - name: cfg\n" I "          mountPath: /etc/app\n" I "      volumes:\n" I           \
+      "      - name: cfg\n" I "        configMap:\n" I "          name: app\n"
+
+static void setup_log(void) { log_configure(RA_LOG_ERROR, RA_LOG_FORMAT_TEXT); }
+
+/* Runs the pipeline on texts[0..n) named a.yaml, b.yaml, ... */
+static int run(struct manifests_input *in, const char *const *texts, size_t n,
+               enum manifests_output output, struct manifests_result *res, char *err, size_t errlen)
+{
+    static const char *const names[] = {"a.yaml", "b.yaml", "c.yaml", "d.yaml", "e.yaml", "f.yaml"};
+    struct manifests_opts o = {.output = output};
+    assert_true(n <= sizeof names / sizeof names[0]);
+    memset(in, 0, n * sizeof *in);
+    for (size_t i = 0; i < n; i++) {
+        in[i].name = names[i];
+        in[i].data = texts[i];
+        in[i].len = strlen(texts[i]);
+    }
+    return manifests_run(in, n, &o, res, err, errlen);
+}
+
+/* The documents of a YAML text, as a JSON array (NULL when it does not
+ * parse). */
+static cJSON *docs_of(const char *text, size_t len)
+{
+    struct yamltree t;
+    struct yamltree_error e;
+    if (yamltree_parse(text, len, &t, &e) < 0) return NULL;
+    cJSON *arr = cJSON_CreateArray();
+    for (size_t i = 0; i < t.ndocs; i++) {
+        cJSON *j = NULL;
+        assert_int_equal(yamltree_to_json(t.docs[i].root, &j, &e), 0);
+        cJSON_AddItemToArray(arr, j);
+    }
+    yamltree_free(&t);
+    return arr;
+}
+
+/* The name of the first initContainer at pointer in doc, or NULL. */
+static const char *sidecar_at(const cJSON *doc, const char *pointer)
+{
+    const cJSON *c = jsonpointer_get(doc, pointer, strlen(pointer));
+    const cJSON *n = cJSON_GetObjectItem(cJSON_GetArrayItem(c, 0), "name");
+    return cJSON_IsString(n) ? n->valuestring : NULL;
+}
+
+static int has_line(const char *report, const char *line)
+{
+    size_t n = strlen(line);
+    for (const char *p = report; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+        if (strncmp(p, line, n) == 0 && (p[n] == '\n' || p[n] == '\0')) return 1;
+    return 0;
+}
+
+static void test_list_items_and_bom(void **state)
+{
+    (void)state;
+#define UNTOUCHED "---\n# untouched\nkind: Service\napiVersion: v1\nmetadata: {name: s}\n...\n"
+    const char *text = BOM "# head\napiVersion: v1\nkind: List\nitems:\n" DEPLOYMENT(
+        "  ") "- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: app\n"
+              "- just: a value\n" UNTOUCHED;
+    /* the Deployment is item 0: "  apiVersion" must read "- apiVersion" */
+    char *t = strdup(text);
+    char *first = strstr(t, "  apiVersion: apps/v1");
+    first[0] = '-';
+    struct manifests_input in[1];
+    struct manifests_result res;
+    char err[512];
+    assert_int_equal(run(in, (const char *[]){t}, 1, MANIFESTS_OUT_YAML, &res, err, sizeof err), 0);
+    assert_true(in[0].changed);
+    /* the byte order mark and the untouched document stay byte for byte */
+    assert_memory_equal(res.out, BOM "# head\n", 10);
+    assert_true(res.outlen > strlen(UNTOUCHED));
+    assert_string_equal(res.out + res.outlen - strlen(UNTOUCHED), UNTOUCHED);
+    cJSON *docs = docs_of(res.out, res.outlen);
+    assert_non_null(docs);
+    assert_int_equal(cJSON_GetArraySize(docs), 2);
+    assert_string_equal(sidecar_at(docs, "/0/items/0/spec/template/spec/initContainers"),
+                        "reload-agent");
+    assert_non_null(jsonpointer_get(docs, "/0/items/1/metadata/name", 25));
+    assert_true(has_line(res.report, "deployment/web injected"));
+    assert_true(has_line(res.report, "configmap/app passed through"));
+    assert_true(has_line(res.report, "item 2 of document 1 of a.yaml passed through: no kind"));
+    assert_true(has_line(res.report, "service/s passed through"));
+    cJSON_Delete(docs);
+    manifests_free(in, 1, &res);
+
+    /* --output json: one indented JSON document per document */
+    assert_int_equal(run(in, (const char *[]){t}, 1, MANIFESTS_OUT_JSON, &res, err, sizeof err), 0);
+    assert_int_equal(res.out[0], '{');
+    const char *end;
+    cJSON *j = cJSON_ParseWithOpts(res.out, &end, 0);
+    assert_non_null(j);
+    assert_string_equal(sidecar_at(j, "/items/0/spec/template/spec/initContainers"),
+                        "reload-agent");
+    cJSON *svc = cJSON_Parse(end);
+    assert_string_equal(cJSON_GetObjectItem(svc, "kind")->valuestring, "Service");
+    cJSON_Delete(j);
+    cJSON_Delete(svc);
+    manifests_free(in, 1, &res);
+
+    /* --output patch: one kustomize patch per injected object, its paths
+     * relative to the object (not to the List) */
+    assert_int_equal(run(in, (const char *[]){t}, 1, MANIFESTS_OUT_PATCH, &res, err, sizeof err),
+                     0);
+    assert_non_null(
+        strstr(res.out, "- target:\n    kind: Deployment\n    name: web\n  patch: |-\n"));
+    assert_non_null(strstr(res.out, "path: /spec/template/spec/initContainers\n"));
+    assert_null(strstr(res.out, "/items/"));
+    assert_null(in[0].out); /* nothing rendered per input */
+    manifests_free(in, 1, &res);
+    free(t);
+#undef UNTOUCHED
+}
+
+/* Inputs joined into one stream: each gets the separator it needs. */
+static void test_joins_and_separators(void **state)
+{
+    (void)state;
+    const char *texts[] = {
+        "kind: ConfigMap\napiVersion: v1\nmetadata:\n  name: x",          /* no final line break */
+        BOM "---\nkind: Service\napiVersion: v1\nmetadata:\n  name: s\n", /* its own "---" */
+        "%YAML 1.2\n---\nkind: Secret\napiVersion: v1\nmetadata:\n  name: t\n", /* a directive */
+        "# only a comment\n",                                                   /* no document */
+        "kind: ConfigMap\napiVersion: v1\nmetadata:\n  name: y\ndata:\n  k: |\n    line",
+        "kind: ConfigMap\napiVersion: v1\nmetadata:\n  name: x",
+    };
+    static const char WANT[] =
+        "kind: ConfigMap\napiVersion: v1\nmetadata:\n  name: x\n"
+        "---\nkind: Service\napiVersion: v1\nmetadata:\n  name: s\n"
+        "...\n%YAML 1.2\n---\nkind: Secret\napiVersion: v1\nmetadata:\n  name: t\n"
+        "...\n# only a comment\n"
+        /* a block scalar that ran to the end: strip chomping keeps its value */
+        "---\nkind: ConfigMap\napiVersion: v1\nmetadata:\n  name: y\ndata:\n  k: |-\n    line\n"
+        "---\nkind: ConfigMap\napiVersion: v1\nmetadata:\n  name: x";
+    struct manifests_input in[6];
+    struct manifests_result res;
+    char err[512];
+    assert_int_equal(run(in, texts, 6, MANIFESTS_OUT_YAML, &res, err, sizeof err), 0);
+    assert_int_equal(res.outlen, strlen(WANT));
+    assert_string_equal(res.out, WANT);
+    /* each input's own rendering is its text, unchanged */
+    for (size_t i = 0; i < 6; i++) {
+        assert_false(in[i].changed);
+        assert_int_equal(in[i].outlen, strlen(texts[i]));
+        assert_memory_equal(in[i].out, texts[i], in[i].outlen);
+    }
+    cJSON *docs = docs_of(res.out, res.outlen);
+    assert_non_null(docs);
+    assert_int_equal(cJSON_GetArraySize(docs), 5); /* the comment-only input holds none */
+    assert_string_equal(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(docs, 3), "data"), "k")
+            ->valuestring,
+        "line");
+    cJSON_Delete(docs);
+    manifests_free(in, 6, &res);
+}
+
+/* JSON in: a JSON document stays JSON (indentation kept), a stream of
+ * JSON documents is changed in place; --output patch of JSON inputs is
+ * JSON. */
+static void test_json_inputs(void **state)
+{
+    (void)state;
+    static const char DEP[] =
+        "{\n  \"apiVersion\": \"apps/v1\", \"kind\": \"Deployment\", \"metadata\": {\"name\": "
+        "\"web\"},\n  \"spec\": {\"template\": {\"metadata\": {\"annotations\": "
+        "{\"reload-agent.io/inject\": \"true\"}}, \"spec\": {\"containers\": [{\"name\": \"app\", "
+        "\"volumeMounts\": [{\"name\": \"cfg\", \"mountPath\": \"/etc/app\"}]}], \"volumes\": "
+        "[{\"name\": \"cfg\", \"configMap\": {\"name\": \"app\"}}]}}}}";
+    static const char SVC[] = "{\"apiVersion\": \"v1\", \"kind\": \"Service\"}";
+    char stream[2048];
+    snprintf(stream, sizeof stream, "%s\n%s\n", SVC, DEP);
+    struct manifests_input in[1];
+    struct manifests_result res;
+    char err[512];
+
+    assert_int_equal(run(in, (const char *[]){DEP}, 1, MANIFESTS_OUT_YAML, &res, err, sizeof err),
+                     0);
+    assert_true(in[0].changed);
+    assert_memory_equal(res.out, "{\n  \"apiVersion\"", 16); /* JSON, two spaces */
+    cJSON *j = cJSON_Parse(res.out);
+    assert_string_equal(sidecar_at(j, "/spec/template/spec/initContainers"), "reload-agent");
+    cJSON_Delete(j);
+    manifests_free(in, 1, &res);
+
+    assert_int_equal(
+        run(in, (const char *[]){stream}, 1, MANIFESTS_OUT_YAML, &res, err, sizeof err), 0);
+    /* the untouched document of the stream keeps its bytes, in its place */
+    assert_memory_equal(res.out, SVC, strlen(SVC));
+    assert_int_equal(res.out[strlen(SVC)], '\n');
+    const char *end;
+    j = cJSON_ParseWithOpts(res.out + strlen(SVC) + 1, &end, 0);
+    assert_non_null(j);
+    assert_string_equal(sidecar_at(j, "/spec/template/spec/initContainers"), "reload-agent");
+    assert_string_equal(end, "\n");
+    cJSON_Delete(j);
+    manifests_free(in, 1, &res);
+
+    assert_int_equal(run(in, (const char *[]){DEP}, 1, MANIFESTS_OUT_PATCH, &res, err, sizeof err),
+                     0);
+    j = cJSON_Parse(res.out);
+    assert_true(cJSON_IsArray(j));
+    assert_string_equal(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(j, 0), "target"), "kind")
+            ->valuestring,
+        "Deployment");
+    cJSON_Delete(j);
+    manifests_free(in, 1, &res);
+}
+
+/* Any error: no output at all, and one line naming the input, the
+ * document and the line. */
+static void test_all_or_nothing(void **state)
+{
+    (void)state;
+    const char *texts[] = {DEPLOYMENT(""), "kind: ConfigMap\n---\nkey: [unclosed\n"};
+    struct manifests_input in[2];
+    struct manifests_result res;
+    char err[512];
+    assert_int_equal(run(in, texts, 2, MANIFESTS_OUT_YAML, &res, err, sizeof err), -EINVAL);
+    assert_int_equal(strncmp(err, "b.yaml: document 2, line ", 25), 0);
+    assert_null(strchr(err, '\n'));
+    assert_null(res.out);
+    assert_null(res.report);
+    assert_null(in[0].out);
+    assert_null(in[1].out);
+    manifests_free(in, 2, &res);
+
+    /* an empty input is an empty output */
+    assert_int_equal(run(in, (const char *[]){""}, 1, MANIFESTS_OUT_YAML, &res, err, sizeof err),
+                     0);
+    assert_int_equal(res.outlen, 0);
+    assert_false(in[0].changed);
+    manifests_free(in, 1, &res);
+}
+
+/* A second run over the first's output changes nothing (the sidecar is
+ * there: unchanged), in every output mode's sense. */
+static void test_second_run_changes_nothing(void **state)
+{
+    (void)state;
+    struct manifests_input in[1], again[1];
+    struct manifests_result res, res2;
+    char err[512];
+    assert_int_equal(
+        run(in, (const char *[]){DEPLOYMENT("")}, 1, MANIFESTS_OUT_YAML, &res, err, sizeof err), 0);
+    assert_int_equal(
+        run(again, (const char *[]){res.out}, 1, MANIFESTS_OUT_YAML, &res2, err, sizeof err), 0);
+    assert_false(again[0].changed);
+    assert_string_equal(res2.out, res.out);
+    assert_true(has_line(res2.report, "deployment/web unchanged: already injected"));
+    manifests_free(again, 1, &res2);
+    manifests_free(in, 1, &res);
+}
+
+int main(void)
+{
+    setup_log();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_list_items_and_bom),
+        cmocka_unit_test(test_joins_and_separators),
+        cmocka_unit_test(test_json_inputs),
+        cmocka_unit_test(test_all_or_nothing),
+        cmocka_unit_test(test_second_run_changes_nothing),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
