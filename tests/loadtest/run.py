@@ -13,7 +13,7 @@ arguments are the current injector's, so REF must accept them), and checks
 the thresholds below: the same actions, latency not worse beyond a floor,
 memory not worse beyond a floor.
 
-Usage: run.py --binary build/reload-agent [-k SUBSTRING] [--old REF] [--out DIR]
+Usage: run.py --binary build/reload-agent [-k SUBSTRING[,SUBSTRING...]] [--old REF] [--out DIR]
 """
 import argparse
 import datetime
@@ -49,6 +49,11 @@ AB = ["s1_burst", "s2_fanout", "s8_large"]
 # its floor is wide; memory is the agent's own.
 AB_LATENCY = (1.25, 10.0)   # p50 <= old * 1.25 + 10 s
 AB_RSS = (1.2, 512)          # max RSS <= old * 1.2 + 512 KiB
+
+
+def selected(k, name):
+    """-k: comma-separated substrings; a scenario runs when one matches."""
+    return any(part in name for part in k.split(",")) if k else True
 
 
 def old_image(c, ref):
@@ -142,7 +147,7 @@ def main():
     lock = e2e_run.lock_cluster()  # noqa: F841
     c = lib.Cluster(e2e_run.cluster_env(), os.path.abspath(a.binary))
     c.ensure_webhook()
-    if "peers" in "".join(n for n in ORDER if a.k in n):
+    if any(selected(a.k, n) for n in ORDER if "peers" in n):
         peers_images(c)
     procs = measure.Procs(c)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -151,7 +156,7 @@ def main():
     results = []
     t0 = time.monotonic()
     for name in ORDER:
-        if a.k not in name:
+        if not selected(a.k, name):
             continue
         fn = getattr(scenarios, name)
         ts = time.monotonic()
@@ -164,13 +169,14 @@ def main():
             results.append(x)
             print("loadtest: %s %s in %.0f s" % (x["scenario"], "passed" if x.get("pass") else "FAILED",
                                                  x["duration_s"]), flush=True)
-            if "error" in x:
-                print(x["error"], flush=True)
+            for key in ("error", "note"):
+                if key in x:
+                    print(x[key], flush=True)
     pairs = []
     if a.old:
         tag, sha = old_image(c, a.old)
         for name in AB:
-            if a.k not in name:
+            if not selected(a.k, name):
                 continue
             new = next((r for r in results if r.get("build") == "current" and
                         r.get("scenario", "").lower().split(" ")[0] == name.split("_")[0]), None)

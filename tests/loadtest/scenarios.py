@@ -107,9 +107,11 @@ def signal_fleet(env, n, cm="site", name="web", ann_extra=None, replicas=1):
     return wait_pods(env, None, n * replicas)
 
 
-def edit_and_measure(env, cm, body, pods, t_start):
+def edit_and_measure(env, cm, body, pods, t_start, conf=None):
+    """Writes site.conf of ConfigMap cm as (conf or apps.site_conf)(body);
+    waits until every pod serves body at /. Returns (t0, got, missing)."""
     t0 = time.time()
-    env.apply(apps.configmap(cm, {"site.conf": apps.site_conf(body)}))
+    env.apply(apps.configmap(cm, {"site.conf": (conf or apps.site_conf)(body)}))
     got, missing = measure.wait_served(targets(pods), body, t0, T_SYNC)
     return t0, got, missing
 
@@ -554,21 +556,24 @@ def s10_mixed(c, procs):
     pods = wait_pods(env, None, 1)
     settle(env, pods, 5)
     gen0 = env.get("deployment", "web")["metadata"]["generation"]
-    t0, got, missing = edit_and_measure(env, "site", "v1", pods, None)
+    t0, got, missing = edit_and_measure(env, "site", "v1", pods, None, conf=_site_with_secret)
     time.sleep(5)
     in_place = env.get("deployment", "web")["metadata"]["generation"] == gen0
     acts, chg, errs = agent_counts(env, pods)
     t1 = time.time()
     env.apply(_secret("sec", "s1"))
     deadline = time.monotonic() + T_SYNC + 120
-    rolled_at = None
+    rolled_at, seen = None, "the Deployment never rolled"
     while time.monotonic() < deadline:
         if rolled(env, "web", gen0 + 1, 1):
             ps = env.ready_pods("app=web")
-            if len(ps) == 1 and lib.http_get("http://%s:%d/secret" % (ps[0]["status"]["podIP"],
-                                                                   apps.PORT))[1].strip() == "s1":
-                rolled_at = time.time() - t1
-                break
+            seen = "%d ready pods" % len(ps)
+            if len(ps) == 1:
+                st, body = lib.http_get("http://%s:%d/secret" % (ps[0]["status"]["podIP"], apps.PORT))
+                seen = "the rolled pod's /secret answered %s %r" % (st, body[:80])
+                if st == 200 and body.strip() == "s1":
+                    rolled_at = time.time() - t1
+                    break
         time.sleep(1)
     time.sleep(15)
     gens = env.get("deployment", "web")["metadata"]["generation"] - gen0
@@ -579,6 +584,8 @@ def s10_mixed(c, procs):
                latency_s=measure.summary(list(got.values()) + ([rolled_at] if rolled_at else [])),
                api=measure.api_requests(c, t0, time.time(), [env.ns]), changes=2,
                resources=measure.resources(procs.container_pids(env.pods(None), lib.AGENT_CONTAINER)))
+    if rolled_at is None:
+        r["note"] = "Secret edit: " + seen
     env.cleanup()
     return r
 
