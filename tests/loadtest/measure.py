@@ -9,6 +9,7 @@ import concurrent.futures
 import os
 import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -118,3 +119,38 @@ def wait_served(targets, want, t0, timeout, interval=0.2):
                     got[n] = now - t0
             time.sleep(interval)
     return got, [n for n, _ in targets if n not in got]
+
+
+class Swaps:
+    """When the kubelet swapped a pod's ConfigMap volume: a thread polls the
+    volume's ..data link on the node (STATE/kubelet/pods/UID/volumes/...)
+    every 50 ms and records (time, target) at each change, so a tool's
+    latency splits into the kubelet's part and its own. stop() ends it."""
+
+    def __init__(self, cluster, pod, volume):
+        self.path = os.path.join(cluster.env["STATE"], "kubelet", "pods", pod["metadata"]["uid"], "volumes",
+                                 "kubernetes.io~configmap", volume, "..data")
+        self.seen = []
+        self.done = threading.Event()
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def _run(self):
+        last = None
+        while not self.done.wait(0.05):
+            try:
+                cur = os.readlink(self.path)
+            except OSError:
+                continue
+            if cur != last:
+                if last is not None:
+                    self.seen.append((time.time(), cur))
+                last = cur
+
+    def first_after(self, t0):
+        """The time of the first swap after t0, or None."""
+        return next((t for t, _ in list(self.seen) if t >= t0), None)
+
+    def stop(self):
+        self.done.set()
+        self.t.join(5)

@@ -137,6 +137,22 @@ def table(results):
     return "\n".join(rows) + "\n"
 
 
+def peers_table(results):
+    """The peers side by side: apply -> used, and the part after the
+    kubelet's swap of the pod's volume (the tool's own)."""
+    rows = ["| tool | edits | reloads | apply → used p50 / max (s) | of which after the kubelet's swap p50 / max (s) "
+            "| RSS max (KiB) | CPU (ms) |", "|---|---|---|---|---|---|---|"]
+    f = lambda d, k: "%.2f" % d[k] if isinstance((d or {}).get(k), (int, float)) else "-"  # noqa: E731
+    for r in results:
+        if "own_latency_s" not in r:
+            continue
+        lat, own, res = r.get("latency_s") or {}, r.get("own_latency_s") or {}, r.get("resources") or {}
+        rows.append("| %s | %s | %s | %s / %s | %s / %s | %s | %s |" % (
+            r["scenario"].split(": ", 1)[-1], r.get("changes"), r.get("actions"), f(lat, "p50"), f(lat, "max"),
+            f(own, "p50"), f(own, "max"), res.get("rss_kib_max", "-"), res.get("cpu_ms_total", "-")))
+    return "\n".join(rows) + "\n" if len(rows) > 2 else ""
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--binary", required=True)
@@ -193,6 +209,8 @@ def main():
                 pairs.append((new, old))
             print("loadtest: A/B %s: %s" % (name, ab_verdict(new, old)[0] if new else "no current run"), flush=True)
     md = "# reload-agent load suite, %s\n\n%s" % (stamp, table(results))
+    if peers_table(results):
+        md += "\nThe peers on one Prometheus each, the same edits at the same moment:\n\n" + peers_table(results)
     if pairs:
         md += "\nA/B against %s:\n\n%s" % (a.old, ab_table(pairs))
     md += "\nNot measured here:\n\n" + "".join("- %s: %s\n" % kv for kv in UNAVAILABLE.items())

@@ -724,7 +724,9 @@ def s_peers(c, procs, edits=3):
     pods = {tool: wait_pods(env, "app=" + tool, 1)[0] for tool in PEERS}
     time.sleep(20)
     base = {tool: prom_reloads(env, p["metadata"]["name"]) for tool, p in pods.items()}
+    swaps = {tool: measure.Swaps(c, env.get("pod", p["metadata"]["name"]), "config") for tool, p in pods.items()}
     lat = {tool: [] for tool in PEERS}
+    own = {tool: [] for tool in PEERS}  # used - the kubelet's swap: the tool's own part
     lost = {tool: 0 for tool in PEERS}
     t_start = time.time()
     for i in range(1, edits + 1):
@@ -736,12 +738,18 @@ def s_peers(c, procs, edits=3):
         while pending and time.monotonic() < deadline:
             for tool in list(pending):
                 if loaded(pods[tool]["status"]["podIP"], "v%d" % i):
-                    lat[tool].append(time.time() - t0)
+                    now = time.time()
+                    lat[tool].append(now - t0)
+                    swapped = swaps[tool].first_after(t0)
+                    if swapped is not None:
+                        own[tool].append(now - swapped)
                     pending.discard(tool)
             time.sleep(0.2)
         for tool in pending:
             lost[tool] += 1
         time.sleep(5)
+    for w in swaps.values():
+        w.stop()
     out = []
     for tool, (_, _, cname) in PEERS.items():
         p = env.get("pod", pods[tool]["metadata"]["name"])
@@ -749,7 +757,7 @@ def s_peers(c, procs, edits=3):
         n = prom_reloads(env, p["metadata"]["name"]) - base[tool]
         out.append(result("peers: " + tool, "Prometheus, %d edits" % edits, expected_actions=edits, actions=n,
                           lost=lost[tool], duplicated=max(0, n - edits),
-                          latency_s=measure.summary(lat[tool]),
+                          latency_s=measure.summary(lat[tool]), own_latency_s=measure.summary(own[tool]),
                           api=measure.api_requests(c, t_start, time.time(), [env.ns]) if tool == "reload-agent" else {},
                           changes=edits, resources=measure.resources(pids)))
     env.cleanup()
