@@ -189,6 +189,9 @@ def test_watch_faults_recover(env):
     def watches(name):
         return [o for o in status(a)["objects"] if o["name"] == name][0]
 
+    # the drop must find both streams open at the server (under ASan the
+    # watch requests can still be on their way after fast-sync-start)
+    wait_until(lambda: len(fake.ctl("GET", "/watches")[1]) == 2, 15, "both watches open at the fake")
     before = watches("site")["watches"]
     fake.ctl("POST", "/watch", {"action": "drop"})
     wait_until(lambda: watches("site")["watches"] > before and watches("site")["streaming"], 15,
