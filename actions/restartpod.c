@@ -24,24 +24,11 @@ static void record_path(const char *dir, const char *name, char *out, size_t n)
     snprintf(out, n, "%s%s%s", dir, l && dir[l - 1] == '/' ? "" : "/", name);
 }
 
-static int write_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0) return -errno;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 int restartpod_record_write(const char *dir, const struct restartpod_record *r, char *err,
                             size_t errlen)
 {
-    char path[4096], tmp[4200];
+    char path[4096];
     record_path(dir, RESTARTPOD_RECORD_FILE, path, sizeof path);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "time_ms", (double)r->time_ms);
     cJSON_AddNumberToObject(o, "exit_code", r->exit_code);
@@ -50,15 +37,7 @@ int restartpod_record_write(const char *dir, const struct restartpod_record *r, 
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     if (!s) ra_oom();
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600), rc = 0;
-    if (fd < 0) rc = -errno;
-    if (rc == 0) rc = write_all(fd, s, strlen(s));
-    if (fd >= 0 && close(fd) < 0 && rc == 0) rc = -errno;
-    if (rc == 0 && rename(tmp, path) < 0) rc = -errno;
-    if (rc < 0) {
-        snprintf(err, errlen, "cannot write %s: %s", path, strerror(-rc));
-        (void)unlink(tmp);
-    }
+    int rc = ra_write_file_atomic(path, s, strlen(s), 0600, err, errlen);
     free(s);
     return rc;
 }

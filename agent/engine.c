@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "actions/action.h"
+#include "agent/appliedstate.h"
 #include "agent/metrics.h"
 #include "base/backoff.h"
 #include "base/log.h"
@@ -50,6 +51,8 @@ struct engine {
     int holding;
     uint64_t hold_since_ms;
     int pod_restarted; /* engine_pod_restarted: every container started with the baseline */
+    int state_read;    /* the first engine_start read --state-dir's applied state */
+    int state_warned;  /* a failed save of the applied state was logged */
     uint64_t attempt_start_ns;
     const char *last_action;
     const char *last_result;
@@ -147,6 +150,8 @@ static void arm_retry(struct engine *e)
 }
 
 /* One action of the current attempt finished (action_done). */
+static void save_state(struct engine *e);
+
 static void part_done(void *ud, enum action action, const struct action_result *res)
 {
     struct engine *e = ud;
@@ -172,6 +177,7 @@ static void part_done(void *ud, enum action action, const struct action_result *
         hash_manifest_free(&e->applied);
         e->applied = e->inflight_target;
         memset(&e->inflight_target, 0, sizeof e->inflight_target);
+        save_state(e);
         e->failed_mask = 0;
         e->attempt = 0;
     } else {
@@ -383,11 +389,65 @@ static void applied_restart_pod_files(struct engine *e, const struct hash_manife
     free(v);
 }
 
+/* --state-dir's applied state, at the first start of this process: 1 when
+ * the previous agent of this pod left one, now e->applied (its diff to the
+ * baseline is what changed while no agent watched), else 0. Not after a
+ * pod restart (every container started with the baseline) nor with
+ * --on-start reload (which acts on the baseline anyway). */
+static int read_state(struct engine *e, const struct hash_manifest *baseline)
+{
+    const char *dir = e->cfg->state_dir;
+    int first = !e->state_read;
+    e->state_read = 1;
+    if (!first || !dir || !*dir || e->pod_restarted || e->cfg->on_start == ON_START_RELOAD)
+        return 0;
+    struct hash_manifest rec;
+    char err[4600];
+    int rc = appliedstate_load(dir, &rec, err, sizeof err);
+    if (rc < 0) log_warn("%s; taking the content found at start as applied", err);
+    if (rc <= 0) return 0;
+    hash_manifest_free(&e->applied);
+    e->applied = rec;
+    if (memcmp(rec.total, baseline->total, HASH_LEN) != 0) {
+        char was[HASH_HEX_LEN + 1], now[HASH_HEX_LEN + 1];
+        hash_hex(rec.total, was);
+        hash_hex(baseline->total, now);
+        struct log_rec r;
+        if (log_rec_begin(&r, RA_LOG_INFO, "applied-state")) {
+            log_rec_str(&r, "applied", was);
+            log_rec_str(&r, "hash", now);
+            log_rec_end(&r,
+                        "the content changed while no agent watched it (the previous agent of "
+                        "this pod applied %.12s, found %.12s): acting on the change",
+                        was, now);
+        }
+    }
+    return 1;
+}
+
+/* Writes the applied state into --state-dir (when set), for the agent that
+ * may start again in this pod. A failure is logged once. */
+static void save_state(struct engine *e)
+{
+    const char *dir = e->cfg->state_dir;
+    char err[4400];
+    if (!dir || !*dir) return;
+    if (appliedstate_save(dir, &e->applied, err, sizeof err) < 0) {
+        if (!e->state_warned)
+            log_warn("%s; an agent restarted in this pod may miss a change made meanwhile", err);
+        e->state_warned = 1;
+    } else {
+        e->state_warned = 0;
+    }
+}
+
 void engine_start(struct engine *e, const struct hash_manifest *baseline)
 {
     hash_manifest_free(&e->observed);
     if (hash_manifest_copy(baseline, &e->observed) < 0) ra_oom();
-    if (e->cfg->on_start != ON_START_RELOAD || e->pod_restarted) {
+    if (read_state(e, baseline)) {
+        /* applied is the previous agent's; the diff decides */
+    } else if (e->cfg->on_start != ON_START_RELOAD || e->pod_restarted) {
         hash_manifest_free(&e->applied);
         if (hash_manifest_copy(baseline, &e->applied) < 0) ra_oom();
     } else {
@@ -396,6 +456,7 @@ void engine_start(struct engine *e, const struct hash_manifest *baseline)
          * agent restarted); restarting would only loop */
         applied_restart_pod_files(e, baseline);
     }
+    save_state(e);
     e->started = 1;
     schedule(e);
 }

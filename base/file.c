@@ -127,3 +127,35 @@ int ra_read_file(const char *path, size_t max, char **buf, size_t *len, char *er
 {
     return ra_read_file_st(path, max, buf, len, NULL, err, errlen);
 }
+
+static int write_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) return -errno;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int ra_write_file_atomic(const char *path, const void *data, size_t len, unsigned mode, char *err,
+                         size_t errlen)
+{
+    char tmp[4200];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
+        if (errlen) snprintf(err, errlen, "cannot write %s: the path is too long", path);
+        return -ENAMETOOLONG;
+    }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, (mode_t)mode), rc = 0;
+    if (fd < 0) rc = -errno;
+    if (rc == 0) rc = write_all(fd, data, len);
+    if (fd >= 0 && close(fd) < 0 && rc == 0) rc = -errno;
+    if (rc == 0 && rename(tmp, path) < 0) rc = -errno;
+    if (rc < 0) {
+        if (errlen) snprintf(err, errlen, "cannot write %s: %s", path, strerror(-rc));
+        (void)unlink(tmp);
+    }
+    return rc;
+}

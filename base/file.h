@@ -34,6 +34,15 @@ int ra_read_file(const char *path, size_t max, char **buf, size_t *len, char *er
 int ra_read_file_st(const char *path, size_t max, char **buf, size_t *len, struct stat *st,
                     char *err, size_t errlen);
 
+/* Replaces the file at path with len bytes of data, atomically: they are
+ * written to "PATH.tmp" (created with mode, never through a symbolic link),
+ * which is then renamed over path, so a reader sees the old file or the new
+ * one, never a part. Returns 0, or -errno with a one-line reason starting
+ * "cannot write PATH: " in err (errlen bytes); the temporary file is removed
+ * on failure. Blocking: for small files on a local directory (emptyDir). */
+int ra_write_file_atomic(const char *path, const void *data, size_t len, unsigned mode, char *err,
+                         size_t errlen);
+
 /* What a file type (st_mode & S_IFMT) is called in errors: "a FIFO",
  * "a character device", "a block device", "a socket", "a directory",
  * "a symbolic link", "a regular file", "an unknown file type". Static. */

@@ -230,8 +230,10 @@ static const struct opt_def OPTIONS[] = {
      "--restart-pod-exit-code.",
      CHECKED(check_restart_rules)},
     {"state-dir", OPT_STR, NULL, F(state_dir), NULL, 0, "PATH",
-     "A directory that lives as long as the pod (an emptyDir): restart-pod records there why "
-     "it restarted the pod, and the agent that starts again reports it.",
+     "A directory that lives as long as the pod (an emptyDir): the agent keeps there the "
+     "content it last applied, so an agent container that restarts acts on a change made "
+     "while it was away; restart-pod records there why it restarted the pod, and the agent "
+     "that starts again reports it.",
      NO_RANGE},
     {"retry-initial", OPT_DURATION, "500ms", F(retry_initial_ns), NULL, 0, "DURATION",
      "First retry delay after a failed action; doubles per failure, with jitter.",

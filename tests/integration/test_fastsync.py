@@ -189,6 +189,9 @@ def test_watch_faults_recover(env):
     def watches(name):
         return [o for o in status(a)["objects"] if o["name"] == name][0]
 
+    # the drop must find both streams open at the server (under ASan the
+    # watch requests can still be on their way after fast-sync-start)
+    wait_until(lambda: len(fake.ctl("GET", "/watches")[1]) == 2, 15, "both watches open at the fake")
     before = watches("site")["watches"]
     fake.ctl("POST", "/watch", {"action": "drop"})
     wait_until(lambda: watches("site")["watches"] > before and watches("site")["streaming"], 15,
@@ -214,8 +217,11 @@ def test_watch_faults_recover(env):
     # Table without resourceVersions, is (test_secret_change_and_relist)
     check([v for v in nudge_values(fake, pod) if not v.startswith("list-")] == [rv],
           "nudged for an unchanged object: %r" % nudge_values(fake, pod))
+    # the 503s above logged fast-sync-errors too: wait for the one after
+    # the garbage, never an earlier one
+    seen = len(a.matching("fast-sync-error"))
     fake.ctl("POST", "/watch", {"action": "garbage"})
-    err = a.wait_event("fast-sync-error", timeout=10)[-1]
+    err = a.wait_event("fast-sync-error", count=seen + 1, timeout=10)[seen]
     check("not a JSON object" in err["error"], "error: %r" % err)
     wait_until(lambda: all(o["streaming"] for o in status(a)["objects"]), 20,
                "the watches back after a malformed event")

@@ -1,0 +1,154 @@
+/*
+ * test_appliedstate.c - the applied state in --state-dir (agent/appliedstate.c):
+ * a manifest written and read back folds to the same totals; no record is
+ * 0; every malformed record is -EINVAL with the file named; the write is
+ * atomic (no temporary file is left).
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "agent/appliedstate.h"
+#include "hash/hash.h"
+
+static char g_dir[256];
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(g_dir, sizeof g_dir, "/tmp/ra-test-appliedstate-%d", (int)getpid());
+    return mkdir(g_dir, 0700);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void write_record(const char *text)
+{
+    char path[400];
+    snprintf(path, sizeof path, "%s/%s", g_dir, APPLIEDSTATE_FILE);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void test_round_trip(void **state)
+{
+    (void)state;
+    struct hash_entry v[3] = {
+        {"/etc/app/b.conf", 3, {1, 2, 3}, HASH_CLASS_MAIN},
+        {"/etc/app/a \"quoted\"\nname", 0, {0xff}, HASH_CLASS_MAIN | HASH_CLASS_SUB},
+        {"/etc/app/c", 1u << 20, {0x10, 0x20}, HASH_CLASS_MAIN}};
+    struct hash_manifest m, back;
+    char err[512];
+    assert_int_equal(hash_manifest_from_entries(v, 3, &m), 0);
+    assert_int_equal(appliedstate_save(g_dir, &m, err, sizeof err), 0);
+    assert_int_equal(appliedstate_load(g_dir, &back, err, sizeof err), 1);
+    assert_int_equal(back.n, 3);
+    assert_int_equal(back.nsub, 1);
+    assert_memory_equal(back.total, m.total, HASH_LEN);
+    assert_memory_equal(back.sub, m.sub, HASH_LEN);
+    for (size_t i = 0; i < 3; i++) {
+        assert_string_equal(back.v[i].path, m.v[i].path);
+        assert_int_equal(back.v[i].size, m.v[i].size);
+        assert_memory_equal(back.v[i].digest, m.v[i].digest, HASH_LEN);
+    }
+    char tmp[400];
+    snprintf(tmp, sizeof tmp, "%s/%s.tmp", g_dir, APPLIEDSTATE_FILE);
+    assert_int_equal(access(tmp, F_OK), -1);
+    hash_manifest_free(&back);
+    /* an empty manifest is a record too (nothing was mounted) */
+    struct hash_manifest empty;
+    assert_int_equal(hash_manifest_from_entries(NULL, 0, &empty), 0);
+    assert_int_equal(appliedstate_save(g_dir, &empty, err, sizeof err), 0);
+    assert_int_equal(appliedstate_load(g_dir, &back, err, sizeof err), 1);
+    assert_int_equal(back.n, 0);
+    assert_memory_equal(back.total, empty.total, HASH_LEN);
+    hash_manifest_free(&back);
+    hash_manifest_free(&empty);
+    hash_manifest_free(&m);
+}
+
+static void test_no_record(void **state)
+{
+    (void)state;
+    struct hash_manifest back;
+    char err[512] = "";
+    assert_int_equal(appliedstate_load(g_dir, &back, err, sizeof err), 0);
+    assert_int_equal(back.n, 0);
+    assert_string_equal(err, "");
+}
+
+static void test_malformed(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {
+        "",
+        "not json",
+        "[]",
+        "{\"files\":[]}",
+        "{\"version\":2,\"files\":[]}",
+        "{\"version\":1,\"files\":{}}",
+        "{\"version\":1,\"files\":[{\"path\":\"/a\",\"size\":1,\"classes\":1}]}",
+        "{\"version\":1,\"files\":[{\"path\":\"/a\",\"size\":1,\"sha256\":\"00\",\"classes\":1}]}",
+        "{\"version\":1,\"files\":[{\"path\":\"\",\"size\":1,\"sha256\":"
+        "\"0000000000000000000000000000000000000000000000000000000000000000\",\"classes\":1}]}",
+        "{\"version\":1,\"files\":[{\"path\":\"/a\",\"size\":-1,\"sha256\":"
+        "\"0000000000000000000000000000000000000000000000000000000000000000\",\"classes\":1}]}",
+        "{\"version\":1,\"files\":[{\"path\":\"/a\",\"size\":1,\"sha256\":"
+        "\"000000000000000000000000000000000000000000000000000000000000000G\",\"classes\":1}]}",
+        "{\"version\":1,\"files\":[{\"path\":\"/a\",\"size\":1,\"sha256\":"
+        "\"0000000000000000000000000000000000000000000000000000000000000000\",\"classes\":0}]}",
+        /* two entries with one path */
+        "{\"version\":1,\"files\":[{\"path\":\"/a\",\"size\":1,\"sha256\":"
+        "\"0000000000000000000000000000000000000000000000000000000000000000\",\"classes\":1},"
+        "{\"path\":\"/a\",\"size\":1,\"sha256\":"
+        "\"0000000000000000000000000000000000000000000000000000000000000000\",\"classes\":1}]}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct hash_manifest back;
+        char err[512] = "";
+        write_record(bad[i]);
+        assert_int_equal(appliedstate_load(g_dir, &back, err, sizeof err), -EINVAL);
+        assert_non_null(strstr(err, APPLIEDSTATE_FILE));
+        assert_non_null(strstr(err, "not the applied state"));
+        assert_int_equal(back.n, 0);
+    }
+}
+
+static void test_unwritable_dir_is_named(void **state)
+{
+    (void)state;
+    struct hash_manifest m;
+    char err[512] = "";
+    assert_int_equal(hash_manifest_from_entries(NULL, 0, &m), 0);
+    assert_true(appliedstate_save("/nonexistent-ra-dir", &m, err, sizeof err) < 0);
+    assert_non_null(strstr(err, "/nonexistent-ra-dir/" APPLIEDSTATE_FILE));
+    hash_manifest_free(&m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_no_record, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_malformed, setup, teardown),
+        cmocka_unit_test(test_unwritable_dir_is_named),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
