@@ -173,15 +173,16 @@ bench: deps
 	python3 tests/bench/injectbench.py --binary $(BUILD)/reload-agent
 	python3 tests/bench/webhookbench.py --binary $(BUILD)/reload-agent
 	python3 tests/bench/webhookworst.py --binary $(BUILD)/reload-agent
+	python3 tests/bench/memory.py --binary $(BUILD)/reload-agent --tools $(BUILD)/tools
+	python3 tests/bench/propagation.py --binary $(BUILD)/reload-agent
 	python3 tests/bench/fastsync.py --binary $(BUILD)/reload-agent
+	python3 tests/bench/restartstorm.py --binary $(BUILD)/reload-agent
 
 # Fast sync against the kubelet's defaults on the real cluster alone
 # (tests/cluster/, root; about 30 minutes for 20 edits).
 bench-fastsync: deps
 	$(MAKE) all
 	python3 tests/bench/fastsync.py --binary $(BUILD)/reload-agent
-	python3 tests/bench/memory.py --binary $(BUILD)/reload-agent --tools $(BUILD)/tools
-	python3 tests/bench/propagation.py --binary $(BUILD)/reload-agent
 
 image-test: deps
 	$(MAKE) all
