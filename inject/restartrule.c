@@ -32,6 +32,23 @@
 
 #include "actions/restartrules.h"
 
+int inject_parse_kube_version(const char *s, int *minor)
+{
+    if (!s) return -EINVAL;
+    if (*s == 'v') s++;
+    if (strncmp(s, "1.", 2) != 0) return -EINVAL;
+    s += 2;
+    int n = 0, digits = 0;
+    for (; *s >= '0' && *s <= '9' && digits < 4; s++, digits++) n = n * 10 + (*s - '0');
+    /* after the minor: the end, or ".PATCH" and anything a build appends */
+    if (!digits || digits > 3 || (*s && *s != '.') ||
+        (s[0] == '.' && !(s[1] >= '0' && s[1] <= '9')))
+        return -EINVAL;
+    if (n < 20) return -EINVAL; /* no release before native sidecars is a target */
+    *minor = n;
+    return 0;
+}
+
 int inject__kube_minor(const struct inject__ctx *x)
 {
     return x->opts->kube_minor > 0 ? x->opts->kube_minor : INJECT_KUBE_MINOR_DEFAULT;
@@ -42,10 +59,9 @@ int inject__plan_restart_pod(struct inject__ctx *x, int code, char *rules, size_
     int minor = inject__kube_minor(x);
     if (minor < INJECT__KUBE_MINOR_RESTART_ALL) {
         snprintf(x->err, x->errlen,
-                 "restart-pod needs the sidecar's restartPolicyRules action RestartAllContainers "
-                 "(KEP-5532), on by default from Kubernetes 1.%d; the API server of 1.%d "
-                 "(--kube-version) rejects the pod",
-                 INJECT__KUBE_MINOR_RESTART_ALL, minor);
+                 "restart-pod: Kubernetes 1.%d (--kube-version) rejects restartPolicyRules on "
+                 "the sidecar; RestartAllContainers (KEP-5532) is on by default from 1.%d",
+                 minor, INJECT__KUBE_MINOR_RESTART_ALL);
         return 0;
     }
     restartrules_for_code(code, rules, n);
@@ -80,10 +96,9 @@ static void check_own_rules(struct inject__ctx *x, const struct inject__app *app
     cJSON_free(json);
     if (v == RESTARTRULES_RESTART || v == RESTARTRULES_RESTART_ALL) return;
     inject__warn(x,
-                 "container %s has restartPolicyRules of its own, which do not restart it on exit "
-                 "code %d (%s): the restart action would end it; add {action: Restart, exitCodes: "
-                 "{operator: In, values: [%d]}}",
-                 app->name, code, v < 0 ? why : "no rule restarts it", code);
+                 "container %s's own restartPolicyRules do not restart it on exit code %d: the "
+                 "restart action would end it",
+                 app->name, code);
 }
 
 int inject__plan_app_rule(struct inject__ctx *x, const struct inject__app *app, int signo,
@@ -110,10 +125,9 @@ int inject__plan_app_rule(struct inject__ctx *x, const struct inject__app *app, 
     int minor = inject__kube_minor(x);
     if (minor < INJECT__KUBE_MINOR_RESTART_RULES) {
         inject__warn(x,
-                     "restart: container %s ends when the restart signal stops it (restartPolicy "
-                     "%.20s); its restartPolicyRules (KEP-5307) need Kubernetes 1.%d, this is 1.%d "
-                     "(--kube-version): not added",
-                     app->name, policy, INJECT__KUBE_MINOR_RESTART_RULES, minor);
+                     "restart: Kubernetes 1.%d (--kube-version) has no restartPolicyRules (1.%d+): "
+                     "container %s (restartPolicy %.20s) ends when restarted",
+                     minor, INJECT__KUBE_MINOR_RESTART_RULES, app->name, policy);
         return 0;
     }
     if (sscanf(app->path, "spec.containers[%d]", &r->index) != 1) r->index = -1;

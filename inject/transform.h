@@ -136,6 +136,13 @@ int inject_object(const cJSON *obj, const struct inject_opts *opts, struct injec
 cJSON *inject_annotation_op(const cJSON *meta, const char *prefix, const char *key,
                             const char *value);
 
+/* The minor version of a Kubernetes version as the CLI and the webhook
+ * take it (--kube-version): "1.35", "v1.35", "1.35.2", "v1.36.3-gke.1"
+ * (what `kubectl version` and Helm's .Capabilities.KubeVersion print).
+ * Returns 0 with *minor set, or -EINVAL for anything else (another major
+ * than 1, a minor below 20 or above 999, a missing dot). */
+int inject_parse_kube_version(const char *s, int *minor);
+
 /* Frees what *r owns and zeroes it. Safe on a zeroed result. */
 void inject_result_free(struct inject_result *r);
 

@@ -426,6 +426,26 @@ static void test_restart_rule_types(void **state)
     }
 }
 
+/* --kube-version: what kubectl and Helm print, and nothing else. */
+static void test_parse_kube_version(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *s;
+        int minor; /* -1: refused */
+    } T[] = {{"1.35", 35},         {"v1.36", 36},  {"1.36.3", 36}, {"v1.36.3-gke.100", 36},
+             {"v1.37.0+k3s1", 37}, {"1.100", 100}, {"2.1", -1},    {"1.", -1},
+             {"1.x", -1},          {"1.35x", -1},  {"1.35.", -1},  {"v1.19.0", -1},
+             {"1.1234", -1},       {"", -1},       {"35", -1},     {" 1.35", -1}};
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
+        int minor = 0, rc = inject_parse_kube_version(T[i].s, &minor);
+        if ((rc == 0 ? minor : -1) != T[i].minor)
+            print_error("\"%s\": rc %d minor %d, want %d\n", T[i].s, rc, minor, T[i].minor);
+        assert_int_equal(rc == 0 ? minor : -1, T[i].minor);
+    }
+    assert_int_equal(inject_parse_kube_version(NULL, &(int){0}), -EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -436,6 +456,7 @@ int main(void)
         cmocka_unit_test(test_restart_rule_on_app),
         cmocka_unit_test(test_restart_rule_left_alone),
         cmocka_unit_test(test_restart_rule_types),
+        cmocka_unit_test(test_parse_kube_version),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
