@@ -11,7 +11,9 @@
  * container named reload-agent that was not injected, hostPID, a non-Linux
  * spec.os, already injected (reinvocation), then the plan: env volumes,
  * mirrors, the configuration (a sidecar that would exit 2 is never
- * injected), the sidecar's settings, identity, token.
+ * injected; restart-pod's rule, refused where the cluster would reject it),
+ * the sidecar's settings, identity, token, restart's rule on the app
+ * (restartrule.c).
  *
  * Fields are read where they are used, each type-checked (a wrong type is
  * -EINVAL naming its path); an object that is not opted in is not looked

@@ -250,7 +250,9 @@ def test_restart_in_place_keeps_a_job(env):
     name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
     env.wait_agent_event(name, "ready", 60)
     # A first edit: the agent restarts the app, which reads the new task and
-    # waits again; a second one ends it.
+    # waits again; a second one ends it (the app sees "done" and exits 0, or
+    # the agent's SIGTERM comes first and the run after it does: either way
+    # the Job completes in this pod).
     env.apply(apps.configmap("task", {"task": "wait", "round": "2"}))
     wait_until(lambda: work_restarts(env.get("pod", name)) >= 1, 240, "the app to restart in place")
     st = [cs for cs in env.get("pod", name)["status"]["containerStatuses"] if cs["name"] == "work"][0]
@@ -265,8 +267,10 @@ def test_restart_in_place_keeps_a_job(env):
     pods = env.pods("job-name=crawl")
     check([q["metadata"]["uid"] for q in pods] == [uid], "the Job ran other pods: %r"
           % [q["metadata"]["name"] for q in pods])
-    runs = env.kubectl("logs", name, "-c", "work", "--previous") + env.kubectl("logs", name, "-c", "work")
-    check(runs.count("run ") >= 2 and "finished" in runs, "the app's runs: %r" % runs)
+    # The kubelet keeps the log of the last run only (it removes older dead
+    # containers): that run read the final task and ended the Job itself.
+    last_run = env.kubectl("logs", name, "-c", "work")
+    check(": done" in last_run and "finished" in last_run, "the app's last run: %r" % last_run)
     check(work_restarts(env.get("pod", name)) >= 1, "the app never restarted")
     env.log("the Job completed in its one pod after %d in-place restart(s)" % work_restarts(env.get("pod", name)))
 
