@@ -24,7 +24,9 @@
 
 #define INJECT_MAX_INPUT (256u << 20) /* bytes per input */
 
-enum { F_FILE = 1, F_ALL, F_OUTPUT, F_IN_PLACE, F_IMAGE };
+enum { F_FILE = 1, F_ALL, F_OUTPUT, F_IN_PLACE, F_IMAGE, F_KUBE_VERSION };
+
+_Static_assert(INJECT_KUBE_MINOR_DEFAULT == 36, "--kube-version's help names the default");
 
 static const char *const OUTPUTS[] = {"yaml", "json", "patch", NULL};
 
@@ -44,12 +46,17 @@ static const struct flag_def FLAGS[] = {
      "a file changed meanwhile or with hard links is refused"},
     {F_IMAGE, "image", 0, FLAG_STR, "IMAGE", NULL,
      "the sidecar image (default " INJECT_DEFAULT_IMAGE ")"},
+    {F_KUBE_VERSION, "kube-version", 0, FLAG_STR, "VERSION", NULL,
+     "the Kubernetes version of the target cluster, e.g.\n"
+     "1.35 (default 1.36): restart-pod is refused below\n"
+     "1.36, restart's rule on the app left out below 1.35"},
 };
 
 static const struct flags_cmd CMD = {
     .name = "inject",
     .usage = "usage: reload-agent inject [-f FILE|DIR|-]... [FILE|DIR|-]... [--all]\n"
              "                           [--output yaml|json|patch] [-i] [--image IMAGE]\n"
+             "                           [--kube-version VERSION]\n"
              "\n"
              "Adds the reload-agent sidecar to the workloads of Kubernetes manifests\n"
              "(Pod, Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, CronJob, Argo\n"
@@ -410,6 +417,13 @@ static int on_arg(void *ud, const struct flag_def *def, const char *val, int cho
     case F_ALL: a->o.inject.all = 1; return 0;
     case F_IN_PLACE: a->in_place = 1; return 0;
     case F_OUTPUT: a->o.output = outputs[choice]; return 0;
+    case F_KUBE_VERSION:
+        if (inject_parse_kube_version(val, &a->o.inject.kube_minor) < 0)
+            return flags_usage_error(&CMD,
+                                     "--kube-version: \"%s\" is not a Kubernetes version "
+                                     "(want 1.N or v1.N.P)",
+                                     val);
+        return 0;
     case F_IMAGE:
         if (!*val) return flags_usage_error(&CMD, "--image needs a value");
         a->o.inject.image = val;

@@ -19,6 +19,7 @@
 #include "base/addr.h"
 #include "base/log.h"
 #include "config/value.h"
+#include "inject/transform.h"
 #include "webhook/server.h"
 #include "webhook/whmetrics.h"
 
@@ -32,7 +33,7 @@ static struct {
     int stopping;
 } W;
 
-enum { F_LISTEN = 1, F_CERT, F_KEY, F_IMAGE, F_SHUTDOWN };
+enum { F_LISTEN = 1, F_CERT, F_KEY, F_IMAGE, F_SHUTDOWN, F_KUBE_VERSION };
 
 static const struct flag_def FLAGS[] = {
     {F_LISTEN, "listen", 0, FLAG_STR, "ADDR:PORT", NULL,
@@ -44,7 +45,13 @@ static const struct flag_def FLAGS[] = {
      "sidecar image (default " INJECT_DEFAULT_IMAGE ")"},
     {F_SHUTDOWN, "shutdown-timeout", 0, FLAG_STR, "DURATION", NULL,
      "how long SIGTERM waits for open requests (default " DEFAULT_SHUTDOWN_TIMEOUT ")"},
+    {F_KUBE_VERSION, "kube-version", 0, FLAG_STR, "VERSION", NULL,
+     "the cluster's Kubernetes version, e.g. 1.35 (default\n"
+     "1.36): below 1.36 restart-pod pods are admitted without\n"
+     "the sidecar, below 1.35 restart's rule on the app is left out"},
 };
+
+_Static_assert(INJECT_KUBE_MINOR_DEFAULT == 36, "--kube-version's help names the default");
 
 static const struct flags_cmd CMD = {
     .name = "webhook",
@@ -68,9 +75,10 @@ static const struct flags_cmd CMD = {
 
 /* What the command line asks for. */
 struct args {
-    const char *listen, *cert, *key, *image, *shutdown;
+    const char *listen, *cert, *key, *image, *shutdown, *kube_version;
     struct flags_log log;
     uint64_t grace_ms;
+    int kube_minor; /* --kube-version's minor, 0 when not given */
 };
 
 static int on_arg(void *ud, const struct flag_def *def, const char *v, int choice)
@@ -83,6 +91,7 @@ static int on_arg(void *ud, const struct flag_def *def, const char *v, int choic
     case F_KEY: a->key = v; break;
     case F_IMAGE: a->image = v; break;
     case F_SHUTDOWN: a->shutdown = v; break;
+    case F_KUBE_VERSION: a->kube_version = v; break;
     }
     return 0;
 }
@@ -98,6 +107,11 @@ static int check_flags(struct args *a)
     struct sockaddr_storage sa;
     if (addr_parse_listen(a->listen, &sa, err, sizeof err) != 0)
         return flags_usage_error(&CMD, "--listen: %s", err);
+    if (a->kube_version && inject_parse_kube_version(a->kube_version, &a->kube_minor) < 0)
+        return flags_usage_error(&CMD,
+                                 "--kube-version: \"%s\" is not a Kubernetes version (want 1.N or "
+                                 "v1.N.P)",
+                                 a->kube_version);
     int64_t ns;
     if (val_duration(a->shutdown, &ns, err, sizeof err) != 0)
         return flags_usage_error(&CMD, "--shutdown-timeout: %s", err);
@@ -155,6 +169,7 @@ static int serve(const struct args *a)
 
     struct webhook_opts o = {.listen = a->listen, .cert_file = a->cert, .key_file = a->key};
     o.inject.image = a->image;
+    o.inject.kube_minor = a->kube_minor;
     enum webhook_fail fail;
     rc = webhook_server_start(&W.loop, &o, &W.srv, &fail, err, sizeof err);
     int status = 0;

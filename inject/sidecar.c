@@ -2,9 +2,10 @@
  * sidecar.c - the injected reload-agent container (transform_int.h): a
  * native sidecar (init container with restartPolicy: Always) with the
  * agent's args, POD_NAME/POD_NAMESPACE from the downward API, small
- * resources, a hardened securityContext and its volumeMounts (mirrors,
- * env volumes, the annotations file, the copied token mount). Key order
- * is fixed, so the operations are byte-stable.
+ * resources, a hardened securityContext, its volumeMounts (mirrors,
+ * env volumes, the annotations file, restart-pod's state directory, the
+ * copied token mount) and, for restart-pod, its restartPolicyRules
+ * (restartrule.c). Key order is fixed, so the operations are byte-stable.
  */
 #include "inject/transform_int.h"
 
@@ -52,7 +53,7 @@ char *inject__nested_ignore(struct inject__ctx *x, const char *path,
 
 char **inject__sidecar_args(struct inject__ctx *x, const struct inject__sidecar *s, size_t *n)
 {
-    size_t cap = 2 * x->nmirrors + x->nenvs + 1, k = 0;
+    size_t cap = 2 * x->nmirrors + x->nenvs + 3, k = 0;
     char **v = calloc(cap, sizeof *v);
     struct inject__names paths;
     if (!v || inject__mirror_paths(x, &paths) < 0) {
@@ -71,6 +72,8 @@ char **inject__sidecar_args(struct inject__ctx *x, const struct inject__sidecar 
     }
     inject__names_free(&paths);
     if (s->events_off) v[k++] = inject__printf(x, "--events=false");
+    if (s->restart_rules) v[k++] = inject__printf(x, "--restart-policy-rules=%s", s->restart_rules);
+    if (s->state_dir) v[k++] = inject__printf(x, "--state-dir=%s", INJECT__STATE_PATH);
     *n = k;
     if (x->oom) {
         inject__args_free(v, k);
@@ -151,6 +154,7 @@ cJSON *inject__sidecar_container(struct inject__ctx *x, const struct inject__sid
     for (size_t i = 0; i < x->nenvs; i++)
         inject__push(x, mounts, inject__mount(x, x->envs[i].volume, x->envs[i].mount_path));
     inject__push(x, mounts, inject__mount(x, INJECT__PODINFO_VOLUME, INJECT__PODINFO_PATH));
+    if (s->state_dir) inject__push(x, mounts, inject__state_mount(x));
     if (s->token_mount) {
         cJSON *tm = cJSON_Duplicate(s->token_mount, 1);
         if (!tm) x->oom = 1;
@@ -158,6 +162,11 @@ cJSON *inject__sidecar_container(struct inject__ctx *x, const struct inject__sid
     }
     inject__add(x, c, "volumeMounts", mounts);
     inject__add(x, c, "restartPolicy", inject__str(x, "Always"));
+    if (s->restart_rules) { /* our own JSON: NULL only when out of memory */
+        cJSON *rules = cJSON_Parse(s->restart_rules);
+        if (!rules) x->oom = 1;
+        inject__add(x, c, "restartPolicyRules", rules);
+    }
     if (x->oom) {
         cJSON_Delete(c);
         return NULL;

@@ -11,7 +11,9 @@
  * container named reload-agent that was not injected, hostPID, a non-Linux
  * spec.os, already injected (reinvocation), then the plan: env volumes,
  * mirrors, the configuration (a sidecar that would exit 2 is never
- * injected), the sidecar's settings, identity, token.
+ * injected; restart-pod's rule, refused where the cluster would reject it),
+ * the sidecar's settings, identity, token, restart's rule on the app
+ * (restartrule.c).
  *
  * Fields are read where they are used, each type-checked (a wrong type is
  * -EINVAL naming its path); an object that is not opted in is not looked
@@ -294,10 +296,12 @@ static int other_os(struct inject__ctx *x, const char *sp, char *why, size_t why
 /* ---- the agent's configuration ---- */
 
 struct effective {
-    unsigned actions;    /* ACTION_BIT set */
-    size_t nwatch;       /* the effective --watch and --env-watch roots */
-    int watch_annotated; /* reload-agent.io/watch replaces the injected --watch */
-    int events_on;       /* reload-agent.io/events is true */
+    unsigned actions;          /* ACTION_BIT set */
+    size_t nwatch;             /* the effective --watch and --env-watch roots */
+    int watch_annotated;       /* reload-agent.io/watch replaces the injected --watch */
+    int events_on;             /* reload-agent.io/events is true */
+    int restart_signal;        /* --restart-signal (restart's rule on the app) */
+    int restart_pod_exit_code; /* --restart-pod-exit-code (the sidecar's rule) */
 };
 
 /* A reload-agent.io/ignore annotation replaces the injected --ignore list
@@ -328,12 +332,17 @@ static void warn_ignore_replaced(struct inject__ctx *x, const struct config *cfg
 
 /* Builds the configuration the sidecar will run with: its args as flags,
  * the template's annotations as the annotation layer (cfg_build, the
- * agent's own parser). Returns 0, 1 with the agent's error in x->err (the
- * sidecar would exit 2), or -ENOMEM. */
+ * agent's own parser). restart-pod is judged with a rule that restarts the
+ * pod on any code (INJECT__RULES_PROBE): the injection then gives the
+ * sidecar the rule for the code the configuration says. Returns 0, 1 with
+ * the agent's error in x->err (the sidecar would exit 2), or -ENOMEM. */
 static int judge_config(struct inject__ctx *x, struct effective *eff)
 {
     memset(eff, 0, sizeof *eff);
-    struct inject__sidecar none = {.run_as_user = -1, .run_as_group = -1, .run_as_asked = -1};
+    struct inject__sidecar none = {.run_as_user = -1,
+                                   .run_as_group = -1,
+                                   .run_as_asked = -1,
+                                   .restart_rules = INJECT__RULES_PROBE};
     size_t nargs = 0;
     char **args = inject__sidecar_args(x, &none, &nargs);
     if (!args) return -ENOMEM;
@@ -356,6 +365,8 @@ static int judge_config(struct inject__ctx *x, struct effective *eff)
     eff->nwatch = cfg.watch.n + cfg.env_watch.n;
     eff->watch_annotated = cfg_layer_get(&annots, "watch") != NULL;
     eff->events_on = cfg_layer_get(&annots, "events") != NULL && cfg.events;
+    eff->restart_signal = cfg.restart_signal;
+    eff->restart_pod_exit_code = cfg.restart_pod_exit_code;
     cfg_free(&cfg);
 out_set:
     free(set.v);
@@ -534,13 +545,15 @@ static const cJSON *token_mount(struct inject__ctx *x, const struct inject__app 
 
 /* ---- the status annotation ---- */
 
-static char *status_json(struct inject__ctx *x)
+/* The status annotation; state: the state emptyDir was added. */
+static char *status_json(struct inject__ctx *x, int state)
 {
     cJSON *st = inject__new_obj(x), *vols = inject__new_arr(x), *mirs = inject__new_arr(x);
     inject__add(x, st, "version", inject__str(x, RA_VERSION));
     inject__add(x, st, "container", inject__str(x, INJECT_CONTAINER));
     inject__push(x, vols, inject__str(x, INJECT__PODINFO_VOLUME));
     for (size_t i = 0; i < x->nenvs; i++) inject__push(x, vols, inject__str(x, x->envs[i].volume));
+    if (state) inject__push(x, vols, inject__str(x, INJECT__STATE_VOLUME));
     for (size_t i = 0; i < x->nmirrors; i++)
         inject__push(x, mirs, inject__str(x, x->mirrors[i].volume));
     inject__add(x, st, "volumes", vols);
@@ -736,8 +749,10 @@ struct fresh {
     struct inject__sidecar s;
     int need_pid; /* signal or restart: the app's UID and its process namespace */
     int rollout;
-    int need_api; /* rollout, or Events asked for */
-    int spn;      /* shareProcessNamespace: -1 absent, 0 false, 1 true */
+    int need_api;                     /* rollout, or Events asked for */
+    int spn;                          /* shareProcessNamespace: -1 absent, 0 false, 1 true */
+    char pod_rules[128];              /* restart-pod: the sidecar's rules (s.restart_rules) */
+    struct inject__app_rule app_rule; /* restart: the app's Restart rule */
 };
 
 /* The plans' steps return 1 to go on, 0 when refused (out says why), <0
@@ -754,6 +769,23 @@ static int plan_volumes(struct inject__ctx *x, struct inject_result *out)
     if (inject__volume(x, INJECT__PODINFO_VOLUME))
         return skip(out, "the pod already has a volume named %s that reload-agent did not add",
                     INJECT__PODINFO_VOLUME);
+    return 1;
+}
+
+/* restart-pod effective: the sidecar's RestartAllContainers rule for the
+ * agent's exit code, and the state emptyDir (refused where the cluster
+ * would reject the rule, or the volume's name is taken). */
+static int plan_restart_pod(struct inject__ctx *x, struct fresh *f, struct inject_result *out)
+{
+    if (!(f->eff.actions & ACTION_BIT(ACTION_RESTART_POD))) return 1;
+    if (!inject__plan_restart_pod(x, f->eff.restart_pod_exit_code, f->pod_rules,
+                                  sizeof f->pod_rules))
+        return skip(out, "%s", x->err);
+    if (inject__volume(x, INJECT__STATE_VOLUME))
+        return skip(out, "the pod already has a volume named %s that reload-agent did not add",
+                    INJECT__STATE_VOLUME);
+    f->s.restart_rules = f->pod_rules;
+    f->s.state_dir = 1;
     return 1;
 }
 
@@ -785,7 +817,7 @@ static int plan_config(struct inject__ctx *x, struct fresh *f, struct inject_res
     f->rollout = (f->eff.actions & ACTION_BIT(ACTION_ROLLOUT)) != 0;
     f->need_api = f->rollout || f->eff.events_on;
     if (f->rollout) warn_unrollable(x);
-    return 1;
+    return plan_restart_pod(x, f, out);
 }
 
 /* The app container, and the sidecar's UID from it (sidecar_uid when
@@ -831,6 +863,9 @@ static int plan_fresh(struct inject__ctx *x, const cJSON *containers, struct fre
     if (rc > 0 && sidecar_settings(x, &f->s)) rc = skip(out, "%s", x->err);
     if (rc > 0) rc = sidecar_identity(x, containers, f, &app, out);
     if (rc > 0) rc = api_access(x, app, f, out);
+    if (rc > 0 && (f->eff.actions & ACTION_BIT(ACTION_RESTART)) &&
+        inject__plan_app_rule(x, app, f->eff.restart_signal, &f->app_rule) < 0)
+        rc = -EINVAL;
     return rc;
 }
 
@@ -856,7 +891,7 @@ static int emit_fresh(struct inject__ctx *x, const char *prefix, const struct fr
 {
     cJSON *ops = out->ops;
     char *spec_path = inject__printf(x, "%s/spec", prefix);
-    size_t nvols = 1 + x->nenvs;
+    size_t nvols = 1 + x->nenvs + (f->s.state_dir ? 1 : 0);
     cJSON **vols = calloc(nvols, sizeof *vols);
     if (!vols || !spec_path) {
         free(vols);
@@ -865,6 +900,7 @@ static int emit_fresh(struct inject__ctx *x, const char *prefix, const struct fr
     }
     vols[0] = podinfo_volume(x);
     for (size_t i = 0; i < x->nenvs; i++) vols[1 + i] = inject__env_volume(x, &x->envs[i]);
+    if (f->s.state_dir) vols[1 + x->nenvs] = inject__state_volume(x);
     op_append(x, ops, x->spec, spec_path, "volumes", vols, nvols);
     free(vols);
 
@@ -875,8 +911,9 @@ static int emit_fresh(struct inject__ctx *x, const char *prefix, const struct fr
         inject__op(x, ops, "add", p, cJSON_CreateTrue());
         free(p);
     }
+    inject__emit_app_rule(x, ops, spec_path, &f->app_rule);
     free(spec_path);
-    char *st = status_json(x);
+    char *st = status_json(x, f->s.state_dir);
     if (st) op_annotation(x, ops, prefix, CFG_ANNOT_INJECT_STATUS, st);
     free(st);
     if (x->oom) return -ENOMEM;
@@ -887,7 +924,8 @@ static int emit_fresh(struct inject__ctx *x, const char *prefix, const struct fr
 static int inject_fresh(struct inject__ctx *x, const char *prefix, const cJSON *containers,
                         struct inject_result *out)
 {
-    struct fresh f = {.s = {.run_as_user = -1, .run_as_group = -1, .run_as_asked = -1}};
+    struct fresh f = {.s = {.run_as_user = -1, .run_as_group = -1, .run_as_asked = -1},
+                      .app_rule = {.index = -1}};
     int rc = plan_fresh(x, containers, &f, out);
     return rc <= 0 ? rc : emit_fresh(x, prefix, &f, out);
 }

@@ -28,6 +28,13 @@
  *   - the downward-API annotations volume at /etc/podinfo;
  *   - shareProcessNamespace: true only when signal or restart is among the
  *     effective actions;
+ *   - restart-pod effective: the sidecar's restartPolicyRules
+ *     [{action: RestartAllContainers, exitCodes: {operator: In, values:
+ *     [--restart-pod-exit-code]}}], the same JSON as --restart-policy-rules,
+ *     and --state-dir on an emptyDir (KEP-5532);
+ *   - restart effective in a pod whose restartPolicy is Never or OnFailure:
+ *     the app container's restartPolicy and a Restart rule on the exit code
+ *     the restart signal gives, 128 + signo (KEP-5307);
  *   - the service-account token mount copied from the app container, only
  *     at admission (opts->admission) and only when rollout or Events need
  *     the API;
@@ -52,6 +59,10 @@
  * they list) are watched by one sidecar: a pod that would need more is not
  * injected, since the sidecar would make it too large to store. */
 #define INJECT_MAX_WATCHED 2000
+/* The Kubernetes minor version (1.N) the injection assumes when it is not
+ * told (inject_opts.kube_minor 0): the release this version is built and
+ * tested against, where RestartAllContainers is on by default. */
+#define INJECT_KUBE_MINOR_DEFAULT 36
 /* The image this version builds (Dockerfile tag). */
 #define INJECT_DEFAULT_IMAGE "reload-agent:" RA_VERSION
 
@@ -62,6 +73,11 @@ struct inject_opts {
     const char *memory_limit;   /* NULL = "32Mi" */
     int all;       /* 1: inject every workload not annotated inject: "false" (CLI --all) */
     int admission; /* 1: the object is a Pod being created (webhook): copy the token mount */
+    /* The cluster's Kubernetes minor version (1.N; 0: INJECT_KUBE_MINOR_DEFAULT):
+     * restart-pod is refused below 1.36, whose API server rejects
+     * RestartAllContainers on a sidecar; the restart action's rule on the
+     * app container (KEP-5307) is left out, with a warning, below 1.35. */
+    int kube_minor;
 };
 
 enum inject_outcome {
@@ -119,6 +135,13 @@ int inject_object(const cJSON *obj, const struct inject_opts *opts, struct injec
  * it), or NULL on OOM. */
 cJSON *inject_annotation_op(const cJSON *meta, const char *prefix, const char *key,
                             const char *value);
+
+/* The minor version of a Kubernetes version as the CLI and the webhook
+ * take it (--kube-version): "1.35", "v1.35", "1.35.2", "v1.36.3-gke.1"
+ * (what `kubectl version` and Helm's .Capabilities.KubeVersion print).
+ * Returns 0 with *minor set, or -EINVAL for anything else (another major
+ * than 1, a minor below 20 or above 999, a missing dot). */
+int inject_parse_kube_version(const char *s, int *minor);
 
 /* Frees what *r owns and zeroes it. Safe on a zeroed result. */
 void inject_result_free(struct inject_result *r);

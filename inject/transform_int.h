@@ -195,6 +195,11 @@ struct inject__sidecar {
     long run_as_asked;              /* reload-agent.io/sidecar-run-as-user, or -1 */
     const cJSON *token_mount;       /* copied volumeMount, or NULL */
     int events_off;                 /* add --events=false */
+    /* restart-pod (restartrule.c): the sidecar's restartPolicyRules, as
+     * JSON, also given to the agent as --restart-policy-rules; NULL when
+     * restart-pod is not effective */
+    const char *restart_rules;
+    int state_dir; /* add --state-dir and mount the state emptyDir */
 };
 
 /* The sidecar's args after "run": --watch per mirror, --env-watch per env
@@ -220,10 +225,69 @@ int inject__mirror_paths(const struct inject__ctx *x, struct inject__names *m);
 char *inject__nested_ignore(struct inject__ctx *x, const char *path,
                             const struct inject__names *within);
 
-/* The container object. */
+/* The container object (restartPolicyRules parsed from s->restart_rules
+ * when set). */
 cJSON *inject__sidecar_container(struct inject__ctx *x, const struct inject__sidecar *s);
 
 /* A read-only volumeMount {name, mountPath, readOnly: true}. */
 cJSON *inject__mount(struct inject__ctx *x, const char *name, const char *path);
+
+/* ---- restartrule.c: the rules the kubelet restarts by (KEP-5307, KEP-5532) ---- */
+
+/* The emptyDir where restart-pod keeps its record across the restart
+ * (--state-dir): it lives as long as the pod. */
+#define INJECT__STATE_VOLUME "reload-agent-state"
+#define INJECT__STATE_PATH INJECT__OWN_ROOT "/state"
+/* The first Kubernetes minor versions where the fields are on by default:
+ * RestartAllContainers on a sidecar (KEP-5532, beta in 1.36), restartPolicy
+ * and restartPolicyRules on a regular container (KEP-5307, beta in 1.35). */
+#define INJECT__KUBE_MINOR_RESTART_ALL 36
+#define INJECT__KUBE_MINOR_RESTART_RULES 35
+/* What judge_config gives the agent's parser as --restart-policy-rules
+ * before the exit code is known: a rule that restarts every container on
+ * any code, so that restart-pod is judged on everything else; the real
+ * rule is then made for the code the configuration says. */
+#define INJECT__RULES_PROBE                                                                        \
+    "[{\"action\":\"RestartAllContainers\",\"exitCodes\":{\"operator\":\"NotIn\",\"values\":[]}}]"
+
+/* The Restart rule a first injection adds to the app container for the
+ * restart action (KEP-5307), so that a pod whose restartPolicy is Never or
+ * OnFailure (a Job's) restarts the app in place instead of ending it. */
+struct inject__app_rule {
+    int index;          /* the app's index in spec.containers, or -1: nothing to add */
+    int code;           /* the exit code the restart signal gives: 128 + signo */
+    const char *policy; /* the container restartPolicy to add, or NULL when it has one */
+};
+
+/* The Kubernetes minor version the injection is for (opts->kube_minor, or
+ * INJECT_KUBE_MINOR_DEFAULT). */
+int inject__kube_minor(const struct inject__ctx *x);
+
+/* restart-pod is effective with exit code code: the sidecar's rule list
+ * for it into rules (at least 128 bytes). Returns 1, or 0 (refused, the
+ * reason in x->err) when the cluster version is below
+ * INJECT__KUBE_MINOR_RESTART_ALL: its API server would reject the pod. */
+int inject__plan_restart_pod(struct inject__ctx *x, int code, char *rules, size_t n);
+
+/* restart is effective with signal signo: plans the app container's
+ * Restart rule into *r (r->index -1 when none is needed: the pod restarts
+ * the container anyway, the container has rules of its own (warned when
+ * they end it on the code), or the cluster version predates the field
+ * (warned)). app is the app container (app->path "spec.containers[i]").
+ * Returns 0 or -EINVAL (a field of the wrong type). */
+int inject__plan_app_rule(struct inject__ctx *x, const struct inject__app *app, int signo,
+                          struct inject__app_rule *r);
+
+/* The operations that add r to the app container of the spec at
+ * spec_path ("/spec/template/spec"). */
+void inject__emit_app_rule(struct inject__ctx *x, cJSON *ops, const char *spec_path,
+                           const struct inject__app_rule *r);
+
+/* A rule list [{action, exitCodes: {operator: In, values: [code]}}]. */
+cJSON *inject__rules(struct inject__ctx *x, const char *action, int code);
+
+/* The state emptyDir (memory, 1Mi) and its mount (writable). */
+cJSON *inject__state_volume(struct inject__ctx *x);
+cJSON *inject__state_mount(struct inject__ctx *x);
 
 #endif

@@ -907,6 +907,57 @@ static void test_jsonscan(void **state)
     }
 }
 
+/* restart-pod at admission: the patch gives the sidecar its
+ * RestartAllContainers rule and nothing of what signal or rollout need;
+ * for a cluster below 1.36 (--kube-version) the pod is admitted unchanged,
+ * with the reason as a warning naming the field and the version: never a
+ * patch the API server would reject. */
+static void test_restart_pod_kube_version(void **state)
+{
+    (void)state;
+    static const char *POD =
+        "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"web\","
+        "\"annotations\":{\"reload-agent.io/inject\":\"true\",\"reload-agent.io/action\":"
+        "\"restart-pod\"}},\"spec\":{\"containers\":[{\"name\":\"app\",\"image\":\"nginx\","
+        "\"volumeMounts\":[{\"name\":\"conf\",\"mountPath\":\"/etc/nginx/conf.d\"}]}],"
+        "\"volumes\":[{\"name\":\"conf\",\"configMap\":{\"name\":\"nginx-conf\"}}]}}";
+    char *body = pod_review("rp", POD);
+    for (int minor = 34; minor <= 37; minor++) {
+        struct inject_opts o = {.kube_minor = minor};
+        struct answer a;
+        memset(&a, 0, sizeof a);
+        assert_int_equal(
+            admission_review(body, strlen(body), "application/json", &o, &a.resp, &a.info), 0);
+        assert_int_equal(a.resp.status, 200);
+        a.doc = cJSON_Parse(a.resp.body);
+        a.response = cJSON_GetObjectItem(a.doc, "response");
+        assert_true(cJSON_IsTrue(cJSON_GetObjectItem(a.response, "allowed")));
+        if (minor < 36) {
+            assert_int_equal(a.info.result, ADMISSION_SKIPPED);
+            assert_false(has_patch(&a));
+            assert_true(nwarnings(&a) >= 1);
+            char v[16];
+            snprintf(v, sizeof v, "1.%d", minor);
+            if (!strstr(warning(&a, 0), "restartPolicyRules") || !strstr(warning(&a, 0), v))
+                fail_msg("warning: %s", warning(&a, 0));
+        } else {
+            assert_int_equal(a.info.result, ADMISSION_INJECTED);
+            cJSON *ops = decoded_patch(&a);
+            char *text = cJSON_PrintUnformatted(ops);
+            assert_non_null(strstr(text, "\"restartPolicyRules\":[{\"action\":"
+                                         "\"RestartAllContainers\""));
+            assert_non_null(strstr(text, "--restart-policy-rules="));
+            assert_non_null(strstr(text, "--state-dir=/reload-agent/state"));
+            assert_null(strstr(text, "shareProcessNamespace"));
+            assert_null(strstr(text, "serviceaccount"));
+            free(text);
+            cJSON_Delete(ops);
+        }
+        answer_free(&a);
+    }
+    free(body);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -917,6 +968,7 @@ int main(void)
         cmocka_unit_test(test_injected),
         cmocka_unit_test(test_object_without_kind),
         cmocka_unit_test(test_skipped),
+        cmocka_unit_test(test_restart_pod_kube_version),
         cmocka_unit_test(test_one_opt_in_rule),
         cmocka_unit_test(test_dry_run_same_answer),
         cmocka_unit_test_setup_teardown(test_transform_error, seam_setup, seam_teardown),

@@ -79,7 +79,26 @@ static const struct gcase CASES[] = {
     {"nothing-to-watch", 0, 0, NULL},
     {"service", 0, 0, NULL},
     {"nested-mounts", 0, 0, NULL},
+    {"restart-pod", 0, 0, NULL},
+    {"restart-pod-old-cluster", 0, 0, NULL},
+    {"job-restart", 0, 0, NULL},
 };
+
+/* The cases injected for another Kubernetes version than the default
+ * (inject_opts.kube_minor). */
+static const struct {
+    const char *name;
+    int kube_minor;
+} CASE_KUBE[] = {
+    {"restart-pod-old-cluster", 35},
+};
+
+static int case_kube_minor(const struct gcase *c)
+{
+    for (size_t i = 0; i < sizeof CASE_KUBE / sizeof CASE_KUBE[0]; i++)
+        if (strcmp(CASE_KUBE[i].name, c->name) == 0) return CASE_KUBE[i].kube_minor;
+    return 0;
+}
 
 static const char *golden_dir(void)
 {
@@ -179,7 +198,10 @@ static void run_case(const struct gcase *c)
     assert_non_null(in);
     free(text);
 
-    struct inject_opts opts = {.admission = c->admission, .all = c->all, .image = c->image};
+    struct inject_opts opts = {.admission = c->admission,
+                               .all = c->all,
+                               .image = c->image,
+                               .kube_minor = case_kube_minor(c)};
     struct inject_result r;
     int rc = inject_object(in, &opts, &r, err, sizeof err);
     if (rc != 0) print_error("%s: inject_object: %d %s\n", c->name, rc, err);
@@ -761,7 +783,10 @@ static void test_out_of_memory(void **state)
         cJSON *in = cJSON_Parse(text);
         free(text);
         assert_non_null(in);
-        struct inject_opts opts = {.admission = c->admission, .all = c->all, .image = c->image};
+        struct inject_opts opts = {.admission = c->admission,
+                                   .all = c->all,
+                                   .image = c->image,
+                                   .kube_minor = case_kube_minor(c)};
         struct inject_result want, r;
         assert_int_equal(inject_object(in, &opts, &want, err, sizeof err), 0);
         long n = 0;

@@ -3,12 +3,20 @@ the agent exits with its code and the kubelet, told by the sidecar's
 restartPolicyRules, restarts every container of the pod in place. No shared
 PID namespace, no API access, no Role.
 
-The pod here is written by hand, exactly as the injector writes it for
-restart-pod: the sidecar carries the rule and a copy of it in
---restart-policy-rules, an emptyDir for --state-dir, the app's env
-ConfigMap mounted for the agent alone (--env-watch). An init container
-appends a line to an emptyDir each time it runs."""
+The restart-pod pod is the injector's: a Deployment annotated
+reload-agent.io/action and env-action restart-pod, whose pods the webhook
+injects (the sidecar's rule, its copy in --restart-policy-rules, an
+emptyDir for --state-dir, the app's env ConfigMap mounted for the agent
+alone). An init container appends a line to an emptyDir each time it runs.
+
+The refusal test writes its pods by hand: the injector never writes a
+restart-pod sidecar without the rule, and the agent must refuse one.
+
+The Job test (KEP-5307) injects a Job with `reload-agent inject`: the
+restart action stops the app, whose container the injected Restart rule on
+exit code 143 restarts in place, and the Job still completes."""
 import json
+import subprocess
 import time
 
 import apps
@@ -34,7 +42,8 @@ def sidecar(args, rules=True, mounts=()):
 
 def pod_template(agent, annotations=None):
     """nginx serving the site ConfigMap and reading GREETING from the env
-    ConfigMap, an init container that counts its runs, and the agent."""
+    ConfigMap, an init container that counts its runs, and the agent (None:
+    the injector adds it)."""
     init = {"name": "init", "image": apps.NGINX_IMAGE, "imagePullPolicy": "Never",
             "command": ["sh", "-c", "date +%s >> /runs/init"],
             "volumeMounts": [{"name": "runs", "mountPath": "/runs"}]}
@@ -45,13 +54,13 @@ def pod_template(agent, annotations=None):
                             {"name": "runs", "mountPath": "/runs"}],
            "readinessProbe": {"httpGet": {"path": "/", "port": apps.PORT}, "periodSeconds": 2}}
     spec = {"automountServiceAccountToken": False, "terminationGracePeriodSeconds": 5,
-            "initContainers": [init, agent], "containers": [app],
+            "initContainers": [init] + ([agent] if agent else []), "containers": [app],
             "volumes": [{"name": "site", "configMap": {"name": "site"}},
-                        {"name": "env", "configMap": {"name": "env"}},
-                        {"name": "runs", "emptyDir": {}},
-                        {"name": "state", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
-                        {"name": "podinfo", "downwardAPI": {"items": [
-                            {"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}}]}}]}
+                        {"name": "runs", "emptyDir": {}}]}
+    if agent:
+        spec["volumes"] += [{"name": "env", "configMap": {"name": "env"}},
+                            {"name": "podinfo", "downwardAPI": {"items": [
+                                {"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}}]}}]
     return {"metadata": {"labels": {"app": "web"}, "annotations": dict(annotations or {})}, "spec": spec}
 
 
@@ -60,12 +69,29 @@ def deployment(tmpl):
                        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}}, "template": tmpl}})
 
 
-def restart_pod_agent():
-    return sidecar(["--watch=/etc/nginx/conf.d", "--env-watch=/reload-agent/env/env", "--action=restart-pod",
-                    "--env-action=restart-pod", "--restart-policy-rules=" + json.dumps(RULES, separators=(",", ":")),
-                    "--state-dir=/reload-agent/state", "--restart-delay=5s"],
-                   mounts=[{"name": "env", "mountPath": "/reload-agent/env/env", "readOnly": True},
-                           {"name": "state", "mountPath": "/reload-agent/state"}])
+def restart_pod_annotations():
+    """What asks the injector for restart-pod: every change of the site and
+    the env ConfigMaps restarts the pod in place, 5 s after it."""
+    return apps.agent_annotations(action="restart-pod", env_action="restart-pod", restart_delay="5s",
+                                  resync="0")
+
+
+def check_injected_sidecar(pod):
+    """The sidecar as the injector writes it for restart-pod: the rule, the
+    same JSON in --restart-policy-rules, --state-dir on an emptyDir; no
+    token, no UID of the app's."""
+    (side,) = [c for c in pod["spec"]["initContainers"] if c["name"] == "reload-agent"]
+    check(side.get("restartPolicy") == "Always", "the sidecar is not a native sidecar: %r" % side)
+    check(side.get("restartPolicyRules") == RULES, "the sidecar's rules %r, want %r"
+          % (side.get("restartPolicyRules"), RULES))
+    args = side.get("args", [])
+    check("--restart-policy-rules=" + json.dumps(RULES, separators=(",", ":")) in args,
+          "the sidecar's args do not state the rule: %r" % args)
+    check("--state-dir=/reload-agent/state" in args, "no --state-dir in %r" % args)
+    vols = {v["name"]: v for v in pod["spec"]["volumes"]}
+    check("emptyDir" in vols.get("reload-agent-state", {}), "no state emptyDir: %r" % list(vols))
+    mounts = [m["mountPath"] for m in side.get("volumeMounts", [])]
+    check("/var/run/secrets/kubernetes.io/serviceaccount" not in mounts, "the sidecar mounts a token")
 
 
 def restart_counts(pod):
@@ -95,11 +121,13 @@ def check_no_role(env, sa="default"):
 
 
 def test_restart_pod_in_place(env):
+    env.c.ensure_webhook()
     env.apply(apps.configmap("site", {"site.conf": apps.site_conf("v1")}))
     env.apply(apps.configmap("env", {"GREETING": "hello"}))
-    env.apply(deployment(pod_template(restart_pod_agent())))
+    env.apply(deployment(pod_template(None, restart_pod_annotations())))
     env.kubectl("rollout", "status", "deployment/web", "--timeout=180s", timeout=200)
     (pod,) = env.ready_pods("app=web")
+    check_injected_sidecar(pod)
     name, uid, ip = pod["metadata"]["name"], pod["metadata"]["uid"], pod["status"]["podIP"]
     env.wait_agent_event(name, "ready", 60)
     check(served(ip) == "v1", "nginx does not serve v1: %r" % served(ip))
@@ -180,5 +208,80 @@ def test_restart_pod_refused_without_the_rule(env):
     check("restartPolicyRules" in log and "restart-pod" in log, "the agent's log does not say why: %r" % log)
 
 
+def crawl_job():
+    """A Job whose app (sh, killed by SIGTERM: exit code 143) works through
+    the task ConfigMap: while the task is "wait" it waits; a task "done" ends
+    it with 0. Each run logs the task it read."""
+    script = ('echo "run $(date +%s): $(cat /etc/work/task)"; '
+              'while [ "$(cat /etc/work/task)" = wait ]; do sleep 1; done; echo finished')
+    ann = apps.agent_annotations(action="restart", process="sh", restart_delay="0s")
+    tmpl = {"metadata": {"annotations": ann},
+            "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 5,
+                     "automountServiceAccountToken": False,
+                     "containers": [{"name": "work", "image": apps.NGINX_IMAGE, "imagePullPolicy": "Never",
+                                     "command": ["sh", "-c", script],
+                                     "volumeMounts": [{"name": "task", "mountPath": "/etc/work"}]}],
+                     "volumes": [{"name": "task", "configMap": {"name": "task"}}]}}
+    return json.dumps({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "crawl"},
+                       "spec": {"backoffLimit": 0, "template": tmpl}})
+
+
+def test_restart_in_place_keeps_a_job(env):
+    """KEP-5307: `reload-agent inject` gives the Job's app container its
+    restartPolicy and a Restart rule on 143, so the restart action restarts
+    it in place: same pod, no failure counted, and the Job completes once
+    the task says so. Without the rule the Job would fail (backoffLimit 0)."""
+    env.apply(apps.configmap("task", {"task": "wait"}))
+    p = subprocess.run([env.c.binary, "inject", "-o", "json", "-"], input=crawl_job().encode(),
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+    check(p.returncode == 0, "inject failed: %s" % p.stderr.decode())
+    env.log("inject: " + p.stderr.decode().strip().replace("\n", "; "))
+    job = json.loads(p.stdout)
+    (work,) = job["spec"]["template"]["spec"]["containers"]
+    check(work.get("restartPolicy") == "Never" and work.get("restartPolicyRules") ==
+          [{"action": "Restart", "exitCodes": {"operator": "In", "values": [143]}}],
+          "the injector wrote restartPolicy %r, rules %r" % (work.get("restartPolicy"),
+                                                             work.get("restartPolicyRules")))
+    env.apply(json.dumps(job))
+    pod = wait_until(lambda: [q for q in env.pods("job-name=crawl")
+                              if any(cs["name"] == "work" and cs.get("state", {}).get("running")
+                                     for cs in q.get("status", {}).get("containerStatuses", []))],
+                     180, "the Job's app to run")[0]
+    name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
+    env.wait_agent_event(name, "ready", 60)
+    # A first edit: the agent restarts the app, which reads the new task and
+    # waits again; a second one ends it (the app sees "done" and exits 0, or
+    # the agent's SIGTERM comes first and the run after it does: either way
+    # the Job completes in this pod).
+    env.apply(apps.configmap("task", {"task": "wait", "round": "2"}))
+    wait_until(lambda: work_restarts(env.get("pod", name)) >= 1, 240, "the app to restart in place")
+    st = [cs for cs in env.get("pod", name)["status"]["containerStatuses"] if cs["name"] == "work"][0]
+    last = st.get("lastState", {}).get("terminated", {})
+    check(last.get("exitCode") == 143, "the app's last state %r, want exit code 143 (SIGTERM)" % last)
+    env.log("the restart action restarted the Job's app in place (exit 143, restartCount 1)")
+    env.apply(apps.configmap("task", {"task": "done", "round": "3"}))
+    wait_until(lambda: (env.get("job", "crawl").get("status", {}).get("succeeded") == 1), 240,
+               "the Job to succeed")
+    j = env.get("job", "crawl")
+    check(not j["status"].get("failed"), "the Job counted a failure: %r" % j["status"])
+    pods = env.pods("job-name=crawl")
+    check([q["metadata"]["uid"] for q in pods] == [uid], "the Job ran other pods: %r"
+          % [q["metadata"]["name"] for q in pods])
+    # The kubelet keeps the log of the last run only (it removes older dead
+    # containers): that run saw the final task and ended the Job itself.
+    last_run = env.kubectl("logs", name, "-c", "work")
+    check("finished" in last_run, "the app's last run: %r" % last_run)
+    check(work_restarts(env.get("pod", name)) >= 1, "the app never restarted")
+    env.log("the Job completed in its one pod after %d in-place restart(s)" % work_restarts(env.get("pod", name)))
+
+
+def work_restarts(pod):
+    for cs in pod.get("status", {}).get("containerStatuses", []):
+        if cs["name"] == "work":
+            return cs.get("restartCount", 0)
+    return 0
+
+
 test_restart_pod_in_place.timeout = 900
 test_restart_pod_refused_without_the_rule.timeout = 600
+test_restart_in_place_keeps_a_job.timeout = 900

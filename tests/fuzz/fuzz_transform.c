@@ -3,8 +3,8 @@
  * (inject/transform.c) and JSON Patch (yamldoc/jsonpatch.c): the object a
  * webhook receives in an AdmissionReview, or a manifest the CLI reads.
  *
- * Input: byte 0 picks the options (bit 0: admission, bit 1: --all); the
- * rest is JSON. When it parses, inject_object runs; then:
+ * Input: byte 0 picks the options (bit 0: admission, bit 1: --all, bits
+ * 2-3: --kube-version 1.36, 1.34, 1.35 or 1.37); the rest is JSON. When it parses, inject_object runs; then:
  *   - an error is -EINVAL with a one-line message, or -ENOMEM, and
  *     nothing else is returned;
  *   - only INJECTED carries operations; SKIPPED and NOT_WORKLOAD carry a
@@ -87,7 +87,10 @@ static void check_paths(const cJSON *side)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1 || size > 65536) return 0;
-    struct inject_opts opts = {.admission = data[0] & 1, .all = (data[0] >> 1) & 1};
+    static const int MINOR[] = {0, 34, 35, 37};
+    struct inject_opts opts = {.admission = data[0] & 1,
+                               .all = (data[0] >> 1) & 1,
+                               .kube_minor = MINOR[(data[0] >> 2) & 3]};
     char *text = malloc(size);
     CHECK(text != NULL);
     memcpy(text, data + 1, size - 1);
