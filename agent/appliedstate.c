@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/file.h"
 #include "base/log.h"
@@ -43,7 +44,17 @@ int appliedstate_save(const char *dir, const struct hash_manifest *m, char *err,
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     if (!s) ra_oom();
-    int rc = ra_write_file_atomic(path, s, strlen(s), 0600, err, errlen);
+    size_t len = strlen(s);
+    int rc;
+    if (len > APPLIEDSTATE_WRITE_MAX) {
+        (void)unlink(path);
+        snprintf(err, errlen,
+                 "cannot write %s: the applied state of %zu files takes %zu bytes, more than %d",
+                 path, m->n, len, APPLIEDSTATE_WRITE_MAX);
+        rc = -EFBIG;
+    } else {
+        rc = ra_write_file_atomic(path, s, len, 0600, err, errlen);
+    }
     free(s);
     return rc;
 }

@@ -22,9 +22,14 @@
 
 #define APPLIEDSTATE_FILE "applied.json"
 #define APPLIEDSTATE_MAX (16 * 1024 * 1024)
+/* The largest record written: the injected state emptyDir is 1Mi of memory
+ * (inject/sidecar.c) and holds the record and its temporary copy at once. */
+#define APPLIEDSTATE_WRITE_MAX (384 * 1024)
 
 /* Writes m as dir/APPLIEDSTATE_FILE, replacing any record. Returns 0, or
- * -errno with the reason (naming the file) in err. */
+ * -errno with the reason (naming the file) in err; -EFBIG when the record
+ * would exceed APPLIEDSTATE_WRITE_MAX (thousands of files), and then the
+ * old record is removed, so that no stale state is read back. */
 int appliedstate_save(const char *dir, const struct hash_manifest *m, char *err, size_t errlen);
 
 /* Reads dir/APPLIEDSTATE_FILE into *out (free with hash_manifest_free).

@@ -148,21 +148,3 @@ void inject__emit_app_rule(struct inject__ctx *x, cJSON *ops, const char *spec_p
     inject__op(x, ops, "add", p, inject__rules(x, "Restart", r->code));
     free(p);
 }
-
-cJSON *inject__state_volume(struct inject__ctx *x)
-{
-    cJSON *vol = inject__new_obj(x), *ed = inject__new_obj(x);
-    inject__add(x, vol, "name", inject__str(x, INJECT__STATE_VOLUME));
-    inject__add(x, ed, "medium", inject__str(x, "Memory"));
-    inject__add(x, ed, "sizeLimit", inject__str(x, "1Mi"));
-    inject__add(x, vol, "emptyDir", ed);
-    return vol;
-}
-
-cJSON *inject__state_mount(struct inject__ctx *x)
-{
-    cJSON *m = inject__new_obj(x);
-    inject__add(x, m, "name", inject__str(x, INJECT__STATE_VOLUME));
-    inject__add(x, m, "mountPath", inject__str(x, INJECT__STATE_PATH));
-    return m;
-}

@@ -173,3 +173,24 @@ cJSON *inject__sidecar_container(struct inject__ctx *x, const struct inject__sid
     }
     return c;
 }
+
+/* The state emptyDir of --state-dir (agent/appliedstate.h: the applied
+ * state; actions/restartpod.h: the restart-pod record), in memory and
+ * small: the agent writes at most APPLIEDSTATE_WRITE_MAX there. */
+cJSON *inject__state_volume(struct inject__ctx *x)
+{
+    cJSON *vol = inject__new_obj(x), *ed = inject__new_obj(x);
+    inject__add(x, vol, "name", inject__str(x, INJECT__STATE_VOLUME));
+    inject__add(x, ed, "medium", inject__str(x, "Memory"));
+    inject__add(x, ed, "sizeLimit", inject__str(x, "1Mi"));
+    inject__add(x, vol, "emptyDir", ed);
+    return vol;
+}
+
+cJSON *inject__state_mount(struct inject__ctx *x)
+{
+    cJSON *m = inject__new_obj(x);
+    inject__add(x, m, "name", inject__str(x, INJECT__STATE_VOLUME));
+    inject__add(x, m, "mountPath", inject__str(x, INJECT__STATE_PATH));
+    return m;
+}

@@ -769,23 +769,21 @@ static int plan_volumes(struct inject__ctx *x, struct inject_result *out)
     if (inject__volume(x, INJECT__PODINFO_VOLUME))
         return skip(out, "the pod already has a volume named %s that reload-agent did not add",
                     INJECT__PODINFO_VOLUME);
+    if (inject__volume(x, INJECT__STATE_VOLUME))
+        return skip(out, "the pod already has a volume named %s that reload-agent did not add",
+                    INJECT__STATE_VOLUME);
     return 1;
 }
 
 /* restart-pod effective: the sidecar's RestartAllContainers rule for the
- * agent's exit code, and the state emptyDir (refused where the cluster
- * would reject the rule, or the volume's name is taken). */
+ * agent's exit code (refused where the cluster would reject the rule). */
 static int plan_restart_pod(struct inject__ctx *x, struct fresh *f, struct inject_result *out)
 {
     if (!(f->eff.actions & ACTION_BIT(ACTION_RESTART_POD))) return 1;
     if (!inject__plan_restart_pod(x, f->eff.restart_pod_exit_code, f->pod_rules,
                                   sizeof f->pod_rules))
         return skip(out, "%s", x->err);
-    if (inject__volume(x, INJECT__STATE_VOLUME))
-        return skip(out, "the pod already has a volume named %s that reload-agent did not add",
-                    INJECT__STATE_VOLUME);
     f->s.restart_rules = f->pod_rules;
-    f->s.state_dir = 1;
     return 1;
 }
 
@@ -866,6 +864,9 @@ static int plan_fresh(struct inject__ctx *x, const cJSON *containers, struct fre
     if (rc > 0 && (f->eff.actions & ACTION_BIT(ACTION_RESTART)) &&
         inject__plan_app_rule(x, app, f->eff.restart_signal, &f->app_rule) < 0)
         rc = -EINVAL;
+    /* every sidecar keeps its applied state for the agent that may start
+     * again in the pod (--state-dir, agent/appliedstate.h) */
+    if (rc > 0) f->s.state_dir = 1;
     return rc;
 }
 

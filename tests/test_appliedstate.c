@@ -142,6 +142,35 @@ static void test_unwritable_dir_is_named(void **state)
     hash_manifest_free(&m);
 }
 
+/* Thousands of files: refused with -EFBIG, and an older record goes with
+ * it (never read back stale). */
+static void test_too_large_removes_the_old_record(void **state)
+{
+    (void)state;
+    struct hash_manifest m, back;
+    char err[512] = "";
+    assert_int_equal(hash_manifest_from_entries(NULL, 0, &m), 0);
+    assert_int_equal(appliedstate_save(g_dir, &m, err, sizeof err), 0);
+    hash_manifest_free(&m);
+    size_t n = 4000;
+    struct hash_entry *v = calloc(n, sizeof *v);
+    char(*names)[48] = calloc(n, sizeof *names);
+    assert_non_null(v);
+    assert_non_null(names);
+    for (size_t i = 0; i < n; i++) {
+        snprintf(names[i], sizeof names[i], "/etc/app/file-%05zu.conf", i);
+        v[i].path = names[i];
+        v[i].classes = HASH_CLASS_MAIN;
+    }
+    assert_int_equal(hash_manifest_from_entries(v, n, &m), 0);
+    assert_int_equal(appliedstate_save(g_dir, &m, err, sizeof err), -EFBIG);
+    assert_non_null(strstr(err, "4000 files"));
+    assert_int_equal(appliedstate_load(g_dir, &back, err, sizeof err), 0);
+    hash_manifest_free(&m);
+    free(v);
+    free(names);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -149,6 +178,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_no_record, setup, teardown),
         cmocka_unit_test_setup_teardown(test_malformed, setup, teardown),
         cmocka_unit_test(test_unwritable_dir_is_named),
+        cmocka_unit_test_setup_teardown(test_too_large_removes_the_old_record, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -220,7 +220,8 @@ static void test_restart_pod_from_env_action(void **state)
     assert_int_equal(r.outcome, INJECT_INJECTED);
     assert_null(cJSON_GetObjectItem(sidecar_of(pod), "restartPolicyRules"));
     assert_null(arg_value(sidecar_of(pod), "--restart-policy-rules"));
-    assert_null(arg_value(sidecar_of(pod), "--state-dir"));
+    /* the state directory is every sidecar's (the applied state) */
+    assert_string_equal(arg_value(sidecar_of(pod), "--state-dir"), "/reload-agent/state");
     inject_result_free(&r);
     cJSON_Delete(pod);
 }

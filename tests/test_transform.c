@@ -856,7 +856,8 @@ static void test_pods_the_api_server_would_reject(void **state)
                      "\"configMap\":{}},{\"name\":\"cfg\",\"secret\":{}}]}}",
                      NULL, &r);
     assert_int_equal(r.outcome, INJECT_INJECTED);
-    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(find_sidecar(pod), "volumeMounts")), 2);
+    /* /a once, the annotations file and the state directory */
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(find_sidecar(pod), "volumeMounts")), 3);
     assert_true(has_arg(find_sidecar(pod), "--watch=/a"));
     inject_result_free(&r);
     cJSON_Delete(pod);
