@@ -52,7 +52,7 @@ char *inject__nested_ignore(struct inject__ctx *x, const char *path,
 
 char **inject__sidecar_args(struct inject__ctx *x, const struct inject__sidecar *s, size_t *n)
 {
-    size_t cap = 2 * x->nmirrors + x->nenvs + 1, k = 0;
+    size_t cap = 2 * x->nmirrors + x->nenvs + 2 + x->nfast, k = 0;
     char **v = calloc(cap, sizeof *v);
     struct inject__names paths;
     if (!v || inject__mirror_paths(x, &paths) < 0) {
@@ -71,6 +71,7 @@ char **inject__sidecar_args(struct inject__ctx *x, const struct inject__sidecar 
     }
     inject__names_free(&paths);
     if (s->events_off) v[k++] = inject__printf(x, "--events=false");
+    if (s->fast_sync) k += inject__fast_sync_args(x, v + k);
     *n = k;
     if (x->oom) {
         inject__args_free(v, k);
