@@ -94,6 +94,38 @@ size_t inject__fast_sync_args(struct inject__ctx *x, char **v)
     return k;
 }
 
+size_t inject__fast_sync_reinvoke_args(struct inject__ctx *x, const cJSON *args, cJSON **add)
+{
+    static const char OBJ[] = "--fast-sync-objects=";
+    const cJSON *a;
+    int on = 0;
+    cJSON_ArrayForEach(a, args) on |=
+        cJSON_IsString(a) && !strcmp(a->valuestring, "--fast-sync=true");
+    if (!on) return 0;
+    if (!x->fast && !(x->fast = calloc(INJECT_FAST_SYNC_MAX, sizeof *x->fast))) {
+        x->oom = 1;
+        return 0;
+    }
+    cJSON_ArrayForEach(a, args) /* the objects the sidecar watches already */
+    {
+        if (!cJSON_IsString(a) || strncmp(a->valuestring, OBJ, sizeof OBJ - 1) != 0 ||
+            x->nfast == INJECT_FAST_SYNC_MAX)
+            continue;
+        if (!(x->fast[x->nfast] = strdup(a->valuestring + sizeof OBJ - 1))) x->oom = 1;
+        if (x->oom) return 0;
+        x->nfast++;
+    }
+    size_t had = x->nfast, k = 0;
+    for (size_t i = 0; i < x->nmirrors && !x->oom; i++)
+        add_volume(x, inject__volume(x, x->mirrors[i].volume), x->mirrors[i].volume);
+    for (size_t i = had; i < x->nfast && !x->oom; i++) {
+        char *arg = inject__printf(x, "%s%s", OBJ, x->fast[i]);
+        if (arg) add[k++] = inject__str(x, arg);
+        free(arg);
+    }
+    return k;
+}
+
 void inject__fast_sync_free(struct inject__ctx *x)
 {
     for (size_t i = 0; i < x->nfast; i++) free(x->fast[i]);

@@ -1011,7 +1011,7 @@ static int emit_reinvoke(struct inject__ctx *x, const char *prefix, int own, str
 {
     char *cpath = inject__printf(x, "%s/spec/initContainers/%d", prefix, own);
     cJSON **newm = calloc(x->nmirrors, sizeof *newm),
-          **newa = calloc(2 * x->nmirrors + w->ntaken, sizeof *newa);
+          **newa = calloc(2 * x->nmirrors + w->ntaken + INJECT_FAST_SYNC_MAX, sizeof *newa);
     if (!cpath || !newm || !newa) {
         free(cpath);
         free(newm);
@@ -1029,6 +1029,7 @@ static int emit_reinvoke(struct inject__ctx *x, const char *prefix, int own, str
     if (newlist) inject__add(x, w->status, "mirrors", newlist);
     op_append(x, out->ops, w->side, cpath, "volumeMounts", newm, x->nmirrors);
     size_t nign = reinvoke_ignores(x, w->args, w->taken, w->ntaken, newa + x->nmirrors);
+    nign += inject__fast_sync_reinvoke_args(x, w->args, newa + x->nmirrors + nign);
     op_append(x, out->ops, w->side, cpath, "args", newa, x->nmirrors + nign);
     free(cpath);
     free(newm);

@@ -208,6 +208,13 @@ void inject__plan_fast_sync(struct inject__ctx *x);
  * NULL with x->oom set on failure). */
 size_t inject__fast_sync_args(struct inject__ctx *x, char **v);
 
+/* At reinvocation, when args (the injected sidecar's) hold
+ * --fast-sync=true: the --fast-sync-objects args (new cJSON strings) of
+ * the objects the new mirrors (x->mirrors) name that args lack, into add
+ * (room for INJECT_FAST_SYNC_MAX); returns how many (x->oom set on
+ * failure). Uses x->fast. */
+size_t inject__fast_sync_reinvoke_args(struct inject__ctx *x, const cJSON *args, cJSON **add);
+
 /* Frees x->fast. */
 void inject__fast_sync_free(struct inject__ctx *x);
 

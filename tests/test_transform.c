@@ -82,6 +82,7 @@ static const struct gcase CASES[] = {
     {"fast-sync", 0, 0, NULL},
     {"admission-fast-sync", 1, 0, NULL},
     {"admission-no-token-fast-sync", 1, 0, NULL},
+    {"reinvocation-fast-sync", 1, 0, NULL},
 };
 
 static const char *golden_dir(void)
