@@ -395,11 +395,10 @@ static void test_fast_sync_rbac(void **state)
     manifests_free(in, 1, &res);
 }
 
-/* The other outputs and inputs: --output json appends JSON documents, a
- * JSON input becomes a stream of JSON documents, --output patch says where
- * the Roles are, an input that ends in a block scalar without a line break
- * keeps its value, no namespace means no RoleBinding (and says why), the
- * ServiceAccount is "default" when the template names none. */
+/* The other outputs and inputs: --output json appends JSON documents (the
+ * ServiceAccount "default" when the template names none), a JSON input
+ * becomes a stream of JSON documents, --output patch says where the Roles
+ * are. */
 static void test_fast_sync_rbac_outputs(void **state)
 {
     (void)state;
@@ -453,6 +452,18 @@ static void test_fast_sync_rbac_outputs(void **state)
     manifests_free(again, 1, &res2);
     manifests_free(in, 1, &res);
     free(json);
+}
+
+/* An input that ends in a block scalar without a line break keeps its
+ * value; no namespace means no RoleBinding (and says why); without the
+ * opt-in nothing is written and nothing said. */
+static void test_fast_sync_rbac_edges(void **state)
+{
+    (void)state;
+    struct manifests_input in[1];
+    struct manifests_result res;
+    char err[512];
+    const char *text = FAST_SYNC("");
 
     /* a block scalar at the end, without a final line break */
     const char *scalar = FAST_SYNC("") "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n"
@@ -501,6 +512,7 @@ int main(void)
         cmocka_unit_test(test_second_run_changes_nothing),
         cmocka_unit_test(test_fast_sync_rbac),
         cmocka_unit_test(test_fast_sync_rbac_outputs),
+        cmocka_unit_test(test_fast_sync_rbac_edges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
