@@ -417,8 +417,9 @@ static void rbac_hint_fast_sync(const char *ns, int nslen, const char *sa, int s
 {
     if (!ns) {
         snprintf(out, outlen,
-                 KUBE_RBAC_HINT_FAST_SYNC ": `reload-agent inject -o rbac` prints it for the "
-                                          "workload, and bind it to the agent's ServiceAccount)");
+                 KUBE_RBAC_HINT_FAST_SYNC ": `reload-agent inject -o rbac` writes it and its "
+                                          "RoleBinding for the workload; and "
+                                          "manifests/fast-sync/policy.yaml once per cluster)");
         return;
     }
     snprintf(out, outlen,
