@@ -299,6 +299,7 @@ struct effective {
     int watch_annotated; /* reload-agent.io/watch replaces the injected --watch */
     int events_on;       /* reload-agent.io/events is true */
     int fast_sync;       /* reload-agent.io/fast-sync is true */
+    int fast_annotated;  /* reload-agent.io/fast-sync-objects replaces the injected list */
 };
 
 /* A reload-agent.io/ignore annotation replaces the injected --ignore list
@@ -358,6 +359,7 @@ static int judge_config(struct inject__ctx *x, struct effective *eff)
     eff->watch_annotated = cfg_layer_get(&annots, "watch") != NULL;
     eff->events_on = cfg_layer_get(&annots, "events") != NULL && cfg.events;
     eff->fast_sync = cfg.fast_sync;
+    eff->fast_annotated = cfg_layer_get(&annots, "fast-sync-objects") != NULL;
     cfg_free(&cfg);
 out_set:
     free(set.v);
@@ -789,6 +791,12 @@ static int plan_config(struct inject__ctx *x, struct fresh *f, struct inject_res
     f->need_api = f->rollout || f->eff.fast_sync || f->eff.events_on;
     if (f->rollout) warn_unrollable(x);
     if (f->eff.fast_sync) inject__plan_fast_sync(x);
+    if (f->eff.fast_sync && f->eff.fast_annotated)
+        inject__warn(
+            x,
+            "annotation %sfast-sync-objects replaces the %zu injected --fast-sync-objects; "
+            "the Role reload-agent inject writes names the injected ones",
+            CFG_ANNOTATION_PREFIX, x->nfast);
     f->s.fast_sync = f->eff.fast_sync;
     return 1;
 }

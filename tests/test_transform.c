@@ -1562,6 +1562,18 @@ static void test_fast_sync_limits(void **state)
     cJSON_Delete(pod);
     free(json);
 
+    /* an annotation replaces the injected list (a list flag, whole): warned */
+    pod = inject_pod(POD_HEAD OPT_IN ",\"reload-agent.io/fast-sync\":\"true\","
+                                     "\"reload-agent.io/fast-sync-objects\":\"configmap/other\"}},"
+                                     "\"spec\":{" APP_CM "}}",
+                     &o, &r);
+    assert_int_equal(r.outcome, INJECT_INJECTED);
+    assert_true(warned(&r, "annotation reload-agent.io/fast-sync-objects replaces the 1 injected "
+                           "--fast-sync-objects; the Role reload-agent inject writes names the "
+                           "injected ones"));
+    inject_result_free(&r);
+    cJSON_Delete(pod);
+
     pod = inject_pod(POD_HEAD OPT_IN ",\"reload-agent.io/fast-sync\":\"true\"}},\"spec\":{"
                                      "\"automountServiceAccountToken\":false," APP_CM "}}",
                      &o, &r);
