@@ -493,18 +493,27 @@ static int patched(const struct doc *d, cJSON **out, struct run *r, const struct
 static int put_joined(struct run *r, const struct manifests_input *in, struct yamlrender_buf *out,
                       size_t skip);
 
-/* Writes one extra document: JSON (indent), or YAML after "---" (sep). */
+/* Writes one extra document: JSON (indent), or YAML after "---" (sep)
+ * with line breaks nl. */
 static void put_extra_doc(struct yamlrender_buf *b, const cJSON *doc, int json, size_t indent,
-                          int sep)
+                          int sep, const char *nl)
 {
-    static const struct yamlrender_style st = {2, 0, "\n"};
+    const struct yamlrender_style st = {2, 0, json ? "\n" : nl};
     if (json) {
         yamlrender_json(b, doc, indent);
     } else {
-        if (sep) yamlrender_puts(b, "---\n");
+        if (sep) yamlrender_puts(b, "---");
+        if (sep) yamlrender_puts(b, nl);
         yamlrender_inline(b, doc, 0, &st);
     }
-    yamlrender_put(b, "\n", 1);
+    yamlrender_puts(b, json ? "\n" : nl);
+}
+
+/* The input's line break: CR LF when its first one is, else LF. */
+static const char *input_nl(const struct manifests_input *in)
+{
+    const char *lf = memchr(in->data, '\n', in->len);
+    return lf && lf > in->data && lf[-1] == '\r' ? "\r\n" : "\n";
 }
 
 /* Appends the file's extra documents to its rendering *b: JSON after a
@@ -532,7 +541,8 @@ static int put_extra(struct run *r, struct file *f, struct yamlrender_buf *b)
         yamlrender_buf_free(b);
         *b = nb;
     }
-    for (const cJSON *d = f->extra->child; d; d = d->next) put_extra_doc(b, d, json, f->indent, 1);
+    for (const cJSON *d = f->extra->child; d; d = d->next)
+        put_extra_doc(b, d, json, f->indent, 1, input_nl(f->in));
     return 0;
 }
 
@@ -680,7 +690,7 @@ static void render_rbac(struct run *r, struct yamlrender_buf *b)
     int first = 1;
     for (size_t i = 0; i < r->nfiles; i++)
         for (const cJSON *d = r->files[i].extra ? r->files[i].extra->child : NULL; d; d = d->next) {
-            put_extra_doc(b, d, 0, 0, !first);
+            put_extra_doc(b, d, 0, 0, !first, "\n");
             first = 0;
         }
 }

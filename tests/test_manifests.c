@@ -477,6 +477,25 @@ static void test_fast_sync_rbac_edges(void **state)
     cJSON_Delete(docs);
     manifests_free(in, 1, &res);
 
+    /* CR LF line breaks: the added documents use them too */
+    char crlf[2048];
+    size_t k = 0;
+    for (const char *c = text; *c && k + 2 < sizeof crlf; c++) {
+        if (*c == '\n') crlf[k++] = '\r';
+        crlf[k++] = *c;
+    }
+    crlf[k] = '\0';
+    assert_int_equal(run(in, (const char *[]){crlf}, 1, MANIFESTS_OUT_YAML, &res, err, sizeof err),
+                     0);
+    assert_non_null(
+        strstr(res.out, "\r\n---\r\napiVersion: rbac.authorization.k8s.io/v1\r\nkind: Role\r\n"));
+    for (size_t i = 0; i < res.outlen; i++)
+        if (res.out[i] == '\n') assert_int_equal(i > 0 && res.out[i - 1] == '\r', 1);
+    docs = docs_of(res.out, res.outlen);
+    assert_true(doc_is(docs, 1, WANT_ROLE));
+    cJSON_Delete(docs);
+    manifests_free(in, 1, &res);
+
     /* no namespace: no Role, and the reason */
     char *nons = strdup(text);
     char *ns = strstr(nons, "  namespace: shop\n");
