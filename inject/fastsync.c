@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/config.h"
 #include "kube/k8sname.h"
 
 /* Adds kind/name to x->fast unless it is there. An invalid name (the API
@@ -73,7 +74,7 @@ static void add_volume(struct inject__ctx *x, const cJSON *vol, const char *vnam
     }
 }
 
-void inject__plan_fast_sync(struct inject__ctx *x)
+void inject__plan_fast_sync(struct inject__ctx *x, int annotated)
 {
     for (size_t i = 0; i < x->nmirrors && !x->oom; i++)
         add_volume(x, inject__volume(x, x->mirrors[i].volume), x->mirrors[i].volume);
@@ -83,6 +84,12 @@ void inject__plan_fast_sync(struct inject__ctx *x)
     if (x->nfast == 0 && !x->oom)
         inject__warn(x, "fast sync: the mirrored volumes name no ConfigMap or Secret: nothing "
                         "to watch");
+    if (annotated)
+        inject__warn(
+            x,
+            "annotation %sfast-sync-objects replaces the %zu injected --fast-sync-objects; "
+            "the Role reload-agent inject writes names the injected ones",
+            CFG_ANNOTATION_PREFIX, x->nfast);
 }
 
 size_t inject__fast_sync_args(struct inject__ctx *x, char **v)

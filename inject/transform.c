@@ -790,13 +790,7 @@ static int plan_config(struct inject__ctx *x, struct fresh *f, struct inject_res
     f->rollout = (f->eff.actions & ACTION_BIT(ACTION_ROLLOUT)) != 0;
     f->need_api = f->rollout || f->eff.fast_sync || f->eff.events_on;
     if (f->rollout) warn_unrollable(x);
-    if (f->eff.fast_sync) inject__plan_fast_sync(x);
-    if (f->eff.fast_sync && f->eff.fast_annotated)
-        inject__warn(
-            x,
-            "annotation %sfast-sync-objects replaces the %zu injected --fast-sync-objects; "
-            "the Role reload-agent inject writes names the injected ones",
-            CFG_ANNOTATION_PREFIX, x->nfast);
+    if (f->eff.fast_sync) inject__plan_fast_sync(x, f->eff.fast_annotated);
     f->s.fast_sync = f->eff.fast_sync;
     return 1;
 }

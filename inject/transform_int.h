@@ -200,8 +200,9 @@ void inject__plan_free(struct inject__ctx *x);
  * Secrets of the mirrors (x->mirrors: configMap, secret, projected
  * sources) and of the env volumes (x->envs), each once, in that order, at
  * most INJECT_FAST_SYNC_MAX (warned beyond); an invalid name is warned
- * about and left out. Sets x->oom on failure. */
-void inject__plan_fast_sync(struct inject__ctx *x);
+ * about and left out; annotated (reload-agent.io/fast-sync-objects
+ * replaces the list) is warned about. Sets x->oom on failure. */
+void inject__plan_fast_sync(struct inject__ctx *x, int annotated);
 
 /* Writes "--fast-sync=true" and one "--fast-sync-objects=OBJ" per
  * x->fast into v (room for 1 + x->nfast); returns how many (an entry is
