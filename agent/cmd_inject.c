@@ -28,7 +28,7 @@ enum { F_FILE = 1, F_ALL, F_OUTPUT, F_IN_PLACE, F_IMAGE, F_KUBE_VERSION };
 
 _Static_assert(INJECT_KUBE_MINOR_DEFAULT == 36, "--kube-version's help names the default");
 
-static const char *const OUTPUTS[] = {"yaml", "json", "patch", NULL};
+static const char *const OUTPUTS[] = {"yaml", "json", "patch", "rbac", NULL};
 
 static const struct flag_def FLAGS[] = {
     {F_FILE, "filename", 'f', FLAG_STR, "PATH", NULL,
@@ -39,7 +39,9 @@ static const struct flag_def FLAGS[] = {
      "yaml (default: the manifests, each input in its own\n"
      "format), json (one JSON document per document), or\n"
      "patch (per injected object its JSON Patch, as a list\n"
-     "of kustomize `patches:` entries; JSON for JSON input)"},
+     "of kustomize `patches:` entries; JSON for JSON input),\n"
+     "or rbac (only the Roles and RoleBindings fast sync\n"
+     "needs, as YAML)"},
     {F_IN_PLACE, "in-place", 'i', FLAG_BOOL, NULL, NULL,
      "rewrite each changed input file atomically instead\n"
      "of printing (not with stdin; --output yaml only);\n"
@@ -55,7 +57,7 @@ static const struct flag_def FLAGS[] = {
 static const struct flags_cmd CMD = {
     .name = "inject",
     .usage = "usage: reload-agent inject [-f FILE|DIR|-]... [FILE|DIR|-]... [--all]\n"
-             "                           [--output yaml|json|patch] [-i] [--image IMAGE]\n"
+             "                           [--output yaml|json|patch|rbac] [-i] [--image IMAGE]\n"
              "                           [--kube-version VERSION]\n"
              "\n"
              "Adds the reload-agent sidecar to the workloads of Kubernetes manifests\n"
@@ -76,6 +78,13 @@ static const struct flags_cmd CMD = {
               "An injected workload is also stamped with reload-agent.io/config-hash (the\n"
               "rollout hash the agent will compute) when every ConfigMap and Secret of its\n"
               "rollout-class files is in the input (all inputs count).\n"
+              "\n"
+              "A workload annotated reload-agent.io/fast-sync: \"true\" gets, after its\n"
+              "input's documents, the Role (get, list, watch on exactly the ConfigMaps and\n"
+              "Secrets its sidecar watches, by resourceNames; its own pod's annotation\n"
+              "patch) and the RoleBinding to its ServiceAccount, unless the input holds\n"
+              "them. The policy that makes the patch self-only is cluster-scoped and\n"
+              "never written: kubectl apply -f manifests/fast-sync/policy.yaml, once.\n"
               "\n"
               "The report goes to stderr, one line per object (\"deployment/web injected\",\n"
               "\"configmap/app passed through\", \"job/x skipped: <reason>\"), with the\n"
@@ -410,7 +419,7 @@ struct args {
 static int on_arg(void *ud, const struct flag_def *def, const char *val, int choice)
 {
     static const enum manifests_output outputs[] = {MANIFESTS_OUT_YAML, MANIFESTS_OUT_JSON,
-                                                    MANIFESTS_OUT_PATCH};
+                                                    MANIFESTS_OUT_PATCH, MANIFESTS_OUT_RBAC};
     struct args *a = ud;
     switch (def ? def->id : F_FILE) {
     case F_FILE: a->stdin_given |= strcmp(val, "-") == 0; return add_arg(&a->in, val) < 0 ? 1 : 0;

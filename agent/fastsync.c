@@ -43,7 +43,7 @@ struct fs_obj {
     char *name;
     char rv[RV_MAX];
     int exists, listed;
-    char error[512];
+    char error[1024];
 };
 
 struct fs_req {
@@ -72,7 +72,7 @@ struct fastsync {
     char last_result[32], last_rv[RV_MAX], last_obj[300];
     int last_nudges;
     uint64_t last_ms;
-    char last_error[768];
+    char last_error[1536];
     /* closing */
     int closing;
     size_t closes_pending;
@@ -157,7 +157,7 @@ static void on_patch_reply(void *ud, const struct kube_resp *r)
     if (!f) return;
     f->req = NULL;
     if (!r->ok || r->status >= 300) {
-        char msg[900];
+        char msg[2048];
         f->patch_errors++;
         snprintf(msg, sizeof msg, "cannot patch the pod's annotation %s: %s", CFG_ANNOT_SYNC,
                  r->error ? r->error : "no response");
@@ -209,7 +209,8 @@ static void nudge(struct fastsync *f)
                            .content_type = "application/merge-patch+json",
                            .body = body,
                            .body_len = strlen(body),
-                           .on_cancel = on_request_cancel};
+                           .on_cancel = on_request_cancel,
+                           .role = KUBE_ROLE_FAST_SYNC};
     f->nudges++;
     f->nudges_total++;
     struct log_rec r;
@@ -389,7 +390,7 @@ static void on_pod_reply(void *ud, const struct kube_resp *r)
         return;
     }
     podrefs_free(&refs);
-    char msg[900];
+    char msg[2048];
     snprintf(msg, sizeof msg, "cannot read the pod's ConfigMaps and Secrets: %s",
              r->ok && r->status == 200 ? err
              : r->error                ? r->error
@@ -418,7 +419,8 @@ static int read_pod(struct fastsync *f)
                            .group = "",
                            .method = "GET",
                            .path = path,
-                           .on_cancel = on_request_cancel};
+                           .on_cancel = on_request_cancel,
+                           .role = KUBE_ROLE_FAST_SYNC};
     int rc = kube_request(f->k, &req, on_pod_reply, q);
     if (rc < 0) {
         free(q);

@@ -252,7 +252,8 @@ static const struct opt_def OPTIONS[] = {
      "Learn of a ConfigMap/Secret edit from the API (a metadata-only watch per object) and "
      "patch the annotation " CFG_ANNOT_SYNC " of the agent's own pod, "
      "so the kubelet refreshes the volumes within about a second instead of at its next "
-     "periodic sync (60-90 s). Needs the Role and policy of manifests/fast-sync/.",
+     "periodic sync (60-90 s). Needs the Role and policy of manifests/fast-sync/ "
+     "(reload-agent inject writes the Role; -o rbac prints it for a webhook user).",
      NO_RANGE},
     {"fast-sync-objects", OPT_LIST, NULL, F(fast_sync_objects), NULL, OPT_REPEAT | OPT_RESTART_ONLY,
      "KIND/NAME",

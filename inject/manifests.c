@@ -5,7 +5,9 @@
  * spliced into the document's text (yamldoc/splice.h) or rendered as JSON
  * or patches (yamldoc/render.h). Each injected workload gets
  * the render-time stamp (stamp_compute) from every ConfigMap and Secret of
- * the whole input, as one more operation.
+ * the whole input, as one more operation. A workload whose sidecar runs
+ * fast sync gets its Role and RoleBinding (inject/rbac.h) as new documents
+ * at the end of its input, unless the input holds them already.
  */
 #include "inject/manifests.h"
 
@@ -18,6 +20,7 @@
 #include "base/log.h"
 #include "yamldoc/jsonpatch.h"
 #include "yamldoc/jsonstream.h"
+#include "inject/rbac.h"
 #include "inject/stamp.h"
 #include "yamldoc/join.h"
 #include "yamldoc/render.h"
@@ -40,6 +43,7 @@ struct file {
     struct yamltree t;
     struct doc *docs;
     size_t ndocs;
+    cJSON *extra; /* documents to append (fast sync's RBAC), or NULL */
 };
 
 struct run {
@@ -49,6 +53,9 @@ struct run {
     struct yamlrender_buf report;
     cJSON *patches;               /* [{target, patch: [ops]}] for MANIFESTS_OUT_PATCH */
     struct stamp_sources sources; /* every ConfigMap and Secret of the input */
+    const cJSON **rbac;           /* every Role and RoleBinding of the input, and those added */
+    size_t nrbac, rbac_cap;
+    int fast_sync; /* some workload runs fast sync */
     char *err;
     size_t errlen;
 };
@@ -197,6 +204,91 @@ out:
     return rc;
 }
 
+/* Remembers a Role or RoleBinding (borrowed), for rbac_present. */
+static int add_rbac_known(struct run *r, const cJSON *o)
+{
+    const char *kind = str_at(o, "kind", NULL);
+    if (!kind || (strcmp(kind, "Role") != 0 && strcmp(kind, "RoleBinding") != 0)) return 0;
+    if (r->nrbac == r->rbac_cap) {
+        size_t nc = r->rbac_cap ? r->rbac_cap * 2 : 8;
+        const cJSON **v = realloc(r->rbac, nc * sizeof *v);
+        if (!v) return -ENOMEM;
+        r->rbac = v;
+        r->rbac_cap = nc;
+    }
+    r->rbac[r->nrbac++] = o;
+    return 0;
+}
+
+static int same_str(const char *a, const char *b) { return a && b ? !strcmp(a, b) : a == b; }
+
+/* The Role or RoleBinding of the input (or added) with o's kind, name and
+ * namespace, or NULL. */
+static const cJSON *rbac_present(const struct run *r, const cJSON *o)
+{
+    for (size_t i = 0; i < r->nrbac; i++)
+        if (same_str(str_at(r->rbac[i], "kind", NULL), str_at(o, "kind", NULL)) &&
+            same_str(str_at(r->rbac[i], "metadata", "name"), str_at(o, "metadata", "name")) &&
+            same_str(str_at(r->rbac[i], "metadata", "namespace"),
+                     str_at(o, "metadata", "namespace")))
+            return r->rbac[i];
+    return NULL;
+}
+
+/* Adds doc (owned) to the file's extra documents, unless the input holds
+ * it (--output rbac: always), with its report line. */
+static int add_extra(struct run *r, struct file *f, cJSON *doc, const char *what)
+{
+    char name[320];
+    object_name(doc, name, sizeof name);
+    const cJSON *had = r->opts->output == MANIFESTS_OUT_RBAC ? NULL : rbac_present(r, doc);
+    if (had) {
+        if (!cJSON_Compare(had, doc, 1))
+            report(r, "  warning: %s is in the input, but not as fast sync needs it (%s): kept",
+                   name, what);
+        cJSON_Delete(doc);
+        return 0;
+    }
+    if ((!f->extra && !(f->extra = cJSON_CreateArray())) || add_rbac_known(r, doc) < 0 ||
+        !cJSON_AddItemToArray(f->extra, doc)) {
+        cJSON_Delete(doc);
+        return -ENOMEM;
+    }
+    report(r, "%s written: %s", name, what);
+    return 0;
+}
+
+/* Fast sync's Role and RoleBinding (inject/rbac.h) for an injected (or
+ * already injected) workload whose sidecar runs it. */
+static int add_fast_sync_rbac(struct run *r, struct file *f, const cJSON *obj,
+                              const struct inject_result *res, const char *name)
+{
+    char perr[256], why[256], what[512];
+    cJSON *copy = cJSON_Duplicate(obj, 1), *role = NULL, *binding = NULL;
+    if (!copy) return -ENOMEM;
+    int rc =
+        cJSON_GetArraySize(res->ops) > 0 ? jsonpatch_apply(&copy, res->ops, perr, sizeof perr) : 0;
+    if (rc == 0) rc = rbac_fast_sync(copy, res->prefix, &role, &binding, why, sizeof why);
+    cJSON_Delete(copy);
+    if (rc == -EINVAL) {
+        r->fast_sync = 1;
+        report(r, "%s fast sync: no Role and RoleBinding written: %s", name, why);
+        return 0;
+    }
+    if (rc <= 0) return rc;
+    r->fast_sync = 1;
+    const cJSON *subj =
+        cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(binding, "subjects"), 0);
+    snprintf(what, sizeof what, "the fast sync of %s", name);
+    if ((rc = add_extra(r, f, role, what)) < 0) {
+        cJSON_Delete(binding);
+        return rc;
+    }
+    snprintf(what, sizeof what, "the fast-sync Role to serviceaccount %s",
+             str_at(subj, "name", NULL));
+    return add_extra(r, f, binding, what);
+}
+
 /* Runs the transform on one object (a document, or an item of a List). */
 static int process_object(struct run *r, struct file *f, size_t di, const cJSON *obj,
                           const char *prefix)
@@ -235,6 +327,8 @@ static int process_object(struct run *r, struct file *f, size_t di, const cJSON 
         if (r->opts->output == MANIFESTS_OUT_PATCH && (rc = add_patch(r, obj, res.ops)) < 0)
             goto out;
     }
+    if (was == INJECT_INJECTED || was == INJECT_UNCHANGED)
+        rc = add_fast_sync_rbac(r, f, obj, &res, name);
 out:
     inject_result_free(&res);
     return rc;
@@ -396,6 +490,62 @@ static int patched(const struct doc *d, cJSON **out, struct run *r, const struct
     return rc;
 }
 
+static int put_joined(struct run *r, const struct manifests_input *in, struct yamlrender_buf *out,
+                      size_t skip);
+
+/* Writes one extra document: JSON (indent), or YAML after "---" (sep)
+ * with line breaks nl. */
+static void put_extra_doc(struct yamlrender_buf *b, const cJSON *doc, int json, size_t indent,
+                          int sep, const char *nl)
+{
+    const struct yamlrender_style st = {2, 0, json ? "\n" : nl};
+    if (json) {
+        yamlrender_json(b, doc, indent);
+    } else {
+        if (sep) yamlrender_puts(b, "---");
+        if (sep) yamlrender_puts(b, nl);
+        yamlrender_inline(b, doc, 0, &st);
+    }
+    yamlrender_puts(b, json ? "\n" : nl);
+}
+
+/* The input's line break: CR LF when its first one is, else LF. */
+static const char *input_nl(const struct manifests_input *in)
+{
+    const char *lf = memchr(in->data, '\n', in->len);
+    return lf && lf > in->data && lf[-1] == '\r' ? "\r\n" : "\n";
+}
+
+/* Appends the file's extra documents to its rendering *b: JSON after a
+ * JSON input (or with --output json), else YAML, each after "---". A
+ * YAML text that ends without a line break gets one that changes none of
+ * its values (put_joined), or the error. Returns 0, -EINVAL or -ENOMEM. */
+static int put_extra(struct run *r, struct file *f, struct yamlrender_buf *b)
+{
+    int json = f->json || r->opts->output == MANIFESTS_OUT_JSON;
+    struct yamlrender_buf nb = {0};
+    if (!f->extra) return 0;
+    if (b->len && b->p[b->len - 1] != '\n') {
+        struct manifests_input tmp = {.name = f->in->name, .out = b->p, .outlen = b->len};
+        int rc = 0;
+        if (json) {
+            yamlrender_put(&nb, b->p, b->len);
+            yamlrender_put(&nb, "\n", 1);
+        } else {
+            rc = put_joined(r, &tmp, &nb, 0);
+        }
+        if (rc < 0) {
+            yamlrender_buf_free(&nb);
+            return rc;
+        }
+        yamlrender_buf_free(b);
+        *b = nb;
+    }
+    for (const cJSON *d = f->extra->child; d; d = d->next)
+        put_extra_doc(b, d, json, f->indent, 1, input_nl(f->in));
+    return 0;
+}
+
 /* Renders one input in its own format (or as JSON). */
 static int render_file(struct run *r, struct file *f)
 {
@@ -449,6 +599,7 @@ static int render_file(struct run *r, struct file *f)
         }
         yamlrender_put(&b, src + pos, f->in->len - pos);
     }
+    if ((rc = put_extra(r, f, &b)) < 0) goto out;
     if (b.oom) {
         rc = -ENOMEM;
         goto out;
@@ -533,6 +684,31 @@ static void render_patches(struct run *r, struct yamlrender_buf *b, int all_json
     }
 }
 
+/* --output rbac: every file's extra documents, as one YAML stream. */
+static void render_rbac(struct run *r, struct yamlrender_buf *b)
+{
+    int first = 1;
+    for (size_t i = 0; i < r->nfiles; i++)
+        for (const cJSON *d = r->files[i].extra ? r->files[i].extra->child : NULL; d; d = d->next) {
+            put_extra_doc(b, d, 0, 0, !first, "\n");
+            first = 0;
+        }
+}
+
+/* The report's last lines when a workload runs fast sync: the policy,
+ * which is cluster-scoped and never written; with --output patch, where
+ * the Roles are. */
+static void fast_sync_notes(struct run *r)
+{
+    if (r->opts->output == MANIFESTS_OUT_PATCH)
+        report(r, "fast sync: patches cannot add objects: write the Roles and RoleBindings with "
+                  "--output rbac");
+    report(r,
+           "fast sync: only the policy makes the Roles' pod patch self-only; apply it once per "
+           "cluster: kubectl apply -f %s",
+           RBAC_FAST_SYNC_POLICY);
+}
+
 static int add_source(struct run *r, const cJSON *o, size_t *cap)
 {
     const char *kind = str_at(o, "kind", NULL);
@@ -548,7 +724,8 @@ static int add_source(struct run *r, const cJSON *o, size_t *cap)
     return 0;
 }
 
-/* Every ConfigMap and Secret of every input (documents and List items). */
+/* Every ConfigMap and Secret of every input (documents and List items),
+ * and every Role and RoleBinding. */
 static int collect_sources(struct run *r)
 {
     size_t cap = 0;
@@ -559,8 +736,10 @@ static int collect_sources(struct run *r)
             if (is_list(j)) {
                 for (const cJSON *it = cJSON_GetObjectItemCaseSensitive(j, "items")->child; it;
                      it = it->next)
-                    if (cJSON_IsObject(it) && add_source(r, it, &cap) < 0) return -ENOMEM;
-            } else if (add_source(r, j, &cap) < 0) {
+                    if (cJSON_IsObject(it) &&
+                        (add_source(r, it, &cap) < 0 || add_rbac_known(r, it) < 0))
+                        return -ENOMEM;
+            } else if (add_source(r, j, &cap) < 0 || add_rbac_known(r, j) < 0) {
                 return -ENOMEM;
             }
         }
@@ -688,6 +867,7 @@ static int join(struct run *r, struct manifests_input *in, size_t n, struct yaml
 static void free_files(struct run *r)
 {
     free(r->sources.objs);
+    free(r->rbac);
     for (size_t i = 0; i < r->nfiles; i++) {
         struct file *f = &r->files[i];
         for (size_t j = 0; j < f->ndocs; j++) {
@@ -695,6 +875,7 @@ static void free_files(struct run *r)
             cJSON_Delete(f->docs[j].ops);
         }
         free(f->docs);
+        cJSON_Delete(f->extra);
         yamltree_free(&f->t);
     }
     free(r->files);
@@ -729,14 +910,18 @@ int manifests_run(struct manifests_input *in, size_t n, const struct manifests_o
         for (size_t d = 0; d < r.files[i].ndocs; d++)
             if ((rc = process_doc(&r, &r.files[i], d)) < 0) goto fail;
     for (size_t i = 0; i < n; i++)
-        if (opts->output != MANIFESTS_OUT_PATCH && (rc = render_file(&r, &r.files[i])) < 0)
+        if (opts->output != MANIFESTS_OUT_PATCH && opts->output != MANIFESTS_OUT_RBAC &&
+            (rc = render_file(&r, &r.files[i])) < 0)
             goto fail;
 
     if (opts->output == MANIFESTS_OUT_PATCH) {
         render_patches(&r, &out, all_json);
+    } else if (opts->output == MANIFESTS_OUT_RBAC) {
+        render_rbac(&r, &out);
     } else if ((rc = join(&r, in, n, &out)) < 0) {
         goto fail;
     }
+    if (r.fast_sync) fast_sync_notes(&r);
     if (out.oom || r.report.oom) {
         rc = -ENOMEM;
         goto fail;

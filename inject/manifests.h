@@ -18,6 +18,7 @@ enum manifests_output {
     MANIFESTS_OUT_YAML,  /* --output yaml: each input in its own format, changes spliced in */
     MANIFESTS_OUT_JSON,  /* --output json: one indented JSON document per document */
     MANIFESTS_OUT_PATCH, /* --output patch: kustomize patches (YAML), or JSON for JSON input */
+    MANIFESTS_OUT_RBAC,  /* --output rbac: only the Roles and RoleBindings fast sync needs (YAML) */
 };
 
 struct manifests_input {

@@ -53,7 +53,9 @@ char *inject__nested_ignore(struct inject__ctx *x, const char *path,
 
 char **inject__sidecar_args(struct inject__ctx *x, const struct inject__sidecar *s, size_t *n)
 {
-    size_t cap = 2 * x->nmirrors + x->nenvs + 3, k = 0;
+    /* the mirrors' --watch and --ignore, the env volumes', --events, the
+     * restart rules, --state-dir, --fast-sync and its objects */
+    size_t cap = 2 * x->nmirrors + x->nenvs + 4 + x->nfast, k = 0;
     char **v = calloc(cap, sizeof *v);
     struct inject__names paths;
     if (!v || inject__mirror_paths(x, &paths) < 0) {
@@ -74,6 +76,7 @@ char **inject__sidecar_args(struct inject__ctx *x, const struct inject__sidecar 
     if (s->events_off) v[k++] = inject__printf(x, "--events=false");
     if (s->restart_rules) v[k++] = inject__printf(x, "--restart-policy-rules=%s", s->restart_rules);
     if (s->state_dir) v[k++] = inject__printf(x, "--state-dir=%s", INJECT__STATE_PATH);
+    if (s->fast_sync) k += inject__fast_sync_args(x, v + k);
     *n = k;
     if (x->oom) {
         inject__args_free(v, k);

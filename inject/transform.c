@@ -302,6 +302,8 @@ struct effective {
     int events_on;             /* reload-agent.io/events is true */
     int restart_signal;        /* --restart-signal (restart's rule on the app) */
     int restart_pod_exit_code; /* --restart-pod-exit-code (the sidecar's rule) */
+    int fast_sync;             /* reload-agent.io/fast-sync is true */
+    int fast_annotated;        /* reload-agent.io/fast-sync-objects replaces the injected list */
 };
 
 /* A reload-agent.io/ignore annotation replaces the injected --ignore list
@@ -367,6 +369,8 @@ static int judge_config(struct inject__ctx *x, struct effective *eff)
     eff->events_on = cfg_layer_get(&annots, "events") != NULL && cfg.events;
     eff->restart_signal = cfg.restart_signal;
     eff->restart_pod_exit_code = cfg.restart_pod_exit_code;
+    eff->fast_sync = cfg.fast_sync;
+    eff->fast_annotated = cfg_layer_get(&annots, "fast-sync-objects") != NULL;
     cfg_free(&cfg);
 out_set:
     free(set.v);
@@ -690,14 +694,15 @@ static void warn_unrollable(struct inject__ctx *x)
 }
 
 /* The service-account token of the sidecar, when the API is needed
- * (rollout, or Events asked for). At admission the plugin has run: the
- * app container's token mount is copied. From the CLI the plugin will
- * mount one at pod creation, unless automountServiceAccountToken is false:
- * then only a token mount the app has itself can be copied. A sidecar
- * with rollout and no token would exit 2 at start: refused. Returns 0, 1
- * (refused: out says why) or -EINVAL. */
+ * (rollout, fast sync, or Events asked for). At admission the plugin has
+ * run: the app container's token mount is copied. From the CLI the plugin
+ * will mount one at pod creation, unless automountServiceAccountToken is
+ * false: then only a token mount the app has itself can be copied. A
+ * sidecar that requires the API (required: "rollout", "fast sync", or
+ * NULL when only Events want it) and has no token would exit 2 at start:
+ * refused. Returns 0, 1 (refused: out says why) or -EINVAL. */
 static int plan_token(struct inject__ctx *x, const struct inject__app *app, int need_api,
-                      int rollout, struct inject__sidecar *s, struct inject_result *out)
+                      const char *required, struct inject__sidecar *s, struct inject_result *out)
 {
     int automount = -1;
     char sp[96];
@@ -709,11 +714,11 @@ static int plan_token(struct inject__ctx *x, const struct inject__app *app, int 
     if (x->opts->admission) s->events_off = !s->token_mount;
     if (!need_api || plugin || s->token_mount) return 0;
     const char *why = x->opts->admission ? "" : " (automountServiceAccountToken is false)";
-    if (rollout) {
+    if (required) {
         skip(out,
-             "rollout needs the Kubernetes API, but container %s has no service-account token "
+             "%s needs the Kubernetes API, but container %s has no service-account token "
              "mount to copy%s",
-             app->name, why);
+             required, app->name, why);
         return 1;
     }
     inject__warn(x,
@@ -749,7 +754,7 @@ struct fresh {
     struct inject__sidecar s;
     int need_pid; /* signal or restart: the app's UID and its process namespace */
     int rollout;
-    int need_api;                     /* rollout, or Events asked for */
+    int need_api;                     /* rollout, fast sync, or Events asked for */
     int spn;                          /* shareProcessNamespace: -1 absent, 0 false, 1 true */
     char pod_rules[128];              /* restart-pod: the sidecar's rules (s.restart_rules) */
     struct inject__app_rule app_rule; /* restart: the app's Restart rule */
@@ -813,8 +818,10 @@ static int plan_config(struct inject__ctx *x, struct fresh *f, struct inject_res
                      CFG_ANNOTATION_PREFIX, x->nmirrors);
     f->need_pid = (f->eff.actions & (ACTION_BIT(ACTION_SIGNAL) | ACTION_BIT(ACTION_RESTART))) != 0;
     f->rollout = (f->eff.actions & ACTION_BIT(ACTION_ROLLOUT)) != 0;
-    f->need_api = f->rollout || f->eff.events_on;
+    f->need_api = f->rollout || f->eff.fast_sync || f->eff.events_on;
     if (f->rollout) warn_unrollable(x);
+    if (f->eff.fast_sync) inject__plan_fast_sync(x, f->eff.fast_annotated);
+    f->s.fast_sync = f->eff.fast_sync;
     return plan_restart_pod(x, f, out);
 }
 
@@ -840,7 +847,8 @@ static int api_access(struct inject__ctx *x, const struct inject__app *app, stru
                       struct inject_result *out)
 {
     char sp[96];
-    int rc = plan_token(x, app, f->need_api, f->rollout, &f->s, out);
+    const char *required = f->rollout ? "rollout" : f->eff.fast_sync ? "fast sync" : NULL;
+    int rc = plan_token(x, app, f->need_api, required, &f->s, out);
     if (rc != 0) return rc < 0 ? rc : 0;
     snprintf(sp, sizeof sp, "%sspec", x->tpath);
     f->spn = -1;
@@ -1044,7 +1052,7 @@ static int emit_reinvoke(struct inject__ctx *x, const char *prefix, int own, str
 {
     char *cpath = inject__printf(x, "%s/spec/initContainers/%d", prefix, own);
     cJSON **newm = calloc(x->nmirrors, sizeof *newm),
-          **newa = calloc(2 * x->nmirrors + w->ntaken, sizeof *newa);
+          **newa = calloc(2 * x->nmirrors + w->ntaken + INJECT_FAST_SYNC_MAX, sizeof *newa);
     if (!cpath || !newm || !newa) {
         free(cpath);
         free(newm);
@@ -1062,6 +1070,7 @@ static int emit_reinvoke(struct inject__ctx *x, const char *prefix, int own, str
     if (newlist) inject__add(x, w->status, "mirrors", newlist);
     op_append(x, out->ops, w->side, cpath, "volumeMounts", newm, x->nmirrors);
     size_t nign = reinvoke_ignores(x, w->args, w->taken, w->ntaken, newa + x->nmirrors);
+    nign += inject__fast_sync_reinvoke_args(x, w->args, newa + x->nmirrors + nign);
     op_append(x, out->ops, w->side, cpath, "args", newa, x->nmirrors + nign);
     free(cpath);
     free(newm);
@@ -1259,6 +1268,7 @@ int inject_object(const cJSON *obj, const struct inject_opts *opts, struct injec
         if (!out->ops) rc = -ENOMEM;
     }
     inject__plan_free(&x);
+    inject__fast_sync_free(&x);
     free(x.apps);
     if (rc < 0 || out->outcome != INJECT_INJECTED) { /* warnings belong to an injection */
         for (size_t i = 0; i < x.nwarnings; i++) free(x.warnings[i]);

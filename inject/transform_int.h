@@ -23,6 +23,7 @@
 #include "config/annotations.h"
 #include "inject/cleanpath.h"
 #include "kube/kinds.h"
+#include "kube/podrefs.h"
 #include "inject/transform.h"
 
 #define INJECT__PODINFO_VOLUME "reload-agent-podinfo"
@@ -31,6 +32,8 @@
 #define INJECT__TOKEN_PATH "/var/run/secrets/kubernetes.io/serviceaccount"
 /* The image's user (Dockerfile USER), set when the pod's would be root. */
 #define INJECT__IMAGE_UID 65532
+/* At most this many objects for fast sync: the agent's own limit. */
+#define INJECT_FAST_SYNC_MAX PODREFS_MAX
 
 /* ---- names.c: lookups by name ---- */
 
@@ -102,6 +105,10 @@ struct inject__ctx {
      * apps mount only with subPath (and at), the first token-only
      * projected volume they mount (kube-api-access-* aside) */
     const char *subpath_only, *subpath_at, *token_only;
+
+    /* fast sync (fastsync.c): "configmap/NAME", "secret/NAME" (owned) */
+    char **fast;
+    size_t nfast, fast_over;
 
     char **warnings;
     size_t nwarnings;
@@ -187,6 +194,31 @@ cJSON *inject__env_volume(struct inject__ctx *x, const struct inject__envref *e)
 
 void inject__plan_free(struct inject__ctx *x);
 
+/* ---- fastsync.c: fast sync's objects ---- */
+
+/* Fills x->fast with the objects fast sync watches: the ConfigMaps and
+ * Secrets of the mirrors (x->mirrors: configMap, secret, projected
+ * sources) and of the env volumes (x->envs), each once, in that order, at
+ * most INJECT_FAST_SYNC_MAX (warned beyond); an invalid name is warned
+ * about and left out; annotated (reload-agent.io/fast-sync-objects
+ * replaces the list) is warned about. Sets x->oom on failure. */
+void inject__plan_fast_sync(struct inject__ctx *x, int annotated);
+
+/* Writes "--fast-sync=true" and one "--fast-sync-objects=OBJ" per
+ * x->fast into v (room for 1 + x->nfast); returns how many (an entry is
+ * NULL with x->oom set on failure). */
+size_t inject__fast_sync_args(struct inject__ctx *x, char **v);
+
+/* At reinvocation, when args (the injected sidecar's) hold
+ * --fast-sync=true: the --fast-sync-objects args (new cJSON strings) of
+ * the objects the new mirrors (x->mirrors) name that args lack, into add
+ * (room for INJECT_FAST_SYNC_MAX); returns how many (x->oom set on
+ * failure). Uses x->fast. */
+size_t inject__fast_sync_reinvoke_args(struct inject__ctx *x, const cJSON *args, cJSON **add);
+
+/* Frees x->fast. */
+void inject__fast_sync_free(struct inject__ctx *x);
+
 /* ---- sidecar.c: the container ---- */
 
 struct inject__sidecar {
@@ -200,11 +232,13 @@ struct inject__sidecar {
      * restart-pod is not effective */
     const char *restart_rules;
     int state_dir; /* add --state-dir and mount the state emptyDir */
+    int fast_sync; /* add --fast-sync=true and x->fast's --fast-sync-objects */
 };
 
 /* The sidecar's args after "run": --watch per mirror, --env-watch per env
  * volume, --ignore=<mountPath>/..* per mirror nested in another (see
- * inject__nested_ignore), then --events=false if asked. A malloc'd array
+ * inject__nested_ignore), then --events=false if asked, then fast sync's
+ * (inject__fast_sync_args) when s->fast_sync. A malloc'd array
  * of malloc'd strings (*n of them), or NULL with x->oom set. */
 char **inject__sidecar_args(struct inject__ctx *x, const struct inject__sidecar *s, size_t *n);
 void inject__args_free(char **v, size_t n);

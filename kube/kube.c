@@ -46,6 +46,7 @@ struct kube_call {
     void *ud;
     char *verb, *resource, *group, *method, *path, *content_type, *body;
     size_t body_len;
+    enum kube_role role;
     int tries;
     int auth_retried;   /* a 401 was already answered by a re-read */
     unsigned token_gen; /* generation of the token the attempt used */
@@ -409,15 +410,40 @@ static int is_tls_verify(int curl_code)
     return curl_code == CURLE_PEER_FAILED_VERIFICATION || curl_code == CURLE_SSL_CACERT_BADFILE;
 }
 
+/* The fast-sync hint: the Role inject writes for the workload (-o rbac
+ * prints it alone), else the template and its binding; the policy. */
+static void rbac_hint_fast_sync(const char *ns, int nslen, const char *sa, int salen, char *out,
+                                size_t outlen)
+{
+    if (!ns) {
+        snprintf(out, outlen,
+                 KUBE_RBAC_HINT_FAST_SYNC ": `reload-agent inject -o rbac` writes it and its "
+                                          "RoleBinding for the workload; and "
+                                          "manifests/fast-sync/policy.yaml once per cluster)");
+        return;
+    }
+    snprintf(out, outlen,
+             KUBE_RBAC_HINT_FAST_SYNC
+             ": `reload-agent inject -o rbac` writes it for the workload; or kubectl -n %.*s "
+             "apply -f manifests/fast-sync/role.yaml && kubectl -n %.*s create rolebinding "
+             "reload-agent-fast-sync --role=reload-agent-fast-sync --serviceaccount=%.*s; and "
+             "manifests/fast-sync/policy.yaml once per cluster)",
+             nslen, ns, nslen, ns, salen, sa);
+}
+
 /* The RBAC hint for a 403 whose message (one line) names the refused user:
  * the Role and, for a ServiceAccount, the exact binding command. */
-static void rbac_hint(const char *msg, char *out, size_t outlen)
+static void rbac_hint(const char *msg, enum kube_role role, char *out, size_t outlen)
 {
     static const char sa[] = "User \"system:serviceaccount:";
     const char *p = strstr(msg, sa), *q = p ? strchr(p + sizeof sa - 1, '"') : NULL;
     if (p) p += sizeof sa - 1;
     const char *colon = p && q ? memchr(p, ':', (size_t)(q - p)) : NULL;
-    if (colon && colon > p && q - colon > 1 && q - p < 320)
+    int known = colon && colon > p && q - colon > 1 && q - p < 320;
+    if (role == KUBE_ROLE_FAST_SYNC)
+        rbac_hint_fast_sync(known ? p : NULL, known ? (int)(colon - p) : 0, p,
+                            known ? (int)(q - p) : 0, out, outlen);
+    else if (known)
         snprintf(out, outlen,
                  KUBE_RBAC_HINT ": kubectl -n %.*s apply -f manifests/role.yaml && kubectl -n %.*s "
                                 "create rolebinding reload-agent --role=reload-agent "
@@ -430,9 +456,9 @@ static void rbac_hint(const char *msg, char *out, size_t outlen)
 /* Builds the one-line error for a final HTTP status >= 400 of the request
  * described by verb ... path (status: the parsed Status body, or NULL). */
 static void format_error(const struct kube *k, const char *verb, const char *resource,
-                         const char *group, const char *method, const char *path, int tries,
-                         long code, const char *body, size_t body_len, const cJSON *status,
-                         char *out, size_t outlen)
+                         const char *group, const char *method, const char *path,
+                         enum kube_role role, int tries, long code, const char *body,
+                         size_t body_len, const cJSON *status, char *out, size_t outlen)
 {
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(status, "message");
     char msg[MESSAGE_MAX + 1];
@@ -449,8 +475,8 @@ static void format_error(const struct kube *k, const char *verb, const char *res
     if (!msg[0]) snprintf(msg, sizeof msg, "HTTP %ld with an empty body", code);
     snprintf(out, outlen, "%s", msg);
     n = strlen(out);
-    char hint[768];
-    if (code == 403) rbac_hint(msg, hint, sizeof hint);
+    char hint[1024];
+    if (code == 403) rbac_hint(msg, role, hint, sizeof hint);
     if (code == 403 && verb && resource)
         snprintf(out + n, outlen - n,
                  "; RBAC: the service account needs verb \"%s\" on resource \"%s\" in API group "
@@ -466,8 +492,8 @@ static void format_error(const struct kube *k, const char *verb, const char *res
 static void http_error(const struct kube_call *c, const struct httpc_result *res,
                        const cJSON *status, char *out, size_t outlen)
 {
-    format_error(c->k, c->verb, c->resource, c->group, c->method, c->path, c->tries, res->status,
-                 res->body, res->body_len, status, out, outlen);
+    format_error(c->k, c->verb, c->resource, c->group, c->method, c->path, c->role, c->tries,
+                 res->status, res->body, res->body_len, status, out, outlen);
 }
 
 void kube__http_error(const struct kube *k, const struct kube_req *req, long code, const char *body,
@@ -481,7 +507,7 @@ void kube__http_error(const struct kube *k, const struct kube_req *req, long cod
         status = NULL;
     }
     format_error(k, nonempty(req->verb), nonempty(req->resource), req->group, req->method,
-                 req->path, 1, code, body, body_len, status, out, outlen);
+                 req->path, req->role, 1, code, body, body_len, status, out, outlen);
     cJSON_Delete(status);
 }
 
@@ -527,7 +553,7 @@ static void on_attempt_done(void *ud, const struct httpc_result *res)
 {
     struct kube_call *c = ud;
     struct kube *k = c->k;
-    char err[1024 + MESSAGE_MAX];
+    char err[1536 + MESSAGE_MAX];
     cJSON *status = NULL;
     int64_t ra = -1;
 
@@ -625,6 +651,7 @@ int kube_request(struct kube *k, const struct kube_req *req, kube_cb cb, void *u
     c->on_cancel = req->on_cancel;
     c->ud = ud;
     c->verb = ra_strdup(nonempty(req->verb));
+    c->role = req->role;
     c->resource = ra_strdup(nonempty(req->resource));
     c->group = ra_strdup(req->group);
     c->method = ra_strdup(req->method);

@@ -35,6 +35,16 @@
  * grants every request the agent makes (manifests/role.yaml) and the
  * command that binds it to the ServiceAccount the API server named. */
 #define KUBE_RBAC_HINT " (grant it the Role in manifests/role.yaml"
+/* The same for fast sync's requests (the watches, its pod's GET and
+ * PATCH): the Role `reload-agent inject` writes for the workload (or
+ * --output rbac prints for a webhook user), else manifests/fast-sync/. */
+#define KUBE_RBAC_HINT_FAST_SYNC " (grant it fast sync's Role, with the objects as resourceNames"
+
+/* Which Role a 403's hint names. */
+enum kube_role {
+    KUBE_ROLE_AGENT,     /* manifests/role.yaml: rollout, Events, the owner chain */
+    KUBE_ROLE_FAST_SYNC, /* manifests/fast-sync/role.yaml, or the one inject writes */
+};
 
 #define KUBE_MAX_TRIES 6
 #define KUBE_SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -66,6 +76,7 @@ struct kube_req {
     void (*on_cancel)(void *ud); /* may be NULL: runs (inside kube_destroy)
                                     instead of cb when the request is cancelled,
                                     so the caller can free what ud holds */
+    enum kube_role role;         /* the Role a 403's hint names (zero: the agent's) */
 };
 
 struct kube_resp {

@@ -268,7 +268,7 @@ static void report_error(struct kwatch *w, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static void report_error(struct kwatch *w, const char *fmt, ...)
 {
-    char raw[1024], msg[1024];
+    char raw[2048], msg[2048];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(raw, sizeof raw, fmt, ap);
@@ -299,7 +299,7 @@ static void line_wipe(struct kwatch *w)
 static void on_list_done(void *ud, const struct httpc_result *res)
 {
     struct kwatch *w = ud;
-    char err[512], list_rv[128], obj_rv[128];
+    char err[1536], list_rv[128], obj_rv[128];
     int exists;
 
     w->xfer = NULL;
@@ -312,8 +312,12 @@ static void on_list_done(void *ud, const struct httpc_result *res)
     } else if (res->status != 200) {
         char path[512];
         snprintf(path, sizeof path, "/api/v1/namespaces/%s/%s", kube_namespace(w->k), w->resource);
-        struct kube_req req = {
-            .verb = "list", .resource = w->resource, .group = "", .method = "GET", .path = path};
+        struct kube_req req = {.verb = "list",
+                               .resource = w->resource,
+                               .group = "",
+                               .method = "GET",
+                               .path = path,
+                               .role = KUBE_ROLE_FAST_SYNC};
         kube__http_error(w->k, &req, res->status, res->body, res->body_len, err, sizeof err);
         report_error(w, "list %s %s: %s", w->resource, w->name, err);
     } else if (kwatch__parse_list(res->body, res->body_len, w->name, w->table, list_rv,
@@ -340,7 +344,7 @@ static void on_list_done(void *ud, const struct httpc_result *res)
 static int on_line(struct kwatch *w, const char *line, size_t len)
 {
     struct kwatch__event ev;
-    char err[512];
+    char err[1536];
 
     while (len > 0 && (line[len - 1] == '\r' || line[len - 1] == ' ')) len--;
     if (len == 0) return 0;
@@ -432,7 +436,7 @@ static int on_data_lines(struct kwatch *w, const char *data, size_t n)
 static void on_watch_done(void *ud, const struct httpc_result *res)
 {
     struct kwatch *w = ud;
-    char err[512];
+    char err[1536];
     uint64_t lasted = uv_now(kube__loop(w->k)) - w->started;
 
     w->xfer = NULL;
@@ -476,8 +480,12 @@ static void on_watch_done(void *ud, const struct httpc_result *res)
     } else {
         char path[512];
         snprintf(path, sizeof path, "/api/v1/namespaces/%s/%s", kube_namespace(w->k), w->resource);
-        struct kube_req req = {
-            .verb = "watch", .resource = w->resource, .group = "", .method = "GET", .path = path};
+        struct kube_req req = {.verb = "watch",
+                               .resource = w->resource,
+                               .group = "",
+                               .method = "GET",
+                               .path = path,
+                               .role = KUBE_ROLE_FAST_SYNC};
         kube__http_error(w->k, &req, res->status, res->body, res->body_len, err, sizeof err);
         report_error(w, "watch %s %s: %s", w->resource, w->name, err);
     }

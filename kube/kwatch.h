@@ -14,7 +14,8 @@
  * waits the one backoff (base/backoff.c) and tries again, without end: a
  * watch never gives up, it says what failed through the callback. A 401
  * re-reads the token (kube/kube.c) before the next attempt, so a rotated
- * token is used on the next connection.
+ * token is used on the next connection. A 403's error names fast sync's
+ * Role (KUBE_ROLE_FAST_SYNC), the one whose resourceNames grant the watch.
  *
  * A Secret's metadata can carry its data: client-side `kubectl apply`
  * stores the whole manifest, values included, in the annotation

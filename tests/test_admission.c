@@ -367,6 +367,58 @@ static void test_injected(void **state)
     cJSON_Delete(pod);
 }
 
+/* Issue 18 item 4: a pod opted into fast sync gets, from the webhook, the
+ * transform's --fast-sync=true and --fast-sync-objects of the objects it
+ * mounts, and the app's token mount (fast sync needs the API); without a
+ * token to copy it is admitted unchanged, the reason as the warning. */
+static void test_fast_sync(void **state)
+{
+    (void)state;
+    cJSON *pod = cJSON_Parse(POD_OPTED_IN);
+    cJSON *ann = cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "metadata"), "annotations");
+    cJSON_AddStringToObject(ann, "reload-agent.io/fast-sync", "true");
+    cJSON *app =
+        cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "spec"), "containers"), 0);
+    char *text = cJSON_PrintUnformatted(pod);
+    char *body = pod_review("f1", text);
+    struct answer a;
+    ask(&a, body, "application/json", "f1");
+    assert_int_equal(a.info.result, ADMISSION_SKIPPED);
+    assert_false(has_patch(&a));
+    if (!strstr(warning(&a, 0), "fast sync needs the Kubernetes API"))
+        fail_msg("warning: %s", warning(&a, 0));
+    answer_free(&a);
+    free(body);
+    free(text);
+
+    cJSON_AddItemToArray(cJSON_GetObjectItem(app, "volumeMounts"),
+                         cJSON_Parse("{\"name\":\"kube-api-access-abcde\",\"readOnly\":true,"
+                                     "\"mountPath\":\"/var/run/secrets/kubernetes.io/"
+                                     "serviceaccount\"}"));
+    text = cJSON_PrintUnformatted(pod);
+    body = pod_review("f2", text);
+    ask(&a, body, "application/json", "f2");
+    assert_int_equal(a.info.result, ADMISSION_INJECTED);
+    cJSON *ops = decoded_patch(&a);
+    char err[256];
+    assert_int_equal(jsonpatch_apply(&pod, ops, err, sizeof err), 0);
+    cJSON *inits = cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "spec"), "initContainers");
+    cJSON *side = cJSON_GetArrayItem(inits, cJSON_GetArraySize(inits) - 1);
+    char *args = cJSON_PrintUnformatted(cJSON_GetObjectItem(side, "args"));
+    assert_string_equal(args, "[\"run\",\"--watch=/etc/nginx/conf.d\",\"--fast-sync=true\","
+                              "\"--fast-sync-objects=configmap/nginx-conf\"]");
+    char *mounts = cJSON_PrintUnformatted(cJSON_GetObjectItem(side, "volumeMounts"));
+    if (!strstr(mounts, "\"mountPath\":\"/var/run/secrets/kubernetes.io/serviceaccount\""))
+        fail_msg("no token mount: %s", mounts);
+    free(mounts);
+    free(args);
+    cJSON_Delete(ops);
+    answer_free(&a);
+    free(body);
+    free(text);
+    cJSON_Delete(pod);
+}
+
 /* The object may lack kind/apiVersion, and its namespace is often empty:
  * the request's namespace is the one reported. */
 static void test_object_without_kind(void **state)
@@ -966,6 +1018,7 @@ int main(void)
         cmocka_unit_test(test_uid_echo),
         cmocka_unit_test(test_only_pod_create),
         cmocka_unit_test(test_injected),
+        cmocka_unit_test(test_fast_sync),
         cmocka_unit_test(test_object_without_kind),
         cmocka_unit_test(test_skipped),
         cmocka_unit_test(test_restart_pod_kube_version),

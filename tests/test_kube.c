@@ -587,6 +587,45 @@ static void test_403_names_rbac_rule(void **state)
     assert_non_null(strstr(t->error, fix));
 }
 
+/* Issue 18 item 4: a 403 of a fast-sync request names fast sync's Role:
+ * what `reload-agent inject -o rbac` writes, else the template and its
+ * binding for the ServiceAccount the API server named, and the policy. */
+static void test_403_fast_sync_names_its_role(void **state)
+{
+    struct t *t = *state;
+    char path[256], f[512];
+    const char *body = "{\"metadata\":{\"annotations\":{\"reload-agent.io/sync\":\"7\"}}}";
+    struct kube_req req = {.verb = "patch",
+                           .resource = "pods",
+                           .group = "",
+                           .method = "PATCH",
+                           .path = path,
+                           .content_type = "application/merge-patch+json",
+                           .body = body,
+                           .body_len = strlen(body),
+                           .role = KUBE_ROLE_FAST_SYNC};
+
+    snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/web-1", g_fake.ns);
+    snprintf(f, sizeof f, "{\"method\":\"PATCH\",\"path_regex\":\"/pods/web-1$\",\"status\":403}");
+    fault(f);
+    assert_int_equal(kube_request(t->k, &req, on_resp, t), 0);
+    run_until(t, 1, RUN_LIMIT_MS);
+    expect_status(t, 403);
+    assert_non_null(strstr(t->error, "RBAC: the service account needs verb \"patch\" on resource "
+                                     "\"pods\" in API group \"\" (grant it fast sync's Role, with "
+                                     "the objects as resourceNames: `reload-agent inject -o rbac` "
+                                     "writes it for the workload; or kubectl -n "));
+    char fix[512];
+    snprintf(fix, sizeof fix,
+             "kubectl -n %s apply -f manifests/fast-sync/role.yaml && kubectl -n %s create "
+             "rolebinding reload-agent-fast-sync --role=reload-agent-fast-sync "
+             "--serviceaccount=%s:",
+             g_fake.ns, g_fake.ns, g_fake.ns);
+    if (!strstr(t->error, fix)) fail_msg("error: %s", t->error);
+    assert_non_null(strstr(t->error, "; and manifests/fast-sync/policy.yaml once per cluster)"));
+    assert_null(strstr(t->error, "manifests/role.yaml"));
+}
+
 static void test_404_message(void **state)
 {
     struct t *t = *state;
@@ -919,6 +958,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_401_twice_is_final, setup, teardown),
         cmocka_unit_test_setup_teardown(test_token_stale, setup, teardown),
         cmocka_unit_test_setup_teardown(test_403_names_rbac_rule, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_403_fast_sync_names_its_role, setup, teardown),
         cmocka_unit_test_setup_teardown(test_404_message, setup, teardown),
         cmocka_unit_test_setup_teardown(test_api_message_one_line, setup, teardown),
         cmocka_unit_test_setup_teardown(test_429_plain_retry_after, setup, teardown),

@@ -289,6 +289,237 @@ static void test_second_run_changes_nothing(void **state)
     manifests_free(in, 1, &res);
 }
 
+/* A Deployment in namespace shop opted into fast sync: ConfigMap app
+ * mounted, Secret db read through env, ServiceAccount from the template. */
+#define FAST_SYNC(SA)                                                                              \
+    "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: shop\nspec:\n"    \
+    "  template:\n    metadata:\n      annotations:\n        reload-agent.io/inject: \"true\"\n"   \
+    "        reload-agent.io/fast-sync: \"true\"\n        reload-agent.io/env-action: none\n"      \
+    "    spec:\n" SA "      containers:\n      - name: app\n        image: nginx\n"                \
+    "        envFrom:\n        - secretRef: {name: db}\n        volumeMounts:\n"                   \
+    "        - {name: cfg, mountPath: /etc/app}\n      volumes:\n      - name: cfg\n"              \
+    "        configMap: {name: app}\n"
+
+#define RBAC_META(KIND)                                                                            \
+    "{\"apiVersion\":\"rbac.authorization.k8s.io/v1\",\"kind\":\"" KIND "\",\"metadata\":{"        \
+    "\"name\":\"reload-agent-fast-sync-deployment-web\",\"namespace\":\"shop\",\"labels\":{"       \
+    "\"app.kubernetes.io/name\":\"reload-agent\",\"app.kubernetes.io/component\":\"fast-sync\"}}"
+#define WANT_ROLE                                                                                  \
+    RBAC_META("Role")                                                                              \
+    ",\"rules\":[{\"apiGroups\":[\"\"],\"resources\":[\"pods\"],\"verbs\":[\"get\",\"patch\"]},"   \
+    "{\"apiGroups\":[\"reload-agent.io\"],\"resources\":[\"fastsync\"],\"verbs\":[\"nudge\"]},"    \
+    "{\"apiGroups\":[\"\"],\"resources\":[\"configmaps\"],\"resourceNames\":[\"app\"],"            \
+    "\"verbs\":[\"get\",\"list\",\"watch\"]},{\"apiGroups\":[\"\"],\"resources\":[\"secrets\"],"   \
+    "\"resourceNames\":[\"db\"],\"verbs\":[\"get\",\"list\",\"watch\"]}]}"
+#define WANT_BINDING(SA)                                                                           \
+    RBAC_META("RoleBinding")                                                                       \
+    ",\"roleRef\":{\"apiGroup\":\"rbac.authorization.k8s.io\",\"kind\":\"Role\",\"name\":"         \
+    "\"reload-agent-fast-sync-deployment-web\"},\"subjects\":[{\"kind\":\"ServiceAccount\","       \
+    "\"name\":\"" SA "\",\"namespace\":\"shop\"}]}"
+
+/* 1 if item i of docs equals the JSON text want. */
+static int doc_is(const cJSON *docs, int i, const char *want)
+{
+    cJSON *w = cJSON_Parse(want);
+    assert_non_null(w);
+    int same = cJSON_Compare(cJSON_GetArrayItem(docs, i), w, 1);
+    if (!same) {
+        char *got = cJSON_PrintUnformatted(cJSON_GetArrayItem(docs, i));
+        print_error("document %d: %s\n", i, got);
+        free(got);
+    }
+    cJSON_Delete(w);
+    return same;
+}
+
+/* Issue 18 item 4: a workload opted into fast sync gets, after its
+ * input's documents, the Role with resourceNames of exactly the objects
+ * its sidecar watches and the RoleBinding to its ServiceAccount; a second
+ * run adds nothing (they are in the input); the policy is named, never
+ * written. */
+static void test_fast_sync_rbac(void **state)
+{
+    (void)state;
+    struct manifests_input in[1], again[1];
+    struct manifests_result res, res2;
+    char err[512];
+    const char *text = FAST_SYNC("      serviceAccountName: web\n");
+    assert_int_equal(run(in, (const char *[]){text}, 1, MANIFESTS_OUT_YAML, &res, err, sizeof err),
+                     0);
+    cJSON *docs = docs_of(res.out, res.outlen);
+    assert_non_null(docs);
+    assert_int_equal(cJSON_GetArraySize(docs), 3);
+    assert_true(doc_is(docs, 1, WANT_ROLE));
+    assert_true(doc_is(docs, 2, WANT_BINDING("web")));
+    assert_memory_equal(res.out, text, strlen("apiVersion: apps/v1\nkind: Deployment\n"));
+    assert_true(has_line(res.report, "role/reload-agent-fast-sync-deployment-web written: the "
+                                     "fast sync of deployment/web"));
+    assert_true(has_line(res.report, "rolebinding/reload-agent-fast-sync-deployment-web written: "
+                                     "the fast-sync Role to serviceaccount web"));
+    assert_non_null(strstr(res.report, "kubectl apply -f manifests/fast-sync/policy.yaml"));
+    assert_null(strstr(res.out, "ValidatingAdmissionPolicy"));
+    cJSON_Delete(docs);
+
+    assert_int_equal(
+        run(again, (const char *[]){res.out}, 1, MANIFESTS_OUT_YAML, &res2, err, sizeof err), 0);
+    assert_false(again[0].changed);
+    assert_string_equal(res2.out, res.out);
+    assert_true(has_line(res2.report, "role/reload-agent-fast-sync-deployment-web passed through"));
+    manifests_free(again, 1, &res2);
+
+    /* a Role of that name the input holds is kept, with a warning when it
+     * is not the one fast sync needs */
+    char *edited = strdup(res.out);
+    char *rn = strstr(edited, "  - app\n");
+    assert_non_null(rn);
+    memcpy(rn, "  - xyz\n", 8);
+    assert_int_equal(
+        run(again, (const char *[]){edited}, 1, MANIFESTS_OUT_YAML, &res2, err, sizeof err), 0);
+    assert_false(again[0].changed);
+    assert_true(has_line(res2.report, "  warning: role/reload-agent-fast-sync-deployment-web is in "
+                                      "the input, but not as fast sync needs it (the fast sync of "
+                                      "deployment/web): kept"));
+    manifests_free(again, 1, &res2);
+
+    /* --output rbac: only the two, even when the input holds them */
+    assert_int_equal(
+        run(again, (const char *[]){edited}, 1, MANIFESTS_OUT_RBAC, &res2, err, sizeof err), 0);
+    docs = docs_of(res2.out, res2.outlen);
+    assert_int_equal(cJSON_GetArraySize(docs), 2);
+    assert_true(doc_is(docs, 0, WANT_ROLE));
+    assert_true(doc_is(docs, 1, WANT_BINDING("web")));
+    assert_null(again[0].out);
+    cJSON_Delete(docs);
+    manifests_free(again, 1, &res2);
+    free(edited);
+    manifests_free(in, 1, &res);
+}
+
+/* The other outputs and inputs: --output json appends JSON documents (the
+ * ServiceAccount "default" when the template names none), a JSON input
+ * becomes a stream of JSON documents, --output patch says where the Roles
+ * are. */
+static void test_fast_sync_rbac_outputs(void **state)
+{
+    (void)state;
+    struct manifests_input in[1];
+    struct manifests_result res;
+    char err[512];
+    const char *text = FAST_SYNC("");
+    assert_int_equal(run(in, (const char *[]){text}, 1, MANIFESTS_OUT_JSON, &res, err, sizeof err),
+                     0);
+    const char *end = res.out;
+    const char *kinds[] = {"Deployment", "Role", "RoleBinding"};
+    for (int i = 0; i < 3; i++) {
+        cJSON *j = cJSON_ParseWithOpts(end, &end, 0);
+        assert_non_null(j);
+        assert_string_equal(cJSON_GetObjectItem(j, "kind")->valuestring, kinds[i]);
+        if (i == 2) {
+            char *got = cJSON_PrintUnformatted(j);
+            assert_string_equal(got, WANT_BINDING("default"));
+            free(got);
+        }
+        cJSON_Delete(j);
+    }
+    manifests_free(in, 1, &res);
+
+    assert_int_equal(run(in, (const char *[]){text}, 1, MANIFESTS_OUT_PATCH, &res, err, sizeof err),
+                     0);
+    assert_true(has_line(res.report, "fast sync: patches cannot add objects: write the Roles and "
+                                     "RoleBindings with --output rbac"));
+    assert_null(strstr(res.out, "RoleBinding"));
+    manifests_free(in, 1, &res);
+
+    /* JSON in: a stream of JSON documents out, and the same again */
+    cJSON *yd = docs_of(text, strlen(text));
+    char *json = cJSON_Print(cJSON_GetArrayItem(yd, 0));
+    cJSON_Delete(yd);
+    assert_int_equal(run(in, (const char *[]){json}, 1, MANIFESTS_OUT_YAML, &res, err, sizeof err),
+                     0);
+    assert_int_equal(res.out[0], '{');
+    end = res.out;
+    for (int i = 0; i < 3; i++) {
+        cJSON *j = cJSON_ParseWithOpts(end, &end, 0);
+        assert_non_null(j);
+        assert_string_equal(cJSON_GetObjectItem(j, "kind")->valuestring, kinds[i]);
+        cJSON_Delete(j);
+    }
+    struct manifests_input again[1];
+    struct manifests_result res2;
+    assert_int_equal(
+        run(again, (const char *[]){res.out}, 1, MANIFESTS_OUT_YAML, &res2, err, sizeof err), 0);
+    assert_false(again[0].changed);
+    manifests_free(again, 1, &res2);
+    manifests_free(in, 1, &res);
+    free(json);
+}
+
+/* An input that ends in a block scalar without a line break keeps its
+ * value; no namespace means no RoleBinding (and says why); without the
+ * opt-in nothing is written and nothing said. */
+static void test_fast_sync_rbac_edges(void **state)
+{
+    (void)state;
+    struct manifests_input in[1];
+    struct manifests_result res;
+    char err[512];
+    const char *text = FAST_SYNC("");
+
+    /* a block scalar at the end, without a final line break */
+    const char *scalar = FAST_SYNC("") "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n"
+                                       "  name: app\n  namespace: shop\ndata:\n  a: |\n    x";
+    assert_int_equal(
+        run(in, (const char *[]){scalar}, 1, MANIFESTS_OUT_YAML, &res, err, sizeof err), 0);
+    cJSON *docs = docs_of(res.out, res.outlen);
+    assert_int_equal(cJSON_GetArraySize(docs), 4);
+    assert_string_equal(jsonpointer_get(docs, "/1/data/a", 9)->valuestring, "x");
+    assert_true(doc_is(docs, 2, WANT_ROLE));
+    cJSON_Delete(docs);
+    manifests_free(in, 1, &res);
+
+    /* CR LF line breaks: the added documents use them too */
+    char crlf[2048];
+    size_t k = 0;
+    for (const char *c = text; *c && k + 2 < sizeof crlf; c++) {
+        if (*c == '\n') crlf[k++] = '\r';
+        crlf[k++] = *c;
+    }
+    crlf[k] = '\0';
+    assert_int_equal(run(in, (const char *[]){crlf}, 1, MANIFESTS_OUT_YAML, &res, err, sizeof err),
+                     0);
+    assert_non_null(
+        strstr(res.out, "\r\n---\r\napiVersion: rbac.authorization.k8s.io/v1\r\nkind: Role\r\n"));
+    for (size_t i = 0; i < res.outlen; i++)
+        if (res.out[i] == '\n') assert_int_equal(i > 0 && res.out[i - 1] == '\r', 1);
+    docs = docs_of(res.out, res.outlen);
+    assert_true(doc_is(docs, 1, WANT_ROLE));
+    cJSON_Delete(docs);
+    manifests_free(in, 1, &res);
+
+    /* no namespace: no Role, and the reason */
+    char *nons = strdup(text);
+    char *ns = strstr(nons, "  namespace: shop\n");
+    memmove(ns, ns + 18, strlen(ns + 18) + 1);
+    assert_int_equal(run(in, (const char *[]){nons}, 1, MANIFESTS_OUT_YAML, &res, err, sizeof err),
+                     0);
+    docs = docs_of(res.out, res.outlen);
+    assert_int_equal(cJSON_GetArraySize(docs), 1);
+    assert_true(has_line(res.report, "deployment/web fast sync: no Role and RoleBinding written: "
+                                     "it has no metadata.namespace, which the RoleBinding's "
+                                     "ServiceAccount subject needs: set it (or see README \"Fast "
+                                     "sync\")"));
+    cJSON_Delete(docs);
+    manifests_free(in, 1, &res);
+    free(nons);
+
+    /* without the opt-in: no Role, no note */
+    assert_int_equal(
+        run(in, (const char *[]){DEPLOYMENT("")}, 1, MANIFESTS_OUT_YAML, &res, err, sizeof err), 0);
+    assert_null(strstr(res.out, "kind: Role"));
+    assert_null(strstr(res.report, "fast sync"));
+    manifests_free(in, 1, &res);
+}
+
 int main(void)
 {
     setup_log();
@@ -298,6 +529,9 @@ int main(void)
         cmocka_unit_test(test_json_inputs),
         cmocka_unit_test(test_all_or_nothing),
         cmocka_unit_test(test_second_run_changes_nothing),
+        cmocka_unit_test(test_fast_sync_rbac),
+        cmocka_unit_test(test_fast_sync_rbac_outputs),
+        cmocka_unit_test(test_fast_sync_rbac_edges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -82,6 +82,10 @@ static const struct gcase CASES[] = {
     {"restart-pod", 0, 0, NULL},
     {"restart-pod-old-cluster", 0, 0, NULL},
     {"job-restart", 0, 0, NULL},
+    {"fast-sync", 0, 0, NULL},
+    {"admission-fast-sync", 1, 0, NULL},
+    {"admission-no-token-fast-sync", 1, 0, NULL},
+    {"reinvocation-fast-sync", 1, 0, NULL},
 };
 
 /* The cases injected for another Kubernetes version than the default
@@ -1497,6 +1501,116 @@ static void test_rollout_warning_follows_the_kinds_table(void **state)
     }
 }
 
+/* Issue 18 item 4: fast sync opted in by reload-agent.io/fast-sync (as
+ * the agent reads a bool) adds --fast-sync=true and one
+ * --fast-sync-objects per object the mirrors and env volumes name;
+ * nothing without the opt-in; a bad value is the agent's own error. */
+static void test_fast_sync_args(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *value; /* NULL: no annotation */
+        int on;            /* -1: refused */
+    } T[] = {{NULL, 0}, {"false", 0}, {"true", 1}, {"1", 1}, {"True", 1}, {"maybe", -1}};
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
+        char json[1024];
+        snprintf(json, sizeof json, POD_HEAD OPT_IN "%s%s%s}},\"spec\":{" APP_CM "}}",
+                 T[i].value ? ",\"reload-agent.io/fast-sync\":\"" : "",
+                 T[i].value ? T[i].value : "", T[i].value ? "\"" : "");
+        struct inject_opts o = {0};
+        struct inject_result r;
+        cJSON *pod = inject_pod(json, &o, &r);
+        if (T[i].on < 0) {
+            assert_int_equal(r.outcome, INJECT_SKIPPED);
+            if (!strstr(r.reason, "fast-sync")) print_error("reason: %s\n", r.reason);
+            assert_non_null(strstr(r.reason, "fast-sync"));
+        } else {
+            assert_int_equal(r.outcome, INJECT_INJECTED);
+            const cJSON *side = find_sidecar(pod);
+            assert_non_null(side);
+            assert_int_equal(has_arg(side, "--fast-sync=true"), T[i].on);
+            assert_int_equal(has_arg(side, "--fast-sync-objects=configmap/app"), T[i].on);
+            int n = 0;
+            const cJSON *a;
+            cJSON_ArrayForEach(a, cJSON_GetObjectItem(side, "args"))
+            {
+                n += strncmp(a->valuestring, "--fast-sync", 11) == 0;
+            }
+            assert_int_equal(n, 2 * T[i].on);
+        }
+        inject_result_free(&r);
+        cJSON_Delete(pod);
+    }
+}
+
+/* At most INJECT_FAST_SYNC_MAX objects (the agent's own limit), warned
+ * beyond; a name the API server would reject is warned about and left
+ * out; from the CLI without a token to copy (automountServiceAccountToken
+ * false), fast sync cannot start: refused, as rollout is. */
+static void test_fast_sync_limits(void **state)
+{
+    (void)state;
+    size_t cap = 64 * 1024, len = 0;
+    char *json = malloc(cap);
+    assert_non_null(json);
+    len += (size_t)snprintf(json + len, cap - len,
+                            POD_HEAD OPT_IN ",\"reload-agent.io/fast-sync\":\"true\"}},\"spec\":{"
+                                            "\"containers\":[{\"name\":\"app\",\"image\":\"x\","
+                                            "\"volumeMounts\":[");
+    for (int i = 0; i < 70; i++)
+        len += (size_t)snprintf(json + len, cap - len,
+                                "%s{\"name\":\"v%d\",\"mountPath\":\"/c/%d\"}", i ? "," : "", i, i);
+    len += (size_t)snprintf(json + len, cap - len,
+                            ",{\"name\":\"bad\",\"mountPath\":\"/bad\"}]}],"
+                            "\"volumes\":[{\"name\":\"bad\",\"configMap\":{"
+                            "\"name\":\"Bad_Name\"}}");
+    for (int i = 0; i < 70; i++)
+        len += (size_t)snprintf(json + len, cap - len,
+                                ",{\"name\":\"v%d\",\"configMap\":{\"name\":\"cm-%d\"}}", i, i);
+    snprintf(json + len, cap - len, "]}}");
+    struct inject_opts o = {0};
+    struct inject_result r;
+    cJSON *pod = inject_pod(json, &o, &r);
+    assert_int_equal(r.outcome, INJECT_INJECTED);
+    const cJSON *side = find_sidecar(pod), *a;
+    int n = 0;
+    cJSON_ArrayForEach(a, cJSON_GetObjectItem(side, "args"))
+    {
+        n += strncmp(a->valuestring, "--fast-sync-objects=", 20) == 0;
+    }
+    assert_int_equal(n, INJECT_FAST_SYNC_MAX);
+    assert_true(has_arg(side, "--fast-sync-objects=configmap/cm-0"));
+    assert_true(has_arg(side, "--fast-sync-objects=configmap/cm-63"));
+    assert_false(has_arg(side, "--fast-sync-objects=configmap/cm-64"));
+    assert_true(warned(&r, "fast sync watches at most 64 objects: configmap/cm-64"));
+    assert_true(warned(&r, "fast sync: configmap \"Bad_Name\" (volume bad) is not a valid name"));
+    inject_result_free(&r);
+    cJSON_Delete(pod);
+    free(json);
+
+    /* an annotation replaces the injected list (a list flag, whole): warned */
+    pod = inject_pod(POD_HEAD OPT_IN ",\"reload-agent.io/fast-sync\":\"true\","
+                                     "\"reload-agent.io/fast-sync-objects\":\"configmap/other\"}},"
+                                     "\"spec\":{" APP_CM "}}",
+                     &o, &r);
+    assert_int_equal(r.outcome, INJECT_INJECTED);
+    assert_true(warned(&r, "annotation reload-agent.io/fast-sync-objects replaces the 1 injected "
+                           "--fast-sync-objects; the Role reload-agent inject writes names the "
+                           "injected ones"));
+    inject_result_free(&r);
+    cJSON_Delete(pod);
+
+    pod = inject_pod(POD_HEAD OPT_IN ",\"reload-agent.io/fast-sync\":\"true\"}},\"spec\":{"
+                                     "\"automountServiceAccountToken\":false," APP_CM "}}",
+                     &o, &r);
+    assert_int_equal(r.outcome, INJECT_SKIPPED);
+    assert_string_equal(r.reason, "fast sync needs the Kubernetes API, but container app has no "
+                                  "service-account token mount to copy "
+                                  "(automountServiceAccountToken is false)");
+    inject_result_free(&r);
+    cJSON_Delete(pod);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1528,6 +1642,8 @@ int main(void)
         cmocka_unit_test(test_default_container_missing),
         cmocka_unit_test(test_reinvocation_status_without_mirrors),
         cmocka_unit_test(test_rollout_without_a_rollable_owner),
+        cmocka_unit_test(test_fast_sync_args),
+        cmocka_unit_test(test_fast_sync_limits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -57,19 +57,17 @@ def manifests(body):
     return cm, deps
 
 
-def rbac():
-    rules = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "patch"]},
-             {"apiGroups": ["reload-agent.io"], "resources": ["fastsync"], "verbs": ["nudge"]},
-             {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["site"],
-              "verbs": ["get", "list", "watch"]}]
-    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-            "metadata": {"name": "reload-agent-fast-sync"}, "rules": rules}
-    rb = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-          "metadata": {"name": "reload-agent-fast-sync"},
-          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                      "name": "reload-agent-fast-sync"},
-          "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": NS}]}
-    return [json.dumps(role), json.dumps(rb)]
+def injected(binary, workload):
+    """`reload-agent inject` of a Deployment (in NS), as a user applies it:
+    with fast sync on, its Role (resourceNames: site) and RoleBinding
+    follow it in the output (issue 18 item 4)."""
+    obj = json.loads(workload)
+    obj["metadata"]["namespace"] = NS
+    p = subprocess.run([binary, "inject", "-"], input=json.dumps(obj).encode(),
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+    if p.returncode != 0:
+        raise SystemExit("reload-agent inject: " + p.stderr.decode())
+    return p.stdout.decode()
 
 
 def served(ip):
@@ -168,12 +166,10 @@ def main():
     c.kubectl("delete", "namespace", NS, "--ignore-not-found", "--wait=true", timeout=180)
     c.kubectl("create", "namespace", NS)
     lib.wait_until(lambda: c.get("serviceaccount", "default", ns=NS, check=False), 60, "default SA")
-    for m in rbac():
-        c.kubectl("apply", "-f", "-", input=m, ns=NS)
     cm, deps = manifests("edit-0")
     c.kubectl("apply", "-f", "-", input=cm, ns=NS)
     for d in deps:
-        c.kubectl("apply", "-f", "-", input=d, ns=NS)
+        c.kubectl("apply", "-f", "-", input=injected(a.binary, d), ns=NS)
     pods = {}
     for name in ("slow", "fast"):
         c.kubectl("rollout", "status", "deployment/" + name, "--timeout=180s", ns=NS, timeout=200)

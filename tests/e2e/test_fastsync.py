@@ -6,6 +6,13 @@ once instead of at its periodic sync. The policy in
 manifests/fast-sync/policy.yaml makes that patch self-only; its tests use
 the very token the kubelet mounts into the pod. No timing is asserted: the
 times are logged, and measured in `make bench` (tests/bench/propagation.py).
+
+Set up as a user would (issue 18 item 4): the main scenario applies what
+`reload-agent inject` writes (the Deployment with its sidecar's fast-sync
+flags, the Role with resourceNames, the RoleBinding); the webhook scenarios
+apply what `reload-agent inject -o rbac` prints for the workload, the
+per-workload objects a webhook user applies (README "Fast sync"). The
+policy is applied once per cluster, as documented.
 """
 import json
 import os
@@ -19,10 +26,45 @@ SYNC_KEY = "reload-agent.io/sync"
 TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
 
-def fast_sync_rbac(env, configmaps=(), secrets=(), sa="default"):
-    """The policy (cluster-wide, idempotent) and, in the test's namespace,
-    the Role with resourceNames of exactly these objects, bound to sa."""
+def apply_policy(env):
+    """The policy, once per cluster (idempotent)."""
     env.c.kubectl("apply", "-f", os.path.join(REPO, "manifests/fast-sync/policy.yaml"))
+
+
+def inject_cli(env, workload, *args):
+    """`reload-agent inject ARGS -` on the workload (JSON), put in the
+    test's namespace as a repository would name it; returns stdout and
+    the report."""
+    obj = json.loads(workload)
+    obj["metadata"]["namespace"] = env.ns
+    p = subprocess.run([env.c.binary, "inject"] + list(args) + ["-"], input=json.dumps(obj).encode(),
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
+    if p.returncode != 0:
+        raise TestFailure("reload-agent inject %s: %s" % (" ".join(args), p.stderr.decode()))
+    env.log("inject %s: %s" % (" ".join(args), p.stderr.decode().strip().replace("\n", "; ")))
+    return p.stdout.decode(), p.stderr.decode()
+
+
+def web_workload(extra_ann=None, cm="site", **kw):
+    ann = apps.agent_annotations(action="signal", process="nginx", fast_sync="true")
+    ann.update(extra_ann or {})
+    return apps.nginx_workload("Deployment", "web", ann, cm=cm, **kw)
+
+
+def webhook_rbac(env, workload):
+    """What a webhook user applies for a workload: the policy once per
+    cluster, and the Role and RoleBinding `inject -o rbac` prints."""
+    apply_policy(env)
+    out, _ = inject_cli(env, workload, "-o", "rbac")
+    check("kind: Role" in out and "kind: RoleBinding" in out, "inject -o rbac printed %r" % out)
+    env.apply(out)
+
+
+def hand_rbac(env, configmaps=(), secrets=(), sa="default"):
+    """The policy and a Role with resourceNames of exactly these objects,
+    bound to sa, written by hand (for the agent without the opt-in, which
+    the injector gives no Role)."""
+    apply_policy(env)
     rules = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "patch"]},
              {"apiGroups": ["reload-agent.io"], "resources": ["fastsync"], "verbs": ["nudge"]}]
     if configmaps:
@@ -47,10 +89,17 @@ def served(ip):
     return body.strip() if st == 200 else None
 
 
-def start_web(env, extra_ann=None, cm="site", **kw):
-    ann = apps.agent_annotations(action="signal", process="nginx", fast_sync="true")
-    ann.update(extra_ann or {})
-    env.apply(apps.nginx_workload("Deployment", "web", ann, cm=cm, **kw))
+def start_web(env, extra_ann=None, cm="site", rbac=True, **kw):
+    """The web Deployment, injected by the webhook, with the objects a
+    webhook user applies for it (rbac)."""
+    workload = web_workload(extra_ann, cm=cm, **kw)
+    if rbac:
+        webhook_rbac(env, workload)
+    env.apply(workload)
+    return wait_web(env)
+
+
+def wait_web(env):
     env.kubectl("rollout", "status", "deployment/web", "--timeout=180s", timeout=200)
     pod = sorted(env.ready_pods("app=web"), key=lambda p: p["metadata"]["name"])[0]
     return pod["metadata"]["name"], pod["status"]["podIP"]
@@ -86,11 +135,24 @@ def test_fast_sync_reloads_nginx(env):
     """Three edits of a ConfigMap reach nginx through the nudge: the agent
     logs fast-sync-synced for each new resourceVersion, the pod's annotation
     carries it, the audit log shows the agent's own patches of its pod,
-    nothing restarts and the Deployment is not rolled."""
+    nothing restarts and the Deployment is not rolled. Set up by the CLI:
+    `reload-agent inject` of the Deployment, applied as it comes out, and
+    the policy once per cluster; nothing written by hand. (The webhook
+    runs too, as it may in a cluster: it leaves the injected pod as it is.)"""
     env.c.ensure_webhook()
-    fast_sync_rbac(env, configmaps=["site"])
+    apply_policy(env)
     env.apply(apps.configmap("site", {"site.conf": apps.site_conf("v0")}))
-    name, ip = start_web(env)
+    out, report = inject_cli(env, web_workload())
+    check("role/reload-agent-fast-sync-deployment-web written" in report, "report: %s" % report)
+    env.apply(out)
+    role = env.get("role", "reload-agent-fast-sync-deployment-web")
+    names = [r.get("resourceNames") for r in role["rules"] if "configmaps" in r["resources"]]
+    check(names == [["site"]], "the Role names %r" % names)
+    check(not [r for r in role["rules"] if "secrets" in r["resources"]], "the Role grants secrets")
+    name, ip = wait_web(env)
+    side = [c for c in env.get("pod", name)["spec"]["initContainers"] if c["name"] == "reload-agent"]
+    check(len(side) == 1 and "--fast-sync-objects=configmap/site" in side[0]["args"],
+          "sidecars %r" % side)
     env.wait_agent_event(name, "fast-sync-start", 60)
     ev = env.wait_agent_event(name, "fast-sync-start", 5)
     check(ev.get("objects") == ["configmap/site"], "fast sync watches %r" % ev.get("objects"))
@@ -131,7 +193,6 @@ def test_fast_sync_policy_self_only(env):
     own image, not another annotation, not a label. A ServiceAccount without
     the fast-sync Role is not restricted by the policy."""
     env.c.ensure_webhook()
-    fast_sync_rbac(env, configmaps=["site"])
     env.apply(apps.configmap("site", {"site.conf": apps.site_conf("v0")}))
     name, _ = start_web(env, replicas=2)
     pods = [p["metadata"]["name"] for p in env.ready_pods("app=web")]
@@ -182,7 +243,6 @@ def test_fast_sync_rbac_resource_names(env):
     cannot list the namespace's ConfigMaps, nor another one by name, and
     the metadata-only list carries no data."""
     env.c.ensure_webhook()
-    fast_sync_rbac(env, configmaps=["site"])
     env.apply(apps.configmap("site", {"site.conf": apps.site_conf("v0")}))
     env.apply(apps.configmap("other", {"k": "v"}))
     name, _ = start_web(env)
@@ -207,7 +267,6 @@ def test_fast_sync_secret(env):
     """A Secret mounted by the pod is watched by name too; an edit reaches
     the volume through the nudge, and the agent never logs its value."""
     env.c.ensure_webhook()
-    fast_sync_rbac(env, configmaps=["site"], secrets=["creds"])
     env.apply(apps.configmap("site", {"site.conf": apps.site_conf("v0")}))
     secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "creds"},
               "stringData": {"password": "s3cr3t-value-0"}}
@@ -231,12 +290,16 @@ def test_fast_sync_secret(env):
 
 
 def test_fast_sync_off_by_default(env):
-    """Without the opt-in the agent neither watches nor patches its pod."""
+    """Without the opt-in the agent neither watches nor patches its pod
+    (even with a Role that would let it), and the injector writes no Role."""
     env.c.ensure_webhook()
-    fast_sync_rbac(env, configmaps=["site"])
+    hand_rbac(env, configmaps=["site"])
     env.apply(apps.configmap("site", {"site.conf": apps.site_conf("v0")}))
+    off = {"reload-agent.io/fast-sync": "false"}
+    out, _ = inject_cli(env, web_workload(off), "-o", "rbac")
+    check(out == "", "inject -o rbac without the opt-in printed %r" % out)
     t0 = time.time()
-    name, ip = start_web(env, extra_ann={"reload-agent.io/fast-sync": "false"})
+    name, ip = start_web(env, extra_ann=off, rbac=False)
     env.wait_agent_event(name, "ready", 60)
     env.apply(apps.configmap("site", {"site.conf": apps.site_conf("v1")}))
     time.sleep(5)
@@ -258,7 +321,6 @@ def test_fast_sync_metadata_edit_falls_back(env):
     back to the kubelet's periodic sync. Its nudges are the only pod
     patches in the audit log."""
     env.c.ensure_webhook()
-    fast_sync_rbac(env, configmaps=["site"])
     env.apply(apps.configmap("site", {"site.conf": apps.site_conf("v0")}))
     name, ip = start_web(env, extra_ann={"reload-agent.io/fast-sync-confirm": "200ms",
                                          "reload-agent.io/log-level": "debug"})

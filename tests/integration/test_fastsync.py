@@ -173,6 +173,9 @@ def test_refused_nudge_falls_back_at_once(env):
     a.wait_event("fast-sync-fallback", timeout=10)
     err = a.wait_event("fast-sync-error", timeout=5)[-1]
     check('verb "patch" on resource "pods"' in err["error"], "error: %r" % err["error"])
+    # the hint names fast sync's own Role, not the rollout Role of manifests/role.yaml
+    check("grant it fast sync's Role" in err["error"] and "reload-agent inject -o rbac" in err["error"]
+          and "manifests/role.yaml" not in err["error"], "hint: %r" % err["error"])
     check(len(patches(fake, pod)) == 1, "a refused nudge was repeated")
     s = status(a)
     check(s["patch_errors"] == 1 and s["fallback"] and "patch" in s["last_error"], "status: %r" % s)
@@ -217,12 +220,12 @@ def test_watch_faults_recover(env):
     # Table without resourceVersions, is (test_secret_change_and_relist)
     check([v for v in nudge_values(fake, pod) if not v.startswith("list-")] == [rv],
           "nudged for an unchanged object: %r" % nudge_values(fake, pod))
-    # the 503s above logged fast-sync-errors too: wait for the one after
-    # the garbage, never an earlier one
+    # the errors logged so far (the drops, the 503s) are not the malformed event's
     seen = len(a.matching("fast-sync-error"))
     fake.ctl("POST", "/watch", {"action": "garbage"})
-    err = a.wait_event("fast-sync-error", count=seen + 1, timeout=10)[seen]
-    check("not a JSON object" in err["error"], "error: %r" % err)
+    a.wait_for(lambda evs: [e for e in [e for e in evs if e.get("event") == "fast-sync-error"][seen:]
+                            if "not a JSON object" in e.get("error", "")] or None, 10,
+               "the malformed event's fast-sync-error")
     wait_until(lambda: all(o["streaming"] for o in status(a)["objects"]), 20,
                "the watches back after a malformed event")
 

@@ -768,3 +768,98 @@ def test_inject_joined_inputs_separators(env):
         got = [d for d in yaml.safe_load_all(out.decode()) if d is not None]
         check(got == want, "case %d: joined %r reads %r, want %r" % (i, out, got, want))
         check(inject_ok(env, ["-"], stdin=out)[0] == out, "case %d: not stable" % i)
+
+
+FAST = """# the web tier, fast sync on
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: shop
+spec:
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+      annotations:
+        reload-agent.io/inject: "true"
+        reload-agent.io/fast-sync: "true"
+        reload-agent.io/action: signal
+        reload-agent.io/process: nginx
+    spec:
+      serviceAccountName: web
+      containers:
+      - name: app
+        image: nginx:1.27
+        securityContext: {runAsUser: 101}
+        env:
+        - name: PASSWORD
+          valueFrom:
+            secretKeyRef: {name: db, key: password}
+        volumeMounts:
+        - {name: conf, mountPath: /etc/nginx/conf.d}
+      volumes:
+      - name: conf
+        configMap: {name: site}
+      - name: unused
+        configMap: {name: not-mounted}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: site, namespace: shop}
+data: {site.conf: "v0"}
+"""
+
+
+def test_inject_fast_sync_writes_its_rbac(env):
+    """Issue 18 item 4: a workload opted into fast sync comes out with its
+    sidecar flags, and after the input's documents the Role (resourceNames
+    of exactly the objects it watches) and the RoleBinding to its
+    ServiceAccount, which kubectl decodes; the rest of the input is only
+    added to; a second run, and -i run twice, change nothing more;
+    --output rbac prints only the two; the policy is named, not written."""
+    out, err = inject_ok(env, ["-"], stdin=FAST.encode())
+    text = out.decode()
+    only_insertions(FAST, text, "fast sync")
+    docs = list(yaml.safe_load_all(text))
+    check([d["kind"] for d in docs] == ["Deployment", "ConfigMap", "Role", "RoleBinding"],
+          "kinds: %r" % [d["kind"] for d in docs])
+    args = sidecar(docs[0])["args"]
+    fs = [a for a in args if a.startswith("--fast-sync")]
+    check(fs == ["--fast-sync=true", "--fast-sync-objects=configmap/site",
+                 "--fast-sync-objects=secret/db"], "fast-sync args: %r" % fs)
+    role, binding = docs[2], docs[3]
+    name = "reload-agent-fast-sync-deployment-web"
+    check(role["metadata"]["name"] == name and role["metadata"]["namespace"] == "shop",
+          "role metadata: %r" % role["metadata"])
+    named = {r["resources"][0]: r.get("resourceNames") for r in role["rules"]}
+    check(named == {"pods": None, "fastsync": None, "configmaps": ["site"], "secrets": ["db"]},
+          "role rules: %r" % role["rules"])
+    check(binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                 "name": name}, "roleRef: %r" % binding["roleRef"])
+    check(binding["subjects"] == [{"kind": "ServiceAccount", "name": "web", "namespace": "shop"}],
+          "subjects: %r" % binding["subjects"])
+    back = Kubectl(env).to_json(out)
+    check([o["kind"] for o in back] == ["Deployment", "ConfigMap", "Role", "RoleBinding"],
+          "kubectl read %r" % [o["kind"] for o in back])
+    check(back[2]["rules"] == role["rules"], "kubectl's Role differs: %r" % back[2]["rules"])
+    check("kubectl apply -f manifests/fast-sync/policy.yaml" in err, "report: %s" % err)
+    check("ValidatingAdmissionPolicy" not in text, "the cluster-scoped policy was written")
+    again, err2 = inject_ok(env, ["-"], stdin=out)
+    check(again == out, "a second run changed the output")
+    check("role/%s passed through" % name in err2, "report: %s" % err2)
+    rbac, _ = inject_ok(env, ["-o", "rbac", "-"], stdin=out)
+    check([d["kind"] for d in yaml.safe_load_all(rbac.decode())] == ["Role", "RoleBinding"],
+          "-o rbac: %s" % rbac.decode()[:300])
+    check(list(yaml.safe_load_all(rbac.decode())) == [role, binding], "-o rbac differs")
+    p = env.path("fast.yaml")
+    with open(p, "w") as f:
+        f.write(FAST)
+    inject_ok(env, ["-i", p])
+    check(open(p, "rb").read() == out, "-i differs from stdout")
+    st = os.stat(p).st_ino
+    inject_ok(env, ["-i", p])
+    check(os.stat(p).st_ino == st, "a second -i rewrote the file")
+    rc, hout, _ = inject(env, ["--help"])
+    check(b"rbac" in hout and b"fast-sync" in hout, "--help says nothing of fast sync's RBAC")

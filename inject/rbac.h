@@ -1,0 +1,34 @@
+/*
+ * rbac.h - the RBAC objects fast sync needs (issue 18 item 4), for
+ * `reload-agent inject`: per injected workload whose sidecar runs
+ * --fast-sync=true, a Role in the workload's namespace and a RoleBinding
+ * of it to the pod template's ServiceAccount, both named
+ * RBAC_FAST_SYNC_PREFIX "<kind>-<name>" ("reload-agent-fast-sync-
+ * deployment-web"). The Role holds the rules of
+ * manifests/fast-sync/role.yaml, with resourceNames of exactly the
+ * objects of the sidecar's --fast-sync-objects (what the agent watches is
+ * what RBAC grants). The policy that makes the pod patch self-only
+ * (manifests/fast-sync/policy.yaml) is cluster-scoped and applied once per
+ * cluster: it is not written here. Pure: JSON in, JSON out.
+ */
+#ifndef RA_INJECT_RBAC_H
+#define RA_INJECT_RBAC_H
+
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+#define RBAC_FAST_SYNC_PREFIX "reload-agent-fast-sync-"
+#define RBAC_FAST_SYNC_POLICY "manifests/fast-sync/policy.yaml"
+
+/* For the injected workload obj (its operations applied) whose pod
+ * template is at prefix ("" for a Pod): when the template's
+ * reload-agent container has the arg --fast-sync=true, returns 1 with
+ * *role and *binding new objects (the caller owns them); 0 when it has
+ * not; -EINVAL with the reason in why when they cannot be written (no
+ * metadata.name, or no metadata.namespace, which the RoleBinding's
+ * ServiceAccount subject needs); -ENOMEM. */
+int rbac_fast_sync(const cJSON *obj, const char *prefix, cJSON **role, cJSON **binding, char *why,
+                   size_t whylen);
+
+#endif
