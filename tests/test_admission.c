@@ -405,7 +405,8 @@ static void test_fast_sync(void **state)
     cJSON *inits = cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "spec"), "initContainers");
     cJSON *side = cJSON_GetArrayItem(inits, cJSON_GetArraySize(inits) - 1);
     char *args = cJSON_PrintUnformatted(cJSON_GetObjectItem(side, "args"));
-    assert_string_equal(args, "[\"run\",\"--watch=/etc/nginx/conf.d\",\"--fast-sync=true\","
+    assert_string_equal(args, "[\"run\",\"--watch=/etc/nginx/conf.d\","
+                              "\"--state-dir=/reload-agent/state\",\"--fast-sync=true\","
                               "\"--fast-sync-objects=configmap/nginx-conf\"]");
     char *mounts = cJSON_PrintUnformatted(cJSON_GetObjectItem(side, "volumeMounts"));
     if (!strstr(mounts, "\"mountPath\":\"/var/run/secrets/kubernetes.io/serviceaccount\""))
