@@ -193,6 +193,11 @@ def mounts(c):
                     for k in sorted(src):
                         v2 = src[k].replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
                         f.write('%s="%s"\n' % (k, v2))
+        elif "emptyDir" in v:
+            # the kubelet's emptyDir: an empty directory anyone may write
+            p = os.path.join(d, "vol", v["name"])
+            os.makedirs(p, exist_ok=True)
+            os.chmod(p, 0o777)
         else:
             sys.exit("volume %s: kind %s is not laid out here" % (v["name"], list(v)))
         ro = ":ro" if m.get("readOnly") else ""
@@ -333,6 +338,9 @@ layout web-site
 wait_for "v2" serves v2 || { logs agent >&2; fail "nginx still serves \"$(body)\" 20 s after the update to v2"; }
 [ "$(state)" = "$MASTER" ] || fail "nginx master changed: was $MASTER, now $(state) (restarted, not reloaded)"
 logs app | grep -q 'signal 1 (SIGHUP) received' || { logs app >&2; fail "nginx logged no SIGHUP"; }
+# the sidecar kept what it applied in its state directory (--state-dir)
+grep -q '"sha256"' "$D/vol/reload-agent-state/applied.json" 2>/dev/null ||
+  { logs agent >&2; fail "the sidecar wrote no applied state into its emptyDir"; }
 wait_for "the signal action" has_actions signal 1 ||
   { logs agent >&2; fail "expected 1 successful signal action, found $(actions signal)"; }
 [ "$(actions restart)" = 0 ] || fail "a restart for a volume change"
