@@ -84,6 +84,7 @@ spec:
         reload-agent.io/action: signal
         reload-agent.io/process: nginx
         reload-agent.io/env-action: restart
+        reload-agent.io/restart-delay: 2s   # the default holds a restart 1m (restart storms)
         reload-agent.io/debounce: 100ms
         reload-agent.io/log-format: json
     spec:
