@@ -296,6 +296,33 @@ static void line_wipe(struct kwatch *w)
     w->line_len = 0;
 }
 
+/* Reports a list or watch (verb) that got no response or a status other
+ * than 200: the transfer's error, a rejected token (re-read before the next
+ * request), or the API server's Status with the RBAC hint of fast sync. */
+static void report_failed_reply(struct kwatch *w, const char *verb, const struct httpc_result *res)
+{
+    if (!res->ok) {
+        report_error(w, "%s %s %s: %s", verb, w->resource, w->name, res->error);
+        return;
+    }
+    if (res->status == 401) {
+        kube__token_rejected(w->k, w->token_gen);
+        report_error(w, "%s %s %s: Unauthorized: the token was rejected", verb, w->resource,
+                     w->name);
+        return;
+    }
+    char path[512], err[1536];
+    snprintf(path, sizeof path, "/api/v1/namespaces/%s/%s", kube_namespace(w->k), w->resource);
+    struct kube_req req = {.verb = verb,
+                           .resource = w->resource,
+                           .group = "",
+                           .method = "GET",
+                           .path = path,
+                           .role = KUBE_ROLE_FAST_SYNC};
+    kube__http_error(w->k, &req, res->status, res->body, res->body_len, err, sizeof err);
+    report_error(w, "%s %s %s: %s", verb, w->resource, w->name, err);
+}
+
 static void on_list_done(void *ud, const struct httpc_result *res)
 {
     struct kwatch *w = ud;
@@ -304,22 +331,8 @@ static void on_list_done(void *ud, const struct httpc_result *res)
 
     w->xfer = NULL;
     kube__count_response(w->k, res->ok ? res->status : 0);
-    if (!res->ok) {
-        report_error(w, "list %s %s: %s", w->resource, w->name, res->error);
-    } else if (res->status == 401) {
-        kube__token_rejected(w->k, w->token_gen);
-        report_error(w, "list %s %s: Unauthorized: the token was rejected", w->resource, w->name);
-    } else if (res->status != 200) {
-        char path[512];
-        snprintf(path, sizeof path, "/api/v1/namespaces/%s/%s", kube_namespace(w->k), w->resource);
-        struct kube_req req = {.verb = "list",
-                               .resource = w->resource,
-                               .group = "",
-                               .method = "GET",
-                               .path = path,
-                               .role = KUBE_ROLE_FAST_SYNC};
-        kube__http_error(w->k, &req, res->status, res->body, res->body_len, err, sizeof err);
-        report_error(w, "list %s %s: %s", w->resource, w->name, err);
+    if (!res->ok || res->status != 200) {
+        report_failed_reply(w, "list", res);
     } else if (kwatch__parse_list(res->body, res->body_len, w->name, w->table, list_rv,
                                   sizeof list_rv, &exists, obj_rv, err, sizeof err) < 0) {
         report_error(w, "list %s %s: %s", w->resource, w->name, err);
@@ -436,7 +449,6 @@ static int on_data_lines(struct kwatch *w, const char *data, size_t n)
 static void on_watch_done(void *ud, const struct httpc_result *res)
 {
     struct kwatch *w = ud;
-    char err[1536];
     uint64_t lasted = uv_now(kube__loop(w->k)) - w->started;
 
     w->xfer = NULL;
@@ -472,23 +484,7 @@ static void on_watch_done(void *ud, const struct httpc_result *res)
         attempt(w);
         return;
     }
-    if (!res->ok) {
-        report_error(w, "watch %s %s: %s", w->resource, w->name, res->error);
-    } else if (res->status == 401) {
-        kube__token_rejected(w->k, w->token_gen);
-        report_error(w, "watch %s %s: Unauthorized: the token was rejected", w->resource, w->name);
-    } else {
-        char path[512];
-        snprintf(path, sizeof path, "/api/v1/namespaces/%s/%s", kube_namespace(w->k), w->resource);
-        struct kube_req req = {.verb = "watch",
-                               .resource = w->resource,
-                               .group = "",
-                               .method = "GET",
-                               .path = path,
-                               .role = KUBE_ROLE_FAST_SYNC};
-        kube__http_error(w->k, &req, res->status, res->body, res->body_len, err, sizeof err);
-        report_error(w, "watch %s %s: %s", w->resource, w->name, err);
-    }
+    report_failed_reply(w, "watch", res);
     if (!w->closing) retry_later(w);
 }
 
