@@ -18,17 +18,11 @@
 #include "base/file.h"
 #include "base/log.h"
 
-static void record_path(const char *dir, const char *name, char *out, size_t n)
-{
-    size_t l = strlen(dir);
-    snprintf(out, n, "%s%s%s", dir, l && dir[l - 1] == '/' ? "" : "/", name);
-}
-
 int restartpod_record_write(const char *dir, const struct restartpod_record *r, char *err,
                             size_t errlen)
 {
     char path[4096];
-    record_path(dir, RESTARTPOD_RECORD_FILE, path, sizeof path);
+    ra_path_in(dir, RESTARTPOD_RECORD_FILE, path, sizeof path);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "time_ms", (double)r->time_ms);
     cJSON_AddNumberToObject(o, "exit_code", r->exit_code);
@@ -48,7 +42,7 @@ int restartpod_record_take(const char *dir, struct restartpod_record *out, char 
     char *buf = NULL;
     size_t len;
     memset(out, 0, sizeof *out);
-    record_path(dir, RESTARTPOD_RECORD_FILE, path, sizeof path);
+    ra_path_in(dir, RESTARTPOD_RECORD_FILE, path, sizeof path);
     int rc = ra_read_file(path, RESTARTPOD_RECORD_MAX, &buf, &len, why, sizeof why);
     if (rc == -ENOENT) return 0;
     if (rc < 0) {

@@ -16,16 +16,10 @@
 
 #define APPLIEDSTATE_VERSION 1
 
-static void state_path(const char *dir, char *out, size_t n)
-{
-    size_t l = strlen(dir);
-    snprintf(out, n, "%s%s%s", dir, l && dir[l - 1] == '/' ? "" : "/", APPLIEDSTATE_FILE);
-}
-
 int appliedstate_save(const char *dir, const struct hash_manifest *m, char *err, size_t errlen)
 {
     char path[4096];
-    state_path(dir, path, sizeof path);
+    ra_path_in(dir, APPLIEDSTATE_FILE, path, sizeof path);
     cJSON *o = cJSON_CreateObject(), *files = cJSON_CreateArray();
     if (!o || !files) ra_oom();
     cJSON_AddNumberToObject(o, "version", APPLIEDSTATE_VERSION);
@@ -123,7 +117,7 @@ int appliedstate_load(const char *dir, struct hash_manifest *out, char *err, siz
     char *buf = NULL;
     size_t len;
     memset(out, 0, sizeof *out);
-    state_path(dir, path, sizeof path);
+    ra_path_in(dir, APPLIEDSTATE_FILE, path, sizeof path);
     int rc = ra_read_file(path, APPLIEDSTATE_MAX, &buf, &len, why, sizeof why);
     if (rc == -ENOENT) return 0;
     if (rc < 0) {

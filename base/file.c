@@ -128,6 +128,12 @@ int ra_read_file(const char *path, size_t max, char **buf, size_t *len, char *er
     return ra_read_file_st(path, max, buf, len, NULL, err, errlen);
 }
 
+void ra_path_in(const char *dir, const char *name, char *out, size_t n)
+{
+    size_t l = strlen(dir);
+    snprintf(out, n, "%s%s%s", dir, l && dir[l - 1] == '/' ? "" : "/", name);
+}
+
 static int write_all(int fd, const char *p, size_t n)
 {
     while (n > 0) {

@@ -34,6 +34,10 @@ int ra_read_file(const char *path, size_t max, char **buf, size_t *len, char *er
 int ra_read_file_st(const char *path, size_t max, char **buf, size_t *len, struct stat *st,
                     char *err, size_t errlen);
 
+/* Writes dir "/" name into out (n bytes, truncated), with no second '/'
+ * when dir already ends in one. */
+void ra_path_in(const char *dir, const char *name, char *out, size_t n);
+
 /* Replaces the file at path with len bytes of data, atomically: they are
  * written to "PATH.tmp" (created with mode, never through a symbolic link),
  * which is then renamed over path, so a reader sees the old file or the new
