@@ -33,7 +33,8 @@ RUN sh scripts/build-curl.sh "build/curl-$(sh scripts/build-curl.sh --version)" 
  && rm -rf /var/lib/apt/lists/*
 COPY Makefile ./
 COPY scripts/link-order.txt scripts/
-COPY agent/ agent/
+COPY cmd/ cmd/
+COPY run/ run/
 COPY watch/ watch/
 COPY hash/ hash/
 COPY base/ base/

@@ -1,8 +1,8 @@
 # reload-agent: one GNU Makefile. `make` builds build/reload-agent.
-# Sources are discovered: every .c in a top-level source folder (agent/,
+# Sources are discovered: every .c in a top-level source folder (cmd/, run/,
 # webhook/, inject/, actions/, kube/, net/, config/, watch/, hash/,
 # yamldoc/, base/: SRC_DIRS; see
-# docs/architecture.md) goes into build/libreload.a except agent/main.c;
+# docs/architecture.md) goes into build/libreload.a except cmd/main.c;
 # each tests/test_*.c is one cmocka binary linked against that archive.
 
 VERSION    ?= 0.1.0
@@ -51,8 +51,8 @@ RA_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I. $(PKG_CFLAGS) \
             -DRA_VERSION='"$(VERSION)"' -DRA_GIT_COMMIT='"$(GIT_COMMIT)"'
 LDLIBS   += $(PKG_LIBS) -lm -ldl -lpthread -lrt
 
-SRC_DIRS := agent webhook inject actions kube net config watch hash yamldoc base
-LIB_SRC  := $(filter-out agent/main.c,$(wildcard $(SRC_DIRS:%=%/*.c)))
+SRC_DIRS := cmd run webhook inject actions kube net config watch hash yamldoc base
+LIB_SRC  := $(filter-out cmd/main.c,$(wildcard $(SRC_DIRS:%=%/*.c)))
 LIB_HDR  := $(wildcard $(SRC_DIRS:%=%/*.h))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_SRC := $(wildcard tests/test_*.c)
@@ -75,7 +75,7 @@ $(BUILD)/libreload.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/reload-agent: $(BUILD)/obj/agent/main.o $(BUILD)/libreload.a $(DEPS_STAMPS) $(LINK_ORDER)
+$(BUILD)/reload-agent: $(BUILD)/obj/cmd/main.o $(BUILD)/libreload.a $(DEPS_STAMPS) $(LINK_ORDER)
 	$(CC) $(RA_CFLAGS) $(CFLAGS) $(LDFLAGS) $(AGENT_LDFLAGS) -o $@ $(filter %.o %.a,$^) $(LDLIBS)
 
 # The static libraries built from Debian source packages (see above).
@@ -214,7 +214,7 @@ loadtest: deps
 
 # The house format (.clang-format). fmt rewrites; fmt-check (CI) lists the
 # files that differ and fails.
-FMT_SRC := $(LIB_SRC) agent/main.c $(LIB_HDR) $(TEST_SRC) $(wildcard tests/*.h) $(TOOL_SRC) $(FUZZ_SRC)
+FMT_SRC := $(LIB_SRC) cmd/main.c $(LIB_HDR) $(TEST_SRC) $(wildcard tests/*.h) $(TOOL_SRC) $(FUZZ_SRC)
 fmt:
 	clang-format -i $(FMT_SRC)
 

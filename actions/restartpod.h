@@ -11,11 +11,11 @@
  * first, then the sidecars, then the app. The sandbox, pod UID, IP and
  * volumes stay; the kubelet mounts the newest ConfigMap and Secret content
  * before any container starts, and env is resolved again. The option
- * parser (config/config.c, actions/restartrules.h) refuses restart-pod
+ * parser (config/config.c, kube/restartrules.h) refuses restart-pod
  * unless the rule the agent was given restarts every container on that
  * code, so the exit never restarts the agent alone.
  *
- * The exit itself is the daemon's (agent/run.c): the action reports
+ * The exit itself is the daemon's (run/run.c): the action reports
  * success, then asks for it through env->exit_request. Before that it
  * writes a record into --state-dir (a directory that lives as long as the
  * pod: an emptyDir), because the kubelet removes the old containers, their

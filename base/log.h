@@ -46,7 +46,7 @@ void log_set_fd(int fd);
 
 /* The names of the levels and of the formats, NULL-terminated, indexed by
  * their enum value: the one list every --log-level and --log-format
- * parser takes its choices from (config/config.c, agent/flags.c). */
+ * parser takes its choices from (config/config.c, cmd/flags.c). */
 extern const char *const log_level_names[];
 extern const char *const log_format_names[];
 

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "actions/exec.h"
-#include "actions/restartrules.h"
+#include "kube/restartrules.h"
 #include "actions/rollout_decide.h"
 #include "base/addr.h"
 #include "base/dups.h"
@@ -107,7 +107,7 @@ static const char *const ON_START[] = {"skip", "reload", "reconcile", "auto", NU
  * start it again (or record the change) can apply. */
 static const char *const ENV_ACTIONS[] = {"rollout", "restart", "restart-pod", "none", NULL};
 
-/* --restart-policy-rules: the shape the API accepts (actions/restartrules.h).
+/* --restart-policy-rules: the shape the API accepts (kube/restartrules.h).
  * "" means unset. */
 static int check_restart_rules(const char *v, char *why, size_t n)
 {

@@ -109,7 +109,7 @@ struct cfg_layer {
  * inject/transform.h), its status record, the per-pod sidecar settings
  * (inject/transform.c), and the rollout hash the agent writes (the default
  * of --hash-annotation) and the one fast sync patches on its own pod
- * (agent/fastsync.c: its value changes on every nudge, so the kubelet syncs
+ * (run/fastsync.c: its value changes on every nudge, so the kubelet syncs
  * the pod). */
 #define CFG_ANNOT_INJECT CFG_ANNOTATION_PREFIX "inject"
 #define CFG_ANNOT_INJECT_STATUS CFG_ANNOTATION_PREFIX "inject-status"

@@ -5,7 +5,7 @@
  * config hash, and render the result as the input's own text with the
  * changes spliced in (YAML), as JSON, or as patches. All or nothing: on any
  * error no output is produced. Reading files and writing them is the
- * caller's (agent/cmd_inject.c).
+ * caller's (cmd/cmd_inject.c).
  */
 #ifndef RA_INJECT_MANIFESTS_H
 #define RA_INJECT_MANIFESTS_H

@@ -4,7 +4,7 @@
  * every container (env valueFrom configMapKeyRef/secretKeyRef, envFrom).
  * A projected volume with a serviceAccountToken source (the kubelet's
  * kube-api-access-* volume and its kube-root-ca.crt) is left out.
- * Fast sync watches exactly these (agent/fastsync.c). Pure: JSON in, names
+ * Fast sync watches exactly these (run/fastsync.c). Pure: JSON in, names
  * out; no I/O.
  */
 #ifndef RA_PODREFS_H

@@ -1,5 +1,5 @@
 /*
- * test_appliedstate.c - the applied state in --state-dir (agent/appliedstate.c):
+ * test_appliedstate.c - the applied state in --state-dir (run/appliedstate.c):
  * a manifest written and read back folds to the same totals; no record is
  * 0; every malformed record is -EINVAL with the file named; the write is
  * atomic (no temporary file is left).
@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "agent/appliedstate.h"
+#include "run/appliedstate.h"
 #include "hash/hash.h"
 
 static char g_dir[256];

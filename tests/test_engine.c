@@ -30,7 +30,7 @@
 
 #include "config/config.h"
 #include "actions/action.h"
-#include "agent/engine.h"
+#include "run/engine.h"
 #include "base/backoff.h"
 #include "base/log.h"
 #include "hash/hash.h"

@@ -1,5 +1,5 @@
 /*
- * test_flags.c - agent/flags: the one argv style of the subcommands on a
+ * test_flags.c - cmd/flags: the one argv style of the subcommands on a
  * table of its own. What is taken (long and short forms, `=`, values that
  * start with '-', `-` and `--`, the order of flags and arguments), the
  * usage errors and their wording (the same as run's, config/config.c),
@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "agent/flags.h"
+#include "cmd/flags.h"
 
 enum { F_ALL = 1, F_FILE, F_OUT };
 

@@ -1,6 +1,6 @@
 /*
  * test_inject_restart.c - unit tests of the restart rules the injection
- * adds (inject/restartrule.c, through inject_object): restart-pod's
+ * adds (inject/restartpolicy.c, through inject_object): restart-pod's
  * RestartAllContainers rule on the sidecar, its copy in
  * --restart-policy-rules and its --state-dir emptyDir, the refusal below
  * Kubernetes 1.36, and the restart action's Restart rule on the app

@@ -1,6 +1,6 @@
 /*
  * test_injectnote.c - the injector's warnings read from the status
- * annotation (agent/injectnote.c): how many are reported, and what a
+ * annotation (run/injectnote.c): how many are reported, and what a
  * status that is not the injector's JSON does (nothing but a log line).
  */
 #include <setjmp.h>
@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "agent/injectnote.h"
+#include "run/injectnote.h"
 #include "config/annotations.h"
 
 /* Reports the warnings of an annotations file holding inject-status=json. */

@@ -1,5 +1,5 @@
 /*
- * test_metrics.c - tests of agent/metrics.c: every family is rendered with
+ * test_metrics.c - tests of run/metrics.c: every family is rendered with
  * HELP and TYPE, counters pushed through metrics_*() show up exactly, the
  * Kubernetes families appear once the agent has an API client, and the
  * hooks have the shapes kube/ and watch/ call (struct kube_counters,
@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "agent/metrics.h"
+#include "run/metrics.h"
 #include "kube/kube.h"
 #include "watch/watch.h"
 

@@ -13,7 +13,7 @@
 #include <cmocka.h>
 
 #include "actions/action.h"
-#include "agent/monitor.h"
+#include "run/monitor.h"
 #include "base/log.h"
 
 #include <dirent.h>

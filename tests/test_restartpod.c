@@ -18,7 +18,7 @@
 #include <cmocka.h>
 
 #include "actions/restartpod.h"
-#include "actions/restartrules.h"
+#include "kube/restartrules.h"
 
 static char g_dir[256];
 

@@ -7,7 +7,7 @@
  * caBundle differs. User documentation: docs/webhook-install.md.
  *
  * The certificates themselves come from webhook/certgen.c; the command line
- * is agent/cmd_certs.c's.
+ * is cmd/cmd_certs.c's.
  */
 #ifndef RA_WEBHOOK_CERTS_H
 #define RA_WEBHOOK_CERTS_H
@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 /* What one run of the job does; the strings are the caller's and must stay
- * valid during webhook_certs_run. agent/cmd_certs.c fills it from the
+ * valid during webhook_certs_run. cmd/cmd_certs.c fills it from the
  * command line and checks it (names, validity range) before the run. */
 struct certs_opts {
     const char *ns;         /* namespace of the Secret and Service; NULL: kube/'s default */

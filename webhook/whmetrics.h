@@ -1,7 +1,7 @@
 /*
  * whmetrics.h - the webhook server's metrics (reload_agent_webhook_*), in
  * the Prometheus text exposition format 0.0.4. Push-only, like
- * agent/metrics.c: webhook/server.c calls a whmetrics_*() function where
+ * run/metrics.c: webhook/server.c calls a whmetrics_*() function where
  * the event happens; whmetrics_render reads only this module's state.
  * Single-threaded (the loop thread).
  */

@@ -60,7 +60,7 @@ def test_levels_fail_on_wrong_arrows(env):
     rc, out = levels(ok, FOLDERS)
     check(rc == 0, "a tree with allowed arrows fails: %s" % out)
     for what, files, want in (
-            ("upward", {"base/bad.c": '#include "agent/run.h"\n'},
+            ("upward", {"base/bad.c": '#include "run/run.h"\n'},
              "base/bad.c:1: base/ includes agent/ (level 8 above 0): upward"),
             ("upward in a header", {"kube/bad.h": '\n#include "actions/action.h"\n'},
              "kube/bad.h:2: kube/ includes actions/ (level 4 above 3): upward"),

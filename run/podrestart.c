@@ -2,7 +2,7 @@
  * podrestart.c - the record of a pod restart, reported by the agent that
  * starts again (podrestart.h).
  */
-#include "agent/podrestart.h"
+#include "run/podrestart.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -10,7 +10,7 @@
 #ifndef RA_AGENT_PODRESTART_H
 #define RA_AGENT_PODRESTART_H
 
-#include "agent/engine.h"
+#include "run/engine.h"
 #include "kube/kevents.h"
 
 /* Takes the record from state_dir (NULL or "": none) and reports it as

@@ -1,11 +1,11 @@
 /*
- * run.c - the `run` daemon (its command line is agent/cmd_run.c's). Owns
+ * run.c - the `run` daemon (its command line is cmd/cmd_run.c's). Owns
  * the loop and, in init order: the
  * configuration (defaults < flags < annotations file), the monitor over the
  * watch roots, the watch on the annotations file, and the signal handlers.
  * Shutdown closes them in reverse order and checks uv_loop_close() == 0.
  */
-#include "agent/run.h"
+#include "run/run.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -17,19 +17,19 @@
 
 #include "config/annotations.h"
 #include "config/config.h"
-#include "agent/endpoints.h"
-#include "agent/engine.h"
-#include "agent/fastsync.h"
-#include "agent/injectnote.h"
-#include "agent/podrestart.h"
+#include "run/endpoints.h"
+#include "run/engine.h"
+#include "run/fastsync.h"
+#include "run/injectnote.h"
+#include "run/podrestart.h"
 #include "net/httpc.h"
 #include "net/httpd.h"
 #include "kube/kevents.h"
 #include "kube/kube.h"
 #include "base/backoff.h"
 #include "base/log.h"
-#include "agent/metrics.h"
-#include "agent/monitor.h"
+#include "run/metrics.h"
+#include "run/monitor.h"
 #include "actions/rollout.h"
 #include "base/sched.h"
 #include "watch/watch.h"

@@ -3,13 +3,13 @@
  * /status is built with cJSON; paths and hashes are the only content shown
  * (never file contents).
  */
-#include "agent/endpoints.h"
+#include "run/endpoints.h"
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/metrics.h"
+#include "run/metrics.h"
 
 static void text(struct httpd_resp *resp, int status, const char *body)
 {

@@ -15,7 +15,7 @@
  * context whose pointer back to f is cleared when f closes: a late reply,
  * or kube_destroy's on_cancel, frees only the context.
  */
-#include "agent/fastsync.h"
+#include "run/fastsync.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -3,13 +3,13 @@
  * generated from it), the checks of their values, then webhook_certs_run
  * (webhook/certs.c) with the options.
  */
-#include "agent/cmd_certs.h"
+#include "cmd/cmd_certs.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "agent/flags.h"
+#include "cmd/flags.h"
 #include "base/log.h"
 #include "config/value.h"
 #include "kube/k8sname.h"

@@ -95,7 +95,7 @@ void monitor_set_timing(struct monitor *m, int64_t debounce_ns, int64_t resync_n
 
 /* Replaces the path -> action decision (copied) for the hashes that start
  * from now on. The ignore globs change what the content is: when they
- * differ, start a new monitor instead (agent/run.c does), so that the
+ * differ, start a new monitor instead (run/run.c does), so that the
  * baseline is taken again. */
 void monitor_set_rules(struct monitor *m, const struct path_rules *rules);
 

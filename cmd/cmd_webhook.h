@@ -1,7 +1,7 @@
 /*
  * cmd_webhook.h - the `webhook` subcommand: the mutating admission webhook
  * server (webhook/server.h) under its own libuv loop, and the dispatch of
- * `webhook certs` (agent/cmd_certs.h).
+ * `webhook certs` (cmd/cmd_certs.h).
  */
 #ifndef RA_CMD_WEBHOOK_H
 #define RA_CMD_WEBHOOK_H

@@ -2,7 +2,7 @@
  * appliedstate.c - the engine's applied state in --state-dir
  * (appliedstate.h): a manifest written as JSON and read back.
  */
-#include "agent/appliedstate.h"
+#include "run/appliedstate.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

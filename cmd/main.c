@@ -1,7 +1,7 @@
 /*
  * main.c - subcommand dispatch: run (default), hash, inject, webhook (and
  * webhook certs, through cmd_webhook), version. Each subcommand parses its
- * own flags in agent/cmd_<name>.c.
+ * own flags in cmd/cmd_<name>.c.
  */
 #include <malloc.h>
 #include <stdio.h>
@@ -10,10 +10,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/cmd_hash.h"
-#include "agent/cmd_inject.h"
-#include "agent/cmd_webhook.h"
-#include "agent/cmd_run.h"
+#include "cmd/cmd_hash.h"
+#include "cmd/cmd_inject.h"
+#include "cmd/cmd_webhook.h"
+#include "cmd/cmd_run.h"
 #include "base/backoff.h"
 
 static void usage(FILE *f)

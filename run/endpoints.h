@@ -6,10 +6,10 @@
 #ifndef RA_ENDPOINTS_H
 #define RA_ENDPOINTS_H
 
-#include "agent/engine.h"
-#include "agent/fastsync.h"
+#include "run/engine.h"
+#include "run/fastsync.h"
 #include "net/httpd.h"
-#include "agent/monitor.h"
+#include "run/monitor.h"
 
 /* What the routes read. The pointers are re-read on every request, so the
  * owner may replace the monitor (live --watch change) at any time. */

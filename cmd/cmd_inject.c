@@ -4,7 +4,7 @@
  * result (stdout, or each changed file in place, atomically). The work in
  * between is the manifest pipeline, inject/manifests.c.
  */
-#include "agent/cmd_inject.h"
+#include "cmd/cmd_inject.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent/flags.h"
+#include "cmd/flags.h"
 #include "base/log.h"
 #include "inject/manifests.h"
 

@@ -1,6 +1,6 @@
 /*
  * cmd_certs.h - the command line of `reload-agent webhook certs`: flags
- * parsed from a table (agent/flags.h) into a struct certs_opts, checked,
+ * parsed from a table (cmd/flags.h) into a struct certs_opts, checked,
  * and the job of webhook/certs.h run with them.
  */
 #ifndef RA_CMD_CERTS_H

@@ -1,10 +1,10 @@
 /*
- * cmd_webhook.c - `reload-agent webhook`: parses the flags (agent/flags.h),
+ * cmd_webhook.c - `reload-agent webhook`: parses the flags (cmd/flags.h),
  * sets up logging and the signal handlers, runs the webhook server
  * (webhook/server.c) on its own loop, and stops it gracefully on SIGTERM or
- * SIGINT. `webhook certs` goes to agent/cmd_certs.c.
+ * SIGINT. `webhook certs` goes to cmd/cmd_certs.c.
  */
-#include "agent/cmd_webhook.h"
+#include "cmd/cmd_webhook.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -14,8 +14,8 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "agent/cmd_certs.h"
-#include "agent/flags.h"
+#include "cmd/cmd_certs.h"
+#include "cmd/flags.h"
 #include "base/addr.h"
 #include "base/log.h"
 #include "config/value.h"

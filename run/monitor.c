@@ -14,7 +14,7 @@
  * there, on the loop thread. A hint (watch event) during a job makes its
  * result stale: it is dropped and the tree is hashed again.
  */
-#include "agent/monitor.h"
+#include "run/monitor.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -25,7 +25,7 @@
 #include <sys/stat.h>
 
 #include "actions/action.h"
-#include "agent/metrics.h"
+#include "run/metrics.h"
 #include "base/backoff.h"
 #include "base/log.h"
 #include "base/permhint.h"

@@ -8,7 +8,7 @@
  * --min-interval, the retry policy); an attempt runs on a copy of the
  * parameters its actions read (struct action_params), made when it starts.
  */
-#include "agent/engine.h"
+#include "run/engine.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -17,8 +17,8 @@
 #include <string.h>
 
 #include "actions/action.h"
-#include "agent/appliedstate.h"
-#include "agent/metrics.h"
+#include "run/appliedstate.h"
+#include "run/metrics.h"
 #include "base/backoff.h"
 #include "base/log.h"
 #include "kube/kevents.h"

@@ -4,7 +4,7 @@
  * thread touches them. Every value is pushed by a metrics_*() call at the
  * event; rendering reads only M.
  */
-#include "agent/metrics.h"
+#include "run/metrics.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -2,7 +2,7 @@
  * flags.c - one table-driven argv parser and --help for the subcommands
  * (see flags.h).
  */
-#include "agent/flags.h"
+#include "cmd/flags.h"
 
 #include <stdarg.h>
 #include <string.h>

@@ -1,13 +1,13 @@
 /*
  * cmd_run.c - `reload-agent run`: the flags into a layer of the option
- * table (config/config.c: the same rules and messages as agent/flags.h),
- * --help from that table, then the daemon (agent/run.c).
+ * table (config/config.c: the same rules and messages as cmd/flags.h),
+ * --help from that table, then the daemon (run/run.c).
  */
-#include "agent/cmd_run.h"
+#include "cmd/cmd_run.h"
 
 #include <stdio.h>
 
-#include "agent/run.h"
+#include "run/run.h"
 #include "config/config.h"
 
 void cmd_run_usage(void)

@@ -30,7 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "actions/restartrules.h"
+#include "kube/restartrules.h"
 
 int inject_parse_kube_version(const char *s, int *minor)
 {

@@ -5,7 +5,7 @@
  *
  * `run` takes its flags from the option table of config/config.c (they are
  * also pod annotations); every other subcommand (hash, inject, webhook,
- * webhook certs) declares a struct flags_cmd in its agent/cmd_*.c. Both
+ * webhook certs) declares a struct flags_cmd in its cmd/cmd_*.c. Both
  * follow the same rules and say the same things:
  *   - `--name value` and `--name=value` for a flag that takes a value (the
  *     value may be empty or start with '-'), `-x value` for its short form;

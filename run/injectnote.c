@@ -2,7 +2,7 @@
  * injectnote.c - the injector's warnings from reload-agent.io/inject-status,
  * logged and posted as Events at start (injectnote.h).
  */
-#include "agent/injectnote.h"
+#include "run/injectnote.h"
 
 #include <cjson/cJSON.h>
 

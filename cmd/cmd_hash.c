@@ -4,14 +4,14 @@
  * the manifest it is the SHA-256 of, in sha256sum format), so the hash the
  * agent acts on can be reproduced outside it, with coreutils alone.
  */
-#include "agent/cmd_hash.h"
+#include "cmd/cmd_hash.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/flags.h"
+#include "cmd/flags.h"
 #include "base/log.h"
 #include "hash/hash.h"
 

@@ -1,6 +1,6 @@
 /*
  * run.h - the `run` daemon: configuration, the event loop, live annotation
- * updates and graceful shutdown. Its command line is agent/cmd_run.h's.
+ * updates and graceful shutdown. Its command line is cmd/cmd_run.h's.
  */
 #ifndef RA_RUN_H
 #define RA_RUN_H

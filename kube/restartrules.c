@@ -2,7 +2,7 @@
  * restartrules.c - a container's restartPolicyRules: the shape the API
  * accepts, and the first-match verdict for an exit code (restartrules.h).
  */
-#include "actions/restartrules.h"
+#include "kube/restartrules.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
