@@ -23,7 +23,7 @@
  * agent stops patching (blocked), logs a warning naming the differing
  * paths, and posts a RolloutSkipped Event. It never rolls forever.
  *
- * An owner that cannot roll (owner_not_rolling blocks) gives ROLLOUT_BLOCKED,
+ * An owner that cannot roll (kinds_not_rolling blocks) gives ROLLOUT_BLOCKED,
  * a warning and a RolloutSkipped Event; it is resolved again at the next
  * apply, and so is an owner whose GET answers 404 (ROLLOUT_FAILED, retried). One that rolls only once the user acts (paused, OnDelete) is
  * patched, with a warning and a RolloutSkipped Event. Events go to the

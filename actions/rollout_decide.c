@@ -134,7 +134,7 @@ void rollout__decide(const struct rollout_state *st, const struct rollout_input 
 
     memset(d, 0, sizeof *d);
     if (in->kind)
-        why = owner_not_rolling(in->kind, st->root, d->warn_buf, sizeof d->warn_buf, &blocks);
+        why = kinds_not_rolling(in->kind, st->root, d->warn_buf, sizeof d->warn_buf, &blocks);
     if (why && blocks) {
         d->verdict = ROLLOUT_V_BLOCKED;
         d->owner_blocks = 1;

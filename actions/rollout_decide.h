@@ -4,7 +4,7 @@
  * template is already current, the rollout is blocked (and why), it must
  * wait for --min-interval, or the PATCH goes out. actions/rollout.c acts on
  * the result; tests/test_rollout.c and tests/fuzz/fuzz_apijson.c drive it
- * directly. "Will this patch roll?" is owner_not_rolling() (kube/owner.h),
+ * directly. "Will this patch roll?" is kinds_not_rolling() (kube/owner.h),
  * the same judgement the owner resolution uses.
  */
 #ifndef RA_ROLLOUT_DECIDE_H
@@ -36,7 +36,7 @@ struct rollout_guard {
 
 /* What decide reads besides the state. */
 struct rollout_input {
-    const struct owner_kind *kind; /* of the object whose template is patched */
+    const struct kinds_kind *kind; /* of the object whose template is patched */
     const char *hash;              /* ours, 64 hex */
     const char *files;             /* our files map (JSON object text), or NULL */
     uint64_t min_interval_ms;      /* --min-interval, 0 = none */
@@ -58,12 +58,12 @@ struct rollout_decision {
     uint64_t wait_ms;    /* ROLLOUT_V_WAIT */
     int flipped;         /* our hash was replaced by another, and this apply has
                                  not recorded that yet: record it (guard) */
-    int owner_blocks;    /* BLOCKED by the owner itself (owner_not_rolling), not
+    int owner_blocks;    /* BLOCKED by the owner itself (kinds_not_rolling), not
                                  by the oscillation guard: resolve the owner again next time */
     const char *warning; /* the patch lands but rolls nothing until the user acts
                                  (paused, OnDelete): warn; NULL if none */
     char reason[1400];   /* BLOCKED: one line; otherwise "" */
-    char warn_buf[600];  /* storage for warning / owner_not_rolling */
+    char warn_buf[600];  /* storage for warning / kinds_not_rolling */
 };
 
 /* The annotation keys derived from --hash-annotation: "<key minus -hash>-files"
@@ -79,7 +79,7 @@ int rollout__parse_state(const char *body, size_t body_len, const char *hash_ann
 void rollout__state_free(struct rollout_state *st);
 
 /* The decision. Pure: reads st and in only, writes *d. Order: a blocking
- * owner_not_rolling reason; already current; the oscillation guard (a
+ * kinds_not_rolling reason; already current; the oscillation guard (a
  * replaced hash, ROLLOUT_FLIP_LIMIT times within ROLLOUT_FLIP_WINDOW_S,
  * counting this one); --min-interval since last-rollout; else PATCH. */
 void rollout__decide(const struct rollout_state *st, const struct rollout_input *in,

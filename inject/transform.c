@@ -41,21 +41,21 @@
 
 /* The row of a kind (in apiVersion's group; NULL: the kind alone), or NULL
  * when the table does not know it. */
-static const struct owner_kind *kind_row(const char *api_version, const char *kind)
+static const struct kinds_kind *kind_row(const char *api_version, const char *kind)
 {
-    return api_version ? owner_kind_find(kind, api_version) : owner_kind_named(kind);
+    return api_version ? kinds_find(kind, api_version) : kinds_named(kind);
 }
 
 /* The row of a workload: a kind with a pod template, or NULL. */
-static const struct owner_kind *workload_row(const char *api_version, const char *kind)
+static const struct kinds_kind *workload_row(const char *api_version, const char *kind)
 {
-    const struct owner_kind *k = kind_row(api_version, kind);
+    const struct kinds_kind *k = kind_row(api_version, kind);
     return k && k->template_prefix ? k : NULL;
 }
 
 const char *inject_prefix_for(const char *api_version, const char *kind)
 {
-    const struct owner_kind *k = workload_row(api_version, kind);
+    const struct kinds_kind *k = workload_row(api_version, kind);
     return k ? k->template_prefix : NULL;
 }
 
@@ -664,7 +664,7 @@ static const cJSON *controller_ref(const cJSON *obj)
  * chain at run time. */
 static void warn_unrollable(struct inject__ctx *x)
 {
-    const struct owner_kind *k = x->ki;
+    const struct kinds_kind *k = x->ki;
     if (!*k->template_prefix) { /* a pod: what rolls is its controller */
         const cJSON *ref = controller_ref(x->obj);
         const cJSON *kind = cJSON_GetObjectItemCaseSensitive(ref, "kind");
@@ -1141,7 +1141,7 @@ static int read_template(struct inject__ctx *x, const cJSON *obj, const cJSON **
     if (inject__get_str(x, obj, "", "kind", &kind) < 0 ||
         inject__get_str(x, obj, "", "apiVersion", &api) < 0)
         return -EINVAL;
-    const struct owner_kind *ki = workload_row(api, kind);
+    const struct kinds_kind *ki = workload_row(api, kind);
     if (!ki) {
         out->outcome = INJECT_NOT_WORKLOAD;
         set_reason(out, "%.60s%s%.100s is not a workload with a pod template",
@@ -1226,7 +1226,7 @@ static int run(struct inject__ctx *x, const cJSON *obj, struct inject_result *ou
     int rc = read_template(x, obj, &tmpl, out);
     if (rc <= 0) return rc;
     out->outcome = INJECT_SKIPPED;
-    if (!tmpl && x->ki->workload_ref && owner_workload_ref(obj, &ref_name) != 0)
+    if (!tmpl && x->ki->workload_ref && kinds_workload_ref(obj, &ref_name) != 0)
         return skip(out, "the %s has a workloadRef: inject the referenced workload instead",
                     x->ki->kind);
     if (!check_opt_in(x, out)) return 0;

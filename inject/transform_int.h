@@ -88,7 +88,7 @@ struct inject__envref {
 struct inject__ctx {
     const struct inject_opts *opts;
     const cJSON *obj;            /* the whole object */
-    const struct owner_kind *ki; /* the object's row in the kinds table (kube/kinds.h) */
+    const struct kinds_kind *ki; /* the object's row in the kinds table (kube/kinds.h) */
     char tpath[40]; /* dotted path of the template for messages: "spec.template." or "" */
     const cJSON *meta, *annots, *spec;
 

@@ -13,14 +13,14 @@
 
 #include "base/text.h"
 
-const char *owner__str_at(const cJSON *obj, const char *key)
+const char *kinds__str_at(const cJSON *obj, const char *key)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
 
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
-const cJSON *owner__obj_at(const cJSON *obj, const char *key)
+const cJSON *kinds__obj_at(const cJSON *obj, const char *key)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
 
@@ -44,7 +44,7 @@ static const char *paused(const cJSON *obj, char *buf, size_t len, int *blocks)
     (void)buf;
     (void)len;
     *blocks = 0;
-    if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(owner__obj_at(obj, "spec"), "paused")))
+    if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(kinds__obj_at(obj, "spec"), "paused")))
         return NULL;
     return "spec.paused is true: a template patch will not roll pods until "
            "`kubectl rollout resume`";
@@ -53,7 +53,7 @@ static const char *paused(const cJSON *obj, char *buf, size_t len, int *blocks)
 static const char *on_delete(const cJSON *obj, char *buf, size_t len, int *blocks)
 {
     const char *type =
-        owner__str_at(owner__obj_at(owner__obj_at(obj, "spec"), "updateStrategy"), "type");
+        kinds__str_at(kinds__obj_at(kinds__obj_at(obj, "spec"), "updateStrategy"), "type");
 
     (void)buf;
     (void)len;
@@ -65,12 +65,12 @@ static const char *on_delete(const cJSON *obj, char *buf, size_t len, int *block
 
 static const char *rollout_not_rolling(const cJSON *obj, char *buf, size_t len, int *blocks)
 {
-    const cJSON *ref = owner__obj_at(owner__obj_at(obj, "spec"), "workloadRef");
+    const cJSON *ref = kinds__obj_at(kinds__obj_at(obj, "spec"), "workloadRef");
     const char *name = NULL;
-    int r = owner_workload_ref(obj, &name);
+    int r = kinds_workload_ref(obj, &name);
 
     if (r == 0) {
-        if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(owner__obj_at(obj, "spec"), "paused")))
+        if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(kinds__obj_at(obj, "spec"), "paused")))
             return NULL;
         *blocks = 0;
         return "spec.paused is true: the Rollout will not progress until it is resumed "
@@ -93,9 +93,9 @@ static const char *rollout_not_rolling(const cJSON *obj, char *buf, size_t len, 
              "spec.workloadRef names %.63s %.253s (%.100s), not an apps/v1 Deployment: "
              "reload-agent patches only a referenced Deployment's pod template; use "
              "--action restart or signal",
-             owner__str_at(ref, "kind") ? owner__str_at(ref, "kind") : "(no kind)",
-             owner__str_at(ref, "name") ? owner__str_at(ref, "name") : "(no name)",
-             owner__str_at(ref, "apiVersion") ? owner__str_at(ref, "apiVersion") : "no apiVersion");
+             kinds__str_at(ref, "kind") ? kinds__str_at(ref, "kind") : "(no kind)",
+             kinds__str_at(ref, "name") ? kinds__str_at(ref, "name") : "(no name)",
+             kinds__str_at(ref, "apiVersion") ? kinds__str_at(ref, "apiVersion") : "no apiVersion");
     ra_one_line(buf, len, raw);
     return buf;
 }
@@ -108,7 +108,7 @@ static const char *rollout_not_rolling(const cJSON *obj, char *buf, size_t len, 
 #define TEMPLATE_PATH "spec.template"
 
 /* The workload kinds, with their behaviour. */
-static const struct owner_kind KINDS[] = {
+static const struct kinds_kind KINDS[] = {
     /* the object is its own pod: its controller is what may roll */
     {.kind = "Pod",
      .group = "",
@@ -195,21 +195,21 @@ static const struct owner_kind KINDS[] = {
 };
 #define NKINDS (sizeof KINDS / sizeof KINDS[0])
 
-const struct owner_kind *owner_kind_named(const char *kind)
+const struct kinds_kind *kinds_named(const char *kind)
 {
     for (size_t i = 0; kind && i < NKINDS; i++)
         if (strcmp(KINDS[i].kind, kind) == 0) return &KINDS[i];
     return NULL;
 }
 
-const struct owner_kind *owner_kind_find(const char *kind, const char *api_version)
+const struct kinds_kind *kinds_find(const char *kind, const char *api_version)
 {
-    const struct owner_kind *k = owner_kind_named(kind);
+    const struct kinds_kind *k = kinds_named(kind);
 
     return k && api_version && group_is(api_version, k->group) ? k : NULL;
 }
 
-const char *owner_not_rolling(const struct owner_kind *k, const cJSON *obj, char *buf, size_t len,
+const char *kinds_not_rolling(const struct kinds_kind *k, const cJSON *obj, char *buf, size_t len,
                               int *blocks)
 {
     *blocks = 0;
@@ -220,24 +220,24 @@ const char *owner_not_rolling(const struct owner_kind *k, const cJSON *obj, char
     return k->not_rolling ? k->not_rolling(obj, buf, len, blocks) : NULL;
 }
 
-int owner_workload_ref(const cJSON *obj, const char **name)
+int kinds_workload_ref(const cJSON *obj, const char **name)
 {
-    const cJSON *spec = owner__obj_at(obj, "spec");
+    const cJSON *spec = kinds__obj_at(obj, "spec");
     const cJSON *ref = cJSON_GetObjectItemCaseSensitive(spec, "workloadRef");
     const char *kind, *av;
 
     *name = NULL;
     if (!ref || cJSON_IsNull(ref)) return 0;
-    kind = owner__str_at(ref, "kind");
-    av = owner__str_at(ref, "apiVersion");
+    kind = kinds__str_at(ref, "kind");
+    av = kinds__str_at(ref, "apiVersion");
     if (!cJSON_IsObject(ref) || !kind || !av || strcmp(kind, "Deployment") != 0 ||
         strcmp(av, "apps/v1") != 0)
         return -1;
-    *name = owner__str_at(ref, "name");
+    *name = kinds__str_at(ref, "name");
     return 1;
 }
 
-void owner_kind_rollable_list(char *out, size_t n)
+void kinds_rollable_list(char *out, size_t n)
 {
     size_t len = 0, total = 0, seen = 0;
 

@@ -9,7 +9,7 @@
  * "can the agent roll this" has one answer at injection and at run time.
  *
  * Pure (cJSON only: no loop, no I/O), so the transform uses it without the
- * API client. The names keep the owner_ prefix they had in owner.h.
+ * API client. Its exports carry the file's prefix, kinds_.
  *
  *   kind         template                           can roll
  *   Pod          ""                                 no: through its controller
@@ -30,7 +30,7 @@ struct cJSON;
 #define OWNER_MERGE "application/merge-patch+json"
 
 /* One workload kind and its behaviour (a row of the table in kinds.c). */
-struct owner_kind {
+struct kinds_kind {
     const char *kind, *group, *version, *resource; /* resource: the URL/RBAC plural */
     const char *title;                             /* for messages: "Deployment", "Argo Rollout" */
     /* Where the pod template is: the JSON Pointer of every injected
@@ -45,10 +45,10 @@ struct owner_kind {
     int can_roll;           /* a pod-template patch makes its controller replace pods */
     const char *patch_type; /* content type of that patch; NULL if it cannot roll */
     const char *why_not;    /* can_roll == 0: why, and what to do instead */
-    int workload_ref;       /* its template may live in spec.workloadRef (owner_workload_ref) */
+    int workload_ref;       /* its template may live in spec.workloadRef (kinds_workload_ref) */
     /* Why a template patch of obj (an object of this kind, as read from the
      * API) does not replace pods now, or NULL when it does (see
-     * owner_not_rolling). NULL pointer: the kind has no such case. */
+     * kinds_not_rolling). NULL pointer: the kind has no such case. */
     const char *(*not_rolling)(const struct cJSON *obj, char *buf, size_t len, int *blocks);
 };
 
@@ -56,10 +56,10 @@ struct owner_kind {
  * "apps" with a version; only "v1" is the core group), or NULL for a kind
  * the table does not know or another group (NULL api_version: NULL). The
  * row is static. */
-const struct owner_kind *owner_kind_find(const char *kind, const char *api_version);
+const struct kinds_kind *kinds_find(const char *kind, const char *api_version);
 
 /* The row for kind alone (kinds are unique in the table), or NULL. */
-const struct owner_kind *owner_kind_named(const char *kind);
+const struct kinds_kind *kinds_named(const char *kind);
 
 /* The one judgement of whether patching the template of obj (an object of
  * kind k) rolls pods now. Returns NULL when it does; else the reason, one
@@ -70,24 +70,24 @@ const struct owner_kind *owner_kind_named(const char *kind);
  *   *blocks == 1: the patch would change nothing (a Rollout whose template
  *                 lives in its spec.workloadRef): do not patch.
  * A kind that cannot roll at all returns k->why_not with *blocks = 1. */
-const char *owner_not_rolling(const struct owner_kind *k, const struct cJSON *obj, char *buf,
+const char *kinds_not_rolling(const struct kinds_kind *k, const struct cJSON *obj, char *buf,
                               size_t len, int *blocks);
 
 /* What spec.workloadRef of obj (a Rollout) names: 0 when there is none; 1
  * for an apps/v1 Deployment, with *name pointing into obj (NULL if the
  * reference has no name); -1 for anything else. */
-int owner_workload_ref(const struct cJSON *obj, const char **name);
+int kinds_workload_ref(const struct cJSON *obj, const char **name);
 
 /* Writes "Deployment, StatefulSet, DaemonSet and Argo Rollout" (the titles
  * of the kinds that can roll, in table order) into out (n bytes, cut to
  * fit, always terminated). */
-void owner_kind_rollable_list(char *out, size_t n);
+void kinds_rollable_list(char *out, size_t n);
 
 /* ---- internal: for the files of kube/ ---- */
 
 /* The string (or object) member key of obj, or NULL when absent or of
  * another type; borrowed from obj. */
-const char *owner__str_at(const struct cJSON *obj, const char *key);
-const struct cJSON *owner__obj_at(const struct cJSON *obj, const char *key);
+const char *kinds__str_at(const struct cJSON *obj, const char *key);
+const struct cJSON *kinds__obj_at(const struct cJSON *obj, const char *key);
 
 #endif

@@ -40,7 +40,7 @@ static const cJSON *arr_at(const cJSON *obj, const char *key)
 
 /* A controller ownerReference. */
 struct ref {
-    const struct owner_kind *ki;                 /* NULL for a kind not in the table */
+    const struct kinds_kind *ki;                 /* NULL for a kind not in the table */
     const char *kind, *api_version, *name, *uid; /* point into the parsed JSON */
 };
 
@@ -62,7 +62,7 @@ static int fail(struct owner__chain *c, enum owner_status st, const char *fmt, .
 }
 
 /* Names the next object to GET; child describes who refers to it (taken). */
-static int next(struct owner__chain *c, const struct owner_kind *ki, const char *name,
+static int next(struct owner__chain *c, const struct kinds_kind *ki, const char *name,
                 const char *uid, char *child)
 {
     free(c->child);
@@ -83,17 +83,17 @@ static int next(struct owner__chain *c, const struct owner_kind *ki, const char 
  * there is none, -1 if it is malformed. */
 static int controller_ref(const cJSON *obj, struct ref *ref)
 {
-    const cJSON *refs = arr_at(owner__obj_at(obj, "metadata"), "ownerReferences"), *it;
+    const cJSON *refs = arr_at(kinds__obj_at(obj, "metadata"), "ownerReferences"), *it;
 
     cJSON_ArrayForEach(it, refs)
     {
         if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(it, "controller"))) continue;
-        ref->kind = owner__str_at(it, "kind");
-        ref->api_version = owner__str_at(it, "apiVersion");
-        ref->name = owner__str_at(it, "name");
-        ref->uid = owner__str_at(it, "uid");
+        ref->kind = kinds__str_at(it, "kind");
+        ref->api_version = kinds__str_at(it, "apiVersion");
+        ref->name = kinds__str_at(it, "name");
+        ref->uid = kinds__str_at(it, "uid");
         if (!ref->kind || !ref->api_version || !ref->name) return -1;
-        ref->ki = owner_kind_find(ref->kind, ref->api_version);
+        ref->ki = kinds_find(ref->kind, ref->api_version);
         return 1;
     }
     return 0;
@@ -101,7 +101,7 @@ static int controller_ref(const cJSON *obj, struct ref *ref)
 
 static void collect_annotations(struct owner_pod *p, const cJSON *meta)
 {
-    const cJSON *ann = owner__obj_at(meta, "annotations"), *it;
+    const cJSON *ann = kinds__obj_at(meta, "annotations"), *it;
     size_t n = 0;
 
     cJSON_ArrayForEach(it, ann) if (cJSON_IsString(it)) n++;
@@ -126,11 +126,11 @@ static int is_updating_volume(const cJSON *volumes, const char *name)
 
     cJSON_ArrayForEach(v, volumes)
     {
-        const char *vn = owner__str_at(v, "name");
+        const char *vn = kinds__str_at(v, "name");
 
         if (!vn || strcmp(vn, name) != 0) continue;
         for (i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
-            if (owner__obj_at(v, kinds[i])) return 1;
+            if (kinds__obj_at(v, kinds[i])) return 1;
         return 0;
     }
     return 0;
@@ -152,9 +152,9 @@ static void collect_subpaths(struct owner_pod *p, const cJSON *spec)
 
             cJSON_ArrayForEach(m, mounts)
             {
-                const char *sp = owner__str_at(m, "subPath"),
-                           *spe = owner__str_at(m, "subPathExpr");
-                const char *vol = owner__str_at(m, "name"), *mp = owner__str_at(m, "mountPath");
+                const char *sp = kinds__str_at(m, "subPath"),
+                           *spe = kinds__str_at(m, "subPathExpr");
+                const char *vol = kinds__str_at(m, "name"), *mp = kinds__str_at(m, "mountPath");
                 struct owner_mount *grown;
 
                 if (!((sp && sp[0]) || (spe && spe[0])) || !vol || !mp) continue;
@@ -163,7 +163,7 @@ static void collect_subpaths(struct owner_pod *p, const cJSON *spec)
                                 (p->nsubpath_mounts + 1) * sizeof *p->subpath_mounts);
                 if (!grown) ra_oom();
                 p->subpath_mounts = grown;
-                grown[p->nsubpath_mounts].container = xstrdup(owner__str_at(c, "name"));
+                grown[p->nsubpath_mounts].container = xstrdup(kinds__str_at(c, "name"));
                 grown[p->nsubpath_mounts].volume = xstrdup(vol);
                 grown[p->nsubpath_mounts].mount_path = xstrdup(mp);
                 p->nsubpath_mounts++;
@@ -176,7 +176,7 @@ static int unsupported(struct owner__chain *c, const struct ref *ref)
 {
     char kinds[160];
 
-    owner_kind_rollable_list(kinds, sizeof kinds);
+    kinds_rollable_list(kinds, sizeof kinds);
     return fail(c, OWNER_NO_ROLLOUT,
                 "%s is controlled by %s %s (%s), which cannot be rolled: only %s can; use "
                 "--action restart or signal",
@@ -185,16 +185,16 @@ static int unsupported(struct owner__chain *c, const struct ref *ref)
 
 static int on_pod(struct owner__chain *c, const cJSON *pod)
 {
-    const cJSON *meta = owner__obj_at(pod, "metadata");
+    const cJSON *meta = kinds__obj_at(pod, "metadata");
     struct owner_pod *p = &c->o->pod;
     struct ref ref;
     int has;
 
-    p->name = xstrdup(owner__str_at(meta, "name"));
-    p->namespace_ = xstrdup(owner__str_at(meta, "namespace"));
-    p->uid = xstrdup(owner__str_at(meta, "uid"));
+    p->name = xstrdup(kinds__str_at(meta, "name"));
+    p->namespace_ = xstrdup(kinds__str_at(meta, "namespace"));
+    p->uid = xstrdup(kinds__str_at(meta, "uid"));
     collect_annotations(p, meta);
-    collect_subpaths(p, owner__obj_at(pod, "spec"));
+    collect_subpaths(p, kinds__obj_at(pod, "spec"));
     c->o->have_pod = 1;
     has = controller_ref(pod, &ref);
     if (has < 0)
@@ -230,7 +230,7 @@ static int on_intermediate(struct owner__chain *c, const cJSON *obj)
 /* A kind that cannot roll (a Job): say why, naming its controller. */
 static int on_not_rollable(struct owner__chain *c, const cJSON *obj)
 {
-    const struct owner_kind *ki = c->fetching;
+    const struct kinds_kind *ki = c->fetching;
     struct ref ref;
     int has = controller_ref(obj, &ref);
 
@@ -241,23 +241,23 @@ static int on_not_rollable(struct owner__chain *c, const cJSON *obj)
                 ki->why_not);
 }
 
-static void set_via(struct owner_info *o, const struct owner_kind *ki, const char *name,
+static void set_via(struct owner_info *o, const struct kinds_kind *ki, const char *name,
                     const cJSON *w)
 {
-    const char *av = owner__str_at(w, "apiVersion");
+    const char *av = kinds__str_at(w, "apiVersion");
 
     o->via_kind = ki->kind;
     o->via_name = xstrdup(name);
-    o->via_uid = xstrdup(owner__str_at(owner__obj_at(w, "metadata"), "uid"));
+    o->via_uid = xstrdup(kinds__str_at(kinds__obj_at(w, "metadata"), "uid"));
     o->via_api_version = av && av[0] ? xstrdup(av) : ra_asprintf("%s/%s", ki->group, ki->version);
 }
 
 static int on_workload(struct owner__chain *c, const char *ns, const cJSON *w)
 {
-    const struct owner_kind *ki = c->fetching;
+    const struct kinds_kind *ki = c->fetching;
     struct owner_info *o = c->o;
-    const char *av = owner__str_at(w, "apiVersion"), *ref_name;
-    int ref = ki->workload_ref && !c->via_ref ? owner_workload_ref(w, &ref_name) : 0;
+    const char *av = kinds__str_at(w, "apiVersion"), *ref_name;
+    int ref = ki->workload_ref && !c->via_ref ? kinds_workload_ref(w, &ref_name) : 0;
 
     if (ref != 0) { /* a Rollout whose template lives in spec.workloadRef */
         char buf[600], *child = ra_asprintf("%s %s's spec.workloadRef", ki->kind, c->name);
@@ -265,11 +265,11 @@ static int on_workload(struct owner__chain *c, const char *ns, const cJSON *w)
 
         set_via(o, ki, c->name, w);
         c->via_ref = 1;
-        if (ref > 0) return next(c, owner_kind_named("Deployment"), ref_name, NULL, child);
+        if (ref > 0) return next(c, kinds_named("Deployment"), ref_name, NULL, child);
         free(c->child);
         c->child = child;
         return fail(c, OWNER_NO_ROLLOUT, "%s %s: %s", ki->kind, c->name,
-                    owner_not_rolling(ki, w, buf, sizeof buf, &blocks));
+                    kinds_not_rolling(ki, w, buf, sizeof buf, &blocks));
     }
     o->ki = ki;
     o->kind = ki->kind;
@@ -278,7 +278,7 @@ static int on_workload(struct owner__chain *c, const char *ns, const cJSON *w)
     o->patch_type = ki->patch_type;
     o->name = xstrdup(c->name);
     o->namespace_ = xstrdup(ns);
-    o->uid = xstrdup(owner__str_at(owner__obj_at(w, "metadata"), "uid"));
+    o->uid = xstrdup(kinds__str_at(kinds__obj_at(w, "metadata"), "uid"));
     o->api_version = av && av[0] ? xstrdup(av) : ra_asprintf("%s/%s", ki->group, ki->version);
     o->path = owner__chain_path(c, ns);
     o->status = OWNER_OK;
@@ -296,7 +296,7 @@ void owner__chain_init(struct owner__chain *c, const char *pod_name)
 
 char *owner__chain_path(const struct owner__chain *c, const char *ns)
 {
-    const struct owner_kind *ki = c->fetching;
+    const struct kinds_kind *ki = c->fetching;
 
     if (!ki) return ra_asprintf("/api/v1/namespaces/%s/pods/%s", ns, c->name);
     return ra_asprintf("/apis/%s/%s/namespaces/%s/%s/%s", ki->group, ki->version, ns, ki->resource,
@@ -326,7 +326,7 @@ int owner__step(struct owner__chain *c, const char *ns, long status, const char 
         return fail(c, unreadable, "cannot get %s %s: the reply is not a JSON object", what,
                     c->name);
     }
-    uid = owner__str_at(owner__obj_at(j, "metadata"), "uid");
+    uid = kinds__str_at(kinds__obj_at(j, "metadata"), "uid");
     if (c->expect_uid && (!uid || strcmp(uid, c->expect_uid) != 0))
         r = fail(c, OWNER_API_ERROR, "%s %s has uid %s, but %s references uid %s (recreated?)",
                  what, c->name, uid ? uid : "(none)", c->child, c->expect_uid);
@@ -384,7 +384,7 @@ static void on_reply(void *ud, const struct kube_resp *r);
 static int fetch(struct owner_op *op)
 {
     char *path = owner__chain_path(&op->c, kube_namespace(op->k));
-    const struct owner_kind *ki = op->c.fetching;
+    const struct kinds_kind *ki = op->c.fetching;
     struct kube_req req = {.verb = "get",
                            .method = "GET",
                            .path = path,

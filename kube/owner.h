@@ -2,7 +2,7 @@
  * owner.h - finds the workload that owns the agent's own pod (spec §6.2),
  * so the rollout action knows what to patch, and says for every owner kind
  * what it does through the one kinds table of kube/kinds.h (struct
- * owner_kind, owner_not_rolling()).
+ * owner_kind, kinds_not_rolling()).
  *
  * The chain is followed only through controller ownerReferences (the one
  * with controller: true; others are ignored), fetching every object:
@@ -60,7 +60,7 @@ struct owner_info {
     /* The object whose pod template is patched, valid when status ==
      * OWNER_OK: the pod's workload, or the Deployment a Rollout's
      * spec.workloadRef names. */
-    const struct owner_kind *ki; /* its row in the table */
+    const struct kinds_kind *ki; /* its row in the table */
     const char *kind;            /* "Deployment", "StatefulSet", "DaemonSet", "Rollout" */
     const char *resource;        /* RBAC/URL plural: "deployments", ... */
     const char *group;           /* "apps" or "argoproj.io" */
@@ -94,7 +94,7 @@ void owner_info_free(struct owner_info *o);
 
 /* The state of one resolution between its GETs. */
 struct owner__chain {
-    const struct owner_kind *fetching; /* NULL while the pod is fetched */
+    const struct kinds_kind *fetching; /* NULL while the pod is fetched */
     char *name;                        /* of the object to fetch next */
     char *expect_uid;                  /* its uid per the reference, or NULL */
     char *child;                       /* who referenced it: "pod P", "ReplicaSet R" */

@@ -7,7 +7,7 @@
  * uv_loop_close() == 0 at the end of each test. Every fixture's owner chain
  * is followed; objects are changed through the fake's control API to cover
  * ignored references, recreated owners, annotations and subPath mounts.
- * The behaviour columns of the table and owner_not_rolling() are checked on
+ * The behaviour columns of the table and kinds_not_rolling() are checked on
  * the fake's stored objects.
  */
 #include <errno.h>
@@ -220,7 +220,7 @@ static void expect_workload(const struct t *t, const char *kind, const char *res
     cJSON_Delete(pod);
 }
 
-/* owner_not_rolling() on the fake's stored object of the resolved kind. */
+/* kinds_not_rolling() on the fake's stored object of the resolved kind. */
 static const char *stored_not_rolling(const struct t *t, const char *resource, const char *name,
                                       int *blocks)
 {
@@ -229,7 +229,7 @@ static const char *stored_not_rolling(const struct t *t, const char *resource, c
     const char *why;
 
     assert_non_null(t->o->ki);
-    why = owner_not_rolling(t->o->ki, w, buf, sizeof buf, blocks);
+    why = kinds_not_rolling(t->o->ki, w, buf, sizeof buf, blocks);
     if (why) snprintf(out, sizeof out, "%s", why);
     cJSON_Delete(w);
     return why ? out : NULL;
@@ -324,9 +324,8 @@ static void test_rollout_workload_ref(void **state)
              g_fake.ns, g_fake.pod, g_fake.ns, g_fake.ns, g_fake.ns);
     assert_string_equal(paths, want);
     /* the Rollout itself would never be patched: the one judgement says so */
-    assert_non_null(
-        strstr(owner_not_rolling(owner_kind_named("Rollout"), r, buf, sizeof buf, &blocks),
-               "spec.workloadRef names Deployment web-template"));
+    assert_non_null(strstr(kinds_not_rolling(kinds_named("Rollout"), r, buf, sizeof buf, &blocks),
+                           "spec.workloadRef names Deployment web-template"));
     assert_int_equal(blocks, 1);
     cJSON_Delete(r);
 }
@@ -417,10 +416,10 @@ static void test_kind_table(void **state)
 
     (void)state;
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-        const struct owner_kind *k = owner_kind_find(rows[i].kind, rows[i].api_version);
+        const struct kinds_kind *k = kinds_find(rows[i].kind, rows[i].api_version);
 
         assert_non_null(k);
-        assert_ptr_equal(k, owner_kind_named(rows[i].kind));
+        assert_ptr_equal(k, kinds_named(rows[i].kind));
         assert_string_equal(k->resource, rows[i].resource);
         assert_int_equal(k->may_own_pod, rows[i].pod);
         assert_int_equal(k->may_own_replicaset, rows[i].rs);
@@ -432,25 +431,25 @@ static void test_kind_table(void **state)
         /* a kind that cannot roll always blocks, with its reason */
         if (!k->can_roll) {
             assert_non_null(k->why_not);
-            assert_ptr_equal(owner_not_rolling(k, NULL, buf, sizeof buf, &blocks), k->why_not);
+            assert_ptr_equal(kinds_not_rolling(k, NULL, buf, sizeof buf, &blocks), k->why_not);
             assert_int_equal(blocks, 1);
         }
     }
     /* the group must match: no extensions/v1beta1 Deployment, no core Rollout */
-    assert_null(owner_kind_find("Deployment", "extensions/v1beta1"));
-    assert_null(owner_kind_find("Rollout", "v1"));
-    assert_null(owner_kind_find("Node", "v1"));
-    assert_null(owner_kind_find("Deployment", "apps/"));
-    assert_null(owner_kind_find("Pod", "v2"));
+    assert_null(kinds_find("Deployment", "extensions/v1beta1"));
+    assert_null(kinds_find("Rollout", "v1"));
+    assert_null(kinds_find("Node", "v1"));
+    assert_null(kinds_find("Deployment", "apps/"));
+    assert_null(kinds_find("Pod", "v2"));
     /* a Pod is its own template and rolls only through its controller */
-    const struct owner_kind *pod = owner_kind_find("Pod", "v1");
+    const struct kinds_kind *pod = kinds_find("Pod", "v1");
     assert_non_null(pod);
     assert_string_equal(pod->template_prefix, "");
     assert_string_equal(pod->template_path, "");
     assert_false(pod->can_roll || pod->may_own_pod || pod->may_own_replicaset);
     /* where each template is, as a pointer and as a dotted path */
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-        const struct owner_kind *k = owner_kind_named(rows[i].kind);
+        const struct kinds_kind *k = kinds_named(rows[i].kind);
         int cron = strcmp(rows[i].kind, "CronJob") == 0;
         assert_string_equal(k->template_prefix,
                             cron ? "/spec/jobTemplate/spec/template" : "/spec/template");

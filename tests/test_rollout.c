@@ -194,7 +194,7 @@ static void run_decide(const struct decide_case *c, struct rollout_decision *d)
         g.flips[g.nflips++] = NOW - ROLLOUT_FLIP_WINDOW_S - 1 - i;
     for (i = 0; i < c->recent_flips && g.nflips < ROLLOUT_FLIP_LIMIT; i++)
         g.flips[g.nflips++] = NOW - 60 * (i + 1);
-    struct rollout_input in = {.kind = owner_kind_named(c->kind),
+    struct rollout_input in = {.kind = kinds_named(c->kind),
                                .hash = OURS,
                                .files = files,
                                .min_interval_ms = c->min_interval_ms,

@@ -1480,7 +1480,7 @@ static void test_rollout_warning_follows_the_kinds_table(void **state)
         {"apps/v1", "ReplicaSet"},          {"batch/v1", "Job"},        {"batch/v1", "CronJob"},
         {"argoproj.io/v1alpha1", "Rollout"}};
     for (size_t i = 0; i < sizeof K / sizeof K[0]; i++) {
-        const struct owner_kind *k = owner_kind_find(K[i].kind, K[i].api);
+        const struct kinds_kind *k = kinds_find(K[i].kind, K[i].api);
         assert_non_null(k);
         assert_string_equal(inject_prefix_for(K[i].api, K[i].kind), k->template_prefix);
         int cron = strcmp(K[i].kind, "CronJob") == 0;

@@ -16,7 +16,7 @@
  * names a valid object to fetch next. The decision is one of the four
  * verdicts; BLOCKED always says why, the others never; WAIT is within
  * --min-interval; CURRENT only when the template carries our hash; a
- * blocking owner_not_rolling reason is never PATCHed.
+ * blocking kinds_not_rolling reason is never PATCHed.
  */
 #include "actions/rollout_decide.h"
 #include "base/log.h"
@@ -57,7 +57,7 @@ static void check_chain_done(const struct owner__chain *c)
     }
 }
 
-static void decide_as(const struct owner_kind *k, const char *body, size_t len, size_t salt)
+static void decide_as(const struct kinds_kind *k, const char *body, size_t len, size_t salt)
 {
     struct rollout_state st;
     struct rollout_guard g = {0};
@@ -80,7 +80,7 @@ static void decide_as(const struct owner_kind *k, const char *body, size_t len, 
                                .guard = &g,
                                .flip_counted = (salt & 8) != 0};
     rollout__decide(&st, &in, &d);
-    const char *why = owner_not_rolling(k, st.root, buf, sizeof buf, &blocks);
+    const char *why = kinds_not_rolling(k, st.root, buf, sizeof buf, &blocks);
     CHECK(blocks == 0 || blocks == 1);
     CHECK(!why || (one_line(why) && strlen(why) < sizeof buf));
     switch (d.verdict) {
@@ -141,6 +141,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     owner__chain_free(&c);
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
-        decide_as(owner_kind_named(kinds[k]), last, last_len, last_len + k);
+        decide_as(kinds_named(kinds[k]), last, last_len, last_len + k);
     return 0;
 }
