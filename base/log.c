@@ -36,7 +36,8 @@ void log_set_fd(int fd) { g_log.fd = fd; }
 const char *const log_level_names[] = {"debug", "info", "warn", "error", NULL};
 const char *const log_format_names[] = {"text", "json", NULL};
 
-const char *log_level_name(enum log_level lvl)
+/* The name of a level ("debug", "info", "warn", "error"). */
+static const char *level_name(enum log_level lvl)
 {
     return (unsigned)lvl <= RA_LOG_ERROR ? log_level_names[lvl] : "?";
 }
@@ -63,7 +64,10 @@ static int buf_addc(char **b, size_t *len, size_t *cap, char c)
     return buf_add(b, len, cap, &c, 1);
 }
 
-int log_json_escape(char **out, size_t *len, size_t *cap, const char *s, size_t n)
+/* Appends to `out` (growing it) the JSON string literal for bytes s[0..len),
+ * quotes included; invalid UTF-8 bytes become the text \\xHH. Returns 0 or
+ * -ENOMEM. */
+static int json_escape(char **out, size_t *len, size_t *cap, const char *s, size_t n)
 {
     const unsigned char *p = (const unsigned char *)s;
     char tmp[8];
@@ -109,7 +113,7 @@ int log_json_escape(char **out, size_t *len, size_t *cap, const char *s, size_t 
 
 /* Text format: strings are written raw unless they contain spaces, quotes,
  * control characters, '=', list punctuation, bytes that are not valid UTF-8
- * or break-like code points: then JSON-quoted (log_json_escape). */
+ * or break-like code points: then JSON-quoted (json_escape). */
 static int text_value(char **out, size_t *len, size_t *cap, const char *s, size_t n)
 {
     const unsigned char *p = (const unsigned char *)s;
@@ -125,7 +129,7 @@ static int text_value(char **out, size_t *len, size_t *cap, const char *s, size_
         i += l;
     }
     if (plain) return buf_add(out, len, cap, s, n);
-    return log_json_escape(out, len, cap, s, n);
+    return json_escape(out, len, cap, s, n);
 }
 
 /* Text format, the message: written as is, except that no byte of it can
@@ -167,7 +171,7 @@ static int field_key(struct log_rec *r, const char *key)
 {
     if (g_log.fmt == RA_LOG_FORMAT_JSON) {
         if (buf_addc(&r->fields, &r->len, &r->cap, ',')) return -1;
-        if (log_json_escape(&r->fields, &r->len, &r->cap, key, strlen(key))) return -1;
+        if (json_escape(&r->fields, &r->len, &r->cap, key, strlen(key))) return -1;
         return buf_addc(&r->fields, &r->len, &r->cap, ':');
     }
     if (buf_addc(&r->fields, &r->len, &r->cap, ' ')) return -1;
@@ -179,7 +183,7 @@ void log_rec_strn(struct log_rec *r, const char *key, const char *val, size_t n)
 {
     if (!r->active || field_key(r, key)) return;
     if (g_log.fmt == RA_LOG_FORMAT_JSON)
-        log_json_escape(&r->fields, &r->len, &r->cap, val, n);
+        json_escape(&r->fields, &r->len, &r->cap, val, n);
     else
         text_value(&r->fields, &r->len, &r->cap, val, n);
     r->nfields++;
@@ -225,7 +229,7 @@ void log_rec_strv(struct log_rec *r, const char *key, const char *const *v, size
     for (size_t i = 0; i < n; i++) {
         if (i) buf_addc(&r->fields, &r->len, &r->cap, ',');
         if (json)
-            log_json_escape(&r->fields, &r->len, &r->cap, v[i], strlen(v[i]));
+            json_escape(&r->fields, &r->len, &r->cap, v[i], strlen(v[i]));
         else
             text_value(&r->fields, &r->len, &r->cap, v[i], strlen(v[i]));
     }
@@ -268,19 +272,19 @@ static void rec_vend(struct log_rec *r, const char *fmt, va_list ap)
         buf_add(&line, &len, &cap, "{\"time\":\"", 9);
         buf_add(&line, &len, &cap, ts, strlen(ts));
         buf_add(&line, &len, &cap, "\",\"level\":\"", 11);
-        buf_add(&line, &len, &cap, log_level_name(r->lvl), strlen(log_level_name(r->lvl)));
+        buf_add(&line, &len, &cap, level_name(r->lvl), strlen(level_name(r->lvl)));
         buf_addc(&line, &len, &cap, '"');
         if (r->event) {
             buf_add(&line, &len, &cap, ",\"event\":", 9);
-            log_json_escape(&line, &len, &cap, r->event, strlen(r->event));
+            json_escape(&line, &len, &cap, r->event, strlen(r->event));
         }
         buf_add(&line, &len, &cap, ",\"msg\":", 7);
-        log_json_escape(&line, &len, &cap, msg, strlen(msg));
+        json_escape(&line, &len, &cap, msg, strlen(msg));
         if (r->fields) buf_add(&line, &len, &cap, r->fields, r->len);
         buf_add(&line, &len, &cap, "}\n", 2);
     } else {
         char head[96];
-        int n = snprintf(head, sizeof head, "%s %-5s ", ts, log_level_name(r->lvl));
+        int n = snprintf(head, sizeof head, "%s %-5s ", ts, level_name(r->lvl));
         buf_add(&line, &len, &cap, head, (size_t)n);
         if (r->event) {
             buf_addc(&line, &len, &cap, '[');

@@ -60,7 +60,9 @@ static int is_token_volume(const cJSON *vol)
     return cJSON_IsObject(pj) && has_token_source(pj);
 }
 
-int inject__is_mirrorable(const cJSON *vol)
+/* 1 if the volume is a ConfigMap, Secret or projected volume that is not a
+ * service-account token (kube-api-access-*, serviceAccountToken source). */
+static int is_mirrorable(const cJSON *vol)
 {
     if (is_token_volume(vol)) return 0;
     return cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(vol, "configMap")) ||
@@ -421,7 +423,7 @@ static int plan_volume(struct inject__ctx *x, struct planner *p, const cJSON *vo
     }
     /* already mirrored, or a second volume of that name */
     if (inject__names_get(&p->skip, vname) >= 0) return 0;
-    int mirrorable = inject__is_mirrorable(vol);
+    int mirrorable = is_mirrorable(vol);
     int token = !mirrorable && is_token_volume(vol);
     int token_content = token && token_volume_has_content(vol);
     if (!mirrorable && !token) return 0;

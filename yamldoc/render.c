@@ -179,7 +179,9 @@ void yamlrender_key(struct yamlrender_buf *b, const char *key)
     }
 }
 
-void yamlrender_scalar(struct yamlrender_buf *b, const cJSON *v)
+/* Writes a scalar (or an empty collection as {} or []), or a key when the
+ * value is a string, quoting as the header says. */
+static void scalar(struct yamlrender_buf *b, const cJSON *v)
 {
     if (cJSON_IsString(v))
         yamlrender_key(b, v->valuestring);
@@ -203,7 +205,7 @@ void yamlrender_inline(struct yamlrender_buf *b, const cJSON *v, size_t col,
                        const struct yamlrender_style *st)
 {
     if (!is_block(v)) {
-        yamlrender_scalar(b, v);
+        scalar(b, v);
         return;
     }
     for (const cJSON *it = v->child; it; it = it->next) {
@@ -227,7 +229,7 @@ void yamlrender_after_key(struct yamlrender_buf *b, const cJSON *v, size_t col,
 {
     if (!is_block(v)) {
         yamlrender_put(b, " ", 1);
-        yamlrender_scalar(b, v);
+        scalar(b, v);
         return;
     }
     size_t c = col + (cJSON_IsObject(v) ? st->step : st->seqoff);
@@ -242,7 +244,7 @@ static void json_at(struct yamlrender_buf *b, const cJSON *v, size_t indent, siz
         if (cJSON_IsString(v))
             yamlrender_json_string(b, v->valuestring);
         else
-            yamlrender_scalar(b, v);
+            scalar(b, v);
         return;
     }
     int obj = cJSON_IsObject(v);

@@ -53,9 +53,6 @@ void yamlrender_inline(struct yamlrender_buf *b, const cJSON *v, size_t col,
 void yamlrender_after_key(struct yamlrender_buf *b, const cJSON *v, size_t col,
                           const struct yamlrender_style *st);
 
-/* Writes a scalar (or an empty collection as {} or []), or a key when the
- * value is a string, quoting as the header says. */
-void yamlrender_scalar(struct yamlrender_buf *b, const cJSON *v);
 void yamlrender_key(struct yamlrender_buf *b, const char *key);
 
 /* Writes v as JSON, indented by indent spaces per level (0: one line with
