@@ -91,7 +91,7 @@ static-deps: $(DEPS_STAMPS)
 # OOM by policy, docs/errors.md) wrapped to pause the counter.
 OOM_WRAP  := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup,--wrap=vasprintf \
              -Wl,--wrap=cfg_parse_args,--wrap=cfg_layer_from_annotations,--wrap=cfg_build
-OOM_TESTS := test_transform test_admission
+OOM_TESTS := test_transform test_admission test_buf
 $(OOM_TESTS:%=$(BUILD)/tests/%): TEST_LDFLAGS := $(OOM_WRAP)
 
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libreload.a $(wildcard tests/*.h) $(DEPS_STAMPS)

@@ -32,6 +32,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 
+#include "base/buf.h"
+
 enum log_level { RA_LOG_DEBUG = 0, RA_LOG_INFO = 1, RA_LOG_WARN = 2, RA_LOG_ERROR = 3 };
 enum log_format { RA_LOG_FORMAT_TEXT = 0, RA_LOG_FORMAT_JSON = 1 };
 
@@ -54,8 +56,7 @@ struct log_rec {
     int active;
     enum log_level lvl;
     const char *event;
-    char *fields; /* rendered fields, grows with realloc */
-    size_t len, cap;
+    struct buf fields; /* the rendered fields */
     int nfields;
 };
 
