@@ -16,6 +16,7 @@
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h> /* vsnprintf, for RA_VSNPRINTF */
 
 /* Zero-initialise ({0}) before the first append. */
 struct buf {
@@ -50,5 +51,17 @@ char *buf_take(struct buf *b, size_t *len);
 
 /* Frees the bytes and leaves b empty, ready for reuse. */
 void buf_free(struct buf *b);
+
+/* Inside a printf-like function whose last named parameter is fmt: its
+ * arguments formatted into the char array dst (truncated to fit,
+ * NUL-terminated). The one body of the helpers that format a message and
+ * hand it to a sink of their own (a log line, an error buffer, a report). */
+#define RA_VSNPRINTF(dst, fmt)                                                                     \
+    do {                                                                                           \
+        va_list ra_ap_;                                                                            \
+        va_start(ra_ap_, fmt);                                                                     \
+        vsnprintf((dst), sizeof(dst), (fmt), ra_ap_);                                              \
+        va_end(ra_ap_);                                                                            \
+    } while (0)
 
 #endif

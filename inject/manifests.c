@@ -98,10 +98,7 @@ static void report(struct run *r, const char *fmt, ...) __attribute__((format(pr
 static void report(struct run *r, const char *fmt, ...)
 {
     char line[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
+    RA_VSNPRINTF(line, fmt);
     buf_puts(&r->report, line);
     buf_putc(&r->report, '\n');
 }

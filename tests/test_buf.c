@@ -4,6 +4,8 @@
  * (against snprintf's own text), handing the bytes over, and out of memory
  * at every allocation (tests/oomwrap.h): the buffer keeps a valid,
  * NUL-terminated prefix of what was written and hands over nothing.
+ * RA_VSNPRINTF, the body of the printf-like helpers, truncates to its
+ * array.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -142,6 +144,27 @@ static void test_oom_at_every_allocation(void **state)
     buf_free(&ref);
 }
 
+static const char *fmt_into(char *dst, size_t n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* A printf-like helper as the product writes them (the array is a local
+ * of fixed size there; here 8 bytes, to see the truncation). */
+static const char *fmt_into(char *dst, size_t n, const char *fmt, ...)
+{
+    char small[8];
+    RA_VSNPRINTF(small, fmt);
+    snprintf(dst, n, "%s", small);
+    return dst;
+}
+
+static void test_vsnprintf_helper(void **state)
+{
+    (void)state;
+    char out[32];
+    assert_string_equal(fmt_into(out, sizeof out, "%d+%d", 1, 2), "1+2");
+    assert_string_equal(fmt_into(out, sizeof out, "%s", "0123456789"), "0123456");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -149,6 +172,7 @@ int main(void)
         cmocka_unit_test(test_growth_at_every_step),
         cmocka_unit_test(test_take),
         cmocka_unit_test(test_oom_at_every_allocation),
+        cmocka_unit_test(test_vsnprintf_helper),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
