@@ -58,6 +58,8 @@ void buf_free(struct buf *b);
  * hand it to a sink of their own (a log line, an error buffer, a report). */
 #define RA_VSNPRINTF(dst, fmt)                                                                     \
     do {                                                                                           \
+        _Static_assert(!__builtin_types_compatible_p(__typeof__(dst), __typeof__(&(dst)[0])),      \
+                       "RA_VSNPRINTF needs an array, not a pointer");                              \
         va_list ra_ap_;                                                                            \
         va_start(ra_ap_, fmt);                                                                     \
         vsnprintf((dst), sizeof(dst), (fmt), ra_ap_);                                              \
