@@ -7,7 +7,7 @@
  * kube_set_counters, watch_set_counter); metrics_render reads nothing but
  * this module's own state. Adding a metric: a field, a metrics_*() setter
  * called where it happens, one base/prom.h call in metrics_render, and the
- * README list.
+ * list in docs/configuration.md.
  */
 #ifndef RA_METRICS_H
 #define RA_METRICS_H
