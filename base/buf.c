@@ -42,7 +42,8 @@ void buf_puts(struct buf *b, const char *s) { buf_add(b, s, strlen(s)); }
 
 void buf_putc(struct buf *b, char c) { buf_add(b, &c, 1); }
 
-void buf_vprintf(struct buf *b, const char *fmt, va_list ap)
+/* buf_printf with a va_list. */
+static void vprintf_to(struct buf *b, const char *fmt, va_list ap)
 {
     va_list again;
     va_copy(again, ap);
@@ -63,7 +64,7 @@ void buf_printf(struct buf *b, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    buf_vprintf(b, fmt, ap);
+    vprintf_to(b, fmt, ap);
     va_end(ap);
 }
 

@@ -37,7 +37,6 @@ void buf_putc(struct buf *b, char c);
 
 /* Appends the printf output of fmt and its arguments. */
 void buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void buf_vprintf(struct buf *b, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 
 /* The string written so far: never NULL ("" before the first append). Valid
  * until the next append or buf_free. */
