@@ -3,7 +3,7 @@
  * per-owner min-interval, oscillation guard, PATCH (see rollout.h).
  *
  * Every kube request carries a small context with the apply generation, so
- * a reply that arrives after rollout_abort() is ignored.
+ * a reply that arrives after abort_apply() is ignored.
  */
 #include "actions/rollout.h"
 
@@ -49,7 +49,8 @@ struct req_ctx {
     unsigned gen;
 };
 
-const char *rollout_result_name(enum rollout_result r)
+/* Name of a result: "patched", "already-current", "failed", "blocked". */
+static const char *result_name(enum rollout_result r)
 {
     static const char *const n[] = {"patched", "already-current", "failed", "blocked"};
     return (unsigned)r < 4 ? n[r] : "?";
@@ -68,7 +69,8 @@ int rollout_create(uv_loop_t *loop, struct kube *k, struct kevents *ev, struct r
     return 0;
 }
 
-const struct owner_info *rollout_owner(const struct rollout *r) { return r->owner; }
+/* The resolved owner, or NULL before the first successful resolution. */
+static const struct owner_info *current_owner(const struct rollout *r) { return r->owner; }
 
 /* Events go to the pod's workload: the owner, or the Rollout whose
  * spec.workloadRef named it (o may be a failed resolution that found it). */
@@ -97,7 +99,7 @@ static void log_rollout(struct rollout *r, const struct owner_info *o, enum roll
         log_rec_str(&rec, "owner", owner);
         if (via[0]) log_rec_str(&rec, "via", via);
         log_rec_str(&rec, "hash", r->hash);
-        log_rec_str(&rec, "result", res == ROLLOUT_BLOCKED ? "failed" : rollout_result_name(res));
+        log_rec_str(&rec, "result", res == ROLLOUT_BLOCKED ? "failed" : result_name(res));
         if (res == ROLLOUT_BLOCKED) log_rec_bool(&rec, "blocked", 1);
         if (err) log_rec_str(&rec, "error", err);
         if (res == ROLLOUT_PATCHED)
@@ -354,8 +356,11 @@ int rollout_resolve(struct rollout *r, void (*cb)(void *, const struct owner_inf
     return resolve(r);
 }
 
-int rollout_apply(struct rollout *r, const struct rollout_params *p, const char *hash,
-                  const char *files_json, rollout_cb cb, void *ud)
+/* Starts one apply of hash (64 hex) with files_json (a JSON object, or
+ * NULL). p is copied. cb runs exactly once, later. Returns 0, or -EBUSY if
+ * an apply is already running, or -ENOMEM (cb never runs). */
+static int apply(struct rollout *r, const struct rollout_params *p, const char *hash,
+                 const char *files_json, rollout_cb cb, void *ud)
 {
     if (r->busy) return -EBUSY;
     char *ann = strdup(p->hash_annotation);
@@ -384,7 +389,9 @@ int rollout_apply(struct rollout *r, const struct rollout_params *p, const char 
     return 0;
 }
 
-void rollout_abort(struct rollout *r)
+/* Ends a running apply now: its callback runs synchronously with
+ * ROLLOUT_FAILED ("the agent is stopping"); later replies are ignored. */
+static void abort_apply(struct rollout *r)
 {
     if (!r->busy) return;
     uv_timer_stop(&r->timer);
@@ -445,8 +452,7 @@ static void rollout_action_start(struct action_env *env, const struct action_par
     };
     if (!env->ro)
         err = "no Kubernetes API client (internal error)";
-    else if (rollout_apply(env->ro, &rp, p->rollout_hash, p->rollout_files, rollout_run_done, run) <
-             0)
+    else if (apply(env->ro, &rp, p->rollout_hash, p->rollout_files, rollout_run_done, run) < 0)
         err = "cannot start the rollout";
     if (err) {
         free(run);
@@ -457,12 +463,12 @@ static void rollout_action_start(struct action_env *env, const struct action_par
 
 static void rollout_action_abort(struct action_env *env)
 {
-    if (env->ro) rollout_abort(env->ro);
+    if (env->ro) abort_apply(env->ro);
 }
 
 const struct action_ops action__rollout_ops = {rollout_action_start, rollout_action_abort, NULL};
 
 const struct owner_info *action_env_owner(const struct action_env *env)
 {
-    return env->ro ? rollout_owner(env->ro) : NULL;
+    return env->ro ? current_owner(env->ro) : NULL;
 }

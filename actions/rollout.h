@@ -64,30 +64,14 @@ struct rollout_params {
     int events;                  /* --events: post Events on the owner */
 };
 
-/* Starts one apply of hash (64 hex) with files_json (a JSON object, or
- * NULL). p is copied. cb runs exactly once, later. Returns 0, or -EBUSY if
- * an apply is already running, or -ENOMEM (cb never runs). */
-int rollout_apply(struct rollout *r, const struct rollout_params *p, const char *hash,
-                  const char *files_json, rollout_cb cb, void *ud);
-
-/* The resolved owner, or NULL before the first successful resolution. */
-const struct owner_info *rollout_owner(const struct rollout *r);
-
 /* Resolves the owner now (at start: the reconcile needs the pod's
  * annotations, and subPath mounts are warned about). cb(ud, info) runs once
  * with the result whatever its status (info->have_pod tells whether the pod
  * was read); info is valid only during the callback. Returns 0 or <0. */
 int rollout_resolve(struct rollout *r, void (*cb)(void *ud, const struct owner_info *o), void *ud);
 
-/* Name of a result: "patched", "already-current", "failed", "blocked". */
-const char *rollout_result_name(enum rollout_result r);
-
-/* Ends a running apply now: its callback runs synchronously with
- * ROLLOUT_FAILED ("the agent is stopping"); later replies are ignored. */
-void rollout_abort(struct rollout *r);
-
-/* Closes r: stops its timer (a pending apply's callback never runs; call
- * rollout_abort first to have it run), ignores replies still on their way,
+/* Closes r: stops its timer (a pending apply's callback never runs; the
+ * action's abort runs it first), ignores replies still on their way,
  * and frees r in its handle's close callback, after which done(ud) runs
  * (done may be NULL). r must not be used after this call. Call before
  * kube_destroy (the client cancels the requests still pending). */

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/buf.h"
 #include "base/text.h"
 #include "base/utf8.h"
 
@@ -36,81 +37,54 @@ void log_set_fd(int fd) { g_log.fd = fd; }
 const char *const log_level_names[] = {"debug", "info", "warn", "error", NULL};
 const char *const log_format_names[] = {"text", "json", NULL};
 
-const char *log_level_name(enum log_level lvl)
+/* The name of a level ("debug", "info", "warn", "error"). */
+static const char *level_name(enum log_level lvl)
 {
     return (unsigned)lvl <= RA_LOG_ERROR ? log_level_names[lvl] : "?";
 }
 
-/* Appends n bytes to a growing buffer; returns 0 or -ENOMEM. */
-static int buf_add(char **b, size_t *len, size_t *cap, const char *s, size_t n)
-{
-    if (*len + n + 1 > *cap) {
-        size_t nc = *cap ? *cap : 256;
-        while (nc < *len + n + 1) nc *= 2;
-        char *nb = realloc(*b, nc);
-        if (!nb) return -ENOMEM;
-        *b = nb;
-        *cap = nc;
-    }
-    memcpy(*b + *len, s, n);
-    *len += n;
-    (*b)[*len] = '\0';
-    return 0;
-}
-
-static int buf_addc(char **b, size_t *len, size_t *cap, char c)
-{
-    return buf_add(b, len, cap, &c, 1);
-}
-
-int log_json_escape(char **out, size_t *len, size_t *cap, const char *s, size_t n)
+/* Appends to b the JSON string literal for bytes s[0..n), quotes
+ * included; invalid UTF-8 bytes become the text \\xHH. */
+static void json_escape(struct buf *b, const char *s, size_t n)
 {
     const unsigned char *p = (const unsigned char *)s;
-    char tmp[8];
-    if (buf_addc(out, len, cap, '"')) return -ENOMEM;
+    buf_putc(b, '"');
     for (size_t i = 0; i < n;) {
         unsigned c = p[i];
-        int rc = 0;
         if (c == '"' || c == '\\') {
-            tmp[0] = '\\';
-            tmp[1] = (char)c;
-            rc = buf_add(out, len, cap, tmp, 2);
+            buf_putc(b, '\\');
+            buf_putc(b, (char)c);
             i++;
         } else if (c < 0x20 || c == 0x7f) {
             const char *e = c == '\n' ? "\\n" : c == '\t' ? "\\t" : c == '\r' ? "\\r" : NULL;
             if (e)
-                rc = buf_add(out, len, cap, e, 2);
-            else {
-                snprintf(tmp, sizeof tmp, "\\u%04x", c);
-                rc = buf_add(out, len, cap, tmp, 6);
-            }
+                buf_add(b, e, 2);
+            else
+                buf_printf(b, "\\u%04x", c);
             i++;
         } else {
             size_t l;
             int32_t cp = ra_utf8_decode(s + i, n - i, &l);
             if (cp == RA_UTF8_INVALID) {
                 /* invalid byte: the literal text \xHH (backslash escaped) */
-                snprintf(tmp, sizeof tmp, "\\\\x%02x", c);
-                rc = buf_add(out, len, cap, tmp, 5);
+                buf_printf(b, "\\\\x%02x", c);
                 i++;
             } else if (ra_text_is_break_like(cp)) {
-                snprintf(tmp, sizeof tmp, "\\u%04x", (unsigned)cp & 0xFFFF);
-                rc = buf_add(out, len, cap, tmp, 6);
+                buf_printf(b, "\\u%04x", (unsigned)cp & 0xFFFF);
                 i += l;
             } else {
-                rc = buf_add(out, len, cap, (const char *)p + i, l);
+                buf_add(b, p + i, l);
                 i += l;
             }
         }
-        if (rc) return rc;
     }
-    return buf_addc(out, len, cap, '"');
+    buf_putc(b, '"');
 }
 
 /* Text format: strings are written raw unless they contain spaces, quotes,
  * control characters, '=', list punctuation, bytes that are not valid UTF-8
- * or break-like code points: then JSON-quoted (log_json_escape). */
-static int text_value(char **out, size_t *len, size_t *cap, const char *s, size_t n)
+ * or break-like code points: then JSON-quoted (json_escape). */
+static void text_value(struct buf *b, const char *s, size_t n)
 {
     const unsigned char *p = (const unsigned char *)s;
     int plain = n > 0;
@@ -124,8 +98,10 @@ static int text_value(char **out, size_t *len, size_t *cap, const char *s, size_
         if (cp == RA_UTF8_INVALID || ra_text_is_break_like(cp)) plain = 0;
         i += l;
     }
-    if (plain) return buf_add(out, len, cap, s, n);
-    return log_json_escape(out, len, cap, s, n);
+    if (plain)
+        buf_add(b, s, n);
+    else
+        json_escape(b, s, n);
 }
 
 /* Text format, the message: written as is, except that no byte of it can
@@ -133,7 +109,7 @@ static int text_value(char **out, size_t *len, size_t *cap, const char *s, size_
  * under the one-line policy of base/text.h (other control characters and
  * bytes that are not valid UTF-8 as \xHH, break-like code points as
  * \uHHHH). One record is one line, whatever the message holds. */
-static int text_msg(char **out, size_t *len, size_t *cap, const char *s, size_t n)
+static void text_msg(struct buf *b, const char *s, size_t n)
 {
     char tmp[RA_TEXT_STEP_MAX];
     for (size_t i = 0; i < n;) {
@@ -147,10 +123,9 @@ static int text_msg(char **out, size_t *len, size_t *cap, const char *s, size_t 
         } else {
             l = ra_text_step(s + i, n - i, tmp, &w);
         }
-        if (buf_add(out, len, cap, tmp, l)) return -ENOMEM;
+        buf_add(b, tmp, l);
         i += w;
     }
-    return 0;
 }
 
 int log_rec_begin(struct log_rec *r, enum log_level lvl, const char *event)
@@ -163,25 +138,30 @@ int log_rec_begin(struct log_rec *r, enum log_level lvl, const char *event)
     return 1;
 }
 
+/* Starts a field: its key. Returns 0, or -1 when the record is off or out
+ * of memory (the field is dropped). */
 static int field_key(struct log_rec *r, const char *key)
 {
+    if (!r->active || r->fields.oom) return -1;
     if (g_log.fmt == RA_LOG_FORMAT_JSON) {
-        if (buf_addc(&r->fields, &r->len, &r->cap, ',')) return -1;
-        if (log_json_escape(&r->fields, &r->len, &r->cap, key, strlen(key))) return -1;
-        return buf_addc(&r->fields, &r->len, &r->cap, ':');
+        buf_putc(&r->fields, ',');
+        json_escape(&r->fields, key, strlen(key));
+        buf_putc(&r->fields, ':');
+    } else {
+        buf_putc(&r->fields, ' ');
+        buf_puts(&r->fields, key);
+        buf_putc(&r->fields, '=');
     }
-    if (buf_addc(&r->fields, &r->len, &r->cap, ' ')) return -1;
-    if (buf_add(&r->fields, &r->len, &r->cap, key, strlen(key))) return -1;
-    return buf_addc(&r->fields, &r->len, &r->cap, '=');
+    return 0;
 }
 
 void log_rec_strn(struct log_rec *r, const char *key, const char *val, size_t n)
 {
-    if (!r->active || field_key(r, key)) return;
+    if (field_key(r, key)) return;
     if (g_log.fmt == RA_LOG_FORMAT_JSON)
-        log_json_escape(&r->fields, &r->len, &r->cap, val, n);
+        json_escape(&r->fields, val, n);
     else
-        text_value(&r->fields, &r->len, &r->cap, val, n);
+        text_value(&r->fields, val, n);
     r->nfields++;
 }
 
@@ -193,43 +173,38 @@ void log_rec_str(struct log_rec *r, const char *key, const char *val)
 
 void log_rec_int(struct log_rec *r, const char *key, long long v)
 {
-    char tmp[32];
-    if (!r->active || field_key(r, key)) return;
-    int n = snprintf(tmp, sizeof tmp, "%lld", v);
-    buf_add(&r->fields, &r->len, &r->cap, tmp, (size_t)n);
+    if (field_key(r, key)) return;
+    buf_printf(&r->fields, "%lld", v);
     r->nfields++;
 }
 
 void log_rec_num(struct log_rec *r, const char *key, double v)
 {
-    char tmp[64];
-    if (!r->active || field_key(r, key)) return;
-    int n = snprintf(tmp, sizeof tmp, "%.6g", v);
-    buf_add(&r->fields, &r->len, &r->cap, tmp, (size_t)n);
+    if (field_key(r, key)) return;
+    buf_printf(&r->fields, "%.6g", v);
     r->nfields++;
 }
 
 void log_rec_bool(struct log_rec *r, const char *key, int v)
 {
-    if (!r->active || field_key(r, key)) return;
-    const char *s = v ? "true" : "false";
-    buf_add(&r->fields, &r->len, &r->cap, s, strlen(s));
+    if (field_key(r, key)) return;
+    buf_puts(&r->fields, v ? "true" : "false");
     r->nfields++;
 }
 
 void log_rec_strv(struct log_rec *r, const char *key, const char *const *v, size_t n)
 {
-    if (!r->active || field_key(r, key)) return;
+    if (field_key(r, key)) return;
     int json = g_log.fmt == RA_LOG_FORMAT_JSON;
-    buf_addc(&r->fields, &r->len, &r->cap, '[');
+    buf_putc(&r->fields, '[');
     for (size_t i = 0; i < n; i++) {
-        if (i) buf_addc(&r->fields, &r->len, &r->cap, ',');
+        if (i) buf_putc(&r->fields, ',');
         if (json)
-            log_json_escape(&r->fields, &r->len, &r->cap, v[i], strlen(v[i]));
+            json_escape(&r->fields, v[i], strlen(v[i]));
         else
-            text_value(&r->fields, &r->len, &r->cap, v[i], strlen(v[i]));
+            text_value(&r->fields, v[i], strlen(v[i]));
     }
-    buf_addc(&r->fields, &r->len, &r->cap, ']');
+    buf_putc(&r->fields, ']');
     r->nfields++;
 }
 
@@ -259,42 +234,31 @@ static void write_all(const char *s, size_t n)
 static void rec_vend(struct log_rec *r, const char *fmt, va_list ap)
 {
     char msg[2048], ts[40];
-    char *line = NULL;
-    size_t len = 0, cap = 0;
+    struct buf line = {0};
     if (!r->active) return;
     vsnprintf(msg, sizeof msg, fmt, ap);
     format_time(ts, sizeof ts);
     if (g_log.fmt == RA_LOG_FORMAT_JSON) {
-        buf_add(&line, &len, &cap, "{\"time\":\"", 9);
-        buf_add(&line, &len, &cap, ts, strlen(ts));
-        buf_add(&line, &len, &cap, "\",\"level\":\"", 11);
-        buf_add(&line, &len, &cap, log_level_name(r->lvl), strlen(log_level_name(r->lvl)));
-        buf_addc(&line, &len, &cap, '"');
+        buf_printf(&line, "{\"time\":\"%s\",\"level\":\"%s\"", ts, level_name(r->lvl));
         if (r->event) {
-            buf_add(&line, &len, &cap, ",\"event\":", 9);
-            log_json_escape(&line, &len, &cap, r->event, strlen(r->event));
+            buf_puts(&line, ",\"event\":");
+            json_escape(&line, r->event, strlen(r->event));
         }
-        buf_add(&line, &len, &cap, ",\"msg\":", 7);
-        log_json_escape(&line, &len, &cap, msg, strlen(msg));
-        if (r->fields) buf_add(&line, &len, &cap, r->fields, r->len);
-        buf_add(&line, &len, &cap, "}\n", 2);
+        buf_puts(&line, ",\"msg\":");
+        json_escape(&line, msg, strlen(msg));
+        buf_add(&line, buf_str(&r->fields), r->fields.len);
+        buf_puts(&line, "}\n");
     } else {
-        char head[96];
-        int n = snprintf(head, sizeof head, "%s %-5s ", ts, log_level_name(r->lvl));
-        buf_add(&line, &len, &cap, head, (size_t)n);
-        if (r->event) {
-            buf_addc(&line, &len, &cap, '[');
-            buf_add(&line, &len, &cap, r->event, strlen(r->event));
-            buf_add(&line, &len, &cap, "] ", 2);
-        }
-        text_msg(&line, &len, &cap, msg, strlen(msg));
-        if (r->fields) buf_add(&line, &len, &cap, r->fields, r->len);
-        buf_addc(&line, &len, &cap, '\n');
+        buf_printf(&line, "%s %-5s ", ts, level_name(r->lvl));
+        if (r->event) buf_printf(&line, "[%s] ", r->event);
+        text_msg(&line, msg, strlen(msg));
+        buf_add(&line, buf_str(&r->fields), r->fields.len);
+        buf_putc(&line, '\n');
     }
-    if (line) write_all(line, len);
-    free(line);
-    free(r->fields);
-    r->fields = NULL;
+    if (line.p) write_all(line.p, line.len);
+    if (line.oom) write_all("\n", 1); /* what fitted, on a line of its own */
+    buf_free(&line);
+    buf_free(&r->fields);
     r->active = 0;
 }
 

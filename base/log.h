@@ -32,6 +32,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 
+#include "base/buf.h"
+
 enum log_level { RA_LOG_DEBUG = 0, RA_LOG_INFO = 1, RA_LOG_WARN = 2, RA_LOG_ERROR = 3 };
 enum log_format { RA_LOG_FORMAT_TEXT = 0, RA_LOG_FORMAT_JSON = 1 };
 
@@ -50,15 +52,11 @@ void log_set_fd(int fd);
 extern const char *const log_level_names[];
 extern const char *const log_format_names[];
 
-/* Returns the name of a level ("debug", "info", "warn", "error"). */
-const char *log_level_name(enum log_level lvl);
-
 struct log_rec {
     int active;
     enum log_level lvl;
     const char *event;
-    char *fields; /* rendered fields, grows with realloc */
-    size_t len, cap;
+    struct buf fields; /* the rendered fields */
     int nfields;
 };
 
@@ -87,11 +85,6 @@ void log_msg(enum log_level lvl, const char *fmt, ...) __attribute__((format(pri
 #define log_warn(...) RA_LOG_AT_(RA_LOG_WARN, __VA_ARGS__)
 #define log_info(...) RA_LOG_AT_(RA_LOG_INFO, __VA_ARGS__)
 #define log_debug(...) RA_LOG_AT_(RA_LOG_DEBUG, __VA_ARGS__)
-
-/* Appends to `out` (growing it) the JSON string literal for bytes s[0..len),
- * quotes included; invalid UTF-8 bytes become the text \\xHH. Exposed so
- * /status and tests share the escaping. Returns 0 or -ENOMEM. */
-int log_json_escape(char **out, size_t *len, size_t *cap, const char *s, size_t n);
 
 /* The out-of-memory policy (docs/errors.md): logs and exits 70; Kubernetes
  * restarts the sidecar. Only for allocations inside the loop's own logic;

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "actions/exec.h"
+#include "kube/podrefs.h"
 #include "kube/restartrules.h"
 #include "actions/rollout_decide.h"
 #include "base/addr.h"
@@ -620,27 +621,17 @@ static int check_expect_status(const struct config *c, char *err, size_t errlen)
     return 0;
 }
 
-/* --fast-sync-objects: KIND/NAME with KIND configmap or secret and NAME an
- * RFC 1123 subdomain (kube/podrefs.c parses them again, with the same rule). */
+/* --fast-sync-objects: the grammar fast sync parses them with
+ * (podrefs_parse_spec, kube/podrefs.h), so a value passes here exactly when
+ * fast sync takes it. */
 static int check_fast_sync_objects(const struct config *c, char *err, size_t errlen)
 {
     for (size_t i = 0; i < c->fast_sync_objects.n; i++) {
-        const char *v = c->fast_sync_objects.v[i], *slash = strchr(v, '/');
-        const char *name = slash ? slash + 1 : "";
-        size_t klen = slash ? (size_t)(slash - v) : 0, n = strlen(name);
-        int ok = slash && ((klen == 9 && !strncmp(v, "configmap", 9)) ||
-                           (klen == 6 && !strncmp(v, "secret", 6)));
-        ok = ok && n > 0 && n <= 253 && name[0] != '-' && name[0] != '.' && name[n - 1] != '-' &&
-             name[n - 1] != '.';
-        for (size_t j = 0; ok && j < n; j++)
-            ok = (name[j] >= 'a' && name[j] <= 'z') || (name[j] >= '0' && name[j] <= '9') ||
-                 name[j] == '-' || name[j] == '.';
-        if (!ok) {
-            char q[QUOTED_MAX];
-            snprintf(err, errlen,
-                     "invalid value for --fast-sync-objects: %s: want configmap/NAME or "
-                     "secret/NAME with NAME a Kubernetes object name",
-                     QV(q, v));
+        enum podref_kind kind;
+        const char *name;
+        char why[512];
+        if (podrefs_parse_spec(c->fast_sync_objects.v[i], &kind, &name, why, sizeof why) < 0) {
+            snprintf(err, errlen, "invalid value for --fast-sync-objects: %s", why);
             return -EINVAL;
         }
     }

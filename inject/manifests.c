@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/log.h"
 #include "yamldoc/jsonpatch.h"
 #include "yamldoc/jsonstream.h"
@@ -50,7 +51,7 @@ struct run {
     const struct manifests_opts *opts;
     struct file *files;
     size_t nfiles;
-    struct yamlrender_buf report;
+    struct buf report;
     cJSON *patches;               /* [{target, patch: [ops]}] for MANIFESTS_OUT_PATCH */
     struct stamp_sources sources; /* every ConfigMap and Secret of the input */
     const cJSON **rbac;           /* every Role and RoleBinding of the input, and those added */
@@ -97,12 +98,9 @@ static void report(struct run *r, const char *fmt, ...) __attribute__((format(pr
 static void report(struct run *r, const char *fmt, ...)
 {
     char line[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    yamlrender_puts(&r->report, line);
-    yamlrender_put(&r->report, "\n", 1);
+    RA_VSNPRINTF(line, fmt);
+    buf_puts(&r->report, line);
+    buf_putc(&r->report, '\n');
 }
 
 /* Adds ops (with their paths prefixed) to *dst. */
@@ -490,23 +488,23 @@ static int patched(const struct doc *d, cJSON **out, struct run *r, const struct
     return rc;
 }
 
-static int put_joined(struct run *r, const struct manifests_input *in, struct yamlrender_buf *out,
+static int put_joined(struct run *r, const struct manifests_input *in, struct buf *out,
                       size_t skip);
 
 /* Writes one extra document: JSON (indent), or YAML after "---" (sep)
  * with line breaks nl. */
-static void put_extra_doc(struct yamlrender_buf *b, const cJSON *doc, int json, size_t indent,
-                          int sep, const char *nl)
+static void put_extra_doc(struct buf *b, const cJSON *doc, int json, size_t indent, int sep,
+                          const char *nl)
 {
     const struct yamlrender_style st = {2, 0, json ? "\n" : nl};
     if (json) {
         yamlrender_json(b, doc, indent);
     } else {
-        if (sep) yamlrender_puts(b, "---");
-        if (sep) yamlrender_puts(b, nl);
+        if (sep) buf_puts(b, "---");
+        if (sep) buf_puts(b, nl);
         yamlrender_inline(b, doc, 0, &st);
     }
-    yamlrender_puts(b, json ? "\n" : nl);
+    buf_puts(b, json ? "\n" : nl);
 }
 
 /* The input's line break: CR LF when its first one is, else LF. */
@@ -520,25 +518,25 @@ static const char *input_nl(const struct manifests_input *in)
  * JSON input (or with --output json), else YAML, each after "---". A
  * YAML text that ends without a line break gets one that changes none of
  * its values (put_joined), or the error. Returns 0, -EINVAL or -ENOMEM. */
-static int put_extra(struct run *r, struct file *f, struct yamlrender_buf *b)
+static int put_extra(struct run *r, struct file *f, struct buf *b)
 {
     int json = f->json || r->opts->output == MANIFESTS_OUT_JSON;
-    struct yamlrender_buf nb = {0};
+    struct buf nb = {0};
     if (!f->extra) return 0;
     if (b->len && b->p[b->len - 1] != '\n') {
         struct manifests_input tmp = {.name = f->in->name, .out = b->p, .outlen = b->len};
         int rc = 0;
         if (json) {
-            yamlrender_put(&nb, b->p, b->len);
-            yamlrender_put(&nb, "\n", 1);
+            buf_add(&nb, b->p, b->len);
+            buf_add(&nb, "\n", 1);
         } else {
             rc = put_joined(r, &tmp, &nb, 0);
         }
         if (rc < 0) {
-            yamlrender_buf_free(&nb);
+            buf_free(&nb);
             return rc;
         }
-        yamlrender_buf_free(b);
+        buf_free(b);
         *b = nb;
     }
     for (const cJSON *d = f->extra->child; d; d = d->next)
@@ -549,7 +547,7 @@ static int put_extra(struct run *r, struct file *f, struct yamlrender_buf *b)
 /* Renders one input in its own format (or as JSON). */
 static int render_file(struct run *r, struct file *f)
 {
-    struct yamlrender_buf b = {0};
+    struct buf b = {0};
     const char *src = f->in->data;
     int rc = 0;
     int changed = 0;
@@ -562,19 +560,19 @@ static int render_file(struct run *r, struct file *f)
             cJSON *j = NULL;
             if (!d->ops) continue;
             if ((rc = patched(d, &j, r, f, i)) < 0) goto out;
-            yamlrender_put(&b, src + pos, d->vstart - pos);
+            buf_add(&b, src + pos, d->vstart - pos);
             yamlrender_json(&b, j, f->indent);
             cJSON_Delete(j);
             pos = d->end;
         }
-        yamlrender_put(&b, src + pos, f->in->len - pos);
+        buf_add(&b, src + pos, f->in->len - pos);
     } else if (r->opts->output == MANIFESTS_OUT_JSON || (f->json && changed)) {
         for (size_t i = 0; i < f->ndocs; i++) {
             cJSON *j = NULL;
             if (!f->docs[i].json || cJSON_IsNull(f->docs[i].json)) continue;
             if ((rc = patched(&f->docs[i], &j, r, f, i)) < 0) goto out;
             yamlrender_json(&b, j, f->indent);
-            yamlrender_put(&b, "\n", 1);
+            buf_add(&b, "\n", 1);
             cJSON_Delete(j);
         }
     } else {
@@ -592,12 +590,12 @@ static int render_file(struct run *r, struct file *f)
                             serr);
                 goto out;
             }
-            yamlrender_put(&b, src + pos, d->start - pos);
-            yamlrender_put(&b, spl, spllen);
+            buf_add(&b, src + pos, d->start - pos);
+            buf_add(&b, spl, spllen);
             free(spl);
             pos = d->end;
         }
-        yamlrender_put(&b, src + pos, f->in->len - pos);
+        buf_add(&b, src + pos, f->in->len - pos);
     }
     if ((rc = put_extra(r, f, &b)) < 0) goto out;
     if (b.oom) {
@@ -613,7 +611,7 @@ static int render_file(struct run *r, struct file *f)
     f->in->changed = b.len != f->in->len || memcmp(b.p, f->in->data, b.len) != 0;
     return 0;
 out:
-    yamlrender_buf_free(&b);
+    buf_free(&b);
     return rc;
 }
 
@@ -655,37 +653,37 @@ static const char *separator(const char *next, size_t n)
     return NULL; /* only comments and blanks */
 }
 
-static void render_patches(struct run *r, struct yamlrender_buf *b, int all_json)
+static void render_patches(struct run *r, struct buf *b, int all_json)
 {
     if (all_json) {
         yamlrender_json(b, r->patches, 4);
-        yamlrender_put(b, "\n", 1);
+        buf_add(b, "\n", 1);
         return;
     }
     /* kustomize: a list for `patches:`, each patch a JSON 6902 list as YAML */
     static const struct yamlrender_style st = {2, 0, "\n"};
     if (!r->patches->child) {
-        yamlrender_puts(b, "[]\n");
+        buf_puts(b, "[]\n");
         return;
     }
     for (const cJSON *e = r->patches->child; e; e = e->next) {
-        struct yamlrender_buf ops = {0};
-        yamlrender_puts(b, "- target:");
+        struct buf ops = {0};
+        buf_puts(b, "- target:");
         yamlrender_after_key(b, cJSON_GetObjectItemCaseSensitive(e, "target"), 2, &st);
-        yamlrender_puts(b, "\n  patch: |-\n    ");
+        buf_puts(b, "\n  patch: |-\n    ");
         yamlrender_inline(&ops, cJSON_GetObjectItemCaseSensitive(e, "patch"), 0, &st);
         for (size_t i = 0; i < ops.len; i++) {
-            yamlrender_put(b, ops.p + i, 1);
-            if (ops.p[i] == '\n') yamlrender_puts(b, "    ");
+            buf_add(b, ops.p + i, 1);
+            if (ops.p[i] == '\n') buf_puts(b, "    ");
         }
         b->oom |= ops.oom;
-        yamlrender_buf_free(&ops);
-        yamlrender_put(b, "\n", 1);
+        buf_free(&ops);
+        buf_add(b, "\n", 1);
     }
 }
 
 /* --output rbac: every file's extra documents, as one YAML stream. */
-static void render_rbac(struct run *r, struct yamlrender_buf *b)
+static void render_rbac(struct run *r, struct buf *b)
 {
     int first = 1;
     for (size_t i = 0; i < r->nfiles; i++)
@@ -774,8 +772,7 @@ static int same_documents(const char *a, size_t alen, const char *b, size_t blen
  * block scalar at its very end would take the break into its value: its
  * chomping is made strip, yamldoc/join.h). Returns 0, -EINVAL (err set) or
  * -ENOMEM. */
-static int put_joined(struct run *r, const struct manifests_input *in, struct yamlrender_buf *out,
-                      size_t skip)
+static int put_joined(struct run *r, const struct manifests_input *in, struct buf *out, size_t skip)
 {
     const char *text = in->out + skip;
     size_t len = in->outlen - skip;
@@ -800,10 +797,10 @@ static int put_joined(struct run *r, const struct manifests_input *in, struct ya
                      "%s: it ends in a block scalar without a final line break, which joining "
                      "it with the next input would change: add a line break at its end",
                      in->name);
-    if (rc > 0) yamlrender_put(out, safe ? safe : text, safe ? safelen : len);
+    if (rc > 0) buf_add(out, safe ? safe : text, safe ? safelen : len);
     free(safe);
     if (rc < 0) return rc;
-    if (out->len && out->p[out->len - 1] != '\n') yamlrender_put(out, "\n", 1);
+    if (out->len && out->p[out->len - 1] != '\n') buf_add(out, "\n", 1);
     return 0;
 }
 
@@ -811,27 +808,27 @@ static int put_joined(struct run *r, const struct manifests_input *in, struct ya
  * stream: each document after the first on a line after "---" (JSON
  * documents one after the other are no YAML stream). more: another input
  * follows (the text then ends in a line break). Returns 0 or -ENOMEM. */
-static int put_stream_joined(struct yamlrender_buf *out, const char *text, size_t len, int more)
+static int put_stream_joined(struct buf *out, const char *text, size_t len, int more)
 {
     struct jsonstream_doc *d = NULL;
     long n = jsonstream_split(text, len, &d);
     if (n < 0) return (int)n;
     size_t pos = 0;
     for (long i = 1; i < n; i++) { /* up to document i, then the separator */
-        yamlrender_put(out, text + pos, d[i - 1].end - pos);
-        yamlrender_puts(out, "\n---\n");
+        buf_add(out, text + pos, d[i - 1].end - pos);
+        buf_puts(out, "\n---\n");
         pos = d[i].start;
     }
     free(d);
-    yamlrender_put(out, text + pos, len - pos);
-    if (more && out->len && out->p[out->len - 1] != '\n') yamlrender_put(out, "\n", 1);
+    buf_add(out, text + pos, len - pos);
+    if (more && out->len && out->p[out->len - 1] != '\n') buf_add(out, "\n", 1);
     return 0;
 }
 
 /* Joins the inputs' renderings into one stream in out: YAML inputs with
  * the separator the next one needs (separator), JSON documents as they
  * are. Returns 0, -EINVAL (err set) or -ENOMEM. */
-static int join(struct run *r, struct manifests_input *in, size_t n, struct yamlrender_buf *out)
+static int join(struct run *r, struct manifests_input *in, size_t n, struct buf *out)
 {
     size_t last = n; /* the last input with some output */
     for (size_t i = 0; i < n; i++)
@@ -846,7 +843,7 @@ static int join(struct run *r, struct manifests_input *in, size_t n, struct yaml
              * after one, "..." ends it (else an indented comment or blank
              * line would read as part of a block scalar it ends in) */
             const char *sep = separator(in[i].out, in[i].outlen);
-            yamlrender_puts(out, sep ? sep : docs ? "...\n" : "");
+            buf_puts(out, sep ? sep : docs ? "...\n" : "");
             /* a byte order mark only starts a stream */
             if (in[i].outlen >= 3 && memcmp(in[i].out, "\xEF\xBB\xBF", 3) == 0) skip = 3;
         }
@@ -856,7 +853,7 @@ static int join(struct run *r, struct manifests_input *in, size_t n, struct yaml
         else if (yaml && i != last)
             rc = put_joined(r, &in[i], out, skip);
         else
-            yamlrender_put(out, in[i].out + skip, in[i].outlen - skip);
+            buf_add(out, in[i].out + skip, in[i].outlen - skip);
         if (rc < 0) return rc;
         prev = 1;
         docs |= r->files[i].ndocs > 0;
@@ -886,7 +883,7 @@ int manifests_run(struct manifests_input *in, size_t n, const struct manifests_o
                   struct manifests_result *res, char *err, size_t errlen)
 {
     struct run r = {.opts = opts, .err = err, .errlen = errlen};
-    struct yamlrender_buf out = {0};
+    struct buf out = {0};
     int rc = 0, all_json = n > 0;
 
     memset(res, 0, sizeof *res);
@@ -934,8 +931,8 @@ int manifests_run(struct manifests_input *in, size_t n, const struct manifests_o
     return 0;
 fail:
     free_files(&r);
-    yamlrender_buf_free(&out);
-    yamlrender_buf_free(&r.report);
+    buf_free(&out);
+    buf_free(&r.report);
     for (size_t i = 0; i < n; i++) {
         free(in[i].out);
         in[i].out = NULL;

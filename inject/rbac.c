@@ -2,7 +2,8 @@
  * rbac.c - the Role and RoleBinding of fast sync for one injected
  * workload (contract in rbac.h; the rules are manifests/fast-sync/
  * role.yaml's, docs/fast-sync.md). Key order is fixed, so the output is
- * byte-stable.
+ * byte-stable. A name longer than an object name may be (253) is
+ * shortened with k8s_hashed_name (kube/k8sname.h).
  */
 #include "inject/rbac.h"
 
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kube/k8sname.h"
 #include "yamldoc/jsonpatch.h"
 
 #define OBJ_ARG "--fast-sync-objects="
@@ -189,10 +191,15 @@ int rbac_fast_sync(const cJSON *obj, const char *prefix, cJSON **role, cJSON **b
     if (!rname) return -ENOMEM;
     size_t n = (size_t)sprintf(rname, "%s", RBAC_FAST_SYNC_PREFIX);
     for (const char *k = kind ? kind : ""; *k; k++) rname[n++] = (char)tolower((unsigned char)*k);
-    sprintf(rname + n, "-%s", name);
+    n += (size_t)sprintf(rname + n, "-%s", name);
+    char fit[K8S_DNS1123_SUBDOMAIN_MAX + 1];
+    const char *use =
+        n <= K8S_DNS1123_SUBDOMAIN_MAX
+            ? rname
+            : k8s_hashed_name(rname, K8S_DNS1123_SUBDOMAIN_MAX, rname, fit, sizeof fit);
     int oom = 0;
-    *role = make_role(rname, ns, args, &oom);
-    *binding = make_binding(rname, ns, sa, &oom);
+    *role = make_role(use, ns, args, &oom);
+    *binding = make_binding(use, ns, sa, &oom);
     free(rname);
     if (oom) {
         cJSON_Delete(*role);

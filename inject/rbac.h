@@ -4,7 +4,9 @@
  * --fast-sync=true, a Role in the workload's namespace and a RoleBinding
  * of it to the pod template's ServiceAccount, both named
  * RBAC_FAST_SYNC_PREFIX "<kind>-<name>" ("reload-agent-fast-sync-
- * deployment-web"). The Role holds the rules of
+ * deployment-web"); a name over 253 bytes (a workload name over 219) is
+ * cut to 244 and ends in '-' and 8 hex digits of the SHA-256 of the whole
+ * name, so it stays an object name and stable across runs. The Role holds the rules of
  * manifests/fast-sync/role.yaml, with resourceNames of exactly the
  * objects of the sidecar's --fast-sync-objects (what the agent watches is
  * what RBAC grants). The policy that makes the pod patch self-only

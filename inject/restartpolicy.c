@@ -49,14 +49,16 @@ int inject_parse_kube_version(const char *s, int *minor)
     return 0;
 }
 
-int inject__kube_minor(const struct inject__ctx *x)
+/* The Kubernetes minor version the injection is for (opts->kube_minor, or
+ * INJECT_KUBE_MINOR_DEFAULT). */
+static int target_minor(const struct inject__ctx *x)
 {
     return x->opts->kube_minor > 0 ? x->opts->kube_minor : INJECT_KUBE_MINOR_DEFAULT;
 }
 
 int inject__plan_restart_pod(struct inject__ctx *x, int code, char *rules, size_t n)
 {
-    int minor = inject__kube_minor(x);
+    int minor = target_minor(x);
     if (minor < INJECT__KUBE_MINOR_RESTART_ALL) {
         snprintf(x->err, x->errlen,
                  "restart-pod: Kubernetes 1.%d (--kube-version) rejects restartPolicyRules on "
@@ -68,7 +70,8 @@ int inject__plan_restart_pod(struct inject__ctx *x, int code, char *rules, size_
     return 1;
 }
 
-cJSON *inject__rules(struct inject__ctx *x, const char *action, int code)
+/* A rule list [{action, exitCodes: {operator: In, values: [code]}}]. */
+static cJSON *rule_list(struct inject__ctx *x, const char *action, int code)
 {
     cJSON *list = inject__new_arr(x), *rule = inject__new_obj(x), *ec = inject__new_obj(x);
     cJSON *vals = inject__new_arr(x);
@@ -122,7 +125,7 @@ int inject__plan_app_rule(struct inject__ctx *x, const struct inject__app *app, 
         check_own_rules(x, app, own_rules, r->code);
         return 0;
     }
-    int minor = inject__kube_minor(x);
+    int minor = target_minor(x);
     if (minor < INJECT__KUBE_MINOR_RESTART_RULES) {
         inject__warn(x,
                      "restart: Kubernetes 1.%d (--kube-version) has no restartPolicyRules (1.%d+): "
@@ -145,6 +148,6 @@ void inject__emit_app_rule(struct inject__ctx *x, cJSON *ops, const char *spec_p
         free(p);
     }
     char *p = inject__printf(x, "%s/containers/%d/restartPolicyRules", spec_path, r->index);
-    inject__op(x, ops, "add", p, inject__rules(x, "Restart", r->code));
+    inject__op(x, ops, "add", p, rule_list(x, "Restart", r->code));
     free(p);
 }

@@ -122,6 +122,15 @@ static cJSON *security_context(struct inject__ctx *x, const struct inject__sidec
     return sc;
 }
 
+/* The state volume's mount (writable), at INJECT__STATE_PATH. */
+static cJSON *state_mount(struct inject__ctx *x)
+{
+    cJSON *m = inject__new_obj(x);
+    inject__add(x, m, "name", inject__str(x, INJECT__STATE_VOLUME));
+    inject__add(x, m, "mountPath", inject__str(x, INJECT__STATE_PATH));
+    return m;
+}
+
 cJSON *inject__sidecar_container(struct inject__ctx *x, const struct inject__sidecar *s)
 {
     cJSON *c = inject__new_obj(x);
@@ -157,7 +166,7 @@ cJSON *inject__sidecar_container(struct inject__ctx *x, const struct inject__sid
     for (size_t i = 0; i < x->nenvs; i++)
         inject__push(x, mounts, inject__mount(x, x->envs[i].volume, x->envs[i].mount_path));
     inject__push(x, mounts, inject__mount(x, INJECT__PODINFO_VOLUME, INJECT__PODINFO_PATH));
-    if (s->state_dir) inject__push(x, mounts, inject__state_mount(x));
+    if (s->state_dir) inject__push(x, mounts, state_mount(x));
     if (s->token_mount) {
         cJSON *tm = cJSON_Duplicate(s->token_mount, 1);
         if (!tm) x->oom = 1;
@@ -188,12 +197,4 @@ cJSON *inject__state_volume(struct inject__ctx *x)
     inject__add(x, ed, "sizeLimit", inject__str(x, "1Mi"));
     inject__add(x, vol, "emptyDir", ed);
     return vol;
-}
-
-cJSON *inject__state_mount(struct inject__ctx *x)
-{
-    cJSON *m = inject__new_obj(x);
-    inject__add(x, m, "name", inject__str(x, INJECT__STATE_VOLUME));
-    inject__add(x, m, "mountPath", inject__str(x, INJECT__STATE_PATH));
-    return m;
 }

@@ -170,10 +170,6 @@ int inject__quantity(const char *s, long double *out);
 /* The volume with this name in x->volumes, or NULL. */
 const cJSON *inject__volume(const struct inject__ctx *x, const char *name);
 
-/* 1 if the volume is a ConfigMap, Secret or projected volume that is not a
- * service-account token (kube-api-access-*, serviceAccountToken source). */
-int inject__is_mirrorable(const cJSON *vol);
-
 /* Plans the mirrors: every mirrorable volume an app mounts without subPath
  * (in volume order) that is not in skip (names already mirrored, n of
  * them), at the app's first mountPath, or under /reload-agent/volumes/
@@ -293,10 +289,6 @@ struct inject__app_rule {
     const char *policy; /* the container restartPolicy to add, or NULL when it has one */
 };
 
-/* The Kubernetes minor version the injection is for (opts->kube_minor, or
- * INJECT_KUBE_MINOR_DEFAULT). */
-int inject__kube_minor(const struct inject__ctx *x);
-
 /* restart-pod is effective with exit code code: the sidecar's rule list
  * for it into rules (at least 128 bytes). Returns 1, or 0 (refused, the
  * reason in x->err) when the cluster version is below
@@ -317,11 +309,7 @@ int inject__plan_app_rule(struct inject__ctx *x, const struct inject__app *app, 
 void inject__emit_app_rule(struct inject__ctx *x, cJSON *ops, const char *spec_path,
                            const struct inject__app_rule *r);
 
-/* A rule list [{action, exitCodes: {operator: In, values: [code]}}]. */
-cJSON *inject__rules(struct inject__ctx *x, const char *action, int code);
-
-/* The state emptyDir (memory, 1Mi) and its mount (writable). */
+/* The state emptyDir (memory, 1Mi). */
 cJSON *inject__state_volume(struct inject__ctx *x);
-cJSON *inject__state_mount(struct inject__ctx *x);
 
 #endif

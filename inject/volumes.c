@@ -22,14 +22,12 @@
 #include "kube/k8sname.h"
 
 #include <errno.h>
-#include <openssl/sha.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define ENV_CM_PREFIX "reload-agent-env-cm-"
 #define ENV_SECRET_PREFIX "reload-agent-env-secret-"
-#define DNS_LABEL_MAX 63
 
 const cJSON *inject__volume(const struct inject__ctx *x, const char *name)
 {
@@ -62,7 +60,9 @@ static int is_token_volume(const cJSON *vol)
     return cJSON_IsObject(pj) && has_token_source(pj);
 }
 
-int inject__is_mirrorable(const cJSON *vol)
+/* 1 if the volume is a ConfigMap, Secret or projected volume that is not a
+ * service-account token (kube-api-access-*, serviceAccountToken source). */
+static int is_mirrorable(const cJSON *vol)
 {
     if (is_token_volume(vol)) return 0;
     return cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(vol, "configMap")) ||
@@ -423,7 +423,7 @@ static int plan_volume(struct inject__ctx *x, struct planner *p, const cJSON *vo
     }
     /* already mirrored, or a second volume of that name */
     if (inject__names_get(&p->skip, vname) >= 0) return 0;
-    int mirrorable = inject__is_mirrorable(vol);
+    int mirrorable = is_mirrorable(vol);
     int token = !mirrorable && is_token_volume(vol);
     int token_content = token && token_volume_has_content(vol);
     if (!mirrorable && !token) return 0;
@@ -606,20 +606,16 @@ static int name_env_volume(struct inject__ctx *x, size_t i, const struct inject_
                            struct inject__names *named)
 {
     struct inject__envref *e = &x->envs[i];
-    char plain[512], hashed[DNS_LABEL_MAX + 1];
+    char plain[512], hashed[K8S_DNS1123_LABEL_MAX + 1];
     int n = snprintf(plain, sizeof plain, "%s%s", e->secret ? ENV_SECRET_PREFIX : ENV_CM_PREFIX,
                      e->name);
     for (char *p = plain; *p; p++)
         if (*p == '.') *p = '-';
     const char *pick = NULL;
-    if (n <= DNS_LABEL_MAX && !name_taken(vols, named, plain)) {
+    if (n <= K8S_DNS1123_LABEL_MAX && !name_taken(vols, named, plain)) {
         pick = plain;
     } else {
-        unsigned char md[SHA256_DIGEST_LENGTH];
-        SHA256((const unsigned char *)e->name, strlen(e->name), md);
-        int cut = n > DNS_LABEL_MAX - 9 ? DNS_LABEL_MAX - 9 : n;
-        snprintf(hashed, sizeof hashed, "%.*s-%02x%02x%02x%02x", cut, plain, md[0], md[1], md[2],
-                 md[3]);
+        k8s_hashed_name(plain, K8S_DNS1123_LABEL_MAX, e->name, hashed, sizeof hashed);
         if (!name_taken(vols, named, hashed)) pick = hashed;
     }
     if (!pick) {

@@ -1,10 +1,13 @@
 /*
  * k8sname.c - the Kubernetes name and key rules (contract in k8sname.h),
- * written as the character classes of apimachinery's regular expressions.
+ * written as the character classes of apimachinery's regular expressions,
+ * and the one way a derived name is shortened (k8s_hashed_name).
  */
 #include "kube/k8sname.h"
 
+#include <openssl/sha.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 static int is_lower_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
@@ -61,4 +64,15 @@ int k8s_is_configmap_key(const char *s)
             return 0;
     }
     return 1;
+}
+
+char *k8s_hashed_name(const char *name, size_t max, const char *key, char *out, size_t outsize)
+{
+    unsigned char md[SHA256_DIGEST_LENGTH];
+    SHA256((const unsigned char *)key, strlen(key), md);
+    size_t cut = strlen(name), keep = max > K8S_HASHED_SUFFIX ? max - K8S_HASHED_SUFFIX : 0;
+    if (cut > keep) cut = keep;
+    while (cut > 0 && name[cut - 1] == '.') cut--;
+    snprintf(out, outsize, "%.*s-%02x%02x%02x%02x", (int)cut, name, md[0], md[1], md[2], md[3]);
+    return out;
 }

@@ -8,10 +8,13 @@
  *
  * Pure: no I/O, no allocation, no globals; safe on any thread. Every
  * predicate takes a NUL-terminated string (NULL is never valid) and
- * returns 1 or 0.
+ * returns 1 or 0. One function makes a name rather than judging one:
+ * k8s_hashed_name, the stable short form of a name built from parts.
  */
 #ifndef RA_K8SNAME_H
 #define RA_K8SNAME_H
+
+#include <stddef.h>
 
 #define K8S_DNS1123_LABEL_MAX 63      /* DNS1123LabelMaxLength */
 #define K8S_DNS1123_SUBDOMAIN_MAX 253 /* DNS1123SubdomainMaxLength */
@@ -43,5 +46,19 @@ int k8s_is_configmap_key(const char *s);
  * IsFullyQualifiedDomainName, without its two-label minimum ("svc" is a
  * name in a cluster). */
 int k8s_is_dns_name(const char *s);
+
+/* Bytes k8s_hashed_name adds: '-' and 8 hex digits. */
+#define K8S_HASHED_SUFFIX 9
+
+/* The short form of a name made of parts (a prefix and an object's name)
+ * that is too long for its rule's max (K8S_DNS1123_LABEL_MAX,
+ * K8S_DNS1123_SUBDOMAIN_MAX), or taken: name cut to at most
+ * max - K8S_HASHED_SUFFIX bytes, any '.' at the end of the cut dropped
+ * (a label never starts with '-'), then '-' and the first 8 hex digits
+ * of the SHA-256 of key. Stable: the same name and key give the same
+ * result in every run and program; a name that was a DNS-1123 label or
+ * subdomain stays one. Writes out (outsize bytes, at least
+ * max + 1 for the whole result; NUL-terminated). Returns out. */
+char *k8s_hashed_name(const char *name, size_t max, const char *key, char *out, size_t outsize);
 
 #endif

@@ -580,9 +580,6 @@ void kwatch_get_stats(const struct kwatch *w, struct kwatch_stats *s)
     s->watch_rv = w->watch_rv;
 }
 
-const char *kwatch_resource(const struct kwatch *w) { return w->resource; }
-const char *kwatch_name(const struct kwatch *w) { return w->name; }
-
 static void on_closed(uv_handle_t *h)
 {
     struct kwatch *w = h->data;

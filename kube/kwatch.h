@@ -100,10 +100,6 @@ int kwatch_start(struct kube *k, const struct kwatch_opts *o, kwatch_cb cb, void
 /* Fills *s; the strings are valid until the next call into w. */
 void kwatch_get_stats(const struct kwatch *w, struct kwatch_stats *s);
 
-/* The resource and name watched. */
-const char *kwatch_resource(const struct kwatch *w);
-const char *kwatch_name(const struct kwatch *w);
-
 /* Stops: the request in flight is cancelled (its callback never runs), no
  * callback of w runs again, and w is freed once its timer is closed; then
  * done(ud) runs (may be NULL). Safe to call from w's own callback. */

@@ -43,36 +43,48 @@ void podrefs_add(struct podrefs *r, enum podref_kind kind, const char *name)
     r->n++;
 }
 
-int podrefs_add_spec(struct podrefs *r, const char *spec, char *err, size_t errlen)
+int podrefs_parse_spec(const char *spec, enum podref_kind *kind, const char **name, char *err,
+                       size_t errlen)
 {
     static const struct {
         const char *prefix;
         enum podref_kind kind;
-    } kinds[] = {{"configmap/", PODREF_CONFIGMAP},
-                 {"configmaps/", PODREF_CONFIGMAP},
-                 {"secret/", PODREF_SECRET},
-                 {"secrets/", PODREF_SECRET}};
-    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
-        size_t n = strlen(kinds[i].prefix);
-        if (strncmp(spec, kinds[i].prefix, n) != 0) continue;
+    } KINDS[] = {{"configmap/", PODREF_CONFIGMAP}, {"secret/", PODREF_SECRET}};
+    char q[400];
+    for (size_t i = 0; i < sizeof KINDS / sizeof KINDS[0]; i++) {
+        size_t n = strlen(KINDS[i].prefix);
+        if (strncmp(spec, KINDS[i].prefix, n) != 0) continue;
         if (!k8s_is_dns1123_subdomain(spec + n)) {
-            char q[300];
-            ra_one_line(q, sizeof q, spec + n);
-            snprintf(err, errlen, "\"%s\" is not a valid object name", q);
+            ra_one_line(q, sizeof q, spec);
+            snprintf(err, errlen,
+                     "\"%s\": NAME is not a Kubernetes object name (lower-case letters, digits, "
+                     "'-' and '.', at most 253, a letter or digit at each end of each part)",
+                     q);
             return -EINVAL;
         }
-        size_t before = r->n, skipped = r->skipped;
-        podrefs_add(r, kinds[i].kind, spec + n);
-        if (r->n == before && r->skipped != skipped) {
-            snprintf(err, errlen, "more than %d objects", PODREFS_MAX);
-            return -EINVAL;
-        }
+        *kind = KINDS[i].kind;
+        *name = spec + n;
         return 0;
     }
-    char q[300];
     ra_one_line(q, sizeof q, spec);
-    snprintf(err, errlen, "\"%s\": expected configmap/NAME or secret/NAME", q);
+    int plural = strncmp(spec, "configmaps/", 11) == 0 || strncmp(spec, "secrets/", 8) == 0;
+    snprintf(err, errlen, "\"%s\": expected configmap/NAME or secret/NAME%s", q,
+             plural ? " (the kind is singular)" : "");
     return -EINVAL;
+}
+
+int podrefs_add_spec(struct podrefs *r, const char *spec, char *err, size_t errlen)
+{
+    enum podref_kind kind;
+    const char *name;
+    if (podrefs_parse_spec(spec, &kind, &name, err, errlen) < 0) return -EINVAL;
+    size_t before = r->n, skipped = r->skipped;
+    podrefs_add(r, kind, name);
+    if (r->n == before && r->skipped != skipped) {
+        snprintf(err, errlen, "more than %d objects", PODREFS_MAX);
+        return -EINVAL;
+    }
+    return 0;
 }
 
 static const char *str_at(const cJSON *o, const char *key)

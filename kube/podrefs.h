@@ -34,8 +34,18 @@ const char *podrefs_resource(enum podref_kind k);
  * past PODREFS_MAX, only counts in skipped. Aborts on OOM. */
 void podrefs_add(struct podrefs *r, enum podref_kind kind, const char *name);
 
-/* Parses "configmap/NAME" or "secret/NAME" (also the plurals) into r.
- * Returns 0, or -EINVAL with a one-line reason in err. */
+/* The one grammar of a --fast-sync-objects value (config/config.c checks
+ * the flag with it, fast sync parses it with it): "configmap/NAME" or
+ * "secret/NAME", NAME an object name (k8s_is_dns1123_subdomain). The kind
+ * is singular, as the injector writes it and as the Role of
+ * `reload-agent inject` reads it (inject/rbac.c). Pure. Returns 0 with
+ * *kind and *name (pointing into spec), or -EINVAL with a one-line reason
+ * that quotes spec in err. */
+int podrefs_parse_spec(const char *spec, enum podref_kind *kind, const char **name, char *err,
+                       size_t errlen);
+
+/* podrefs_parse_spec, then podrefs_add. Returns 0, or -EINVAL with a
+ * one-line reason in err (the value, or more than PODREFS_MAX objects). */
 int podrefs_add_spec(struct podrefs *r, const char *spec, char *err, size_t errlen);
 
 /* Collects the references of the pod in json (a Pod object, len bytes).

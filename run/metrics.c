@@ -1,19 +1,20 @@
 /*
  * metrics.c - counters, gauges and the action-duration histogram, and their
- * Prometheus text rendering (see metrics.h). Single-threaded: only the loop
- * thread touches them. Every value is pushed by a metrics_*() call at the
- * event; rendering reads only M.
+ * Prometheus text rendering (see metrics.h) through base/prom.h.
+ * Single-threaded: only the loop thread touches them. Every value is
+ * pushed by a metrics_*() call at the event; rendering reads only M.
  */
 #include "run/metrics.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "base/prom.h"
+
 static const double BUCKETS[] = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30};
-#define NBUCKETS (sizeof BUCKETS / sizeof BUCKETS[0])
+static const struct prom_buckets DURATION = PROM_BUCKETS(BUCKETS);
 #define MAX_CODES 32 /* distinct API status codes kept; more go to the last row */
 
 struct code_count {
@@ -26,9 +27,7 @@ static struct {
     int have_result;
     int last_ok;
     double last_success_ts;
-    uint64_t hist[NBUCKETS];
-    uint64_t hist_count;
-    double hist_sum;
+    struct prom_hist duration;
     uint64_t config_errors;
     uint64_t retries;
     uint64_t changes;
@@ -53,10 +52,7 @@ void metrics_action(int action, int success, double seconds)
         clock_gettime(CLOCK_REALTIME, &ts);
         M.last_success_ts = (double)ts.tv_sec + ts.tv_nsec / 1e9;
     }
-    for (size_t i = 0; i < NBUCKETS; i++)
-        if (seconds <= BUCKETS[i]) M.hist[i]++;
-    M.hist_count++;
-    M.hist_sum += seconds;
+    prom_observe(&M.duration, &DURATION, seconds);
 }
 
 void metrics_config_error(void) { M.config_errors++; }
@@ -92,98 +88,47 @@ void metrics_event_suppressed(void *ud)
 }
 void metrics_set_unwatched_directories(uint64_t n) { M.unwatched_dirs = n; }
 
-struct out {
-    char *buf;
-    size_t len, cap;
-    int failed;
-};
-
-static void emit(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void emit(struct out *o, const char *fmt, ...)
-{
-    va_list ap;
-    for (;;) {
-        va_start(ap, fmt);
-        int n = vsnprintf(o->buf ? o->buf + o->len : NULL, o->buf ? o->cap - o->len : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            o->failed = 1;
-            return;
-        }
-        if (o->buf && o->len + (size_t)n < o->cap) {
-            o->len += (size_t)n;
-            return;
-        }
-        size_t nc = o->cap ? o->cap * 2 : 4096;
-        while (nc < o->len + (size_t)n + 1) nc *= 2;
-        char *nb = realloc(o->buf, nc);
-        if (!nb) {
-            o->failed = 1;
-            return;
-        }
-        o->buf = nb;
-        o->cap = nc;
-    }
-}
-
-static void family(struct out *o, const char *name, const char *type, const char *help)
-{
-    emit(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
 char *metrics_render(size_t *len)
 {
-    struct out o = {0};
-    family(&o, "reload_agent_reloads_total", "counter",
-           "Finished action attempts by action and result.");
+    struct buf b = {0};
+    prom_family(&b, "reload_agent_reloads_total", "counter",
+                "Finished action attempts by action and result.");
     for (int a = 0; a < ACTION__COUNT; a++)
-        for (int r = 1; r >= 0; r--)
-            emit(&o, "reload_agent_reloads_total{action=\"%s\",result=\"%s\"} %llu\n",
-                 cfg_action_name(a), r ? "success" : "failure",
-                 (unsigned long long)M.reloads[a][r]);
-    family(&o, "reload_agent_last_reload_successful", "gauge",
-           "1 if the last action attempt succeeded (or none ran yet), else 0.");
-    emit(&o, "reload_agent_last_reload_successful %d\n", M.have_result ? M.last_ok : 1);
-    family(&o, "reload_agent_last_reload_success_timestamp_seconds", "gauge",
-           "Unix time of the last successful action, 0 if none.");
-    emit(&o, "reload_agent_last_reload_success_timestamp_seconds %.3f\n", M.last_success_ts);
-    family(&o, "reload_agent_changes_total", "counter",
-           "Real content changes detected (the canonical hash changed).");
-    emit(&o, "reload_agent_changes_total %llu\n", (unsigned long long)M.changes);
-    family(&o, "reload_agent_watch_events_total", "counter", "Raw inotify events read.");
-    emit(&o, "reload_agent_watch_events_total %llu\n", (unsigned long long)M.watch_events);
-    family(&o, "reload_agent_retries_total", "counter", "Retries scheduled after failed actions.");
-    emit(&o, "reload_agent_retries_total %llu\n", (unsigned long long)M.retries);
-    family(&o, "reload_agent_config_errors_total", "counter",
-           "Rejected configuration updates (the last good configuration stayed in force).");
-    emit(&o, "reload_agent_config_errors_total %llu\n", (unsigned long long)M.config_errors);
-    family(&o, "reload_agent_unwatched_directories", "gauge",
-           "Directories under the watch roots that could not be watched (e.g. the "
-           "fs.inotify.max_user_watches limit): changes there are missed until they are.");
-    emit(&o, "reload_agent_unwatched_directories %llu\n", (unsigned long long)M.unwatched_dirs);
-    family(&o, "reload_agent_action_duration_seconds", "histogram", "Duration of action attempts.");
-    for (size_t i = 0; i < NBUCKETS; i++)
-        emit(&o, "reload_agent_action_duration_seconds_bucket{le=\"%g\"} %llu\n", BUCKETS[i],
-             (unsigned long long)M.hist[i]);
-    emit(&o, "reload_agent_action_duration_seconds_bucket{le=\"+Inf\"} %llu\n",
-         (unsigned long long)M.hist_count);
-    emit(&o, "reload_agent_action_duration_seconds_sum %.6f\n", M.hist_sum);
-    emit(&o, "reload_agent_action_duration_seconds_count %llu\n", (unsigned long long)M.hist_count);
+        for (int r = 1; r >= 0; r--) {
+            char labels[96];
+            snprintf(labels, sizeof labels, "action=\"%s\",result=\"%s\"", cfg_action_name(a),
+                     r ? "success" : "failure");
+            prom_sample(&b, "reload_agent_reloads_total", labels, M.reloads[a][r]);
+        }
+    prom_gauge(&b, "reload_agent_last_reload_successful",
+               "1 if the last action attempt succeeded (or none ran yet), else 0.",
+               M.have_result ? M.last_ok : 1);
+    prom_gauge(&b, "reload_agent_last_reload_success_timestamp_seconds",
+               "Unix time of the last successful action, 0 if none.", M.last_success_ts);
+    prom_counter(&b, "reload_agent_changes_total",
+                 "Real content changes detected (the canonical hash changed).", M.changes);
+    prom_counter(&b, "reload_agent_watch_events_total", "Raw inotify events read.", M.watch_events);
+    prom_counter(&b, "reload_agent_retries_total", "Retries scheduled after failed actions.",
+                 M.retries);
+    prom_counter(&b, "reload_agent_config_errors_total",
+                 "Rejected configuration updates (the last good configuration stayed in force).",
+                 M.config_errors);
+    prom_gauge(&b, "reload_agent_unwatched_directories",
+               "Directories under the watch roots that could not be watched (e.g. the "
+               "fs.inotify.max_user_watches limit): changes there are missed until they are.",
+               (double)M.unwatched_dirs);
+    prom_histogram(&b, "reload_agent_action_duration_seconds", "Duration of action attempts.",
+                   &DURATION, &M.duration);
     if (M.api) {
-        family(&o, "reload_agent_api_requests_total", "counter",
-               "Kubernetes API requests by HTTP status code (0: no response).");
-        for (size_t i = 0; i < M.ncodes; i++)
-            emit(&o, "reload_agent_api_requests_total{code=\"%ld\"} %llu\n", M.codes[i].code,
-                 (unsigned long long)M.codes[i].n);
-        family(&o, "reload_agent_events_suppressed_total", "counter",
-               "Kubernetes Events not sent because of the rate limit.");
-        emit(&o, "reload_agent_events_suppressed_total %llu\n",
-             (unsigned long long)M.events_suppressed);
+        prom_family(&b, "reload_agent_api_requests_total", "counter",
+                    "Kubernetes API requests by HTTP status code (0: no response).");
+        for (size_t i = 0; i < M.ncodes; i++) {
+            char labels[32];
+            snprintf(labels, sizeof labels, "code=\"%ld\"", M.codes[i].code);
+            prom_sample(&b, "reload_agent_api_requests_total", labels, M.codes[i].n);
+        }
+        prom_counter(&b, "reload_agent_events_suppressed_total",
+                     "Kubernetes Events not sent because of the rate limit.", M.events_suppressed);
     }
-    if (o.failed) {
-        free(o.buf);
-        return NULL;
-    }
-    *len = o.len;
-    return o.buf;
+    return buf_take(&b, len);
 }

@@ -15,6 +15,7 @@
 
 #include "config/annotations.h"
 #include "config/config.h"
+#include "kube/podrefs.h"
 
 struct fixture {
     struct cfg_layer flags, annots;
@@ -1061,6 +1062,58 @@ static void test_restart_policy_rules_shape(void **state)
     assert_non_null(strstr(f->err, "3..125"));
 }
 
+/* Review 2026-12c §4.2: --fast-sync-objects has one grammar. cfg_build
+ * refuses a value exactly when fast sync's parser (kube/podrefs.c) does:
+ * before, "configmap/a..b" passed cfg_build and was refused when fast sync
+ * started, and "configmaps/app" was refused by cfg_build but taken by fast
+ * sync. The kind is singular (the injector's Role reads only that); the
+ * message names the value. */
+static void test_fast_sync_objects_one_grammar(void **state)
+{
+    struct fixture *f = *state;
+    char long_name[300] = "configmap/";
+    memset(long_name + 10, 'a', 254);
+    long_name[264] = '\0';
+    static const struct {
+        const char *spec;
+        int ok;
+        const char *why;
+    } T[] = {
+        {"configmap/app", 1, NULL},
+        {"secret/db.v1", 1, NULL},
+        {"configmaps/app", 0, "(the kind is singular)"},
+        {"secrets/db", 0, "(the kind is singular)"},
+        {"configmap/a..b", 0, "NAME is not a Kubernetes object name"},
+        {"configmap/-a", 0, "NAME is not"},
+        {"configmap/App", 0, "NAME is not"},
+        {"configmap/", 0, "NAME is not"},
+        {"deployment/web", 0, "expected configmap/NAME or secret/NAME"},
+        {"app", 0, "expected configmap/NAME or secret/NAME"},
+        {NULL, 0, "NAME is not"}, /* long_name: 254 */
+    };
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
+        const char *spec = T[i].spec ? T[i].spec : long_name;
+        char *argv[] = {"--fast-sync-objects", (char *)spec};
+        cfg_layer_free(&f->flags);
+        assert_int_equal(cfg_layer_init(&f->flags, CFG_SRC_FLAG), 0);
+        assert_int_equal(parse(f, 2, argv), 0);
+        cfg_free(&f->cfg);
+        int rc = cfg_build(&f->flags, NULL, &f->cfg, f->err, sizeof f->err);
+        struct podrefs r = {0};
+        char why[512];
+        int prc = podrefs_add_spec(&r, spec, why, sizeof why);
+        podrefs_free(&r);
+        if (rc != (T[i].ok ? 0 : -22) || prc != (T[i].ok ? 0 : -22))
+            print_error("%s: cfg_build %d (%s), fast sync %d (%s)\n", spec, rc, f->err, prc, why);
+        assert_int_equal(rc, T[i].ok ? 0 : -22);
+        assert_int_equal(prc, rc);
+        if (T[i].ok) continue;
+        assert_non_null(strstr(f->err, "invalid value for --fast-sync-objects: \""));
+        assert_non_null(strstr(f->err, T[i].why));
+        assert_non_null(strstr(why, T[i].why));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1104,6 +1157,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_env_watch_changes_the_watch_set, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_pod_needs_the_rule, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_policy_rules_shape, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fast_sync_objects_one_grammar, setup, teardown),
     };
     return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }

@@ -96,12 +96,33 @@ static void test_dns_name(void **state)
     check(k8s_is_dns_name, "DNS name", good, bad);
 }
 
+/* k8s_hashed_name: the cut, the '.' at the cut dropped, the suffix from
+ * the key (SHA-256("app") starts a172cedc), a short name kept whole. */
+static void test_hashed_name(void **state)
+{
+    (void)state;
+    char out[K8S_DNS1123_LABEL_MAX + 1], name[100];
+    assert_string_equal(k8s_hashed_name("cfg", 63, "app", out, sizeof out), "cfg-a172cedc");
+    memset(name, 'x', 80);
+    name[80] = '\0';
+    k8s_hashed_name(name, 63, "app", out, sizeof out);
+    assert_int_equal(strlen(out), 63);
+    assert_memory_equal(out, name, 54);
+    assert_string_equal(out + 54, "-a172cedc");
+    assert_true(k8s_is_dns1123_label(out));
+    name[53] = '.';
+    name[52] = '.';
+    k8s_hashed_name(name, 63, "app", out, sizeof out);
+    assert_int_equal(strlen(out), 52 + K8S_HASHED_SUFFIX);
+    assert_true(k8s_is_dns1123_subdomain(out));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dns1123_label), cmocka_unit_test(test_dns1123_subdomain),
         cmocka_unit_test(test_dns1035_label), cmocka_unit_test(test_configmap_key),
-        cmocka_unit_test(test_dns_name),
+        cmocka_unit_test(test_dns_name),      cmocka_unit_test(test_hashed_name),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -19,8 +19,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/sha.h>
+
 #include "base/log.h"
 #include "inject/manifests.h"
+#include "kube/k8sname.h"
 #include "yamldoc/jsonpatch.h"
 #include "yamldoc/tree.h"
 
@@ -520,6 +523,89 @@ static void test_fast_sync_rbac_edges(void **state)
     manifests_free(in, 1, &res);
 }
 
+/* The name of the Role that --output rbac writes for FAST_SYNC's
+ * Deployment renamed to name, checked against the RoleBinding's name and
+ * roleRef; the caller frees it. */
+static char *rbac_name_for(const char *name)
+{
+    const char *text = FAST_SYNC("");
+    const char *at = strstr(text, "name: web\n");
+    assert_non_null(at);
+    size_t head = (size_t)(at - text) + 6, len = strlen(text) + strlen(name);
+    char *in_text = malloc(len + 1);
+    snprintf(in_text, len + 1, "%.*s%s%s", (int)head, text, name, at + 9);
+    struct manifests_input in[1];
+    struct manifests_result res;
+    char err[512];
+    assert_int_equal(
+        run(in, (const char *[]){in_text}, 1, MANIFESTS_OUT_RBAC, &res, err, sizeof err), 0);
+    cJSON *docs = docs_of(res.out, res.outlen);
+    assert_int_equal(cJSON_GetArraySize(docs), 2);
+    char *role = strdup(jsonpointer_get(docs, "/0/metadata/name", 16)->valuestring);
+    assert_string_equal(jsonpointer_get(docs, "/1/metadata/name", 16)->valuestring, role);
+    assert_string_equal(jsonpointer_get(docs, "/1/roleRef/name", 15)->valuestring, role);
+    cJSON_Delete(docs);
+    manifests_free(in, 1, &res);
+    free(in_text);
+    return role;
+}
+
+/* Issue 24 G13: the Role and RoleBinding of a workload whose name is
+ * longer than 219 (up to the 253 of an object name) were named
+ * "reload-agent-fast-sync-deployment-" + name: up to 287 bytes, which the
+ * API server refuses. A name that fits is kept; a longer one is cut to
+ * 244 bytes (never at a '.') and gets '-' and 8 hex digits of the SHA-256
+ * of the whole name: an object name, one per workload, the same in every
+ * run. */
+static void test_fast_sync_rbac_long_names(void **state)
+{
+    (void)state;
+    const char *prefix = "reload-agent-fast-sync-deployment-";
+    char name[K8S_DNS1123_SUBDOMAIN_MAX + 1], full[300], want[300];
+
+    /* 219: exactly 253 in all, kept */
+    memset(name, 'a', 219);
+    name[219] = '\0';
+    char *got = rbac_name_for(name);
+    snprintf(want, sizeof want, "%s%s", prefix, name);
+    assert_int_equal(strlen(got), K8S_DNS1123_SUBDOMAIN_MAX);
+    assert_string_equal(got, want);
+    free(got);
+
+    /* 220 and 253: cut and hashed, exactly as the contract says */
+    for (size_t n = 220; n <= K8S_DNS1123_SUBDOMAIN_MAX; n += 33) {
+        memset(name, 'b', n);
+        name[n] = '\0';
+        got = rbac_name_for(name);
+        snprintf(full, sizeof full, "%s%s", prefix, name);
+        unsigned char md[SHA256_DIGEST_LENGTH];
+        SHA256((const unsigned char *)full, strlen(full), md);
+        snprintf(want, sizeof want, "%.244s-%02x%02x%02x%02x", full, md[0], md[1], md[2], md[3]);
+        assert_string_equal(got, want);
+        assert_true(k8s_is_dns1123_subdomain(got));
+        char *again = rbac_name_for(name);
+        assert_string_equal(again, got);
+        free(again);
+        free(got);
+    }
+
+    /* a cut that ends at a '.' drops it (".-" would start a label with
+     * '-'); names that differ only after the cut get different names */
+    memset(name, 'c', 253);
+    name[209] = '.';
+    name[253] = '\0';
+    got = rbac_name_for(name);
+    assert_true(k8s_is_dns1123_subdomain(got));
+    assert_int_equal(strlen(got), 243 + K8S_HASHED_SUFFIX);
+    name[252] = 'd';
+    char *other = rbac_name_for(name);
+    assert_true(k8s_is_dns1123_subdomain(other));
+    assert_string_not_equal(other, got);
+    assert_memory_equal(other, got, 243);
+    free(other);
+    free(got);
+}
+
 int main(void)
 {
     setup_log();
@@ -532,6 +618,7 @@ int main(void)
         cmocka_unit_test(test_fast_sync_rbac),
         cmocka_unit_test(test_fast_sync_rbac_outputs),
         cmocka_unit_test(test_fast_sync_rbac_edges),
+        cmocka_unit_test(test_fast_sync_rbac_long_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -85,7 +85,10 @@ static void test_specs_and_bound(void **state)
     struct podrefs r = {0};
     char err[256];
     assert_int_equal(podrefs_add_spec(&r, "configmap/site", err, sizeof err), 0);
-    assert_int_equal(podrefs_add_spec(&r, "secrets/creds", err, sizeof err), 0);
+    assert_int_equal(podrefs_add_spec(&r, "secret/creds", err, sizeof err), 0);
+    assert_int_equal(podrefs_add_spec(&r, "secrets/creds", err, sizeof err), -EINVAL);
+    assert_non_null(strstr(err, "\"secrets/creds\": expected configmap/NAME or secret/NAME (the "
+                                "kind is singular)"));
     assert_int_equal(podrefs_add_spec(&r, "configmap/site", err, sizeof err), 0); /* once */
     assert_int_equal(r.n, 2);
     assert_int_equal(podrefs_add_spec(&r, "deployment/web", err, sizeof err), -EINVAL);

@@ -25,6 +25,7 @@
 #include <time.h>
 #include <uv.h>
 
+#include "base/buf.h"
 #include "base/b64.h"
 #include "base/backoff.h"
 #include "base/log.h"
@@ -96,11 +97,7 @@ static int fail(struct job *j, const char *fmt, ...) __attribute__((format(print
 static int fail(struct job *j, const char *fmt, ...)
 {
     char msg[2048];
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
+    RA_VSNPRINTF(msg, fmt);
     log_error("webhook certs: %s", msg);
     finish(j, 1);
     return 1;

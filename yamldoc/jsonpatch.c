@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
+
 char *jsonpointer_escape(const char *s)
 {
     size_t n = 0;
@@ -239,10 +241,7 @@ struct apply {
 static int fail(struct apply *a, const char *fmt, ...)
 {
     char why[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, sizeof why, fmt, ap);
-    va_end(ap);
+    RA_VSNPRINTF(why, fmt);
     if (a->errlen)
         snprintf(a->err, a->errlen, "JSON Patch operation %zu (%s %s): %s", a->index,
                  a->op ? a->op : "?", a->path ? a->path : "?", why);

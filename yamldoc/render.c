@@ -13,48 +13,21 @@
 
 #include "base/utf8.h"
 
-void yamlrender_put(struct yamlrender_buf *b, const char *s, size_t n)
-{
-    if (b->oom || n == 0) return;
-    if (b->cap - b->len < n + 1) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap - b->len < n + 1) cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-void yamlrender_puts(struct yamlrender_buf *b, const char *s) { yamlrender_put(b, s, strlen(s)); }
-
-void yamlrender_spaces(struct yamlrender_buf *b, size_t n)
+void yamlrender_spaces(struct buf *b, size_t n)
 {
     static const char sp[] = "                                ";
     while (n > 0) {
         size_t k = n < sizeof sp - 1 ? n : sizeof sp - 1;
-        yamlrender_put(b, sp, k);
+        buf_add(b, sp, k);
         n -= k;
     }
 }
 
-void yamlrender_buf_free(struct yamlrender_buf *b)
-{
-    free(b->p);
-    memset(b, 0, sizeof *b);
-}
-
-static void put_number(struct yamlrender_buf *b, double d)
+static void put_number(struct buf *b, double d)
 {
     char num[64];
     if (!isfinite(d)) {
-        yamlrender_puts(b, "null");
+        buf_puts(b, "null");
         return;
     }
     if (d == floor(d) && fabs(d) < 1e15) {
@@ -64,7 +37,7 @@ static void put_number(struct yamlrender_buf *b, double d)
         if (strtod(num, NULL) != d) snprintf(num, sizeof num, "%.17g", d);
         /* YAML needs a digit or '.' to call it a float; %g may print "1e+20" */
     }
-    yamlrender_puts(b, num);
+    buf_puts(b, num);
 }
 
 /* 1 for a code point YAML does not allow unescaped (C0 but tab and line
@@ -75,11 +48,11 @@ static int is_unprintable(int32_t cp)
            cp == 0xFFFF;
 }
 
-void yamlrender_json_string(struct yamlrender_buf *b, const char *s)
+void yamlrender_json_string(struct buf *b, const char *s)
 {
     const char *p = s, *end = s + strlen(s);
     char esc[16];
-    yamlrender_put(b, "\"", 1);
+    buf_add(b, "\"", 1);
     while (p < end) {
         size_t n;
         int32_t cp = ra_utf8_decode(p, (size_t)(end - p), &n);
@@ -87,29 +60,29 @@ void yamlrender_json_string(struct yamlrender_buf *b, const char *s)
             /* a byte that is not UTF-8 (base/utf8.h, strict): its value as
              * a code point, not U+FFFD, which would lose it */
             snprintf(esc, sizeof esc, "\\u%04x", (unsigned char)*p);
-            yamlrender_puts(b, esc);
+            buf_puts(b, esc);
             p += n;
             continue;
         }
         switch (cp) {
-        case '"': yamlrender_put(b, "\\\"", 2); break;
-        case '\\': yamlrender_put(b, "\\\\", 2); break;
-        case '\n': yamlrender_put(b, "\\n", 2); break;
-        case '\r': yamlrender_put(b, "\\r", 2); break;
-        case '\t': yamlrender_put(b, "\\t", 2); break;
-        case '\b': yamlrender_put(b, "\\b", 2); break;
-        case '\f': yamlrender_put(b, "\\f", 2); break;
+        case '"': buf_add(b, "\\\"", 2); break;
+        case '\\': buf_add(b, "\\\\", 2); break;
+        case '\n': buf_add(b, "\\n", 2); break;
+        case '\r': buf_add(b, "\\r", 2); break;
+        case '\t': buf_add(b, "\\t", 2); break;
+        case '\b': buf_add(b, "\\b", 2); break;
+        case '\f': buf_add(b, "\\f", 2); break;
         default:
             if (is_unprintable(cp)) { /* in YAML (C0, DEL, C1, BOM, non-characters) */
                 snprintf(esc, sizeof esc, "\\u%04x", (unsigned)cp);
-                yamlrender_puts(b, esc);
+                buf_puts(b, esc);
             } else {
-                yamlrender_put(b, p, n);
+                buf_add(b, p, n);
             }
         }
         p += n;
     }
-    yamlrender_put(b, "\"", 1);
+    buf_add(b, "\"", 1);
 }
 
 static int plain_safe(const char *s)
@@ -165,108 +138,105 @@ static int single_quote_safe(const char *s)
     return *s != ' ' && (!*s || s[strlen(s) - 1] != ' ');
 }
 
-void yamlrender_key(struct yamlrender_buf *b, const char *key)
+void yamlrender_key(struct buf *b, const char *key)
 {
     if (plain_safe(key)) {
-        yamlrender_puts(b, key);
+        buf_puts(b, key);
     } else if (single_quote_safe(key)) {
-        yamlrender_put(b, "'", 1);
-        for (const char *p = key; *p; p++)
-            yamlrender_put(b, *p == '\'' ? "''" : p, *p == '\'' ? 2 : 1);
-        yamlrender_put(b, "'", 1);
+        buf_add(b, "'", 1);
+        for (const char *p = key; *p; p++) buf_add(b, *p == '\'' ? "''" : p, *p == '\'' ? 2 : 1);
+        buf_add(b, "'", 1);
     } else {
         yamlrender_json_string(b, key);
     }
 }
 
-void yamlrender_scalar(struct yamlrender_buf *b, const cJSON *v)
+/* Writes a scalar (or an empty collection as {} or []), or a key when the
+ * value is a string, quoting as the header says. */
+static void scalar(struct buf *b, const cJSON *v)
 {
     if (cJSON_IsString(v))
         yamlrender_key(b, v->valuestring);
     else if (cJSON_IsTrue(v))
-        yamlrender_puts(b, "true");
+        buf_puts(b, "true");
     else if (cJSON_IsFalse(v))
-        yamlrender_puts(b, "false");
+        buf_puts(b, "false");
     else if (cJSON_IsNumber(v))
         put_number(b, v->valuedouble);
     else if (cJSON_IsArray(v))
-        yamlrender_puts(b, "[]");
+        buf_puts(b, "[]");
     else if (cJSON_IsObject(v))
-        yamlrender_puts(b, "{}");
+        buf_puts(b, "{}");
     else
-        yamlrender_puts(b, "null");
+        buf_puts(b, "null");
 }
 
 static int is_block(const cJSON *v) { return (cJSON_IsArray(v) || cJSON_IsObject(v)) && v->child; }
 
-void yamlrender_inline(struct yamlrender_buf *b, const cJSON *v, size_t col,
-                       const struct yamlrender_style *st)
+void yamlrender_inline(struct buf *b, const cJSON *v, size_t col, const struct yamlrender_style *st)
 {
     if (!is_block(v)) {
-        yamlrender_scalar(b, v);
+        scalar(b, v);
         return;
     }
     for (const cJSON *it = v->child; it; it = it->next) {
         if (it != v->child) {
-            yamlrender_puts(b, st->nl);
+            buf_puts(b, st->nl);
             yamlrender_spaces(b, col);
         }
         if (cJSON_IsObject(v)) {
             yamlrender_key(b, it->string);
-            yamlrender_put(b, ":", 1);
+            buf_add(b, ":", 1);
             yamlrender_after_key(b, it, col, st);
         } else {
-            yamlrender_put(b, "- ", 2);
+            buf_add(b, "- ", 2);
             yamlrender_inline(b, it, col + 2, st);
         }
     }
 }
 
-void yamlrender_after_key(struct yamlrender_buf *b, const cJSON *v, size_t col,
+void yamlrender_after_key(struct buf *b, const cJSON *v, size_t col,
                           const struct yamlrender_style *st)
 {
     if (!is_block(v)) {
-        yamlrender_put(b, " ", 1);
-        yamlrender_scalar(b, v);
+        buf_add(b, " ", 1);
+        scalar(b, v);
         return;
     }
     size_t c = col + (cJSON_IsObject(v) ? st->step : st->seqoff);
-    yamlrender_puts(b, st->nl);
+    buf_puts(b, st->nl);
     yamlrender_spaces(b, c);
     yamlrender_inline(b, v, c, st);
 }
 
-static void json_at(struct yamlrender_buf *b, const cJSON *v, size_t indent, size_t level)
+static void json_at(struct buf *b, const cJSON *v, size_t indent, size_t level)
 {
     if (!is_block(v)) {
         if (cJSON_IsString(v))
             yamlrender_json_string(b, v->valuestring);
         else
-            yamlrender_scalar(b, v);
+            scalar(b, v);
         return;
     }
     int obj = cJSON_IsObject(v);
-    yamlrender_put(b, obj ? "{" : "[", 1);
+    buf_add(b, obj ? "{" : "[", 1);
     for (const cJSON *it = v->child; it; it = it->next) {
-        if (it != v->child) yamlrender_put(b, indent ? "," : ", ", indent ? 1 : 2);
+        if (it != v->child) buf_add(b, indent ? "," : ", ", indent ? 1 : 2);
         if (indent) {
-            yamlrender_put(b, "\n", 1);
+            buf_add(b, "\n", 1);
             yamlrender_spaces(b, indent * (level + 1));
         }
         if (obj) {
             yamlrender_json_string(b, it->string);
-            yamlrender_put(b, ": ", 2); /* libyaml needs the space in flow YAML */
+            buf_add(b, ": ", 2); /* libyaml needs the space in flow YAML */
         }
         json_at(b, it, indent, level + 1);
     }
     if (indent) {
-        yamlrender_put(b, "\n", 1);
+        buf_add(b, "\n", 1);
         yamlrender_spaces(b, indent * level);
     }
-    yamlrender_put(b, obj ? "}" : "]", 1);
+    buf_add(b, obj ? "}" : "]", 1);
 }
 
-void yamlrender_json(struct yamlrender_buf *b, const cJSON *v, size_t indent)
-{
-    json_at(b, v, indent, 0);
-}
+void yamlrender_json(struct buf *b, const cJSON *v, size_t indent) { json_at(b, v, indent, 0); }

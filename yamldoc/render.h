@@ -17,19 +17,10 @@
 
 #include <cjson/cJSON.h>
 
-/* A growing byte buffer. On allocation failure oom is set and further
- * appends are ignored; the user checks oom once at the end. */
-struct yamlrender_buf {
-    char *p;
-    size_t len, cap;
-    int oom;
-};
+#include "base/buf.h" /* the output: on allocation failure b->oom is set */
 
-void yamlrender_put(struct yamlrender_buf *b, const char *s, size_t n);
-void yamlrender_puts(struct yamlrender_buf *b, const char *s);
-void yamlrender_spaces(struct yamlrender_buf *b, size_t n);
-/* Frees the buffer's memory and zeroes it. */
-void yamlrender_buf_free(struct yamlrender_buf *b);
+/* Writes n spaces. */
+void yamlrender_spaces(struct buf *b, size_t n);
 
 /* How a document indents: a nested mapping's keys sit step columns right
  * of its key; a sequence under a mapping key starts seqoff columns right of
@@ -45,25 +36,22 @@ struct yamlrender_style {
  * or after "- "): a mapping's first key on the current line and the next
  * keys on new lines at col; a sequence likewise with "- "; a scalar or an
  * empty collection ({} / []) as is. */
-void yamlrender_inline(struct yamlrender_buf *b, const cJSON *v, size_t col,
+void yamlrender_inline(struct buf *b, const cJSON *v, size_t col,
                        const struct yamlrender_style *st);
 
 /* Writes v as the value of a mapping key at column col, the cursor just
  * after the ':': " scalar", or a line break and the nested block. */
-void yamlrender_after_key(struct yamlrender_buf *b, const cJSON *v, size_t col,
+void yamlrender_after_key(struct buf *b, const cJSON *v, size_t col,
                           const struct yamlrender_style *st);
 
-/* Writes a scalar (or an empty collection as {} or []), or a key when the
- * value is a string, quoting as the header says. */
-void yamlrender_scalar(struct yamlrender_buf *b, const cJSON *v);
-void yamlrender_key(struct yamlrender_buf *b, const char *key);
+void yamlrender_key(struct buf *b, const char *key);
 
 /* Writes v as JSON, indented by indent spaces per level (0: one line with
  * ", " and ": " between entries, valid flow YAML for libyaml too),
  * starting at nesting level 0; no final newline. */
-void yamlrender_json(struct yamlrender_buf *b, const cJSON *v, size_t indent);
+void yamlrender_json(struct buf *b, const cJSON *v, size_t indent);
 
 /* Writes s as a JSON string literal (quotes included). */
-void yamlrender_json_string(struct yamlrender_buf *b, const char *s);
+void yamlrender_json_string(struct buf *b, const char *s);
 
 #endif

@@ -84,7 +84,7 @@ static int state_load(struct state *s, const char *text, size_t len, char *err, 
 /* One edit: bytes [start, end) become repl. */
 struct edit {
     size_t start, end;
-    struct yamlrender_buf repl;
+    struct buf repl;
 };
 
 static size_t line_end(const struct state *s, size_t pos)
@@ -131,10 +131,10 @@ static void add_key(const struct state *s, const struct yamltree_node *m, const 
                     const cJSON *v, struct edit *ed)
 {
     ed->start = ed->end = line_end(s, yamltree_content_end(m, s->text));
-    yamlrender_puts(&ed->repl, s->st.nl);
+    buf_puts(&ed->repl, s->st.nl);
     yamlrender_spaces(&ed->repl, m->indent);
     yamlrender_key(&ed->repl, key);
-    yamlrender_put(&ed->repl, ":", 1);
+    buf_add(&ed->repl, ":", 1);
     yamlrender_after_key(&ed->repl, v, m->indent, &s->st);
 }
 
@@ -142,9 +142,9 @@ static void append_item(const struct state *s, const struct yamltree_node *q, co
                         struct edit *ed)
 {
     ed->start = ed->end = line_end(s, yamltree_content_end(q, s->text));
-    yamlrender_puts(&ed->repl, s->st.nl);
+    buf_puts(&ed->repl, s->st.nl);
     yamlrender_spaces(&ed->repl, q->indent);
-    yamlrender_put(&ed->repl, "- ", 2);
+    buf_add(&ed->repl, "- ", 2);
     yamlrender_inline(&ed->repl, v, q->indent + 2, &s->st);
 }
 
@@ -164,12 +164,12 @@ static void flow_add(const struct state *s, const struct yamltree_node *c, const
     if (c->kind == YAMLTREE_SEQ && idx < c->n) {
         ed->start = ed->end = c->kids[idx]->start;
         yamlrender_json(&ed->repl, v, 0);
-        yamlrender_puts(&ed->repl, ", ");
+        buf_puts(&ed->repl, ", ");
         return;
     }
     if (c->n > 0) {
         ed->start = yamltree_content_end(c->kids[c->n - 1], s->text);
-        yamlrender_puts(&ed->repl, ", ");
+        buf_puts(&ed->repl, ", ");
     } else {
         size_t p = c->start;
         while (p < c->end && s->text[p] != '{' && s->text[p] != '[') p++;
@@ -178,7 +178,7 @@ static void flow_add(const struct state *s, const struct yamltree_node *c, const
     ed->end = ed->start;
     if (key) {
         yamlrender_json_string(&ed->repl, key);
-        yamlrender_puts(&ed->repl, ": ");
+        buf_puts(&ed->repl, ": ");
     }
     yamlrender_json(&ed->repl, v, 0);
 }
@@ -198,9 +198,9 @@ static int insert_item(const struct state *s, const struct yamltree_node *q, siz
     if (p - ls != q->indent) return 1;
     ed->start = ed->end = ls;
     yamlrender_spaces(&ed->repl, q->indent);
-    yamlrender_put(&ed->repl, "- ", 2);
+    buf_add(&ed->repl, "- ", 2);
     yamlrender_inline(&ed->repl, v, q->indent + 2, &s->st);
-    yamlrender_puts(&ed->repl, s->st.nl);
+    buf_puts(&ed->repl, s->st.nl);
     return 0;
 }
 
@@ -343,7 +343,7 @@ static int apply_one(const char *text, size_t len, const cJSON *op, char **out, 
     *out = o;
     *outlen = n;
 out:
-    yamlrender_buf_free(&ed.repl);
+    buf_free(&ed.repl);
     cJSON_Delete(after);
     cJSON_Delete(ops1);
     state_free(&s);

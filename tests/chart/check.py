@@ -19,7 +19,10 @@
    --webhook-config) and the post-delete stand-in Secrets. The chart's
    rbac.namespaces Role equals manifests/role.yaml.
 4. The hooks are ordered as docs/webhook-install.md says; the schema rejects
-   typos and bad values; another release name and namespace reach every
+   typos and bad values, each with a message that names the value (REFUSED),
+   and takes the edges of its patterns (ACCEPTED); every string value is
+   rendered quoted (with the schema off, a line break and a key in any value
+   adds no key to the objects); another release name and namespace reach every
    name and namespace; every flag the chart can pass exists in the binary's
    --help; every values.yaml key is in the chart README's table.
 
@@ -267,6 +270,99 @@ def hooks(t):
     return "hooks: RBAC (weight -10) then the Secret Job before, the caBundle Job after; stand-ins post-delete"
 
 
+# Values the schema must refuse (issue 24 G14, G15, U4), each with the
+# path its message must name: (what, values, path in the message).
+INJECT_NL = "x\n      hostNetwork: true\n      hostPID: true"
+REFUSED = [
+    ("a newline in priorityClassName", {"webhook": {"priorityClassName": INJECT_NL}}, "/webhook/priorityClassName"),
+    ("a priorityClassName that is no object name", {"webhook": {"priorityClassName": "High"}},
+     "/webhook/priorityClassName"),
+    ("a newline in image.repository", {"image": {"repository": "ra\n      hostPID: true"}}, "/image/repository"),
+    ("an image.repository with a space", {"image": {"repository": "ra --privileged"}}, "/image/repository"),
+    ("an upper-case image path", {"image": {"repository": "example.com/Reload"}}, "/image/repository"),
+    ("an image.repository with a tag", {"image": {"repository": "ra:1.0"}}, "/image/repository"),
+    ("a newline in image.tag", {"image": {"tag": "1.0\n      hostPID: true"}}, "/image/tag"),
+    ("an image.tag starting with '.'", {"image": {"tag": ".1"}}, "/image/tag"),
+    ("an image.tag of 129 characters", {"image": {"tag": "a" * 129}}, "/image/tag"),
+    ("webhook arguments in listenHost", {"webhook": {"listenHost": "0.0.0.0\n            - --image=evil"}},
+     "/webhook/listenHost"),
+    ("a host name in listenHost", {"webhook": {"listenHost": "localhost"}}, "/webhook/listenHost"),
+    ("a port in listenHost", {"webhook": {"listenHost": "0.0.0.0:1"}}, "/webhook/listenHost"),
+    ("an IPv4 octet over 255", {"webhook": {"listenHost": "10.0.0.256"}}, "/webhook/listenHost"),
+    ("a podAnnotations key with a space", {"webhook": {"podAnnotations": {"a b": "x"}}}, "/webhook/podAnnotations"),
+    ("a podAnnotations key with a bad prefix", {"webhook": {"podAnnotations": {"Example.com/a": "x"}}},
+     "/webhook/podAnnotations"),
+    ("a podAnnotations value that is a number", {"webhook": {"podAnnotations": {"a": 1}}},
+     "/webhook/podAnnotations/a"),
+    ("a podLabels key of 64 characters", {"webhook": {"podLabels": {"k" * 64: "x"}}}, "/webhook/podLabels"),
+    ("a podLabels value with a newline", {"webhook": {"podLabels": {"team": "a\n        evil: x"}}},
+     "/webhook/podLabels/team"),
+    ("a podLabels value of 64 characters", {"webhook": {"podLabels": {"team": "v" * 64}}}, "/webhook/podLabels/team"),
+    ("a namespaceSelector matchExpressions key with a space",
+     {"webhook": {"namespaceSelector": {"matchExpressions": [{"key": "a b", "operator": "Exists"}]}}},
+     "/webhook/namespaceSelector/matchExpressions/0/key"),
+    ("an objectSelector matchExpressions value with a newline",
+     {"webhook": {"objectSelector": {"matchExpressions": [{"key": "a", "operator": "In", "values": ["x\ny"]}]}}},
+     "/webhook/objectSelector/matchExpressions/0/values/0"),
+    ("a namespaceSelector matchLabels key with a space",
+     {"webhook": {"namespaceSelector": {"matchLabels": {"a b": "x"}}}}, "/webhook/namespaceSelector/matchLabels"),
+    ("a nodeSelector value with a space", {"webhook": {"nodeSelector": {"zone": "a b"}}}, "/webhook/nodeSelector/zone"),
+    ("webhook.replicas 1e9", {"webhook": {"replicas": 1e9}}, "/webhook/replicas"),
+    ("webhook.replicas 0", {"webhook": {"replicas": 0}}, "/webhook/replicas"),
+    ("webhook.replicas 2.5", {"webhook": {"replicas": 2.5}}, "/webhook/replicas"),
+    ("a newline in sidecar.image", {"sidecar": {"image": "ra\n  x: y"}}, "/sidecar/image"),
+    ("a sidecar.image with a space", {"sidecar": {"image": "ra latest"}}, "/sidecar/image"),
+    ("a sidecar.image with a bad digest", {"sidecar": {"image": "ra@sha256:1234"}}, "/sidecar/image"),
+    ("certgen.backoffLimit 1e9", {"certificates": {"certgen": {"backoffLimit": 1e9}}},
+     "/certificates/certgen/backoffLimit"),
+    ("certgen.backoffLimit -1", {"certificates": {"certgen": {"backoffLimit": -1}}},
+     "/certificates/certgen/backoffLimit"),
+    ("a memory limit in millibytes", {"webhook": {"resources": {"limits": {"memory": "64m"}}}},
+     "/webhook/resources/limits/memory"),
+    ("a memory request that is no quantity", {"certificates": {"certgen": {"resources": {"requests": {"memory": "64MB"}}}}},
+     "/certificates/certgen/resources/requests/memory"),
+    ("a cpu request that is no quantity", {"webhook": {"resources": {"requests": {"cpu": "fast"}}}},
+     "/webhook/resources/requests/cpu"),
+    ("a negative memory limit", {"webhook": {"resources": {"limits": {"memory": -1}}}},
+     "/webhook/resources/limits/memory"),
+    ("a resource name with a space", {"webhook": {"resources": {"limits": {"a b": "1"}}}}, "/webhook/resources/limits"),
+    ("a shutdownTimeout that overflows", {"webhook": {"shutdownTimeout": "99999999999h"}}, "/webhook/shutdownTimeout"),
+    ("a shutdownTimeout with a space", {"webhook": {"shutdownTimeout": "5 s"}}, "/webhook/shutdownTimeout"),
+    ("a negative validity", {"certificates": {"certgen": {"validity": "-1h"}}}, "/certificates/certgen/validity"),
+    ("a newline in certManager.duration", {"certificates": {"certManager": {"duration": "1h\n  x: y"}}},
+     "/certificates/certManager/duration"),
+    ("an empty certManager.renewBefore", {"certificates": {"certManager": {"renewBefore": ""}}},
+     "/certificates/certManager/renewBefore"),
+]
+# Values the schema must take (and the chart render): the edges of the
+# patterns above.
+ACCEPTED = [
+    {"webhook": {"listenHost": "::"}}, {"webhook": {"listenHost": "fd00::1"}},
+    {"webhook": {"listenHost": "2001:db8:0:0:0:0:2:1"}}, {"webhook": {"listenHost": "::ffff:10.0.0.1"}},
+    {"webhook": {"listenHost": "127.0.0.1"}}, {"webhook": {"listenHost": "255.255.255.255"}},
+    {"image": {"repository": "localhost:5000/team/reload-agent", "tag": "v1.2.3-rc.1_b"}},
+    {"image": {"repository": "[fd00::1]:5000/ra"}}, {"image": {"repository": "Registry.Example.com/a__b/c-d.e"}},
+    {"sidecar": {"image": "registry.example.com:5000/ra:0.1.0@sha256:" + "0" * 64}},
+    {"sidecar": {"image": "ra@sha256:" + "a" * 64}}, {"sidecar": {"image": "ra:latest"}},
+    {"webhook": {"priorityClassName": "system-node-critical", "replicas": 100,
+                 "podAnnotations": {"example.com/note": "any text: {x}\nmore", "a": ""},
+                 "podLabels": {"example.com/team": "Platform_1.x", "empty": ""},
+                 "resources": {"requests": {"cpu": 0.5, "memory": 16777216, "ephemeral-storage": "1Gi"},
+                               "limits": {"cpu": "1500m", "memory": "1.5Gi", "example.com/gpu": 1}}}},
+    {"certificates": {"certgen": {"backoffLimit": 0, "validity": "1h30m",
+                                  "resources": {"requests": {"memory": "1e6", "cpu": "100u"}}}}},
+    {"webhook": {"shutdownTimeout": "1.5s"}}, {"webhook": {"shutdownTimeout": "250ms"}},
+    {"certificates": {"certManager": {"duration": "2160h0m0s", "renewBefore": "90m"}}},
+]
+
+
+def values_file(home, i, values):
+    path = os.path.join(home, "values-%d.yaml" % i)
+    with open(path, "w") as f:
+        yaml.safe_dump(values, f)
+    return path
+
+
 def schema(t):
     bad = ["replica=3", "webhook.failurPolicy=Fail", "webhook.failurePolicy=Never", "webhook.timeoutSeconds=31",
            "certificates.source=vault", "image.pullPolicy=Sometimes", "webhook.logLevel=loud",
@@ -278,9 +374,76 @@ def schema(t):
         rc, out, err = t.template("--set", s, ok=False)
         check(rc != 0, "helm template --set %s was accepted: the schema (or a check) must refuse it" % s)
         check("schema" in err or "must be" in err, "--set %s: refused, but not by the schema or a check: %s" % (s, err))
+    for i, (what, values, path) in enumerate(REFUSED):
+        rc, out, err = t.template("-f", values_file(t.home, i, values), ok=False)
+        check(rc != 0, "%s (%r) was accepted: the schema must refuse it" % (what, values))
+        check("schema" in err and ("'%s'" % path) in err,
+              "%s: refused, but the message does not name %s:\n%s" % (what, path, err))
+    for i, values in enumerate(ACCEPTED):
+        rc, out, err = t.template("-f", values_file(t.home, 1000 + i, values), ok=False)
+        check(rc == 0, "%r is refused: %s" % (values, err))
     rc, out, err = t.template("-f", FULL, ok=False)
     check(rc == 0, "values-full.yaml is refused: %s" % err)
-    return "schema: %d typos and bad values refused" % len(bad)
+    return "schema: %d typos and bad values refused, each naming its value; %d edge values taken" % (
+        len(bad) + len(REFUSED), len(ACCEPTED))
+
+
+def string_leaves(v, path=()):
+    """(path, value) of every string in v, list items included."""
+    if isinstance(v, dict):
+        for k, x in v.items():
+            yield from string_leaves(x, path + (k,))
+    elif isinstance(v, list):
+        for i, x in enumerate(v):
+            yield from string_leaves(x, path + (i,))
+    elif isinstance(v, str):
+        yield path, v
+
+
+def set_at(v, path, x):
+    for k in path[:-1]:
+        v = v[k]
+    v[path[-1]] = x
+
+
+def has_key(o, name):
+    if isinstance(o, dict):
+        return name in o or any(has_key(x, name) for x in o.values())
+    if isinstance(o, list):
+        return any(has_key(x, name) for x in o)
+    return False
+
+
+def quoting(t):
+    """Every string value is rendered quoted (issue 24 G14): with the schema
+    off, every string value at once ending in a line break and a key (at
+    each indentation the templates use) still renders and adds no key; on a
+    failure each value alone names the culprits. Two sets of values, so that
+    both certificate sources and both image forms (tag, digest) render."""
+    with open(FULL) as f:
+        full = yaml.safe_load(f)
+    cm = copy.deepcopy(full)
+    cm["certificates"]["source"] = "cert-manager"
+    cm["image"]["digest"] = ""
+    n = 0
+    for base in (full, cm):
+        leaves = [p for p, _ in string_leaves(base) if p != ("certificates", "source")]
+        for ind in ("", "  ", "      ", "        ", "            "):
+            def clean(paths):
+                values = copy.deepcopy(base)
+                for p in paths:
+                    v = values
+                    for k in p:
+                        v = v[k]
+                    set_at(values, p, (v or "x") + "\n" + ind + "injected: true")
+                rc, out, err = t.template("--skip-schema-validation", "-f", values_file(t.home, 2000, values), ok=False)
+                return rc == 0 and not has_key(docs(out), "injected")
+            if not clean(leaves):
+                bad = [".".join(str(k) for k in p) for p in leaves if not clean([p])]
+                raise Fail("rendered unquoted (a line break and a key indented %d breaks the render or adds a "
+                           "key): %s" % (len(ind), ", ".join(bad) or "only all together"))
+        n += len(leaves)
+    return "quoting: %d string values with a line break and a key, at 5 indentations: no key added" % n
 
 
 def names(t, binary):
@@ -374,7 +537,7 @@ def main():
     failed = 0
     try:
         steps = [("lint", lambda: lint(t)), ("golden", lambda: golden(t, a.update)), ("drift", lambda: drift(t)),
-                 ("hooks", lambda: hooks(t)), ("schema", lambda: schema(t)),
+                 ("hooks", lambda: hooks(t)), ("schema", lambda: schema(t)), ("quoting", lambda: quoting(t)),
                  ("names", lambda: names(t, a.binary and os.path.abspath(a.binary))), ("readme", readme)]
         for name, fn in steps:
             try:

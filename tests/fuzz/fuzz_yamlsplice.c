@@ -114,22 +114,22 @@ static void splice_doc(const char *text, size_t len, const cJSON *doc)
 
 /* Writes v at column col (the cursor there) as block YAML; props: bit 0
  * an anchor, bit 1 a tag, bit 2 a comment on each nested collection. */
-static void emit(struct yamlrender_buf *b, const cJSON *v, size_t col, int props, int *anchors);
+static void emit(struct buf *b, const cJSON *v, size_t col, int props, int *anchors);
 
-static void emit_props(struct yamlrender_buf *b, const cJSON *v, int props, int *anchors)
+static void emit_props(struct buf *b, const cJSON *v, int props, int *anchors)
 {
     char a[32];
     if (props & 1) {
         snprintf(a, sizeof a, " &a%d", (*anchors)++);
-        yamlrender_puts(b, a);
+        buf_puts(b, a);
     }
-    if (props & 2) yamlrender_puts(b, cJSON_IsObject(v) ? " !!map" : " !!seq");
-    if (props & 4) yamlrender_puts(b, " # c");
+    if (props & 2) buf_puts(b, cJSON_IsObject(v) ? " !!map" : " !!seq");
+    if (props & 4) buf_puts(b, " # c");
 }
 
 static int nested(const cJSON *v) { return (cJSON_IsObject(v) || cJSON_IsArray(v)) && v->child; }
 
-static void emit(struct yamlrender_buf *b, const cJSON *v, size_t col, int props, int *anchors)
+static void emit(struct buf *b, const cJSON *v, size_t col, int props, int *anchors)
 {
     if (!nested(v)) {
         if (cJSON_IsString(v))
@@ -142,19 +142,19 @@ static void emit(struct yamlrender_buf *b, const cJSON *v, size_t col, int props
         if (it != v->child) yamlrender_spaces(b, col);
         if (cJSON_IsObject(v)) {
             yamlrender_json_string(b, it->string);
-            yamlrender_put(b, ":", 1);
+            buf_add(b, ":", 1);
         } else {
-            yamlrender_put(b, "-", 1);
+            buf_add(b, "-", 1);
         }
         if (nested(it)) {
             emit_props(b, it, props, anchors);
-            yamlrender_put(b, "\n", 1);
+            buf_add(b, "\n", 1);
             yamlrender_spaces(b, col + 2);
             emit(b, it, col + 2, props, anchors);
         } else {
-            yamlrender_put(b, " ", 1);
+            buf_add(b, " ", 1);
             emit(b, it, col, props, anchors);
-            yamlrender_put(b, "\n", 1);
+            buf_add(b, "\n", 1);
         }
     }
 }
@@ -162,11 +162,11 @@ static void emit(struct yamlrender_buf *b, const cJSON *v, size_t col, int props
 /* doc written with props on its nested collections, then spliced. */
 static void splice_decorated(const cJSON *doc, int props)
 {
-    struct yamlrender_buf b = {0};
+    struct buf b = {0};
     int anchors = 0;
     emit(&b, doc, 0, props, &anchors);
     if (b.oom || !b.p) {
-        yamlrender_buf_free(&b);
+        buf_free(&b);
         return;
     }
     /* it reads back as doc (else the emitter is wrong, not the splicer) */
@@ -178,7 +178,7 @@ static void splice_decorated(const cJSON *doc, int props)
     cJSON_Delete(back);
     yamltree_free(&t);
     splice_doc(b.p, b.len, doc);
-    yamlrender_buf_free(&b);
+    buf_free(&b);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

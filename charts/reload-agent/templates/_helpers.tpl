@@ -21,15 +21,15 @@ The release's base name: the object names add -webhook, -webhook-tls, ...
 
 {{/* The labels Helm's conventions add; the drift check ignores exactly these. */}}
 {{- define "reload-agent.helmLabels" -}}
-helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
-app.kubernetes.io/instance: {{ .Release.Name }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" | quote }}
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
-app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/managed-by: {{ .Release.Service | quote }}
 {{- end -}}
 
 {{/* labels NAME: the name label (the selectors use it alone) and Helm's. */}}
 {{- define "reload-agent.labels" -}}
-app.kubernetes.io/name: {{ .name }}
+app.kubernetes.io/name: {{ .name | quote }}
 {{ include "reload-agent.helmLabels" .ctx }}
 {{- end -}}
 
@@ -62,7 +62,7 @@ securityContext:
 {{/* A hook's annotations: hook EVENTS, weight WEIGHT. Deleted when it
 succeeded and before it is created again; a failed Job stays for a look. */}}
 {{- define "reload-agent.hook" -}}
-helm.sh/hook: {{ .events }}
+helm.sh/hook: {{ .events | quote }}
 helm.sh/hook-weight: {{ .weight | quote }}
 helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
 {{- end -}}
