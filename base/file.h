@@ -39,11 +39,14 @@ int ra_read_file_st(const char *path, size_t max, char **buf, size_t *len, struc
 void ra_path_in(const char *dir, const char *name, char *out, size_t n);
 
 /* Replaces the file at path with len bytes of data, atomically: they are
- * written to "PATH.tmp" (created with mode, never through a symbolic link),
- * which is then renamed over path, so a reader sees the old file or the new
- * one, never a part. Returns 0, or -errno with a one-line reason starting
- * "cannot write PATH: " in err (errlen bytes); the temporary file is removed
- * on failure. Blocking: for small files on a local directory (emptyDir). */
+ * written to a temporary file of its own in the same directory ("PATH.tmp-"
+ * and 12 random hex digits, created with mode by O_CREAT|O_EXCL|O_NOFOLLOW,
+ * so a link planted there is never written through), flushed (fsync), and
+ * renamed over path, so a reader sees the old file or the new one, never a
+ * part. Returns 0, or -errno with a one-line reason starting "cannot write
+ * PATH: " in err (errlen bytes); the temporary file is removed on failure
+ * and the old file is left as it was. Blocking: for small files on a local
+ * directory (emptyDir). */
 int ra_write_file_atomic(const char *path, const void *data, size_t len, unsigned mode, char *err,
                          size_t errlen);
 
