@@ -192,3 +192,35 @@ int ra_write_file_atomic(const char *path, const void *data, size_t len, unsigne
     }
     return rc;
 }
+
+#define RECORD_PATH_MAX 4096
+
+int ra_record_read(const char *dir, const char *name, size_t max, char **buf, size_t *len,
+                   char *err, size_t errlen)
+{
+    char path[RECORD_PATH_MAX];
+    ra_path_in(dir, name, path, sizeof path);
+    int rc = ra_read_file(path, max, buf, len, err, errlen);
+    if (rc == -ENOENT) {
+        if (err && errlen) err[0] = '\0';
+        return 0;
+    }
+    return rc < 0 ? rc : 1;
+}
+
+int ra_record_write(const char *dir, const char *name, const void *buf, size_t len, char *err,
+                    size_t errlen)
+{
+    char path[RECORD_PATH_MAX];
+    ra_path_in(dir, name, path, sizeof path);
+    return ra_write_file_atomic(path, buf, len, 0600, err, errlen);
+}
+
+int ra_record_remove(const char *dir, const char *name, char *err, size_t errlen)
+{
+    char path[RECORD_PATH_MAX];
+    ra_path_in(dir, name, path, sizeof path);
+    if (unlink(path) == 0 || errno == ENOENT) return 0;
+    int e = errno;
+    return ra_errf(err, errlen, -e, "cannot remove %s: %s", path, strerror(e));
+}

@@ -50,6 +50,26 @@ void ra_path_in(const char *dir, const char *name, char *out, size_t n);
 int ra_write_file_atomic(const char *path, const void *data, size_t len, unsigned mode, char *err,
                          size_t errlen);
 
+/* A small record kept in a directory (the run daemon's --state-dir): one
+ * file, name, in dir, written whole and read whole.
+ *
+ * ra_record_read reads dir/name (a regular file, at most max bytes: see
+ * ra_read_file). Returns 1 with *buf (malloc'd, NUL-terminated after *len
+ * bytes; the caller frees it), 0 when there is no record (ENOENT: *buf
+ * NULL), or -errno with a reason starting "DIR/NAME: " in err.
+ *
+ * ra_record_write replaces dir/name with len bytes of buf atomically (see
+ * ra_write_file_atomic; mode 0600). Returns 0, or -errno with a reason
+ * starting "cannot write DIR/NAME: " in err.
+ *
+ * ra_record_remove removes dir/name. Returns 0 (also when there was none),
+ * or -errno with a reason naming the file in err. */
+int ra_record_read(const char *dir, const char *name, size_t max, char **buf, size_t *len,
+                   char *err, size_t errlen);
+int ra_record_write(const char *dir, const char *name, const void *buf, size_t len, char *err,
+                    size_t errlen);
+int ra_record_remove(const char *dir, const char *name, char *err, size_t errlen);
+
 /* What a file type (st_mode & S_IFMT) is called in errors: "a FIFO",
  * "a character device", "a block device", "a socket", "a directory",
  * "a symbolic link", "a regular file", "an unknown file type". Static. */

@@ -17,8 +17,8 @@
 #include <string.h>
 
 #include "actions/action.h"
-#include "run/appliedstate.h"
 #include "run/metrics.h"
+#include "run/statedir.h"
 #include "base/backoff.h"
 #include "base/log.h"
 #include "kube/kevents.h"
@@ -274,8 +274,12 @@ static void build_params(struct engine *e, unsigned mask, struct action_params *
         .state_dir = c->state_dir && *c->state_dir ? ra_strdup(c->state_dir) : NULL,
     };
     hash_hex(e->inflight_target.total, p->content_hash);
-    if (mask & ACTION_BIT(ACTION_RESTART_POD))
+    if (mask & ACTION_BIT(ACTION_RESTART_POD)) {
         p->restart_pod_files = changed_files(e, ACTION_RESTART_POD);
+        p->restart_pod_record_name = STATEDIR_RESTART_POD;
+        p->restart_pod_record = statedir_restart_render(p->restart_pod_exit_code, p->content_hash,
+                                                        p->restart_pod_files);
+    }
     if (mask & ACTION_BIT(ACTION_ROLLOUT)) {
         hash_hex(e->inflight_target.sub, p->rollout_hash);
         p->rollout_files = files_json(&e->inflight_target);
@@ -403,7 +407,7 @@ static int read_state(struct engine *e, const struct hash_manifest *baseline)
         return 0;
     struct hash_manifest rec;
     char err[4600];
-    int rc = appliedstate_load(dir, &rec, err, sizeof err);
+    int rc = statedir_applied_load(dir, &rec, err, sizeof err);
     if (rc < 0) log_warn("%s; taking the content found at start as applied", err);
     if (rc <= 0) return 0;
     hash_manifest_free(&e->applied);
@@ -432,7 +436,7 @@ static void save_state(struct engine *e)
     const char *dir = e->cfg->state_dir;
     char err[4400];
     if (!dir || !*dir) return;
-    if (appliedstate_save(dir, &e->applied, err, sizeof err) < 0) {
+    if (statedir_applied_save(dir, &e->applied, err, sizeof err) < 0) {
         if (!e->state_warned)
             log_warn("%s; an agent restarted in this pod may miss a change made meanwhile", err);
         e->state_warned = 1;

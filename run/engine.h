@@ -54,7 +54,7 @@ int engine_create(uv_loop_t *loop, const struct config *cfg, struct engine **out
 void engine_start(struct engine *e, const struct hash_manifest *baseline);
 
 /* Call before engine_start when this agent's start is a pod restart the
- * previous agent made (its record, actions/restartpod.h): the baseline is
+ * previous agent made (its record, run/statedir.h): the baseline is
  * taken as applied whatever --on-start says (every container has just
  * started with it). */
 void engine_pod_restarted(struct engine *e);

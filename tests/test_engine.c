@@ -880,7 +880,7 @@ static void test_table_lookups(void **state)
         ACTION_BIT(ACTION_RESTART_POD));
     assert_int_equal(action_strongest(ACTION_BIT(ACTION_RESTART_POD) | ACTION_BIT(ACTION_ROLLOUT)),
                      ACTION_BIT(ACTION_ROLLOUT));
-    assert_false(action_posts_pod_events(ACTION_RESTART_POD)); /* it exits: see restartpod.h */
+    assert_false(action_posts_pod_events(ACTION_RESTART_POD)); /* it exits: see restartpod.c */
     assert_false(action_posts_pod_events(ACTION_NONE));
     assert_false(action_posts_pod_events(ACTION_ROLLOUT));
     assert_true(action_posts_pod_events(ACTION_SIGNAL));

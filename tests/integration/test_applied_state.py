@@ -1,4 +1,4 @@
-"""The applied state in --state-dir (run/appliedstate.c): an agent killed
+"""The applied state in --state-dir (run/statedir.c): an agent killed
 and started again in the same pod acts on a change made while no agent
 watched, once, and on nothing else; a record it cannot read is named in a
 warning and replaced, never acted on."""

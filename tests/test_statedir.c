@@ -1,8 +1,9 @@
 /*
- * test_appliedstate.c - the applied state in --state-dir (run/appliedstate.c):
- * a manifest written and read back folds to the same totals; no record is
- * 0; every malformed record is -EINVAL with the file named; the write is
- * atomic (no temporary file is left).
+ * test_statedir.c - --state-dir (run/statedir.c). The applied state: a
+ * manifest written and read back folds to the same totals; no record is 0;
+ * every malformed record is -EINVAL with the file named; the write is
+ * atomic (nothing is left beside the record). The restart-pod record:
+ * rendered, taken once, a malformed one reported and removed.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -13,19 +14,21 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
-#include "run/appliedstate.h"
+#include "base/file.h"
 #include "hash/hash.h"
+#include "run/statedir.h"
 
 static char g_dir[256];
 
 static int setup(void **state)
 {
     (void)state;
-    snprintf(g_dir, sizeof g_dir, "/tmp/ra-test-appliedstate-%d", (int)getpid());
+    snprintf(g_dir, sizeof g_dir, "/tmp/ra-test-statedir-%d", (int)getpid());
     return mkdir(g_dir, 0700);
 }
 
@@ -37,14 +40,28 @@ static int teardown(void **state)
     return system(cmd) == 0 ? 0 : -1;
 }
 
-static void write_record(const char *text)
+static void write_named(const char *name, const char *text)
 {
     char path[400];
-    snprintf(path, sizeof path, "%s/%s", g_dir, APPLIEDSTATE_FILE);
+    snprintf(path, sizeof path, "%s/%s", g_dir, name);
     FILE *f = fopen(path, "w");
     assert_non_null(f);
     fputs(text, f);
     fclose(f);
+}
+
+static void write_record(const char *text) { write_named(STATEDIR_APPLIED, text); }
+
+/* The names in g_dir, sorted, each followed by a space. */
+static void entries(char *out, size_t n)
+{
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "ls -A '%s' | tr '\\n' ' '", g_dir);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t k = fread(out, 1, n - 1, p);
+    out[k] = '\0';
+    assert_int_equal(pclose(p), 0);
 }
 
 static void test_round_trip(void **state)
@@ -57,8 +74,8 @@ static void test_round_trip(void **state)
     struct hash_manifest m, back;
     char err[512];
     assert_int_equal(hash_manifest_from_entries(v, 3, &m), 0);
-    assert_int_equal(appliedstate_save(g_dir, &m, err, sizeof err), 0);
-    assert_int_equal(appliedstate_load(g_dir, &back, err, sizeof err), 1);
+    assert_int_equal(statedir_applied_save(g_dir, &m, err, sizeof err), 0);
+    assert_int_equal(statedir_applied_load(g_dir, &back, err, sizeof err), 1);
     assert_int_equal(back.n, 3);
     assert_int_equal(back.nsub, 1);
     assert_memory_equal(back.total, m.total, HASH_LEN);
@@ -68,15 +85,15 @@ static void test_round_trip(void **state)
         assert_int_equal(back.v[i].size, m.v[i].size);
         assert_memory_equal(back.v[i].digest, m.v[i].digest, HASH_LEN);
     }
-    char tmp[400];
-    snprintf(tmp, sizeof tmp, "%s/%s.tmp", g_dir, APPLIEDSTATE_FILE);
-    assert_int_equal(access(tmp, F_OK), -1);
+    char ls[400];
+    entries(ls, sizeof ls); /* nothing beside the record */
+    assert_string_equal(ls, STATEDIR_APPLIED " ");
     hash_manifest_free(&back);
     /* an empty manifest is a record too (nothing was mounted) */
     struct hash_manifest empty;
     assert_int_equal(hash_manifest_from_entries(NULL, 0, &empty), 0);
-    assert_int_equal(appliedstate_save(g_dir, &empty, err, sizeof err), 0);
-    assert_int_equal(appliedstate_load(g_dir, &back, err, sizeof err), 1);
+    assert_int_equal(statedir_applied_save(g_dir, &empty, err, sizeof err), 0);
+    assert_int_equal(statedir_applied_load(g_dir, &back, err, sizeof err), 1);
     assert_int_equal(back.n, 0);
     assert_memory_equal(back.total, empty.total, HASH_LEN);
     hash_manifest_free(&back);
@@ -89,7 +106,7 @@ static void test_no_record(void **state)
     (void)state;
     struct hash_manifest back;
     char err[512] = "";
-    assert_int_equal(appliedstate_load(g_dir, &back, err, sizeof err), 0);
+    assert_int_equal(statedir_applied_load(g_dir, &back, err, sizeof err), 0);
     assert_int_equal(back.n, 0);
     assert_string_equal(err, "");
 }
@@ -124,8 +141,8 @@ static void test_malformed(void **state)
         struct hash_manifest back;
         char err[512] = "";
         write_record(bad[i]);
-        assert_int_equal(appliedstate_load(g_dir, &back, err, sizeof err), -EINVAL);
-        assert_non_null(strstr(err, APPLIEDSTATE_FILE));
+        assert_int_equal(statedir_applied_load(g_dir, &back, err, sizeof err), -EINVAL);
+        assert_non_null(strstr(err, STATEDIR_APPLIED));
         assert_non_null(strstr(err, "not the applied state"));
         assert_int_equal(back.n, 0);
     }
@@ -137,8 +154,8 @@ static void test_unwritable_dir_is_named(void **state)
     struct hash_manifest m;
     char err[512] = "";
     assert_int_equal(hash_manifest_from_entries(NULL, 0, &m), 0);
-    assert_true(appliedstate_save("/nonexistent-ra-dir", &m, err, sizeof err) < 0);
-    assert_non_null(strstr(err, "/nonexistent-ra-dir/" APPLIEDSTATE_FILE));
+    assert_true(statedir_applied_save("/nonexistent-ra-dir", &m, err, sizeof err) < 0);
+    assert_non_null(strstr(err, "/nonexistent-ra-dir/" STATEDIR_APPLIED));
     hash_manifest_free(&m);
 }
 
@@ -150,7 +167,7 @@ static void test_too_large_removes_the_old_record(void **state)
     struct hash_manifest m, back;
     char err[512] = "";
     assert_int_equal(hash_manifest_from_entries(NULL, 0, &m), 0);
-    assert_int_equal(appliedstate_save(g_dir, &m, err, sizeof err), 0);
+    assert_int_equal(statedir_applied_save(g_dir, &m, err, sizeof err), 0);
     hash_manifest_free(&m);
     size_t n = 4000;
     struct hash_entry *v = calloc(n, sizeof *v);
@@ -163,12 +180,65 @@ static void test_too_large_removes_the_old_record(void **state)
         v[i].classes = HASH_CLASS_MAIN;
     }
     assert_int_equal(hash_manifest_from_entries(v, n, &m), 0);
-    assert_int_equal(appliedstate_save(g_dir, &m, err, sizeof err), -EFBIG);
+    assert_int_equal(statedir_applied_save(g_dir, &m, err, sizeof err), -EFBIG);
     assert_non_null(strstr(err, "4000 files"));
-    assert_int_equal(appliedstate_load(g_dir, &back, err, sizeof err), 0);
+    assert_int_equal(statedir_applied_load(g_dir, &back, err, sizeof err), 0);
     hash_manifest_free(&m);
     free(v);
     free(names);
+}
+
+static void test_restart_record_round_trip(void **state)
+{
+    (void)state;
+    char err[512], hash[65], ls[400];
+    struct statedir_restart out;
+    memset(hash, 'a', 64);
+    hash[64] = '\0';
+    assert_int_equal(statedir_restart_take(g_dir, &out, err, sizeof err), 0); /* none yet */
+    char *rec = statedir_restart_render(88, hash, "/etc/app/a.conf, /etc/app/b");
+    assert_int_equal(
+        ra_record_write(g_dir, STATEDIR_RESTART_POD, rec, strlen(rec), err, sizeof err), 0);
+    free(rec);
+    entries(ls, sizeof ls);
+    assert_string_equal(ls, STATEDIR_RESTART_POD " ");
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    assert_int_equal(statedir_restart_take(g_dir, &out, err, sizeof err), 1);
+    assert_true(out.time_ms <= (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000);
+    assert_true(out.time_ms > ((int64_t)now.tv_sec - 60) * 1000);
+    assert_int_equal(out.exit_code, 88);
+    assert_string_equal(out.hash, hash);
+    assert_string_equal(out.files, "/etc/app/a.conf, /etc/app/b");
+    statedir_restart_free(&out);
+    /* taken once */
+    assert_int_equal(statedir_restart_take(g_dir, &out, err, sizeof err), 0);
+    entries(ls, sizeof ls);
+    assert_string_equal(ls, "");
+    /* no files named: NULL */
+    rec = statedir_restart_render(88, hash, NULL);
+    write_named(STATEDIR_RESTART_POD, rec);
+    free(rec);
+    assert_int_equal(statedir_restart_take(g_dir, &out, err, sizeof err), 1);
+    assert_null(out.files);
+}
+
+static void test_restart_record_malformed_is_reported_and_removed(void **state)
+{
+    (void)state;
+    char path[300], err[512];
+    struct statedir_restart out;
+    snprintf(path, sizeof path, "%s/" STATEDIR_RESTART_POD, g_dir);
+    static const char *const bad[] = {"", "not json", "{\"time_ms\":\"soon\"}",
+                                      "{\"time_ms\":1,\"exit_code\":88}"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_named(STATEDIR_RESTART_POD, bad[i]);
+        assert_int_equal(statedir_restart_take(g_dir, &out, err, sizeof err), -EINVAL);
+        assert_non_null(strstr(err, "not the record reload-agent writes"));
+        assert_non_null(strstr(err, path));
+        assert_int_equal(access(path, F_OK), -1);
+        assert_int_equal(statedir_restart_take(g_dir, &out, err, sizeof err), 0);
+    }
 }
 
 int main(void)
@@ -179,6 +249,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_malformed, setup, teardown),
         cmocka_unit_test(test_unwritable_dir_is_named),
         cmocka_unit_test_setup_teardown(test_too_large_removes_the_old_record, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_restart_record_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_restart_record_malformed_is_reported_and_removed,
+                                        setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

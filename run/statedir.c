@@ -1,0 +1,268 @@
+/*
+ * statedir.c - --state-dir (statedir.h): the applied state (a manifest
+ * written as JSON and read back) and the restart-pod record (rendered for
+ * the action, taken and reported at start).
+ */
+#include "run/statedir.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+
+#include "base/file.h"
+#include "base/log.h"
+#include "kube/kevents.h"
+
+#define STATEDIR_APPLIED_VERSION 1
+
+int statedir_applied_save(const char *dir, const struct hash_manifest *m, char *err, size_t errlen)
+{
+    cJSON *o = cJSON_CreateObject(), *files = cJSON_CreateArray();
+    if (!o || !files) ra_oom();
+    cJSON_AddNumberToObject(o, "version", STATEDIR_APPLIED_VERSION);
+    cJSON_AddItemToObject(o, "files", files);
+    for (size_t i = 0; i < m->n; i++) {
+        char hex[HASH_HEX_LEN + 1];
+        cJSON *f = cJSON_CreateObject();
+        if (!f) ra_oom();
+        hash_hex(m->v[i].digest, hex);
+        cJSON_AddStringToObject(f, "path", m->v[i].path);
+        cJSON_AddNumberToObject(f, "size", (double)m->v[i].size);
+        cJSON_AddStringToObject(f, "sha256", hex);
+        cJSON_AddNumberToObject(f, "classes", m->v[i].classes);
+        cJSON_AddItemToArray(files, f);
+    }
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    if (!s) ra_oom();
+    size_t len = strlen(s);
+    int rc;
+    if (len > STATEDIR_APPLIED_WRITE_MAX) {
+        char path[4096];
+        ra_path_in(dir, STATEDIR_APPLIED, path, sizeof path);
+        (void)ra_record_remove(dir, STATEDIR_APPLIED, NULL, 0);
+        snprintf(err, errlen,
+                 "cannot write %s: the applied state of %zu files takes %zu bytes, more than %d",
+                 path, m->n, len, STATEDIR_APPLIED_WRITE_MAX);
+        rc = -EFBIG;
+    } else {
+        rc = ra_record_write(dir, STATEDIR_APPLIED, s, len, err, errlen);
+    }
+    free(s);
+    return rc;
+}
+
+static int unhex(const char *s, unsigned char out[HASH_LEN])
+{
+    if (strlen(s) != HASH_HEX_LEN) return -1;
+    for (size_t i = 0; i < HASH_LEN; i++) {
+        unsigned v = 0;
+        for (int k = 0; k < 2; k++) {
+            char c = s[2 * i + (size_t)k];
+            int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+            if (d < 0) return -1;
+            v = v * 16 + (unsigned)d;
+        }
+        out[i] = (unsigned char)v;
+    }
+    return 0;
+}
+
+/* One element of "files" into *e (path borrowed from the JSON). */
+static int read_entry(const cJSON *f, struct hash_entry *e)
+{
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(f, "path");
+    const cJSON *sz = cJSON_GetObjectItemCaseSensitive(f, "size");
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(f, "sha256");
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(f, "classes");
+    if (!cJSON_IsString(p) || !*p->valuestring || !cJSON_IsNumber(sz) || sz->valuedouble < 0 ||
+        !cJSON_IsString(h) || unhex(h->valuestring, e->digest) < 0 || !cJSON_IsNumber(c) ||
+        c->valuedouble < 1 || c->valuedouble > 0xffff)
+        return -1;
+    e->path = p->valuestring;
+    e->size = (uint64_t)sz->valuedouble;
+    e->classes = (unsigned)c->valuedouble;
+    return 0;
+}
+
+/* The parsed record into *out; -EINVAL when it is not the format. */
+static int from_json(const cJSON *o, struct hash_manifest *out)
+{
+    const cJSON *ver = cJSON_GetObjectItemCaseSensitive(o, "version");
+    const cJSON *files = cJSON_GetObjectItemCaseSensitive(o, "files");
+    if (!cJSON_IsNumber(ver) || ver->valuedouble != STATEDIR_APPLIED_VERSION ||
+        !cJSON_IsArray(files))
+        return -EINVAL;
+    size_t n = (size_t)cJSON_GetArraySize(files), i = 0;
+    struct hash_entry *v = calloc(n ? n : 1, sizeof *v);
+    if (!v) ra_oom();
+    const cJSON *f;
+    cJSON_ArrayForEach(f, files)
+    {
+        if (read_entry(f, &v[i]) < 0) {
+            free(v);
+            return -EINVAL;
+        }
+        i++;
+    }
+    int rc = hash_manifest_from_entries(v, n, out);
+    free(v);
+    if (rc == -ENOMEM) ra_oom();
+    return rc;
+}
+
+/* Reads dir/name, at most max bytes, parsed: 1 and *out (cJSON_Delete),
+ * 0 when there is no file, or -errno with the reason in err (-EINVAL: not
+ * JSON, "PATH: not the WHAT reload-agent writes"). */
+static int read_json(const char *dir, const char *name, size_t max, const char *what, cJSON **out,
+                     char *err, size_t errlen)
+{
+    char *buf = NULL;
+    size_t len;
+    *out = NULL;
+    int rc = ra_record_read(dir, name, max, &buf, &len, err, errlen);
+    if (rc <= 0) return rc;
+    *out = cJSON_ParseWithLength(buf, len);
+    free(buf);
+    if (*out) return 1;
+    char path[4096];
+    ra_path_in(dir, name, path, sizeof path);
+    snprintf(err, errlen, "%s: not the %s reload-agent writes", path, what);
+    return -EINVAL;
+}
+
+int statedir_applied_load(const char *dir, struct hash_manifest *out, char *err, size_t errlen)
+{
+    cJSON *o;
+    memset(out, 0, sizeof *out);
+    int rc =
+        read_json(dir, STATEDIR_APPLIED, STATEDIR_APPLIED_MAX, "applied state", &o, err, errlen);
+    if (rc <= 0) return rc;
+    rc = from_json(o, out);
+    cJSON_Delete(o);
+    if (rc < 0) {
+        char path[4096];
+        ra_path_in(dir, STATEDIR_APPLIED, path, sizeof path);
+        snprintf(err, errlen, "%s: not the applied state reload-agent writes", path);
+        return -EINVAL;
+    }
+    return 1;
+}
+
+/* ---- the restart-pod record ---- */
+
+static int64_t wall_ms(void)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
+}
+
+char *statedir_restart_render(int exit_code, const char *hash, const char *files)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o) ra_oom();
+    cJSON_AddNumberToObject(o, "time_ms", (double)wall_ms());
+    cJSON_AddNumberToObject(o, "exit_code", exit_code);
+    cJSON_AddStringToObject(o, "hash", hash);
+    cJSON_AddStringToObject(o, "files", files ? files : "");
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    if (!s) ra_oom();
+    return s;
+}
+
+/* The parsed record into *out; -EINVAL when it is not the format. */
+static int restart_from_json(const cJSON *o, struct statedir_restart *out)
+{
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "time_ms");
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, "exit_code");
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(o, "hash");
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(o, "files");
+    if (!cJSON_IsNumber(t) || !cJSON_IsNumber(c) || !cJSON_IsString(h) ||
+        strlen(h->valuestring) >= sizeof out->hash || (f && !cJSON_IsString(f)))
+        return -EINVAL;
+    out->time_ms = (int64_t)t->valuedouble;
+    out->exit_code = (int)c->valuedouble;
+    snprintf(out->hash, sizeof out->hash, "%s", h->valuestring);
+    out->files = f && *f->valuestring ? ra_strdup(f->valuestring) : NULL;
+    return 0;
+}
+
+int statedir_restart_take(const char *dir, struct statedir_restart *out, char *err, size_t errlen)
+{
+    cJSON *o;
+    memset(out, 0, sizeof *out);
+    int rc =
+        read_json(dir, STATEDIR_RESTART_POD, STATEDIR_RESTART_POD_MAX, "record", &o, err, errlen);
+    if (rc == 0) return 0;
+    (void)ra_record_remove(dir, STATEDIR_RESTART_POD, NULL,
+                           0); /* reported once, whatever it holds */
+    if (rc < 0) return rc;
+    rc = restart_from_json(o, out);
+    cJSON_Delete(o);
+    if (rc < 0) {
+        char path[4096];
+        ra_path_in(dir, STATEDIR_RESTART_POD, path, sizeof path);
+        snprintf(err, errlen, "%s: not the record reload-agent writes", path);
+        return -EINVAL;
+    }
+    return 1;
+}
+
+void statedir_restart_free(struct statedir_restart *r)
+{
+    free(r->files);
+    r->files = NULL;
+}
+
+/* The log line and the Event of a restart the previous agent made. */
+static void report(const struct statedir_restart *rec, struct kevents *ev, const char *pod,
+                   const char *ns)
+{
+    char when[32] = "?";
+    int64_t ago = wall_ms() - rec->time_ms;
+    time_t secs = (time_t)(rec->time_ms / 1000);
+    struct tm tm;
+    if (gmtime_r(&secs, &tm)) strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    const char *files = rec->files ? rec->files : "?";
+    struct log_rec r;
+    if (log_rec_begin(&r, RA_LOG_INFO, "pod-restarted")) {
+        log_rec_str(&r, "at", when);
+        log_rec_int(&r, "ago_ms", (long long)ago);
+        log_rec_int(&r, "exit_code", rec->exit_code);
+        log_rec_str(&r, "hash", rec->hash);
+        log_rec_str(&r, "files", files);
+        log_rec_end(&r,
+                    "the pod was restarted in place by reload-agent at %s (exit code %d) for "
+                    "content %.12s, changed: %s; every container started with the content now "
+                    "mounted",
+                    when, rec->exit_code, rec->hash, files);
+    }
+    if (ev && pod && ns) {
+        char msg[2400];
+        struct kev_object obj = {"v1", "Pod", pod, ns, NULL};
+        snprintf(msg, sizeof msg,
+                 "restarted every container in place (exit code %d) for content hash %.12s; "
+                 "changed: %s",
+                 rec->exit_code, rec->hash, files);
+        kev_post(ev, &obj, "Normal", "PodRestarted", msg);
+    }
+}
+
+int statedir_restart_report(const char *dir, struct kevents *ev, const char *pod, const char *ns)
+{
+    struct statedir_restart rec;
+    char err[4400];
+    if (!dir || !*dir) return 0;
+    int rc = statedir_restart_take(dir, &rec, err, sizeof err);
+    if (rc < 0) log_warn("restart-pod record: %s", err);
+    if (rc <= 0) return 0;
+    report(&rec, ev, pod, ns);
+    statedir_restart_free(&rec);
+    return 1;
+}
