@@ -72,38 +72,66 @@ static int unhex(const char *s, unsigned char out[HASH_LEN])
     return 0;
 }
 
-/* One element of "files" into *e (path borrowed from the JSON). */
-static int read_entry(const cJSON *f, struct hash_entry *e)
+/* The largest whole number a JSON number (a double) holds exactly. */
+#define JSON_INT_MAX 9007199254740992.0 /* 2^53 */
+
+/* 1 if v is a whole number in lo..hi (so a cast to an integer type that
+ * holds that range is exact), else 0: not a number, infinite, a fraction,
+ * or out of range (1e300 would make the cast undefined). */
+static int is_int_in(const cJSON *v, double lo, double hi)
+{
+    return cJSON_IsNumber(v) && v->valuedouble >= lo && v->valuedouble <= hi &&
+           v->valuedouble == (double)(int64_t)v->valuedouble;
+}
+
+/* One element of "files" into *e (path borrowed from the JSON); -1 with
+ * what is wrong in why. */
+static int read_entry(const cJSON *f, size_t i, struct hash_entry *e, char *why, size_t whylen)
 {
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(f, "path");
     const cJSON *sz = cJSON_GetObjectItemCaseSensitive(f, "size");
     const cJSON *h = cJSON_GetObjectItemCaseSensitive(f, "sha256");
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(f, "classes");
-    if (!cJSON_IsString(p) || !*p->valuestring || !cJSON_IsNumber(sz) || sz->valuedouble < 0 ||
-        !cJSON_IsString(h) || unhex(h->valuestring, e->digest) < 0 || !cJSON_IsNumber(c) ||
-        c->valuedouble < 1 || c->valuedouble > 0xffff)
+    const char *bad = NULL;
+    if (!cJSON_IsString(p) || !*p->valuestring)
+        bad = "path: not a non-empty string";
+    else if (!is_int_in(sz, 0, JSON_INT_MAX))
+        bad = "size: not a whole number of bytes (0 to 2^53)";
+    else if (!cJSON_IsString(h) || unhex(h->valuestring, e->digest) < 0)
+        bad = "sha256: not 64 lowercase hex digits";
+    else if (!is_int_in(c, 1, 0xffff))
+        bad = "classes: not a whole number from 1 to 65535";
+    if (bad) {
+        snprintf(why, whylen, "files[%zu].%s", i, bad);
         return -1;
+    }
     e->path = p->valuestring;
     e->size = (uint64_t)sz->valuedouble;
     e->classes = (unsigned)c->valuedouble;
     return 0;
 }
 
-/* The parsed record into *out; -EINVAL when it is not the format. */
-static int from_json(const cJSON *o, struct hash_manifest *out)
+/* The parsed record into *out; -EINVAL with what is wrong in why when it
+ * is not the format. */
+static int from_json(const cJSON *o, struct hash_manifest *out, char *why, size_t whylen)
 {
     const cJSON *ver = cJSON_GetObjectItemCaseSensitive(o, "version");
     const cJSON *files = cJSON_GetObjectItemCaseSensitive(o, "files");
-    if (!cJSON_IsNumber(ver) || ver->valuedouble != STATEDIR_APPLIED_VERSION ||
-        !cJSON_IsArray(files))
+    if (!cJSON_IsNumber(ver) || ver->valuedouble != STATEDIR_APPLIED_VERSION) {
+        snprintf(why, whylen, "version: not %d", STATEDIR_APPLIED_VERSION);
         return -EINVAL;
+    }
+    if (!cJSON_IsArray(files)) {
+        snprintf(why, whylen, "files: not an array");
+        return -EINVAL;
+    }
     size_t n = (size_t)cJSON_GetArraySize(files), i = 0;
     struct hash_entry *v = calloc(n ? n : 1, sizeof *v);
     if (!v) ra_oom();
     const cJSON *f;
     cJSON_ArrayForEach(f, files)
     {
-        if (read_entry(f, &v[i]) < 0) {
+        if (read_entry(f, i, &v[i], why, whylen) < 0) {
             free(v);
             return -EINVAL;
         }
@@ -112,6 +140,7 @@ static int from_json(const cJSON *o, struct hash_manifest *out)
     int rc = hash_manifest_from_entries(v, n, out);
     free(v);
     if (rc == -ENOMEM) ra_oom();
+    if (rc < 0) snprintf(why, whylen, "files: two entries with one path");
     return rc;
 }
 
@@ -142,12 +171,13 @@ int statedir_applied_load(const char *dir, struct hash_manifest *out, char *err,
     int rc =
         read_json(dir, STATEDIR_APPLIED, STATEDIR_APPLIED_MAX, "applied state", &o, err, errlen);
     if (rc <= 0) return rc;
-    rc = from_json(o, out);
+    char why[200];
+    rc = from_json(o, out, why, sizeof why);
     cJSON_Delete(o);
     if (rc < 0) {
         char path[4096];
         ra_path_in(dir, STATEDIR_APPLIED, path, sizeof path);
-        snprintf(err, errlen, "%s: not the applied state reload-agent writes", path);
+        snprintf(err, errlen, "%s: not the applied state reload-agent writes (%s)", path, why);
         return -EINVAL;
     }
     return 1;
@@ -176,16 +206,28 @@ char *statedir_restart_render(int exit_code, const char *hash, const char *files
     return s;
 }
 
-/* The parsed record into *out; -EINVAL when it is not the format. */
-static int restart_from_json(const cJSON *o, struct statedir_restart *out)
+/* The parsed record into *out; -EINVAL with what is wrong in why when it
+ * is not the format. */
+static int restart_from_json(const cJSON *o, struct statedir_restart *out, char *why, size_t whylen)
 {
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "time_ms");
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, "exit_code");
     const cJSON *h = cJSON_GetObjectItemCaseSensitive(o, "hash");
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(o, "files");
-    if (!cJSON_IsNumber(t) || !cJSON_IsNumber(c) || !cJSON_IsString(h) ||
-        strlen(h->valuestring) >= sizeof out->hash || (f && !cJSON_IsString(f)))
+    unsigned char digest[HASH_LEN];
+    const char *bad = NULL;
+    if (!is_int_in(t, 0, JSON_INT_MAX))
+        bad = "time_ms: not a whole number of milliseconds (0 to 2^53)";
+    else if (!is_int_in(c, 0, 255))
+        bad = "exit_code: not a whole number from 0 to 255";
+    else if (!cJSON_IsString(h) || unhex(h->valuestring, digest) < 0)
+        bad = "hash: not 64 lowercase hex digits";
+    else if (f && !cJSON_IsString(f))
+        bad = "files: not a string";
+    if (bad) {
+        snprintf(why, whylen, "%s", bad);
         return -EINVAL;
+    }
     out->time_ms = (int64_t)t->valuedouble;
     out->exit_code = (int)c->valuedouble;
     snprintf(out->hash, sizeof out->hash, "%s", h->valuestring);
@@ -203,12 +245,13 @@ int statedir_restart_take(const char *dir, struct statedir_restart *out, char *e
     (void)ra_record_remove(dir, STATEDIR_RESTART_POD, NULL,
                            0); /* reported once, whatever it holds */
     if (rc < 0) return rc;
-    rc = restart_from_json(o, out);
+    char why[200];
+    rc = restart_from_json(o, out, why, sizeof why);
     cJSON_Delete(o);
     if (rc < 0) {
         char path[4096];
         ra_path_in(dir, STATEDIR_RESTART_POD, path, sizeof path);
-        snprintf(err, errlen, "%s: not the record reload-agent writes", path);
+        snprintf(err, errlen, "%s: not the record reload-agent writes (%s)", path, why);
         return -EINVAL;
     }
     return 1;
@@ -260,7 +303,10 @@ int statedir_restart_report(const char *dir, struct kevents *ev, const char *pod
     char err[4400];
     if (!dir || !*dir) return 0;
     int rc = statedir_restart_take(dir, &rec, err, sizeof err);
-    if (rc < 0) log_warn("restart-pod record: %s", err);
+    if (rc < 0)
+        log_warn("restart-pod record: %s; removed, and this start is not taken for a pod "
+                 "restart (--on-start decides what is applied)",
+                 err);
     if (rc <= 0) return 0;
     report(&rec, ev, pod, ns);
     statedir_restart_free(&rec);

@@ -131,6 +131,18 @@ static void test_malformed(void **state)
         "\"000000000000000000000000000000000000000000000000000000000000000G\",\"classes\":1}]}",
         "{\"version\":1,\"files\":[{\"path\":\"/a\",\"size\":1,\"sha256\":"
         "\"0000000000000000000000000000000000000000000000000000000000000000\",\"classes\":0}]}",
+        /* issue 24 G8: numbers a cast cannot hold, or not whole */
+        "{\"version\":1,\"files\":[{\"path\":\"/a\",\"size\":1e300,\"sha256\":"
+        "\"0000000000000000000000000000000000000000000000000000000000000000\",\"classes\":1}]}",
+        "{\"version\":1,\"files\":[{\"path\":\"/a\",\"size\":1.5,\"sha256\":"
+        "\"0000000000000000000000000000000000000000000000000000000000000000\",\"classes\":1}]}",
+        "{\"version\":1,\"files\":[{\"path\":\"/a\",\"size\":1e999,\"sha256\":"
+        "\"0000000000000000000000000000000000000000000000000000000000000000\",\"classes\":1}]}",
+        "{\"version\":1,\"files\":[{\"path\":\"/a\",\"size\":1,\"sha256\":"
+        "\"0000000000000000000000000000000000000000000000000000000000000000\",\"classes\":1.5}]}",
+        "{\"version\":1,\"files\":[{\"path\":\"/a\",\"size\":1,\"sha256\":"
+        "\"0000000000000000000000000000000000000000000000000000000000000000\",\"classes\":1e300}]}",
+        "{\"version\":1e300,\"files\":[]}",
         /* two entries with one path */
         "{\"version\":1,\"files\":[{\"path\":\"/a\",\"size\":1,\"sha256\":"
         "\"0000000000000000000000000000000000000000000000000000000000000000\",\"classes\":1},"
@@ -146,6 +158,13 @@ static void test_malformed(void **state)
         assert_non_null(strstr(err, "not the applied state"));
         assert_int_equal(back.n, 0);
     }
+    /* the reason names the field and what it must be */
+    struct hash_manifest back;
+    char err[512] = "";
+    write_record(bad[13]);
+    assert_int_equal(statedir_applied_load(g_dir, &back, err, sizeof err), -EINVAL);
+    if (!strstr(err, "files[0].size") || !strstr(err, "whole number"))
+        fail_msg("the reason does not name the field: %s", err);
 }
 
 static void test_unwritable_dir_is_named(void **state)
@@ -223,17 +242,35 @@ static void test_restart_record_round_trip(void **state)
     assert_null(out.files);
 }
 
+#define HEX63 "000000000000000000000000000000000000000000000000000000000000000"
+#define HEX64 HEX63 "0"
+
 static void test_restart_record_malformed_is_reported_and_removed(void **state)
 {
     (void)state;
     char path[300], err[512];
     struct statedir_restart out;
     snprintf(path, sizeof path, "%s/" STATEDIR_RESTART_POD, g_dir);
-    static const char *const bad[] = {"", "not json", "{\"time_ms\":\"soon\"}",
-                                      "{\"time_ms\":1,\"exit_code\":88}"};
+    static const char *const bad[] = {
+        "",
+        "not json",
+        "{\"time_ms\":\"soon\"}",
+        "{\"time_ms\":1,\"exit_code\":88}",
+        /* issue 24 G8: numbers a cast cannot hold, or not whole, or out of range */
+        "{\"time_ms\":1e300,\"exit_code\":88,\"hash\":\"" HEX64 "\"}",
+        "{\"time_ms\":-1,\"exit_code\":88,\"hash\":\"" HEX64 "\"}",
+        "{\"time_ms\":1.5,\"exit_code\":88,\"hash\":\"" HEX64 "\"}",
+        "{\"time_ms\":1,\"exit_code\":1e300,\"hash\":\"" HEX64 "\"}",
+        "{\"time_ms\":1,\"exit_code\":256,\"hash\":\"" HEX64 "\"}",
+        "{\"time_ms\":1,\"exit_code\":-1,\"hash\":\"" HEX64 "\"}",
+        /* a hash that is not 64 hex */
+        "{\"time_ms\":1,\"exit_code\":88,\"hash\":\"abc\"}",
+        "{\"time_ms\":1,\"exit_code\":88,\"hash\":\"" HEX63 "G\"}",
+    };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         write_named(STATEDIR_RESTART_POD, bad[i]);
-        assert_int_equal(statedir_restart_take(g_dir, &out, err, sizeof err), -EINVAL);
+        int rc = statedir_restart_take(g_dir, &out, err, sizeof err);
+        if (rc != -EINVAL) fail_msg("taken (%d): %s", rc, bad[i]);
         assert_non_null(strstr(err, "not the record reload-agent writes"));
         assert_non_null(strstr(err, path));
         assert_int_equal(access(path, F_OK), -1);
