@@ -213,7 +213,19 @@ int ra_record_write(const char *dir, const char *name, const void *buf, size_t l
 {
     char path[RECORD_PATH_MAX];
     ra_path_in(dir, name, path, sizeof path);
-    return ra_write_file_atomic(path, buf, len, 0600, err, errlen);
+    int rc = ra_write_file_atomic(path, buf, len, 0600, err, errlen);
+    if (rc == 0) return 0;
+    /* the old record no longer says what is current: it goes */
+    size_t l = err && errlen ? strlen(err) : 0;
+    if (unlink(path) == 0 || errno == ENOENT) {
+        if (l) snprintf(err + l, errlen - l, "; the previous record was removed");
+    } else {
+        int e = errno;
+        if (l)
+            snprintf(err + l, errlen - l, "; the previous record could not be removed either: %s",
+                     strerror(e));
+    }
+    return rc;
 }
 
 int ra_record_remove(const char *dir, const char *name, char *err, size_t errlen)

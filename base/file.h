@@ -60,7 +60,11 @@ int ra_write_file_atomic(const char *path, const void *data, size_t len, unsigne
  *
  * ra_record_write replaces dir/name with len bytes of buf atomically (see
  * ra_write_file_atomic; mode 0600). Returns 0, or -errno with a reason
- * starting "cannot write DIR/NAME: " in err.
+ * starting "cannot write DIR/NAME: " in err. A record that cannot be
+ * replaced no longer says what is current, so on failure the old one is
+ * removed too; err ends "; the previous record was removed" or, when that
+ * fails as well (a read-only directory), "; the previous record could not
+ * be removed either: REASON".
  *
  * ra_record_remove removes dir/name. Returns 0 (also when there was none),
  * or -errno with a reason naming the file in err. */

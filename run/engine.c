@@ -410,6 +410,17 @@ static int read_state(struct engine *e, const struct hash_manifest *baseline)
     int rc = statedir_applied_load(dir, &rec, err, sizeof err);
     if (rc < 0) log_warn("%s; taking the content found at start as applied", err);
     if (rc <= 0) return 0;
+    /* A record is only as good as the agent's saves: where this agent cannot
+     * write, the previous one could not either, and what it left may be
+     * older than what it applied (issue 24 G10). */
+    if (statedir_applied_save(dir, &rec, err, sizeof err) < 0) {
+        log_warn("%s; the record found there is not used (an agent that cannot write its state "
+                 "may have left a stale one): taking the content found at start as applied",
+                 err);
+        e->state_warned = 1;
+        hash_manifest_free(&rec);
+        return 0;
+    }
     hash_manifest_free(&e->applied);
     e->applied = rec;
     if (memcmp(rec.total, baseline->total, HASH_LEN) != 0) {
@@ -430,7 +441,9 @@ static int read_state(struct engine *e, const struct hash_manifest *baseline)
 }
 
 /* Writes the applied state into --state-dir (when set), for the agent that
- * may start again in this pod. A failure is logged once. */
+ * may start again in this pod. A failure is logged once; the old record
+ * went with it (ra_record_write), so a later agent never acts again on a
+ * change this one applied: it takes what it finds as applied. */
 static void save_state(struct engine *e)
 {
     const char *dir = e->cfg->state_dir;
@@ -438,7 +451,9 @@ static void save_state(struct engine *e)
     if (!dir || !*dir) return;
     if (statedir_applied_save(dir, &e->applied, err, sizeof err) < 0) {
         if (!e->state_warned)
-            log_warn("%s; an agent restarted in this pod may miss a change made meanwhile", err);
+            log_warn("%s: an agent restarted in this pod takes the content it finds as applied "
+                     "(it may miss a change made meanwhile, never acts twice on one)",
+                     err);
         e->state_warned = 1;
     } else {
         e->state_warned = 0;
@@ -449,7 +464,8 @@ void engine_start(struct engine *e, const struct hash_manifest *baseline)
 {
     hash_manifest_free(&e->observed);
     if (hash_manifest_copy(baseline, &e->observed) < 0) ra_oom();
-    if (read_state(e, baseline)) {
+    int had_state = read_state(e, baseline); /* and saved it again */
+    if (had_state) {
         /* applied is the previous agent's; the diff decides */
     } else if (e->cfg->on_start != ON_START_RELOAD || e->pod_restarted) {
         hash_manifest_free(&e->applied);
@@ -460,7 +476,7 @@ void engine_start(struct engine *e, const struct hash_manifest *baseline)
          * agent restarted); restarting would only loop */
         applied_restart_pod_files(e, baseline);
     }
-    save_state(e);
+    if (!had_state) save_state(e);
     e->started = 1;
     schedule(e);
 }
