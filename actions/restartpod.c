@@ -22,12 +22,16 @@
  * directory that lives as long as the pod (an emptyDir), because the
  * kubelet removes the old containers, their logs and their termination
  * messages with them: the agent that starts again takes the record, logs
- * it and posts it as an Event.
+ * it, posts it as an Event and takes it for the pod restart. A record that
+ * cannot be written (a full or read-only directory) fails the action, and
+ * the agent does not exit: the engine retries with its backoff (issue 24
+ * G11: exiting anyway was a pod restart loop).
  *
  * Its ops are the table's row (action__restart_pod_ops, actions/action.h):
  * nothing else is exported.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "actions/action.h"
@@ -44,13 +48,20 @@ static void restartpod_start(struct action_env *env, const struct action_params 
     }
     int recorded = 0, code = p->restart_pod_exit_code;
     if (p->state_dir && p->restart_pod_record) {
-        char err[4400];
+        char err[4400], msg[4600];
         const char *rec = p->restart_pod_record;
-        if (ra_record_write(p->state_dir, p->restart_pod_record_name, rec, strlen(rec), err,
-                            sizeof err) == 0)
-            recorded = 1;
-        else
-            log_warn("restart-pod: %s; the agent that starts again will not know why", err);
+        int rc = ra_record_write(p->state_dir, p->restart_pod_record_name, rec, strlen(rec), err,
+                                 sizeof err);
+        if (rc < 0) {
+            /* Without its record the agent that starts again cannot tell the
+             * pod restart from a crash: it would act on the change again and
+             * restart the pod again, and again. Not exiting is the failure. */
+            snprintf(msg, sizeof msg, "%s; not restarting the pod without it", err);
+            struct action_result r = {rc, 0, msg};
+            done(ud, ACTION_RESTART_POD, &r);
+            return;
+        }
+        recorded = 1;
     }
     struct log_rec r;
     if (log_rec_begin(&r, RA_LOG_WARN, "restart-pod")) {
