@@ -50,6 +50,10 @@ struct engine {
      * at hold_since_ms (loop time) since the last attempt. */
     int holding;
     uint64_t hold_since_ms;
+    /* the last failed attempt: its content, and when its retry is due
+     * (loop ms; 0 when none is armed) */
+    unsigned char failed_total[HASH_LEN];
+    uint64_t retry_at_ms;
     int pod_restarted; /* engine_pod_restarted: every container started with the baseline */
     int state_read;    /* the first engine_start read --state-dir's applied state */
     int state_warned;  /* a failed save of the applied state was logged */
@@ -132,6 +136,7 @@ static void pod_event(struct engine *e, int action, int ok, const char *err)
  * cannot help (then the next content change tries again). */
 static void arm_retry(struct engine *e)
 {
+    e->retry_at_ms = 0;
     if (e->permanent) {
         log_warn("not retrying %s until the content changes", e->last_action);
         return;
@@ -146,6 +151,8 @@ static void arm_retry(struct engine *e)
         log_rec_int(&r, "attempt", e->attempt + 1);
         log_rec_end(&r, "retrying in %llums", (unsigned long long)delay);
     }
+    uv_update_time(e->loop);
+    e->retry_at_ms = uv_now(e->loop) + delay;
     uv_timer_start(&e->timer, on_timer, delay, 0);
 }
 
@@ -183,6 +190,7 @@ static void part_done(void *ud, enum action action, const struct action_result *
     } else {
         e->last_result = "failure";
         e->failed_mask = e->inflight_mask;
+        memcpy(e->failed_total, e->inflight_target.total, HASH_LEN);
         hash_manifest_free(&e->inflight_target);
     }
     if (e->closing) {
@@ -315,12 +323,16 @@ static void start_attempt(struct engine *e, unsigned mask)
  * or 0 when it may start now. The first call of a job notes the time and
  * says so in the log. The attempt then acts on the content of its own
  * time, so every change until then costs the same restart, and two
- * restarts are at least the delay apart. A retry after a failure is not
- * held (the backoff spaces it). */
+ * restarts are at least the delay apart. A retry of a failed restart on
+ * the content it failed on is not held (the backoff spaces it); a change
+ * after the failure is (issue 24 G12: it restarted at once). */
 static uint64_t restart_due(struct engine *e, unsigned mask, uint64_t now)
 {
     uint64_t hold = ra_ms_of_ns(e->cfg->restart_delay_ns);
-    if (!(mask & RESTART_CLASS) || !hold || e->failed_mask) return 0;
+    if (!(mask & RESTART_CLASS) || !hold) return 0;
+    if ((e->failed_mask & RESTART_CLASS) &&
+        memcmp(e->failed_total, e->observed.total, HASH_LEN) == 0)
+        return 0;
     if (!e->holding) {
         const char *a = action_name(mask & ACTION_BIT(ACTION_RESTART_POD) ? ACTION_RESTART_POD
                                                                           : ACTION_RESTART);
@@ -350,6 +362,9 @@ static void schedule(struct engine *e)
     uv_update_time(e->loop);
     uint64_t now = uv_now(e->loop), gap = ra_ms_of_ns(e->cfg->min_interval_ns);
     uint64_t due = restart_due(e, mask, now);
+    /* a failed restart's backoff holds for every change that comes before
+     * its retry (the other actions' retries give way to a new change) */
+    if ((e->failed_mask & RESTART_CLASS) && e->retry_at_ms > due) due = e->retry_at_ms;
     if (e->have_last_start && gap && now < e->last_start_ms + gap && due < e->last_start_ms + gap)
         due = e->last_start_ms + gap;
     if (due > now) {
@@ -494,7 +509,8 @@ void engine_observe(struct engine *e, const struct hash_manifest *cur)
     hash_manifest_free(&e->observed);
     if (hash_manifest_copy(cur, &e->observed) < 0) ra_oom();
     if (!e->inflight) {
-        /* A newer change supersedes a pending retry: attempt it now. */
+        /* A newer change supersedes a pending retry: attempt it now (a
+         * restart's retry keeps its time: schedule). */
         e->attempt = e->failed_mask ? e->attempt : 0;
         uv_timer_stop(&e->timer);
     }

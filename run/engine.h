@@ -13,8 +13,10 @@
  * failed reload is retried even if the content reverts. --min-interval
  * spaces attempts. restart and restart-pod are held --restart-delay after
  * the change that first needs them and then act on the content of that
- * time, so a burst of edits costs one restart; a retry of a failed one is
- * not held. No call blocks the loop.
+ * time, so a burst of edits costs one restart; a retry of a failed one on
+ * the same content is not held, but a change after the failure is held,
+ * and never starts one before the retry's backoff. No call blocks the
+ * loop.
  *
  * The actions are looked up in the table of actions/action.h; each attempt
  * runs on its own copy of the options its actions read, so a live
