@@ -285,8 +285,8 @@ static void build_params(struct engine *e, unsigned mask, struct action_params *
     if (mask & ACTION_BIT(ACTION_RESTART_POD)) {
         p->restart_pod_files = changed_files(e, ACTION_RESTART_POD);
         p->restart_pod_record_name = STATEDIR_RESTART_POD;
-        p->restart_pod_record = statedir_restart_render(p->restart_pod_exit_code, p->content_hash,
-                                                        p->restart_pod_files);
+        p->restart_pod_record = statedir_restart_render(c->pod_name, p->restart_pod_exit_code,
+                                                        p->content_hash, p->restart_pod_files);
     }
     if (mask & ACTION_BIT(ACTION_ROLLOUT)) {
         hash_hex(e->inflight_target.sub, p->rollout_hash);
@@ -422,13 +422,13 @@ static int read_state(struct engine *e, const struct hash_manifest *baseline)
         return 0;
     struct hash_manifest rec;
     char err[4600];
-    int rc = statedir_applied_load(dir, &rec, err, sizeof err);
+    int rc = statedir_applied_load(dir, e->cfg->pod_name, &rec, err, sizeof err);
     if (rc < 0) log_warn("%s; taking the content found at start as applied", err);
     if (rc <= 0) return 0;
     /* A record is only as good as the agent's saves: where this agent cannot
      * write, the previous one could not either, and what it left may be
      * older than what it applied (issue 24 G10). */
-    if (statedir_applied_save(dir, &rec, err, sizeof err) < 0) {
+    if (statedir_applied_save(dir, e->cfg->pod_name, &rec, err, sizeof err) < 0) {
         log_warn("%s; the record found there is not used (an agent that cannot write its state "
                  "may have left a stale one): taking the content found at start as applied",
                  err);
@@ -464,7 +464,7 @@ static void save_state(struct engine *e)
     const char *dir = e->cfg->state_dir;
     char err[4400];
     if (!dir || !*dir) return;
-    if (statedir_applied_save(dir, &e->applied, err, sizeof err) < 0) {
+    if (statedir_applied_save(dir, e->cfg->pod_name, &e->applied, err, sizeof err) < 0) {
         if (!e->state_warned)
             log_warn("%s: an agent restarted in this pod takes the content it finds as applied "
                      "(it may miss a change made meanwhile, never acts twice on one)",

@@ -502,7 +502,8 @@ static int start_all(void)
         rc = 2;
     } else {
         engine_set_exit(R.eng, on_exit_request, NULL);
-        if (statedir_restart_report(R.cfg.state_dir, R.kev, R.kube ? kube_pod_name(R.kube) : NULL,
+        if (statedir_restart_report(R.cfg.state_dir, R.cfg.pod_name, R.kev,
+                                    R.kube ? kube_pod_name(R.kube) : NULL,
                                     R.kube ? kube_namespace(R.kube) : NULL))
             engine_pod_restarted(R.eng);
         if (start_monitor() < 0) rc = 1;

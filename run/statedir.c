@@ -1,7 +1,8 @@
 /*
- * statedir.c - --state-dir (statedir.h): the applied state (a manifest
- * written as JSON and read back) and the restart-pod record (rendered for
- * the action, taken and reported at start).
+ * statedir.c - --state-dir (statedir.h): which pod wrote a record, the
+ * applied state (a manifest written as JSON and read back) and the
+ * restart-pod record (rendered for the action, taken and reported at
+ * start).
  */
 #include "run/statedir.h"
 
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
 
@@ -17,14 +19,146 @@
 #include "base/log.h"
 #include "kube/kevents.h"
 
-#define STATEDIR_APPLIED_VERSION 1
+/* The format of both records; 1 named no pod (issue 24 U2). */
+#define STATEDIR_VERSION 2
 
-int statedir_applied_save(const char *dir, const struct hash_manifest *m, char *err, size_t errlen)
+/* ---- which pod wrote a record ---- */
+
+/* As far as the agent can tell without the API: the pod's name
+ * (--pod-name, else $POD_NAME), its UID ($POD_UID, when the pod gives it
+ * from the downward API) and its sandbox: the node's boot and the pod's
+ * network namespace, which every container of the pod shares and which a
+ * restart of any or all of them keeps. "" is unknown. */
+struct pod_id {
+    char name[256];
+    char uid[64];
+    char sandbox[96];
+};
+
+static void pod_self(const char *pod_name, struct pod_id *out)
 {
-    cJSON *o = cJSON_CreateObject(), *files = cJSON_CreateArray();
-    if (!o || !files) ra_oom();
-    cJSON_AddNumberToObject(o, "version", STATEDIR_APPLIED_VERSION);
-    cJSON_AddItemToObject(o, "files", files);
+    const char *n = pod_name && *pod_name ? pod_name : getenv("POD_NAME");
+    const char *u = getenv("POD_UID");
+    char *boot = NULL;
+    size_t len;
+    struct stat st;
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "%s", n ? n : "");
+    snprintf(out->uid, sizeof out->uid, "%s", u ? u : "");
+    if (ra_read_file("/proc/sys/kernel/random/boot_id", 64, &boot, &len, NULL, 0) == 0 &&
+        stat("/proc/self/ns/net", &st) == 0) {
+        boot[strcspn(boot, "\n")] = '\0';
+        snprintf(out->sandbox, sizeof out->sandbox, "%s/net:%llu", boot,
+                 (unsigned long long)st.st_ino);
+    }
+    free(boot);
+}
+
+/* o's "pod" into *out; -1 with what is wrong in why. */
+static int pod_from_json(const cJSON *o, struct pod_id *out, char *why, size_t whylen)
+{
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(o, "pod");
+    const char *keys[] = {"name", "uid", "sandbox"};
+    char *dst[] = {out->name, out->uid, out->sandbox};
+    size_t cap[] = {sizeof out->name, sizeof out->uid, sizeof out->sandbox};
+    for (int i = 0; i < 3; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(p, keys[i]);
+        if (!cJSON_IsString(v) || strlen(v->valuestring) >= cap[i]) {
+            snprintf(why, whylen, "pod.%s: not a string of fewer than %zu bytes", keys[i], cap[i]);
+            return -1;
+        }
+        snprintf(dst[i], cap[i], "%s", v->valuestring);
+    }
+    return 0;
+}
+
+/* 1 if the record's pod is this one (every field both know is equal),
+ * else 0 with the difference in why. */
+static int pod_same(const struct pod_id *rec, const struct pod_id *self, char *why, size_t whylen)
+{
+    const char *what[] = {"pod", "pod UID", "sandbox"};
+    const char *a[] = {rec->name, rec->uid, rec->sandbox};
+    const char *b[] = {self->name, self->uid, self->sandbox};
+    for (int i = 0; i < 3; i++)
+        if (*a[i] && *b[i] && strcmp(a[i], b[i]) != 0) {
+            snprintf(why, whylen, "written by another pod (%s %s, this one is %s)", what[i], a[i],
+                     b[i]);
+            return 0;
+        }
+    return 1;
+}
+
+/* A new record: the version and this pod. */
+static cJSON *new_record(const char *self_name)
+{
+    struct pod_id self;
+    cJSON *o = cJSON_CreateObject(), *p;
+    pod_self(self_name, &self);
+    if (!o || !cJSON_AddNumberToObject(o, "version", STATEDIR_VERSION) ||
+        !(p = cJSON_AddObjectToObject(o, "pod")) ||
+        !cJSON_AddStringToObject(p, "name", self.name) ||
+        !cJSON_AddStringToObject(p, "uid", self.uid) ||
+        !cJSON_AddStringToObject(p, "sandbox", self.sandbox))
+        ra_oom();
+    return o;
+}
+
+/* The version and the pod of a parsed record: 0 when it is this pod's;
+ * -EINVAL (not the format) or -ESTALE (another pod's) with why. */
+static int check_head(const cJSON *o, const char *self_name, char *why, size_t whylen)
+{
+    const cJSON *ver = cJSON_GetObjectItemCaseSensitive(o, "version");
+    struct pod_id rec, self;
+    if (!cJSON_IsNumber(ver) || ver->valuedouble != STATEDIR_VERSION) {
+        snprintf(why, whylen, "version: not %d", STATEDIR_VERSION);
+        return -EINVAL;
+    }
+    if (pod_from_json(o, &rec, why, whylen) < 0) return -EINVAL;
+    pod_self(self_name, &self);
+    return pod_same(&rec, &self, why, whylen) ? 0 : -ESTALE;
+}
+
+/* err for a record that was read but is not taken: "PATH: " and why. */
+static int refuse(const char *dir, const char *name, const char *what, int rc, const char *why,
+                  char *err, size_t errlen)
+{
+    char path[4096];
+    ra_path_in(dir, name, path, sizeof path);
+    if (rc == -ESTALE)
+        snprintf(err, errlen, "%s: %s", path, why);
+    else
+        snprintf(err, errlen, "%s: not the %s reload-agent writes (%s)", path, what, why);
+    return rc;
+}
+
+/* Reads dir/name (at most max bytes) and checks its head: 1 and *out
+ * (cJSON_Delete) when it is this pod's record, 0 when there is none, or
+ * -errno with the reason in err: unreadable, -EINVAL ("PATH: not the WHAT
+ * reload-agent writes (why)"), -ESTALE ("PATH: written by another pod"). */
+static int read_record(const char *dir, const char *name, size_t max, const char *self,
+                       const char *what, cJSON **out, char *err, size_t errlen)
+{
+    char *buf = NULL, why[600] = "not JSON";
+    size_t len;
+    *out = NULL;
+    int rc = ra_record_read(dir, name, max, &buf, &len, err, errlen);
+    if (rc <= 0) return rc;
+    *out = cJSON_ParseWithLength(buf, len);
+    free(buf);
+    rc = *out ? check_head(*out, self, why, sizeof why) : -EINVAL;
+    if (rc == 0) return 1;
+    cJSON_Delete(*out);
+    *out = NULL;
+    return refuse(dir, name, what, rc, why, err, errlen);
+}
+
+/* ---- the applied state ---- */
+
+int statedir_applied_save(const char *dir, const char *self, const struct hash_manifest *m,
+                          char *err, size_t errlen)
+{
+    cJSON *o = new_record(self), *files = cJSON_AddArrayToObject(o, "files");
+    if (!files) ra_oom();
     for (size_t i = 0; i < m->n; i++) {
         char hex[HASH_HEX_LEN + 1];
         cJSON *f = cJSON_CreateObject();
@@ -115,12 +249,7 @@ static int read_entry(const cJSON *f, size_t i, struct hash_entry *e, char *why,
  * is not the format. */
 static int from_json(const cJSON *o, struct hash_manifest *out, char *why, size_t whylen)
 {
-    const cJSON *ver = cJSON_GetObjectItemCaseSensitive(o, "version");
     const cJSON *files = cJSON_GetObjectItemCaseSensitive(o, "files");
-    if (!cJSON_IsNumber(ver) || ver->valuedouble != STATEDIR_APPLIED_VERSION) {
-        snprintf(why, whylen, "version: not %d", STATEDIR_APPLIED_VERSION);
-        return -EINVAL;
-    }
     if (!cJSON_IsArray(files)) {
         snprintf(why, whylen, "files: not an array");
         return -EINVAL;
@@ -140,46 +269,25 @@ static int from_json(const cJSON *o, struct hash_manifest *out, char *why, size_
     int rc = hash_manifest_from_entries(v, n, out);
     free(v);
     if (rc == -ENOMEM) ra_oom();
-    if (rc < 0) snprintf(why, whylen, "files: two entries with one path");
-    return rc;
-}
-
-/* Reads dir/name, at most max bytes, parsed: 1 and *out (cJSON_Delete),
- * 0 when there is no file, or -errno with the reason in err (-EINVAL: not
- * JSON, "PATH: not the WHAT reload-agent writes"). */
-static int read_json(const char *dir, const char *name, size_t max, const char *what, cJSON **out,
-                     char *err, size_t errlen)
-{
-    char *buf = NULL;
-    size_t len;
-    *out = NULL;
-    int rc = ra_record_read(dir, name, max, &buf, &len, err, errlen);
-    if (rc <= 0) return rc;
-    *out = cJSON_ParseWithLength(buf, len);
-    free(buf);
-    if (*out) return 1;
-    char path[4096];
-    ra_path_in(dir, name, path, sizeof path);
-    snprintf(err, errlen, "%s: not the %s reload-agent writes", path, what);
-    return -EINVAL;
-}
-
-int statedir_applied_load(const char *dir, struct hash_manifest *out, char *err, size_t errlen)
-{
-    cJSON *o;
-    memset(out, 0, sizeof *out);
-    int rc =
-        read_json(dir, STATEDIR_APPLIED, STATEDIR_APPLIED_MAX, "applied state", &o, err, errlen);
-    if (rc <= 0) return rc;
-    char why[200];
-    rc = from_json(o, out, why, sizeof why);
-    cJSON_Delete(o);
     if (rc < 0) {
-        char path[4096];
-        ra_path_in(dir, STATEDIR_APPLIED, path, sizeof path);
-        snprintf(err, errlen, "%s: not the applied state reload-agent writes (%s)", path, why);
+        snprintf(why, whylen, "files: two entries with one path");
         return -EINVAL;
     }
+    return 0;
+}
+
+int statedir_applied_load(const char *dir, const char *self, struct hash_manifest *out, char *err,
+                          size_t errlen)
+{
+    cJSON *o;
+    char why[200];
+    memset(out, 0, sizeof *out);
+    int rc = read_record(dir, STATEDIR_APPLIED, STATEDIR_APPLIED_MAX, self, "applied state", &o,
+                         err, errlen);
+    if (rc <= 0) return rc;
+    rc = from_json(o, out, why, sizeof why);
+    cJSON_Delete(o);
+    if (rc < 0) return refuse(dir, STATEDIR_APPLIED, "applied state", rc, why, err, errlen);
     return 1;
 }
 
@@ -192,10 +300,9 @@ static int64_t wall_ms(void)
     return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
 }
 
-char *statedir_restart_render(int exit_code, const char *hash, const char *files)
+char *statedir_restart_render(const char *self, int exit_code, const char *hash, const char *files)
 {
-    cJSON *o = cJSON_CreateObject();
-    if (!o) ra_oom();
+    cJSON *o = new_record(self);
     cJSON_AddNumberToObject(o, "time_ms", (double)wall_ms());
     cJSON_AddNumberToObject(o, "exit_code", exit_code);
     cJSON_AddStringToObject(o, "hash", hash);
@@ -235,25 +342,21 @@ static int restart_from_json(const cJSON *o, struct statedir_restart *out, char 
     return 0;
 }
 
-int statedir_restart_take(const char *dir, struct statedir_restart *out, char *err, size_t errlen)
+int statedir_restart_take(const char *dir, const char *self, struct statedir_restart *out,
+                          char *err, size_t errlen)
 {
     cJSON *o;
-    memset(out, 0, sizeof *out);
-    int rc =
-        read_json(dir, STATEDIR_RESTART_POD, STATEDIR_RESTART_POD_MAX, "record", &o, err, errlen);
-    if (rc == 0) return 0;
-    (void)ra_record_remove(dir, STATEDIR_RESTART_POD, NULL,
-                           0); /* reported once, whatever it holds */
-    if (rc < 0) return rc;
     char why[200];
+    memset(out, 0, sizeof *out);
+    int rc = read_record(dir, STATEDIR_RESTART_POD, STATEDIR_RESTART_POD_MAX, self, "record", &o,
+                         err, errlen);
+    if (rc == 0) return 0;
+    /* reported once, whatever it holds */
+    (void)ra_record_remove(dir, STATEDIR_RESTART_POD, NULL, 0);
+    if (rc < 0) return rc;
     rc = restart_from_json(o, out, why, sizeof why);
     cJSON_Delete(o);
-    if (rc < 0) {
-        char path[4096];
-        ra_path_in(dir, STATEDIR_RESTART_POD, path, sizeof path);
-        snprintf(err, errlen, "%s: not the record reload-agent writes (%s)", path, why);
-        return -EINVAL;
-    }
+    if (rc < 0) return refuse(dir, STATEDIR_RESTART_POD, "record", rc, why, err, errlen);
     return 1;
 }
 
@@ -297,12 +400,13 @@ static void report(const struct statedir_restart *rec, struct kevents *ev, const
     }
 }
 
-int statedir_restart_report(const char *dir, struct kevents *ev, const char *pod, const char *ns)
+int statedir_restart_report(const char *dir, const char *self, struct kevents *ev, const char *pod,
+                            const char *ns)
 {
     struct statedir_restart rec;
-    char err[4400];
+    char err[4800];
     if (!dir || !*dir) return 0;
-    int rc = statedir_restart_take(dir, &rec, err, sizeof err);
+    int rc = statedir_restart_take(dir, self, &rec, err, sizeof err);
     if (rc < 0)
         log_warn("restart-pod record: %s; removed, and this start is not taken for a pod "
                  "restart (--on-start decides what is applied)",

@@ -40,6 +40,9 @@ static int teardown(void **state)
     return system(cmd) == 0 ? 0 : -1;
 }
 
+/* A record's head that names no pod field (matches any pod). */
+#define HEAD "\"version\":2,\"pod\":{\"name\":\"\",\"uid\":\"\",\"sandbox\":\"\"},"
+
 static void write_named(const char *name, const char *text)
 {
     char path[400];
@@ -74,8 +77,8 @@ static void test_round_trip(void **state)
     struct hash_manifest m, back;
     char err[512];
     assert_int_equal(hash_manifest_from_entries(v, 3, &m), 0);
-    assert_int_equal(statedir_applied_save(g_dir, &m, err, sizeof err), 0);
-    assert_int_equal(statedir_applied_load(g_dir, &back, err, sizeof err), 1);
+    assert_int_equal(statedir_applied_save(g_dir, NULL, &m, err, sizeof err), 0);
+    assert_int_equal(statedir_applied_load(g_dir, NULL, &back, err, sizeof err), 1);
     assert_int_equal(back.n, 3);
     assert_int_equal(back.nsub, 1);
     assert_memory_equal(back.total, m.total, HASH_LEN);
@@ -92,8 +95,8 @@ static void test_round_trip(void **state)
     /* an empty manifest is a record too (nothing was mounted) */
     struct hash_manifest empty;
     assert_int_equal(hash_manifest_from_entries(NULL, 0, &empty), 0);
-    assert_int_equal(statedir_applied_save(g_dir, &empty, err, sizeof err), 0);
-    assert_int_equal(statedir_applied_load(g_dir, &back, err, sizeof err), 1);
+    assert_int_equal(statedir_applied_save(g_dir, NULL, &empty, err, sizeof err), 0);
+    assert_int_equal(statedir_applied_load(g_dir, NULL, &back, err, sizeof err), 1);
     assert_int_equal(back.n, 0);
     assert_memory_equal(back.total, empty.total, HASH_LEN);
     hash_manifest_free(&back);
@@ -106,7 +109,7 @@ static void test_no_record(void **state)
     (void)state;
     struct hash_manifest back;
     char err[512] = "";
-    assert_int_equal(statedir_applied_load(g_dir, &back, err, sizeof err), 0);
+    assert_int_equal(statedir_applied_load(g_dir, NULL, &back, err, sizeof err), 0);
     assert_int_equal(back.n, 0);
     assert_string_equal(err, "");
 }
@@ -119,32 +122,36 @@ static void test_malformed(void **state)
         "not json",
         "[]",
         "{\"files\":[]}",
+        "{\"version\":3,\"files\":[]}",
+        /* version 1 named no pod */
+        "{\"version\":1,\"files\":[]}",
         "{\"version\":2,\"files\":[]}",
-        "{\"version\":1,\"files\":{}}",
-        "{\"version\":1,\"files\":[{\"path\":\"/a\",\"size\":1,\"classes\":1}]}",
-        "{\"version\":1,\"files\":[{\"path\":\"/a\",\"size\":1,\"sha256\":\"00\",\"classes\":1}]}",
-        "{\"version\":1,\"files\":[{\"path\":\"\",\"size\":1,\"sha256\":"
+        "{\"version\":2,\"pod\":{\"name\":\"a\"},\"files\":[]}",
+        "{" HEAD "\"files\":{}}",
+        "{" HEAD "\"files\":[{\"path\":\"/a\",\"size\":1,\"classes\":1}]}",
+        "{" HEAD "\"files\":[{\"path\":\"/a\",\"size\":1,\"sha256\":\"00\",\"classes\":1}]}",
+        "{" HEAD "\"files\":[{\"path\":\"\",\"size\":1,\"sha256\":"
         "\"0000000000000000000000000000000000000000000000000000000000000000\",\"classes\":1}]}",
-        "{\"version\":1,\"files\":[{\"path\":\"/a\",\"size\":-1,\"sha256\":"
+        "{" HEAD "\"files\":[{\"path\":\"/a\",\"size\":-1,\"sha256\":"
         "\"0000000000000000000000000000000000000000000000000000000000000000\",\"classes\":1}]}",
-        "{\"version\":1,\"files\":[{\"path\":\"/a\",\"size\":1,\"sha256\":"
+        "{" HEAD "\"files\":[{\"path\":\"/a\",\"size\":1,\"sha256\":"
         "\"000000000000000000000000000000000000000000000000000000000000000G\",\"classes\":1}]}",
-        "{\"version\":1,\"files\":[{\"path\":\"/a\",\"size\":1,\"sha256\":"
+        "{" HEAD "\"files\":[{\"path\":\"/a\",\"size\":1,\"sha256\":"
         "\"0000000000000000000000000000000000000000000000000000000000000000\",\"classes\":0}]}",
         /* issue 24 G8: numbers a cast cannot hold, or not whole */
-        "{\"version\":1,\"files\":[{\"path\":\"/a\",\"size\":1e300,\"sha256\":"
+        "{" HEAD "\"files\":[{\"path\":\"/a\",\"size\":1e300,\"sha256\":"
         "\"0000000000000000000000000000000000000000000000000000000000000000\",\"classes\":1}]}",
-        "{\"version\":1,\"files\":[{\"path\":\"/a\",\"size\":1.5,\"sha256\":"
+        "{" HEAD "\"files\":[{\"path\":\"/a\",\"size\":1.5,\"sha256\":"
         "\"0000000000000000000000000000000000000000000000000000000000000000\",\"classes\":1}]}",
-        "{\"version\":1,\"files\":[{\"path\":\"/a\",\"size\":1e999,\"sha256\":"
+        "{" HEAD "\"files\":[{\"path\":\"/a\",\"size\":1e999,\"sha256\":"
         "\"0000000000000000000000000000000000000000000000000000000000000000\",\"classes\":1}]}",
-        "{\"version\":1,\"files\":[{\"path\":\"/a\",\"size\":1,\"sha256\":"
+        "{" HEAD "\"files\":[{\"path\":\"/a\",\"size\":1,\"sha256\":"
         "\"0000000000000000000000000000000000000000000000000000000000000000\",\"classes\":1.5}]}",
-        "{\"version\":1,\"files\":[{\"path\":\"/a\",\"size\":1,\"sha256\":"
+        "{" HEAD "\"files\":[{\"path\":\"/a\",\"size\":1,\"sha256\":"
         "\"0000000000000000000000000000000000000000000000000000000000000000\",\"classes\":1e300}]}",
         "{\"version\":1e300,\"files\":[]}",
         /* two entries with one path */
-        "{\"version\":1,\"files\":[{\"path\":\"/a\",\"size\":1,\"sha256\":"
+        "{" HEAD "\"files\":[{\"path\":\"/a\",\"size\":1,\"sha256\":"
         "\"0000000000000000000000000000000000000000000000000000000000000000\",\"classes\":1},"
         "{\"path\":\"/a\",\"size\":1,\"sha256\":"
         "\"0000000000000000000000000000000000000000000000000000000000000000\",\"classes\":1}]}",
@@ -153,7 +160,7 @@ static void test_malformed(void **state)
         struct hash_manifest back;
         char err[512] = "";
         write_record(bad[i]);
-        assert_int_equal(statedir_applied_load(g_dir, &back, err, sizeof err), -EINVAL);
+        assert_int_equal(statedir_applied_load(g_dir, NULL, &back, err, sizeof err), -EINVAL);
         assert_non_null(strstr(err, STATEDIR_APPLIED));
         assert_non_null(strstr(err, "not the applied state"));
         assert_int_equal(back.n, 0);
@@ -161,8 +168,10 @@ static void test_malformed(void **state)
     /* the reason names the field and what it must be */
     struct hash_manifest back;
     char err[512] = "";
-    write_record(bad[13]);
-    assert_int_equal(statedir_applied_load(g_dir, &back, err, sizeof err), -EINVAL);
+    write_record("{" HEAD "\"files\":[{\"path\":\"/a\",\"size\":1e300,\"sha256\":"
+                 "\"0000000000000000000000000000000000000000000000000000000000000000\","
+                 "\"classes\":1}]}");
+    assert_int_equal(statedir_applied_load(g_dir, NULL, &back, err, sizeof err), -EINVAL);
     if (!strstr(err, "files[0].size") || !strstr(err, "whole number"))
         fail_msg("the reason does not name the field: %s", err);
 }
@@ -173,7 +182,7 @@ static void test_unwritable_dir_is_named(void **state)
     struct hash_manifest m;
     char err[512] = "";
     assert_int_equal(hash_manifest_from_entries(NULL, 0, &m), 0);
-    assert_true(statedir_applied_save("/nonexistent-ra-dir", &m, err, sizeof err) < 0);
+    assert_true(statedir_applied_save("/nonexistent-ra-dir", NULL, &m, err, sizeof err) < 0);
     assert_non_null(strstr(err, "/nonexistent-ra-dir/" STATEDIR_APPLIED));
     hash_manifest_free(&m);
 }
@@ -186,7 +195,7 @@ static void test_too_large_removes_the_old_record(void **state)
     struct hash_manifest m, back;
     char err[512] = "";
     assert_int_equal(hash_manifest_from_entries(NULL, 0, &m), 0);
-    assert_int_equal(statedir_applied_save(g_dir, &m, err, sizeof err), 0);
+    assert_int_equal(statedir_applied_save(g_dir, NULL, &m, err, sizeof err), 0);
     hash_manifest_free(&m);
     size_t n = 4000;
     struct hash_entry *v = calloc(n, sizeof *v);
@@ -199,9 +208,9 @@ static void test_too_large_removes_the_old_record(void **state)
         v[i].classes = HASH_CLASS_MAIN;
     }
     assert_int_equal(hash_manifest_from_entries(v, n, &m), 0);
-    assert_int_equal(statedir_applied_save(g_dir, &m, err, sizeof err), -EFBIG);
+    assert_int_equal(statedir_applied_save(g_dir, NULL, &m, err, sizeof err), -EFBIG);
     assert_non_null(strstr(err, "4000 files"));
-    assert_int_equal(statedir_applied_load(g_dir, &back, err, sizeof err), 0);
+    assert_int_equal(statedir_applied_load(g_dir, NULL, &back, err, sizeof err), 0);
     hash_manifest_free(&m);
     free(v);
     free(names);
@@ -214,8 +223,8 @@ static void test_restart_record_round_trip(void **state)
     struct statedir_restart out;
     memset(hash, 'a', 64);
     hash[64] = '\0';
-    assert_int_equal(statedir_restart_take(g_dir, &out, err, sizeof err), 0); /* none yet */
-    char *rec = statedir_restart_render(88, hash, "/etc/app/a.conf, /etc/app/b");
+    assert_int_equal(statedir_restart_take(g_dir, NULL, &out, err, sizeof err), 0); /* none yet */
+    char *rec = statedir_restart_render(NULL, 88, hash, "/etc/app/a.conf, /etc/app/b");
     assert_int_equal(
         ra_record_write(g_dir, STATEDIR_RESTART_POD, rec, strlen(rec), err, sizeof err), 0);
     free(rec);
@@ -223,7 +232,7 @@ static void test_restart_record_round_trip(void **state)
     assert_string_equal(ls, STATEDIR_RESTART_POD " ");
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
-    assert_int_equal(statedir_restart_take(g_dir, &out, err, sizeof err), 1);
+    assert_int_equal(statedir_restart_take(g_dir, NULL, &out, err, sizeof err), 1);
     assert_true(out.time_ms <= (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000);
     assert_true(out.time_ms > ((int64_t)now.tv_sec - 60) * 1000);
     assert_int_equal(out.exit_code, 88);
@@ -231,14 +240,14 @@ static void test_restart_record_round_trip(void **state)
     assert_string_equal(out.files, "/etc/app/a.conf, /etc/app/b");
     statedir_restart_free(&out);
     /* taken once */
-    assert_int_equal(statedir_restart_take(g_dir, &out, err, sizeof err), 0);
+    assert_int_equal(statedir_restart_take(g_dir, NULL, &out, err, sizeof err), 0);
     entries(ls, sizeof ls);
     assert_string_equal(ls, "");
     /* no files named: NULL */
-    rec = statedir_restart_render(88, hash, NULL);
+    rec = statedir_restart_render(NULL, 88, hash, NULL);
     write_named(STATEDIR_RESTART_POD, rec);
     free(rec);
-    assert_int_equal(statedir_restart_take(g_dir, &out, err, sizeof err), 1);
+    assert_int_equal(statedir_restart_take(g_dir, NULL, &out, err, sizeof err), 1);
     assert_null(out.files);
 }
 
@@ -256,26 +265,80 @@ static void test_restart_record_malformed_is_reported_and_removed(void **state)
         "not json",
         "{\"time_ms\":\"soon\"}",
         "{\"time_ms\":1,\"exit_code\":88}",
+        /* the format before the pod was named: no version */
+        "{\"time_ms\":1,\"exit_code\":88,\"hash\":\"" HEX64 "\"}",
         /* issue 24 G8: numbers a cast cannot hold, or not whole, or out of range */
-        "{\"time_ms\":1e300,\"exit_code\":88,\"hash\":\"" HEX64 "\"}",
-        "{\"time_ms\":-1,\"exit_code\":88,\"hash\":\"" HEX64 "\"}",
-        "{\"time_ms\":1.5,\"exit_code\":88,\"hash\":\"" HEX64 "\"}",
-        "{\"time_ms\":1,\"exit_code\":1e300,\"hash\":\"" HEX64 "\"}",
-        "{\"time_ms\":1,\"exit_code\":256,\"hash\":\"" HEX64 "\"}",
-        "{\"time_ms\":1,\"exit_code\":-1,\"hash\":\"" HEX64 "\"}",
+        "{" HEAD "\"time_ms\":1e300,\"exit_code\":88,\"hash\":\"" HEX64 "\"}",
+        "{" HEAD "\"time_ms\":-1,\"exit_code\":88,\"hash\":\"" HEX64 "\"}",
+        "{" HEAD "\"time_ms\":1.5,\"exit_code\":88,\"hash\":\"" HEX64 "\"}",
+        "{" HEAD "\"time_ms\":1,\"exit_code\":1e300,\"hash\":\"" HEX64 "\"}",
+        "{" HEAD "\"time_ms\":1,\"exit_code\":256,\"hash\":\"" HEX64 "\"}",
+        "{" HEAD "\"time_ms\":1,\"exit_code\":-1,\"hash\":\"" HEX64 "\"}",
         /* a hash that is not 64 hex */
-        "{\"time_ms\":1,\"exit_code\":88,\"hash\":\"abc\"}",
-        "{\"time_ms\":1,\"exit_code\":88,\"hash\":\"" HEX63 "G\"}",
+        "{" HEAD "\"time_ms\":1,\"exit_code\":88,\"hash\":\"abc\"}",
+        "{" HEAD "\"time_ms\":1,\"exit_code\":88,\"hash\":\"" HEX63 "G\"}",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         write_named(STATEDIR_RESTART_POD, bad[i]);
-        int rc = statedir_restart_take(g_dir, &out, err, sizeof err);
+        int rc = statedir_restart_take(g_dir, NULL, &out, err, sizeof err);
         if (rc != -EINVAL) fail_msg("taken (%d): %s", rc, bad[i]);
         assert_non_null(strstr(err, "not the record reload-agent writes"));
         assert_non_null(strstr(err, path));
         assert_int_equal(access(path, F_OK), -1);
-        assert_int_equal(statedir_restart_take(g_dir, &out, err, sizeof err), 0);
+        assert_int_equal(statedir_restart_take(g_dir, NULL, &out, err, sizeof err), 0);
     }
+}
+
+/* Issue 24 U2: every record names the pod that wrote it; one from another
+ * pod (name, UID or sandbox differ where both are known) is not used:
+ * -ESTALE, naming both. */
+static void test_records_of_another_pod_are_not_used(void **state)
+{
+    (void)state;
+    struct hash_manifest m, back;
+    struct statedir_restart rec;
+    char err[1024] = "", hash[65];
+    memset(hash, 'a', 64);
+    hash[64] = '\0';
+    assert_int_equal(hash_manifest_from_entries(NULL, 0, &m), 0);
+    unsetenv("POD_UID");
+    setenv("POD_NAME", "web-a", 1);
+    assert_int_equal(statedir_applied_save(g_dir, NULL, &m, err, sizeof err), 0);
+    assert_int_equal(statedir_applied_load(g_dir, NULL, &back, err, sizeof err), 1);
+    hash_manifest_free(&back);
+    setenv("POD_NAME", "web-b", 1);
+    assert_int_equal(statedir_applied_load(g_dir, NULL, &back, err, sizeof err), -ESTALE);
+    if (!strstr(err, STATEDIR_APPLIED) ||
+        !strstr(err, "another pod (pod web-a, this one is web-b)"))
+        fail_msg("err: %s", err);
+    /* --pod-name is this pod's name when given */
+    assert_int_equal(statedir_applied_load(g_dir, "web-a", &back, err, sizeof err), 1);
+    hash_manifest_free(&back);
+    /* the UID, when the pod gives it */
+    setenv("POD_UID", "uid-1", 1);
+    assert_int_equal(statedir_applied_save(g_dir, NULL, &m, err, sizeof err), 0);
+    setenv("POD_UID", "uid-2", 1);
+    assert_int_equal(statedir_applied_load(g_dir, NULL, &back, err, sizeof err), -ESTALE);
+    assert_non_null(strstr(err, "pod UID uid-1, this one is uid-2"));
+    unsetenv("POD_UID");
+    assert_int_equal(statedir_applied_load(g_dir, NULL, &back, err, sizeof err), 1); /* unknown */
+    hash_manifest_free(&back);
+    /* the sandbox: another network namespace or another boot */
+    write_record("{\"version\":2,\"pod\":{\"name\":\"\",\"uid\":\"\",\"sandbox\":"
+                 "\"0-0-0/net:1\"},\"files\":[]}");
+    assert_int_equal(statedir_applied_load(g_dir, NULL, &back, err, sizeof err), -ESTALE);
+    assert_non_null(strstr(err, "sandbox 0-0-0/net:1, this one is "));
+    /* the restart-pod record: not taken, and removed */
+    setenv("POD_NAME", "web-a", 1);
+    char *text = statedir_restart_render(NULL, 88, hash, NULL);
+    write_named(STATEDIR_RESTART_POD, text);
+    free(text);
+    setenv("POD_NAME", "web-b", 1);
+    assert_int_equal(statedir_restart_take(g_dir, NULL, &rec, err, sizeof err), -ESTALE);
+    assert_non_null(strstr(err, "another pod (pod web-a, this one is web-b)"));
+    assert_int_equal(statedir_restart_take(g_dir, NULL, &rec, err, sizeof err), 0);
+    unsetenv("POD_NAME");
+    hash_manifest_free(&m);
 }
 
 int main(void)
@@ -287,6 +350,7 @@ int main(void)
         cmocka_unit_test(test_unwritable_dir_is_named),
         cmocka_unit_test_setup_teardown(test_too_large_removes_the_old_record, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_record_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_records_of_another_pod_are_not_used, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_record_malformed_is_reported_and_removed,
                                         setup, teardown),
     };

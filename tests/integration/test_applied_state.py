@@ -1,7 +1,8 @@
 """The applied state in --state-dir (run/statedir.c): an agent killed
 and started again in the same pod acts on a change made while no agent
 watched, once, and on nothing else; a record it cannot read is named in a
-warning and replaced, never acted on; a save that fails (a full or an
+warning and replaced, never acted on; one another pod wrote is not used; a
+save that fails (a full or an
 unwritable directory) never leaves a stale record that a later agent acts
 on again."""
 import hashlib
@@ -33,7 +34,7 @@ def test_change_while_the_agent_was_away_is_acted_on_once(env):
     check(len(lines_of(runs)) == 1, "runs after the first change: %r" % lines_of(runs))
     with open(os.path.join(state, "applied.json")) as f:
         rec = json.load(f)
-    check(rec["version"] == 1 and [x["path"] for x in rec["files"]] == [os.path.join(vol, "app.conf")],
+    check(rec["version"] == 2 and [x["path"] for x in rec["files"]] == [os.path.join(vol, "app.conf")],
           "record %r" % rec)
     kill(a)
 
@@ -163,3 +164,43 @@ def test_an_unwritable_state_dir_is_not_trusted(env):
           "acted again on a change already applied: runs %r" % lines_of(runs))
     warn = [e for e in b.events if e.get("level") == "warn" and "not used" in e.get("msg", "")]
     check(warn and state in warn[0]["msg"], "no warning says the record is not used: %r" % b.lines)
+
+
+def test_a_record_of_another_pod_is_not_used(env):
+    """Issue 24 U2: a record names the pod that wrote it. In a state
+    directory that outlives pods (a volume shared by mistake), the record of
+    pod web-a is not used by pod web-b, nor by an agent of the same name in
+    another sandbox (network namespace): each takes the content it finds as
+    applied and says why. Without the names both acted on a change that
+    pod had never seen (3 runs instead of 1)."""
+    vol = volume(env, {"app.conf": "v0\n"})
+    state, runs = env.path("state"), env.path("runs")
+    os.mkdir(state)
+    full = ["--watch", vol, "--debounce", "50ms", "--resync", "0"] + exec_args(state, runs)
+    a = env.agent(full, {"POD_NAME": "web-a"})
+    a.wait_event("ready", timeout=15)
+    update(env, vol, {"app.conf": "v1\n"})
+    wait_action(a, action="exec", result="success")
+    kill(a)
+    with open(os.path.join(state, "applied.json")) as f:
+        check(json.load(f)["pod"]["name"] == "web-a", "the record does not name its pod")
+
+    update(env, vol, {"app.conf": "v2\n"})
+    b = env.agent(full, {"POD_NAME": "web-b"})
+    b.wait_event("ready", timeout=15)
+    b.quiet(1.0)
+    check(not b.of("action") and len(lines_of(runs)) == 1,
+          "acted on another pod's record: runs %r" % lines_of(runs))
+    warn = [e for e in b.events if e.get("level") == "warn" and "another pod" in e.get("msg", "")]
+    check(warn and "pod web-a, this one is web-b" in warn[0]["msg"], "warnings: %r" % b.lines)
+    kill(b)
+
+    update(env, vol, {"app.conf": "v3\n"})
+    c = lib.wrapped_agent(env, "netns.sh", 'exec unshare -Urn -- %s "$@"\n' % env.binary, full,
+                          {"POD_NAME": "web-b"})
+    c.wait_event("ready", timeout=15)
+    c.quiet(1.0)
+    check(not c.of("action") and len(lines_of(runs)) == 1,
+          "acted on a record of another sandbox: runs %r" % lines_of(runs))
+    warn = [e for e in c.events if e.get("level") == "warn" and "another pod" in e.get("msg", "")]
+    check(warn and "(sandbox " in warn[0]["msg"], "warnings: %r" % c.lines)
