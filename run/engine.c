@@ -176,7 +176,10 @@ static void part_done(void *ud, enum action action, const struct action_result *
     }
     if (--e->parts_left > 0) return;
 
-    /* The attempt is over: its parameters go. */
+    /* The attempt is over: its parameters go. A restart-pod that succeeded
+     * is an exit: the pod restart applies the content, and the agent that
+     * starts again and takes its record commits it (issue 24 U3). */
+    int exiting = (e->inflight_mask & ACTION_BIT(ACTION_RESTART_POD)) && !e->params.dry_run;
     e->inflight = 0;
     action_params_free(&e->params);
     if (e->parts_failed == 0) {
@@ -184,7 +187,7 @@ static void part_done(void *ud, enum action action, const struct action_result *
         hash_manifest_free(&e->applied);
         e->applied = e->inflight_target;
         memset(&e->inflight_target, 0, sizeof e->inflight_target);
-        save_state(e);
+        if (!exiting) save_state(e);
         e->failed_mask = 0;
         e->attempt = 0;
     } else {

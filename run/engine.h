@@ -7,7 +7,9 @@
  * (else --action), and the strongest required action runs once: none <
  * signal = http = exec < restart < restart-pod < rollout (several distinct
  * in-place actions of equal strength all run). The applied state is committed only when the
- * action succeeded. A failure is retried with capped exponential backoff
+ * action succeeded (and saved into --state-dir, run/statedir.h; not for
+ * restart-pod, whose success is an exit: the agent that starts again and
+ * takes its record commits it). A failure is retried with capped exponential backoff
  * and jitter; a newer change supersedes the pending retry and is diffed
  * against the applied state, keeping the failed actions in the set, so a
  * failed reload is retried even if the content reverts. --min-interval

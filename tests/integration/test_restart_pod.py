@@ -8,6 +8,7 @@ record could not be written: the agent that starts again could not tell a
 pod restart from a crash, and would restart the pod again, and again) and
 retries until the record is written. The kubelet's part is shown on the real
 cluster (tests/e2e/test_restart_pod.py)."""
+import hashlib
 import json
 import os
 import time
@@ -107,3 +108,38 @@ def test_restart_pod_never_exits_without_its_record(env):
     b.wait_event("pod-restarted", timeout=15)
     b.quiet(1.0)
     check(b.proc.poll() is None and not b.of("action"), "the agent acted again: %r" % b.of("action"))
+
+
+def test_a_restart_not_confirmed_leaves_the_change_unapplied(env):
+    """Issue 24 U3: the exit does not advance the applied state: only the
+    agent that starts again and takes the record (the pod restart) does.
+    So when the record is not taken (here: damaged), the change the exit
+    was for is not lost: the new agent acts on it again, once."""
+    vol = volume(env, {"app.conf": "v0\n"})
+    state = env.path("state")
+    os.mkdir(state)
+    args = restart_pod_args(state) + ["--restart-delay", "0"]
+    a = start(env, vol, *args)
+    update(env, vol, {"app.conf": "v1\n"})
+    wait_until(lambda: a.proc.poll() is not None, 15, "the agent to exit")
+    check(a.proc.returncode == CODE, "exit status %r" % a.proc.returncode)
+    with open(os.path.join(state, "applied.json")) as f:
+        digests = [x["sha256"] for x in json.load(f)["files"]]
+    v0 = hashlib.sha256(b"v0\n").hexdigest()
+    check(digests == [v0], "the exit advanced the applied state: %r" % digests)
+    with open(os.path.join(state, "restart-pod.json"), "w") as f:
+        f.write("{damaged")
+    b = env.agent(["--watch", vol, "--debounce", "50ms", "--resync", "0"] + args)
+    wait_until(lambda: b.proc.poll() is not None, 15, "the agent to act again")
+    b.t.join(5)
+    check(b.proc.returncode == CODE and not b.of("pod-restarted"),
+          "exit %r, pod-restarted %r" % (b.proc.returncode, b.of("pod-restarted")))
+    check(any("not taken for a pod restart" in e.get("msg", "") for e in b.events),
+          "no warning about the record: %r" % b.lines)
+    c = start(env, vol, *args)  # the record is good this time: taken, nothing to do
+    c.wait_event("pod-restarted", timeout=15)
+    c.quiet(1.0)
+    check(c.proc.poll() is None and not c.of("action"), "acted again: %r" % c.of("action"))
+    with open(os.path.join(state, "applied.json")) as f:
+        digests = [x["sha256"] for x in json.load(f)["files"]]
+    check(digests == [hashlib.sha256(b"v1\n").hexdigest()], "not committed: %r" % digests)
