@@ -26,7 +26,7 @@ static const struct action_row ROWS[ACTION__COUNT] = {
     [ACTION_RESTART] = {"restart", 2, 1, &action__restart_ops},
     [ACTION_ROLLOUT] = {"rollout", 4, 0, &action__rollout_ops},
     /* no pod Events: the agent exits at once; the one that starts again
-     * posts PodRestarted from the record (actions/restartpod.h) */
+     * posts PodRestarted from the record (run/statedir.h) */
     [ACTION_RESTART_POD] = {"restart-pod", 3, 0, &action__restart_pod_ops},
 };
 
@@ -152,6 +152,7 @@ void action_params_free(struct action_params *p)
     free(p->rollout_files);
     free(p->state_dir);
     free(p->restart_pod_files);
+    free(p->restart_pod_record);
     memset(p, 0, sizeof *p);
 }
 

@@ -81,7 +81,11 @@ struct action_params {
     int restart_pod_exit_code; /* --restart-pod-exit-code */
     char *state_dir;           /* --state-dir, NULL if unset */
     char *restart_pod_files;   /* the changed files that need it, ", "-joined, or NULL */
-    char content_hash[65];     /* 64 hex of the target content's hash */
+    /* the record to write into state_dir before the exit, under that name
+     * (run/statedir.h renders it; the name is static, not freed) */
+    const char *restart_pod_record_name;
+    char *restart_pod_record;
+    char content_hash[65]; /* 64 hex of the target content's hash */
 };
 
 /* Frees what p owns and zeroes it. */

@@ -1,90 +1,42 @@
 /*
- * restartpod.c - the restart-pod action and its record across the restart
- * (restartpod.h).
+ * restartpod.c - the restart-pod action: every container of the pod
+ * restarted in place by the kubelet (KEP-5532), and the record that carries
+ * why across the restart.
+ *
+ * The agent can restart no other container itself (no shared PID namespace,
+ * no API access): it exits with --restart-pod-exit-code, and the kubelet,
+ * told by the agent container's restartPolicyRules ({action:
+ * RestartAllContainers, exitCodes: {operator: In, values: [N]}}), kills and
+ * removes every container of the pod and runs them again: init containers
+ * first, then the sidecars, then the app. The sandbox, pod UID, IP and
+ * volumes stay; the kubelet mounts the newest ConfigMap and Secret content
+ * before any container starts, and env is resolved again. The option
+ * parser (config/config.c, kube/restartrules.h) refuses restart-pod
+ * unless the rule the agent was given restarts every container on that
+ * code, so the exit never restarts the agent alone.
+ *
+ * The exit itself is the daemon's (run/run.c): the action reports
+ * success, then asks for it through env->exit_request. Before that it
+ * writes the record the engine gave it (params restart_pod_record, named
+ * restart_pod_record_name: run/statedir.h owns both) into --state-dir, a
+ * directory that lives as long as the pod (an emptyDir), because the
+ * kubelet removes the old containers, their logs and their termination
+ * messages with them: the agent that starts again takes the record, logs
+ * it, posts it as an Event and takes it for the pod restart. A record that
+ * cannot be written (a full or read-only directory) fails the action, and
+ * the agent does not exit: the engine retries with its backoff (issue 24
+ * G11: exiting anyway was a pod restart loop).
+ *
+ * Its ops are the table's row (action__restart_pod_ops, actions/action.h):
+ * nothing else is exported.
  */
-#include "actions/restartpod.h"
-
-#include <cjson/cJSON.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "actions/action.h"
 #include "base/file.h"
 #include "base/log.h"
-
-int restartpod_record_write(const char *dir, const struct restartpod_record *r, char *err,
-                            size_t errlen)
-{
-    char path[4096];
-    ra_path_in(dir, RESTARTPOD_RECORD_FILE, path, sizeof path);
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "time_ms", (double)r->time_ms);
-    cJSON_AddNumberToObject(o, "exit_code", r->exit_code);
-    cJSON_AddStringToObject(o, "hash", r->hash);
-    cJSON_AddStringToObject(o, "files", r->files ? r->files : "");
-    char *s = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    if (!s) ra_oom();
-    int rc = ra_write_file_atomic(path, s, strlen(s), 0600, err, errlen);
-    free(s);
-    return rc;
-}
-
-int restartpod_record_take(const char *dir, struct restartpod_record *out, char *err, size_t errlen)
-{
-    char path[4096], why[512];
-    char *buf = NULL;
-    size_t len;
-    memset(out, 0, sizeof *out);
-    ra_path_in(dir, RESTARTPOD_RECORD_FILE, path, sizeof path);
-    int rc = ra_read_file(path, RESTARTPOD_RECORD_MAX, &buf, &len, why, sizeof why);
-    if (rc == -ENOENT) return 0;
-    if (rc < 0) {
-        snprintf(err, errlen, "%s", why);
-        (void)unlink(path);
-        return rc;
-    }
-    (void)unlink(path); /* reported once, whatever it holds */
-    cJSON *o = cJSON_ParseWithLength(buf, len);
-    free(buf);
-    const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "time_ms");
-    const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, "exit_code");
-    const cJSON *h = cJSON_GetObjectItemCaseSensitive(o, "hash");
-    const cJSON *f = cJSON_GetObjectItemCaseSensitive(o, "files");
-    if (!cJSON_IsNumber(t) || !cJSON_IsNumber(c) || !cJSON_IsString(h) ||
-        strlen(h->valuestring) >= sizeof out->hash || (f && !cJSON_IsString(f))) {
-        cJSON_Delete(o);
-        snprintf(err, errlen, "%s: not the record reload-agent writes", path);
-        return -EINVAL;
-    }
-    out->time_ms = (int64_t)t->valuedouble;
-    out->exit_code = (int)c->valuedouble;
-    snprintf(out->hash, sizeof out->hash, "%s", h->valuestring);
-    out->files = f && *f->valuestring ? ra_strdup(f->valuestring) : NULL;
-    cJSON_Delete(o);
-    return 1;
-}
-
-void restartpod_record_free(struct restartpod_record *r)
-{
-    free(r->files);
-    r->files = NULL;
-}
-
-/* ---- the action (actions/action.h) ---- */
-
-static int64_t wall_ms(void)
-{
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
-}
 
 static void restartpod_start(struct action_env *env, const struct action_params *p,
                              action_done done, void *ud)
@@ -94,28 +46,35 @@ static void restartpod_start(struct action_env *env, const struct action_params 
         done(ud, ACTION_RESTART_POD, &r);
         return;
     }
-    struct restartpod_record rec = {wall_ms(), p->restart_pod_exit_code, "", p->restart_pod_files};
-    snprintf(rec.hash, sizeof rec.hash, "%s", p->content_hash);
-    int recorded = 0;
-    if (p->state_dir && *p->state_dir) {
-        char err[4400];
-        if (restartpod_record_write(p->state_dir, &rec, err, sizeof err) == 0)
-            recorded = 1;
-        else
-            log_warn("restart-pod: %s; the agent that starts again will not know why", err);
+    int recorded = 0, code = p->restart_pod_exit_code;
+    if (p->state_dir && p->restart_pod_record) {
+        char err[4400], msg[4600];
+        const char *rec = p->restart_pod_record;
+        int rc = ra_record_write(p->state_dir, p->restart_pod_record_name, rec, strlen(rec), err,
+                                 sizeof err);
+        if (rc < 0) {
+            /* Without its record the agent that starts again cannot tell the
+             * pod restart from a crash: it would act on the change again and
+             * restart the pod again, and again. Not exiting is the failure. */
+            snprintf(msg, sizeof msg, "%s; not restarting the pod without it", err);
+            struct action_result r = {rc, 0, msg};
+            done(ud, ACTION_RESTART_POD, &r);
+            return;
+        }
+        recorded = 1;
     }
     struct log_rec r;
     if (log_rec_begin(&r, RA_LOG_WARN, "restart-pod")) {
-        log_rec_int(&r, "exit_code", rec.exit_code);
-        log_rec_str(&r, "hash", rec.hash);
-        if (rec.files) log_rec_str(&r, "files", rec.files);
+        log_rec_int(&r, "exit_code", code);
+        log_rec_str(&r, "hash", p->content_hash);
+        if (p->restart_pod_files) log_rec_str(&r, "files", p->restart_pod_files);
         log_rec_bool(&r, "recorded", recorded);
         log_rec_end(&r,
                     "restarting the pod: exiting with code %d, on which the kubelet restarts "
                     "every container of the pod in place (changed: %s)",
-                    rec.exit_code, rec.files ? rec.files : "?");
+                    code, p->restart_pod_files ? p->restart_pod_files : "?");
     }
-    int code = rec.exit_code; /* p is freed by done */
+    /* p is freed by done */
     struct action_result ok = {0, 0, NULL};
     done(ud, ACTION_RESTART_POD, &ok);
     env->exit_request(env->exit_ud, code);

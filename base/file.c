@@ -19,6 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #define READ_FIRST 4096 /* first buffer when the size is not known */
@@ -146,22 +148,91 @@ static int write_all(int fd, const char *p, size_t n)
     return 0;
 }
 
+/* A random suffix for a temporary name; the kernel's generator, else the
+ * clock and a counter (O_EXCL makes any suffix safe, only a guessed one
+ * costs a retry). */
+static unsigned long long temp_suffix(void)
+{
+    static unsigned long long counter;
+    unsigned long long r = 0;
+    if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        r = (unsigned long long)ts.tv_nsec * 2654435761u ^ (unsigned long long)getpid() << 32;
+    }
+    return (r ^ ++counter) & 0xffffffffffffULL;
+}
+
+/* Creates a temporary file of its own beside path ("PATH.tmp-" and 12 hex
+ * digits): never an existing name, never through a link. Returns the fd
+ * (its name in tmp), or -errno. */
+static int open_temp(const char *path, unsigned mode, char *tmp, size_t n)
+{
+    for (int i = 0; i < 16; i++) {
+        if (snprintf(tmp, n, "%s.tmp-%012llx", path, temp_suffix()) >= (int)n) return -ENAMETOOLONG;
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, (mode_t)mode);
+        if (fd >= 0) return fd;
+        if (errno != EEXIST) return -errno;
+    }
+    return -EEXIST;
+}
+
 int ra_write_file_atomic(const char *path, const void *data, size_t len, unsigned mode, char *err,
                          size_t errlen)
 {
     char tmp[4200];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
-        if (errlen) snprintf(err, errlen, "cannot write %s: the path is too long", path);
-        return -ENAMETOOLONG;
-    }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, (mode_t)mode), rc = 0;
-    if (fd < 0) rc = -errno;
+    int fd = open_temp(path, mode, tmp, sizeof tmp), rc = fd < 0 ? fd : 0;
     if (rc == 0) rc = write_all(fd, data, len);
+    if (rc == 0 && fsync(fd) < 0) rc = -errno;
     if (fd >= 0 && close(fd) < 0 && rc == 0) rc = -errno;
     if (rc == 0 && rename(tmp, path) < 0) rc = -errno;
     if (rc < 0) {
         if (errlen) snprintf(err, errlen, "cannot write %s: %s", path, strerror(-rc));
-        (void)unlink(tmp);
+        if (fd >= 0) (void)unlink(tmp);
     }
     return rc;
+}
+
+#define RECORD_PATH_MAX 4096
+
+int ra_record_read(const char *dir, const char *name, size_t max, char **buf, size_t *len,
+                   char *err, size_t errlen)
+{
+    char path[RECORD_PATH_MAX];
+    ra_path_in(dir, name, path, sizeof path);
+    int rc = ra_read_file(path, max, buf, len, err, errlen);
+    if (rc == -ENOENT) {
+        if (err && errlen) err[0] = '\0';
+        return 0;
+    }
+    return rc < 0 ? rc : 1;
+}
+
+int ra_record_write(const char *dir, const char *name, const void *buf, size_t len, char *err,
+                    size_t errlen)
+{
+    char path[RECORD_PATH_MAX];
+    ra_path_in(dir, name, path, sizeof path);
+    int rc = ra_write_file_atomic(path, buf, len, 0600, err, errlen);
+    if (rc == 0) return 0;
+    /* the old record no longer says what is current: it goes */
+    size_t l = err && errlen ? strlen(err) : 0;
+    if (unlink(path) == 0 || errno == ENOENT) {
+        if (l) snprintf(err + l, errlen - l, "; the previous record was removed");
+    } else {
+        int e = errno;
+        if (l)
+            snprintf(err + l, errlen - l, "; the previous record could not be removed either: %s",
+                     strerror(e));
+    }
+    return rc;
+}
+
+int ra_record_remove(const char *dir, const char *name, char *err, size_t errlen)
+{
+    char path[RECORD_PATH_MAX];
+    ra_path_in(dir, name, path, sizeof path);
+    if (unlink(path) == 0 || errno == ENOENT) return 0;
+    int e = errno;
+    return ra_errf(err, errlen, -e, "cannot remove %s: %s", path, strerror(e));
 }

@@ -186,9 +186,9 @@ cJSON *inject__sidecar_container(struct inject__ctx *x, const struct inject__sid
     return c;
 }
 
-/* The state emptyDir of --state-dir (run/appliedstate.h: the applied
- * state; actions/restartpod.h: the restart-pod record), in memory and
- * small: the agent writes at most APPLIEDSTATE_WRITE_MAX there. */
+/* The state emptyDir of --state-dir (run/statedir.h: the applied state
+ * and the restart-pod record), in memory and small: the agent writes at
+ * most STATEDIR_APPLIED_WRITE_MAX there. */
 cJSON *inject__state_volume(struct inject__ctx *x)
 {
     cJSON *vol = inject__new_obj(x), *ed = inject__new_obj(x);

@@ -873,7 +873,7 @@ static int plan_fresh(struct inject__ctx *x, const cJSON *containers, struct fre
         inject__plan_app_rule(x, app, f->eff.restart_signal, &f->app_rule) < 0)
         rc = -EINVAL;
     /* every sidecar keeps its applied state for the agent that may start
-     * again in the pod (--state-dir, run/appliedstate.h) */
+     * again in the pod (--state-dir, run/statedir.h) */
     if (rc > 0) f->s.state_dir = 1;
     return rc;
 }

@@ -17,8 +17,8 @@
 #include <string.h>
 
 #include "actions/action.h"
-#include "run/appliedstate.h"
 #include "run/metrics.h"
+#include "run/statedir.h"
 #include "base/backoff.h"
 #include "base/log.h"
 #include "kube/kevents.h"
@@ -50,6 +50,10 @@ struct engine {
      * at hold_since_ms (loop time) since the last attempt. */
     int holding;
     uint64_t hold_since_ms;
+    /* the last failed attempt: its content, and when its retry is due
+     * (loop ms; 0 when none is armed) */
+    unsigned char failed_total[HASH_LEN];
+    uint64_t retry_at_ms;
     int pod_restarted; /* engine_pod_restarted: every container started with the baseline */
     int state_read;    /* the first engine_start read --state-dir's applied state */
     int state_warned;  /* a failed save of the applied state was logged */
@@ -132,6 +136,7 @@ static void pod_event(struct engine *e, int action, int ok, const char *err)
  * cannot help (then the next content change tries again). */
 static void arm_retry(struct engine *e)
 {
+    e->retry_at_ms = 0;
     if (e->permanent) {
         log_warn("not retrying %s until the content changes", e->last_action);
         return;
@@ -146,6 +151,8 @@ static void arm_retry(struct engine *e)
         log_rec_int(&r, "attempt", e->attempt + 1);
         log_rec_end(&r, "retrying in %llums", (unsigned long long)delay);
     }
+    uv_update_time(e->loop);
+    e->retry_at_ms = uv_now(e->loop) + delay;
     uv_timer_start(&e->timer, on_timer, delay, 0);
 }
 
@@ -169,7 +176,10 @@ static void part_done(void *ud, enum action action, const struct action_result *
     }
     if (--e->parts_left > 0) return;
 
-    /* The attempt is over: its parameters go. */
+    /* The attempt is over: its parameters go. A restart-pod that succeeded
+     * is an exit: the pod restart applies the content, and the agent that
+     * starts again and takes its record commits it (issue 24 U3). */
+    int exiting = (e->inflight_mask & ACTION_BIT(ACTION_RESTART_POD)) && !e->params.dry_run;
     e->inflight = 0;
     action_params_free(&e->params);
     if (e->parts_failed == 0) {
@@ -177,12 +187,13 @@ static void part_done(void *ud, enum action action, const struct action_result *
         hash_manifest_free(&e->applied);
         e->applied = e->inflight_target;
         memset(&e->inflight_target, 0, sizeof e->inflight_target);
-        save_state(e);
+        if (!exiting) save_state(e);
         e->failed_mask = 0;
         e->attempt = 0;
     } else {
         e->last_result = "failure";
         e->failed_mask = e->inflight_mask;
+        memcpy(e->failed_total, e->inflight_target.total, HASH_LEN);
         hash_manifest_free(&e->inflight_target);
     }
     if (e->closing) {
@@ -274,8 +285,12 @@ static void build_params(struct engine *e, unsigned mask, struct action_params *
         .state_dir = c->state_dir && *c->state_dir ? ra_strdup(c->state_dir) : NULL,
     };
     hash_hex(e->inflight_target.total, p->content_hash);
-    if (mask & ACTION_BIT(ACTION_RESTART_POD))
+    if (mask & ACTION_BIT(ACTION_RESTART_POD)) {
         p->restart_pod_files = changed_files(e, ACTION_RESTART_POD);
+        p->restart_pod_record_name = STATEDIR_RESTART_POD;
+        p->restart_pod_record = statedir_restart_render(c->pod_name, p->restart_pod_exit_code,
+                                                        p->content_hash, p->restart_pod_files);
+    }
     if (mask & ACTION_BIT(ACTION_ROLLOUT)) {
         hash_hex(e->inflight_target.sub, p->rollout_hash);
         p->rollout_files = files_json(&e->inflight_target);
@@ -311,12 +326,16 @@ static void start_attempt(struct engine *e, unsigned mask)
  * or 0 when it may start now. The first call of a job notes the time and
  * says so in the log. The attempt then acts on the content of its own
  * time, so every change until then costs the same restart, and two
- * restarts are at least the delay apart. A retry after a failure is not
- * held (the backoff spaces it). */
+ * restarts are at least the delay apart. A retry of a failed restart on
+ * the content it failed on is not held (the backoff spaces it); a change
+ * after the failure is (issue 24 G12: it restarted at once). */
 static uint64_t restart_due(struct engine *e, unsigned mask, uint64_t now)
 {
     uint64_t hold = ra_ms_of_ns(e->cfg->restart_delay_ns);
-    if (!(mask & RESTART_CLASS) || !hold || e->failed_mask) return 0;
+    if (!(mask & RESTART_CLASS) || !hold) return 0;
+    if ((e->failed_mask & RESTART_CLASS) &&
+        memcmp(e->failed_total, e->observed.total, HASH_LEN) == 0)
+        return 0;
     if (!e->holding) {
         const char *a = action_name(mask & ACTION_BIT(ACTION_RESTART_POD) ? ACTION_RESTART_POD
                                                                           : ACTION_RESTART);
@@ -346,6 +365,9 @@ static void schedule(struct engine *e)
     uv_update_time(e->loop);
     uint64_t now = uv_now(e->loop), gap = ra_ms_of_ns(e->cfg->min_interval_ns);
     uint64_t due = restart_due(e, mask, now);
+    /* a failed restart's backoff holds for every change that comes before
+     * its retry (the other actions' retries give way to a new change) */
+    if ((e->failed_mask & RESTART_CLASS) && e->retry_at_ms > due) due = e->retry_at_ms;
     if (e->have_last_start && gap && now < e->last_start_ms + gap && due < e->last_start_ms + gap)
         due = e->last_start_ms + gap;
     if (due > now) {
@@ -403,9 +425,20 @@ static int read_state(struct engine *e, const struct hash_manifest *baseline)
         return 0;
     struct hash_manifest rec;
     char err[4600];
-    int rc = appliedstate_load(dir, &rec, err, sizeof err);
+    int rc = statedir_applied_load(dir, e->cfg->pod_name, &rec, err, sizeof err);
     if (rc < 0) log_warn("%s; taking the content found at start as applied", err);
     if (rc <= 0) return 0;
+    /* A record is only as good as the agent's saves: where this agent cannot
+     * write, the previous one could not either, and what it left may be
+     * older than what it applied (issue 24 G10). */
+    if (statedir_applied_save(dir, e->cfg->pod_name, &rec, err, sizeof err) < 0) {
+        log_warn("%s; the record found there is not used (an agent that cannot write its state "
+                 "may have left a stale one): taking the content found at start as applied",
+                 err);
+        e->state_warned = 1;
+        hash_manifest_free(&rec);
+        return 0;
+    }
     hash_manifest_free(&e->applied);
     e->applied = rec;
     if (memcmp(rec.total, baseline->total, HASH_LEN) != 0) {
@@ -426,15 +459,19 @@ static int read_state(struct engine *e, const struct hash_manifest *baseline)
 }
 
 /* Writes the applied state into --state-dir (when set), for the agent that
- * may start again in this pod. A failure is logged once. */
+ * may start again in this pod. A failure is logged once; the old record
+ * went with it (ra_record_write), so a later agent never acts again on a
+ * change this one applied: it takes what it finds as applied. */
 static void save_state(struct engine *e)
 {
     const char *dir = e->cfg->state_dir;
     char err[4400];
     if (!dir || !*dir) return;
-    if (appliedstate_save(dir, &e->applied, err, sizeof err) < 0) {
+    if (statedir_applied_save(dir, e->cfg->pod_name, &e->applied, err, sizeof err) < 0) {
         if (!e->state_warned)
-            log_warn("%s; an agent restarted in this pod may miss a change made meanwhile", err);
+            log_warn("%s: an agent restarted in this pod takes the content it finds as applied "
+                     "(it may miss a change made meanwhile, never acts twice on one)",
+                     err);
         e->state_warned = 1;
     } else {
         e->state_warned = 0;
@@ -445,7 +482,8 @@ void engine_start(struct engine *e, const struct hash_manifest *baseline)
 {
     hash_manifest_free(&e->observed);
     if (hash_manifest_copy(baseline, &e->observed) < 0) ra_oom();
-    if (read_state(e, baseline)) {
+    int had_state = read_state(e, baseline); /* and saved it again */
+    if (had_state) {
         /* applied is the previous agent's; the diff decides */
     } else if (e->cfg->on_start != ON_START_RELOAD || e->pod_restarted) {
         hash_manifest_free(&e->applied);
@@ -456,7 +494,7 @@ void engine_start(struct engine *e, const struct hash_manifest *baseline)
          * agent restarted); restarting would only loop */
         applied_restart_pod_files(e, baseline);
     }
-    save_state(e);
+    if (!had_state) save_state(e);
     e->started = 1;
     schedule(e);
 }
@@ -474,7 +512,8 @@ void engine_observe(struct engine *e, const struct hash_manifest *cur)
     hash_manifest_free(&e->observed);
     if (hash_manifest_copy(cur, &e->observed) < 0) ra_oom();
     if (!e->inflight) {
-        /* A newer change supersedes a pending retry: attempt it now. */
+        /* A newer change supersedes a pending retry: attempt it now (a
+         * restart's retry keeps its time: schedule). */
         e->attempt = e->failed_mask ? e->attempt : 0;
         uv_timer_stop(&e->timer);
     }

@@ -7,14 +7,18 @@
  * (else --action), and the strongest required action runs once: none <
  * signal = http = exec < restart < restart-pod < rollout (several distinct
  * in-place actions of equal strength all run). The applied state is committed only when the
- * action succeeded. A failure is retried with capped exponential backoff
+ * action succeeded (and saved into --state-dir, run/statedir.h; not for
+ * restart-pod, whose success is an exit: the agent that starts again and
+ * takes its record commits it). A failure is retried with capped exponential backoff
  * and jitter; a newer change supersedes the pending retry and is diffed
  * against the applied state, keeping the failed actions in the set, so a
  * failed reload is retried even if the content reverts. --min-interval
  * spaces attempts. restart and restart-pod are held --restart-delay after
  * the change that first needs them and then act on the content of that
- * time, so a burst of edits costs one restart; a retry of a failed one is
- * not held. No call blocks the loop.
+ * time, so a burst of edits costs one restart; a retry of a failed one on
+ * the same content is not held, but a change after the failure is held,
+ * and never starts one before the retry's backoff. No call blocks the
+ * loop.
  *
  * The actions are looked up in the table of actions/action.h; each attempt
  * runs on its own copy of the options its actions read, so a live
@@ -54,7 +58,7 @@ int engine_create(uv_loop_t *loop, const struct config *cfg, struct engine **out
 void engine_start(struct engine *e, const struct hash_manifest *baseline);
 
 /* Call before engine_start when this agent's start is a pod restart the
- * previous agent made (its record, actions/restartpod.h): the baseline is
+ * previous agent made (its record, run/statedir.h): the baseline is
  * taken as applied whatever --on-start says (every container has just
  * started with it). */
 void engine_pod_restarted(struct engine *e);

@@ -21,7 +21,6 @@
 #include "run/engine.h"
 #include "run/fastsync.h"
 #include "run/injectnote.h"
-#include "run/podrestart.h"
 #include "net/httpc.h"
 #include "net/httpd.h"
 #include "kube/kevents.h"
@@ -30,6 +29,7 @@
 #include "base/log.h"
 #include "run/metrics.h"
 #include "run/monitor.h"
+#include "run/statedir.h"
 #include "actions/rollout.h"
 #include "base/sched.h"
 #include "watch/watch.h"
@@ -502,8 +502,10 @@ static int start_all(void)
         rc = 2;
     } else {
         engine_set_exit(R.eng, on_exit_request, NULL);
-        podrestart_report(R.cfg.state_dir, R.eng, R.kev, R.kube ? kube_pod_name(R.kube) : NULL,
-                          R.kube ? kube_namespace(R.kube) : NULL);
+        if (statedir_restart_report(R.cfg.state_dir, R.cfg.pod_name, R.kev,
+                                    R.kube ? kube_pod_name(R.kube) : NULL,
+                                    R.kube ? kube_namespace(R.kube) : NULL))
+            engine_pod_restarted(R.eng);
         if (start_monitor() < 0) rc = 1;
     }
     if (rc != 0) {

@@ -737,6 +737,57 @@ static void test_fake_restart_delay_coalesces(void **state)
     hash_manifest_free(&m3);
 }
 
+/* Runs the loop until the fake restart started n times (bounded: 5 s). */
+static void run_until_restarts(uv_loop_t *loop, int n)
+{
+    for (int i = 0; i < 100 && F.starts[ACTION_RESTART] < n; i++) run_ms(loop, 50);
+    assert_int_equal(F.starts[ACTION_RESTART], n);
+}
+
+/* Issue 24 G12: after a failed restart, a new change neither restarts at
+ * once nor cuts the retry's backoff short: the next restart waits
+ * --restart-delay from the first change after the failure, and the backoff
+ * from the failure; the changes meanwhile cost that one restart. */
+static void test_fake_restart_failure_keeps_delay_and_backoff(void **state)
+{
+    (void)state;
+    struct ctx x;
+    const char *args[] = {FAKE_ARGS, "--restart-delay", "300ms", "--retry-initial",
+                          "400ms",   "--retry-max",     "400ms"};
+    struct hash_manifest m0 = {0}, m1 = {0}, m2 = {0}, m3 = {0};
+    write_file("c.rst", "1");
+    manifest(&m0);
+    ctx_open(&x, args, NARGS(args));
+    engine_start(x.e, &m0);
+    F.fail_left = 1;
+    write_file("c.rst", "2");
+    manifest(&m1);
+    engine_observe(x.e, &m1);
+    run_until_restarts(&x.loop, 1); /* held 300 ms, then fails at once */
+    assert_int_equal(F.results[ACTION_RESTART], 1);
+    uv_update_time(&x.loop);
+    uint64_t tf = uv_now(&x.loop);
+    write_file("c.rst", "3");
+    manifest(&m2);
+    engine_observe(x.e, &m2);
+    run_ms(&x.loop, 100);
+    assert_int_equal(F.starts[ACTION_RESTART], 1); /* not at once */
+    write_file("c.rst", "4");
+    manifest(&m3);
+    engine_observe(x.e, &m3);
+    run_until_restarts(&x.loop, 2);
+    assert_true(F.start_ms[1] >= tf + 300);            /* --restart-delay */
+    assert_true(F.start_ms[1] >= F.start_ms[0] + 200); /* the backoff (equal jitter: >= 1/2) */
+    run_ms(&x.loop, 500);
+    assert_int_equal(F.starts[ACTION_RESTART], 2); /* one restart for the three changes */
+    applied_is(x.e, &m3);
+    ctx_close(&x);
+    hash_manifest_free(&m0);
+    hash_manifest_free(&m1);
+    hash_manifest_free(&m2);
+    hash_manifest_free(&m3);
+}
+
 static int g_exit_code = -1;
 static void on_exit_request(void *ud, int code)
 {
@@ -880,7 +931,7 @@ static void test_table_lookups(void **state)
         ACTION_BIT(ACTION_RESTART_POD));
     assert_int_equal(action_strongest(ACTION_BIT(ACTION_RESTART_POD) | ACTION_BIT(ACTION_ROLLOUT)),
                      ACTION_BIT(ACTION_ROLLOUT));
-    assert_false(action_posts_pod_events(ACTION_RESTART_POD)); /* it exits: see restartpod.h */
+    assert_false(action_posts_pod_events(ACTION_RESTART_POD)); /* it exits: see restartpod.c */
     assert_false(action_posts_pod_events(ACTION_NONE));
     assert_false(action_posts_pod_events(ACTION_ROLLOUT));
     assert_true(action_posts_pod_events(ACTION_SIGNAL));
@@ -900,6 +951,8 @@ int main(void)
         cmocka_unit_test(test_table_lookups),
         cmocka_unit_test_setup_teardown(test_fake_restart_delay_coalesces, fake_setup,
                                         fake_teardown),
+        cmocka_unit_test_setup_teardown(test_fake_restart_failure_keeps_delay_and_backoff,
+                                        fake_setup, fake_teardown),
         cmocka_unit_test_setup_teardown(test_restart_pod_records_then_asks_to_exit, fake_setup,
                                         fake_teardown),
         cmocka_unit_test_setup_teardown(test_reload_at_start_never_restarts_the_pod, fake_setup,

@@ -6,7 +6,10 @@
  * a symlink to a FIFO, /dev/null and /dev/zero
  * (character devices), a UNIX socket (open fails: ENXIO, the real errno)
  * and a file without read permission (EACCES; as root, which may read it,
- * the read succeeds instead).
+ * the read succeeds instead). ra_write_file_atomic: the temporary file is
+ * a fresh name, so a hard link or a symbolic link planted at the old fixed
+ * name ("PATH.tmp") is neither written through nor in the way, and nothing
+ * is left beside the file.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -248,15 +251,102 @@ static void test_kind_names(void **state)
     assert_string_equal(ra_file_kind(0), "an unknown file type");
 }
 
+/* The entries of g_dir/sub (not . and ..), sorted, ' '-joined into out. */
+static void entries(const char *sub, char *out, size_t n)
+{
+    char dir[128], cmd[300];
+    path_of(dir, sizeof dir, sub);
+    snprintf(cmd, sizeof cmd, "ls -A '%s' | tr '\\n' ' '", dir);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t k = fread(out, 1, n - 1, p);
+    out[k] = '\0';
+    assert_int_equal(pclose(p), 0);
+}
+
+static void read_back(const char *path, const char *want)
+{
+    char *buf = NULL, err[256];
+    size_t len = 0;
+    assert_int_equal(ra_read_file(path, 4096, &buf, &len, err, sizeof err), 0);
+    assert_string_equal(buf, want);
+    free(buf);
+}
+
+/* Issue 24 G9: a link planted at "PATH.tmp" (the temporary name the write
+ * used to open with O_TRUNC) is not written through: the file it points to
+ * keeps its bytes, and the write itself succeeds. */
+static void test_atomic_write_ignores_planted_links(void **state)
+{
+    (void)state;
+    char d[128], path[160], tmp[170], victim[128], err[512], ls[512];
+    path_of(d, sizeof d, "atomic");
+    assert_int_equal(mkdir(d, 0700), 0);
+    path_of(victim, sizeof victim, "victim");
+    snprintf(path, sizeof path, "%s/rec.json", d);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    write_bytes(victim, 'v', 3);
+    assert_int_equal(link(victim, tmp), 0); /* a hard link */
+    assert_int_equal(ra_write_file_atomic(path, "new", 3, 0600, err, sizeof err), 0);
+    read_back(victim, "vvv");
+    read_back(path, "new");
+    assert_int_equal(unlink(tmp), 0);
+    assert_int_equal(symlink(victim, tmp), 0); /* a symbolic link */
+    assert_int_equal(ra_write_file_atomic(path, "newer", 5, 0600, err, sizeof err), 0);
+    read_back(victim, "vvv");
+    read_back(path, "newer");
+    assert_int_equal(unlink(tmp), 0);
+    /* only the file is left: no temporary name beside it */
+    entries("atomic", ls, sizeof ls);
+    assert_string_equal(ls, "rec.json ");
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    assert_int_equal(st.st_nlink, 1);
+}
+
+/* A write that fails leaves no temporary file and says why, naming the
+ * path; the old file stays as it was. */
+static void test_atomic_write_failure_cleans_up(void **state)
+{
+    (void)state;
+    char d[128], path[160], err[512], ls[512];
+    path_of(d, sizeof d, "atomic-fail");
+    assert_int_equal(mkdir(d, 0700), 0);
+    snprintf(path, sizeof path, "%s/rec.json", d);
+    assert_int_equal(ra_write_file_atomic(path, "old", 3, 0600, err, sizeof err), 0);
+    /* the rename fails: a directory where the file goes */
+    char sub[200];
+    snprintf(sub, sizeof sub, "%s/dir.json", d);
+    assert_int_equal(mkdir(sub, 0700), 0);
+    snprintf(sub, sizeof sub, "%s/dir.json/x", d);
+    write_bytes(sub, 'x', 1);
+    snprintf(sub, sizeof sub, "%s/dir.json", d);
+    assert_true(ra_write_file_atomic(sub, "new", 3, 0600, err, sizeof err) < 0);
+    assert_non_null(strstr(err, "cannot write"));
+    assert_non_null(strstr(err, sub));
+    entries("atomic-fail", ls, sizeof ls);
+    assert_string_equal(ls, "dir.json rec.json ");
+    read_back(path, "old");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_regular),       cmocka_unit_test(test_empty),
-        cmocka_unit_test(test_limit),         cmocka_unit_test(test_unknown_size),
-        cmocka_unit_test(test_missing),       cmocka_unit_test(test_directory),
-        cmocka_unit_test(test_fifo),          cmocka_unit_test(test_char_device),
-        cmocka_unit_test(test_socket),        cmocka_unit_test(test_permission),
-        cmocka_unit_test(test_no_err_buffer), cmocka_unit_test(test_kind_names),
+        cmocka_unit_test(test_regular),
+        cmocka_unit_test(test_empty),
+        cmocka_unit_test(test_limit),
+        cmocka_unit_test(test_unknown_size),
+        cmocka_unit_test(test_missing),
+        cmocka_unit_test(test_directory),
+        cmocka_unit_test(test_fifo),
+        cmocka_unit_test(test_char_device),
+        cmocka_unit_test(test_socket),
+        cmocka_unit_test(test_permission),
+        cmocka_unit_test(test_no_err_buffer),
+        cmocka_unit_test(test_kind_names),
+        cmocka_unit_test(test_atomic_write_ignores_planted_links),
+        cmocka_unit_test(test_atomic_write_failure_cleans_up),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

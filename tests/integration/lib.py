@@ -3,6 +3,7 @@ JSON log, and the AtomicWriter simulator (build/tools/awsim).
 
 All waits are bounded in time; processes are stopped by PID only.
 """
+import errno
 import json
 import os
 import shutil
@@ -247,3 +248,78 @@ def wait_until(pred, timeout=10.0, what="condition", interval=0.05):
         if time.monotonic() >= deadline:
             raise TestFailure("timed out after %.1fs waiting for %s" % (timeout, what))
         time.sleep(interval)
+
+
+# ---- the agent in namespaces of its own (a full or unwritable directory) ----
+
+class _Wrapped:
+    """What Agent reads from an Env, with the binary replaced by a wrapper
+    script (it execs the agent, so the PID is the agent's)."""
+
+    def __init__(self, env, name, script):
+        self.tmp = env.tmp
+        self.binary = env.path(name)
+        with open(self.binary, "w") as f:
+            f.write("#!/bin/sh\n" + script)
+        os.chmod(self.binary, 0o755)
+
+
+def wrapped_agent(env, name, script, args, extra_env=None):
+    """An agent started through the wrapper script `script` (which ends by
+    exec'ing the binary with "$@"), stopped by PID with the others."""
+    a = Agent(_Wrapped(env, name, script), args, extra_env)
+    env.agents.append(a)
+    return a
+
+
+def capless_agent(env, args, extra_env=None):
+    """An agent in a user namespace of its own with no mapping (unshare -U):
+    its files' owner is still itself, but it holds no capability, so the
+    mode bits bind it as they bind an agent that does not run as root (a
+    directory of mode 0555 cannot be written)."""
+    return wrapped_agent(env, "capless.sh", 'exec unshare -U -- %s "$@"\n' % env.binary, args,
+                         extra_env)
+
+
+class SmallFs:
+    """A tmpfs of `kib` KiB mounted at `path`, in a user and mount namespace
+    of its own held by a process of ours (stopped by PID at cleanup: the
+    mount goes with it, nothing is left on the host). Agents run in it
+    through nsenter (agent()); the test reaches its files through
+    /proc/HOLDER/root (inside())."""
+
+    def __init__(self, env, path, kib):
+        os.makedirs(path)
+        self.env, self.path = env, path
+        self.holder = env.spawn(
+            ["unshare", "-Urm", "--propagation", "private", "sh", "-c",
+             'mount -t tmpfs -o size=%dk,mode=0700 tmpfs "$1" && echo up && exec sleep 300' % kib,
+             "sh", path], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        line = self.holder.stdout.readline()  # "up", or EOF when the mount failed
+        if line.strip() != b"up":
+            self.holder.wait(10)
+            raise TestFailure("cannot mount a tmpfs in a namespace of our own: %r %r" %
+                              (line, self.holder.stderr.read()))
+
+    def inside(self, *p):
+        return "/proc/%d/root%s" % (self.holder.pid, os.path.join(self.path, *p))
+
+    def agent(self, args, extra_env=None):
+        script = 'exec nsenter -t %d -U -m --preserve-credentials -- %s "$@"\n' % (
+            self.holder.pid, self.env.binary)
+        return wrapped_agent(self.env, "smallfs.sh", script, args, extra_env)
+
+    def fill(self):
+        """Fills the filesystem: a file written until ENOSPC (bounded by
+        the size)."""
+        with open(self.inside("filler"), "wb", buffering=0) as f:
+            try:
+                for _ in range(4096):
+                    f.write(b"\0" * 4096)
+            except OSError as e:
+                check(e.errno == errno.ENOSPC, "filling: %r" % e)
+                return
+        raise TestFailure("the tmpfs did not fill up")
+
+    def free(self):
+        os.unlink(self.inside("filler"))
