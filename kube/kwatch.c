@@ -365,11 +365,8 @@ static void fail(struct kwatch *w, int gone, const char *fmt, ...)
     uint64_t ms = backoff_next(&w->policy, w->fails, ra_rng_process());
     w->st.errors++;
     w->phase = PH_WAIT;
-    struct kwatch_event ev = {.what = KWATCH_ERROR,
-                              .error = msg,
-                              .failures = w->fails,
-                              .retry_ms = ms,
-                              .gone = gone};
+    struct kwatch_event ev = {
+        .what = KWATCH_ERROR, .error = msg, .failures = w->fails, .retry_ms = ms, .gone = gone};
     w->cb(w->ud, &ev);
     if (w->closing) return;
     uv_timer_start(&w->timer, on_timer, ms, 0);
@@ -512,13 +509,12 @@ static int on_line(struct kwatch *w, const char *line, size_t len)
         if (ev.code == 410) {
             w->st.gone++;
             w->stream_gone = 1;
-            return stream_fail(w, 1, "watch %s %s: 410 Gone (%s): relisting", w->resource,
-                               w->name, ev.message);
+            return stream_fail(w, 1, "watch %s %s: 410 Gone (%s): relisting", w->resource, w->name,
+                               ev.message);
         }
         return stream_fail(w, 0, "watch %s %s: the server sent an error (code %ld): %s",
                            w->resource, w->name, ev.code, ev.message);
-    default:
-        return on_object_event(w, &ev);
+    default: return on_object_event(w, &ev);
     }
 }
 
@@ -555,8 +551,8 @@ static int on_data_lines(struct kwatch *w, const char *data, size_t n)
         size_t take = nl ? (size_t)(nl - data) : n;
         if (w->line_len + take > KWATCH_MAX_EVENT) {
             line_wipe(w);
-            return stream_fail(w, 1, "watch %s %s: an event exceeds %d bytes", w->resource,
-                               w->name, KWATCH_MAX_EVENT);
+            return stream_fail(w, 1, "watch %s %s: an event exceeds %d bytes", w->resource, w->name,
+                               KWATCH_MAX_EVENT);
         }
         if (w->line_len + take + 1 > w->line_cap) {
             size_t cap = w->line_cap ? w->line_cap : 4096;
@@ -588,8 +584,7 @@ static int on_data_lines(struct kwatch *w, const char *data, size_t n)
  * KWATCH_MIN_STREAM_MS, or the whole timeoutSeconds if asked for less. */
 static uint64_t min_stream_ms(const struct kwatch *w)
 {
-    return w->timeout_s * 1000 < KWATCH_MIN_STREAM_MS ? w->timeout_s * 1000
-                                                       : KWATCH_MIN_STREAM_MS;
+    return w->timeout_s * 1000 < KWATCH_MIN_STREAM_MS ? w->timeout_s * 1000 : KWATCH_MIN_STREAM_MS;
 }
 
 /* The stream in flight is over (ended or cut): its deadlines stop, its
@@ -624,8 +619,8 @@ static void on_stall(uv_timer_t *t)
              "proxy): fast sync waits for this object until a watch starts",
              w->resource, w->name, KWATCH_HEAD_TIMEOUT_MS / 1000);
     else
-        fail(w, 0, "watch %s %s: an event line did not complete within %d s", w->resource,
-             w->name, KWATCH_LINE_TIMEOUT_MS / 1000);
+        fail(w, 0, "watch %s %s: an event line did not complete within %d s", w->resource, w->name,
+             KWATCH_LINE_TIMEOUT_MS / 1000);
 }
 
 static void on_watch_done(void *ud, const struct httpc_result *res)
@@ -670,8 +665,7 @@ static char *attempt_url(const struct kwatch *w, int list, const char *rv)
                            ns, w->resource, w->name, none);
     return ra_asprintf("%s/api/v1/namespaces/%s/%s?fieldSelector=metadata.name%%3D%s%s&watch=1"
                        "&allowWatchBookmarks=true&resourceVersion=%s&timeoutSeconds=%llu",
-                       base, ns, w->resource, w->name, none, rv,
-                       (unsigned long long)w->timeout_s);
+                       base, ns, w->resource, w->name, none, rv, (unsigned long long)w->timeout_s);
 }
 
 /* Starts the list, the resync or the watch, whichever is due. */

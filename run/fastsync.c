@@ -102,7 +102,8 @@ static void set_error(struct fastsync *f, const char *msg)
  * /status, and said at warn, at most once per FASTSYNC_BUDGET_LOG_MS per
  * limit (the next line says how many were not). what is the object,
  * detail the line's message after it. */
-static void budget_hit(struct fastsync *f, enum metrics_fs_limit l, const char *what, const char *detail)
+static void budget_hit(struct fastsync *f, enum metrics_fs_limit l, const char *what,
+                       const char *detail)
 {
     uint64_t now = now_ms(f);
     metrics_fast_sync_budget_hit(l);
@@ -393,8 +394,8 @@ static void on_watch(void *ud, const struct kwatch_event *ev)
     if (ev->initial) {
         o->listed = 1;
         log_debug("fast sync: %s %s listed at resourceVersion %s", podrefs_resource(o->kind),
-                  o->name, ev->exists ? (ev->rv_unknown ? "(a Table: not said)" : ev->rv)
-                                      : "(absent)");
+                  o->name,
+                  ev->exists ? (ev->rv_unknown ? "(a Table: not said)" : ev->rv) : "(absent)");
         return;
     }
     /* A deleted object leaves the volume as it is, and a relist of an

@@ -1429,6 +1429,11 @@ class ControlHandler(Handler):
                 return 200, {"open": len(st.open_watches), "compacted": st.compacted}
         if method == "POST" and path == "/storm":
             return 200, self.set_storm(st, validate_storm(data))
+        if method == "GET" and path == "/changes":
+            with st.lock:
+                return 200, [{"rv": str(e[0]), "type": e[1]} for e in st.watch_log
+                             if e[2] == q.get("resource") and e[4] == q.get("name") and
+                             e[3] == q.get("namespace", st.ns)]
         if method == "GET" and path == "/storms":
             with st.lock:
                 return 200, [{k: v for k, v in d.items() if k != "stop"}
