@@ -615,8 +615,8 @@ static void on_stall(uv_timer_t *t)
     kube__count_response(w->k, 0);
     if (!got_head)
         fail(w, 0,
-             "watch %s %s: no response head within %d s (a slow or trickling API server or "
-             "proxy): fast sync waits for this object until a watch starts",
+             "watch %s %s: no 2xx response head within %d s (a slow or trickling API server "
+             "or proxy): fast sync waits for this object until a watch starts",
              w->resource, w->name, KWATCH_HEAD_TIMEOUT_MS / 1000);
     else
         fail(w, 0, "watch %s %s: an event line did not complete within %d s", w->resource, w->name,
