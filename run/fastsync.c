@@ -117,8 +117,11 @@ static void budget_hit(struct fastsync *f, enum metrics_fs_limit l, const char *
         log_rec_str(&r, "limit", metrics_fs_limit_name(l));
         log_rec_str(&r, "object", what);
         log_rec_int(&r, "unlogged", f->budget_unlogged[l]);
-        log_rec_end(&r, "fast sync: API budget: %s %s (%u more since the last such line)", what,
-                    detail, f->budget_unlogged[l]);
+        char more[64] = "";
+        if (f->budget_unlogged[l])
+            snprintf(more, sizeof more, " (%u more since the last such line)",
+                     f->budget_unlogged[l]);
+        log_rec_end(&r, "fast sync: API budget: %s %s%s", what, detail, more);
     }
     f->budget_logged[l] = 1;
     f->budget_logged_at[l] = now;
