@@ -161,8 +161,8 @@ static void request_nudge(struct fastsync *f)
     }
     char detail[200];
     snprintf(detail, sizeof detail,
-             "changed %llu ms after the last nudge: the next one waits %llu ms (at least %d ms "
-             "between two) and covers every change until then",
+             "needs a nudge %llu ms after the last one: it waits %llu ms (at least %d ms "
+             "between two), and the changes until then make one nudge, for the newest",
              (unsigned long long)since, (unsigned long long)wait, FASTSYNC_NUDGE_FLOOR_MS);
     budget_hit(f, METRICS_FS_NUDGE_FLOOR, f->change_obj, detail);
 }
