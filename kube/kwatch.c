@@ -1,16 +1,20 @@
 /*
- * kwatch.c - list + watch of one object by name, metadata only (contract
- * in kwatch.h).
+ * kwatch.c - list + watch of one object by name, metadata only, within
+ * the API budget (contract in kwatch.h).
  *
  * One struct kwatch runs one request at a time on httpc directly (not
  * through kube_request: a watch is streamed, and one backoff here covers
  * both the list and the watch): LIST, then WATCH from the list's
  * resourceVersion, then WATCH again from the last event or bookmark when
- * the server ends the stream, and LIST again after a 410. Between a
- * failure and the next attempt its one uv_timer_t waits the backoff; while
- * a stream is open no timer runs (libcurl's own is the stream's deadline,
- * timeoutSeconds plus a margin), so an idle watch costs no wake-up until
- * the server sends something (a bookmark about once a minute).
+ * the server ends the stream; after a 410 or malformed data, LIST again
+ * (a Secret: WATCH from resourceVersion 0). Every failure goes through
+ * fail(), the one place that counts it, says it through the callback and
+ * arms the backoff. Its one uv_timer_t waits the backoff between
+ * attempts, and during a watch bounds the response head and a partial
+ * event line; while a stream is open and idle no timer runs (libcurl's
+ * own is the stream's deadline, timeoutSeconds plus a margin), so an idle
+ * watch costs no wake-up until the server sends something (a bookmark
+ * about once a minute).
  *
  * The stream is cut into lines in a buffer of at most KWATCH_MAX_EVENT
  * bytes; each line is one JSON event. The buffer is wiped when emptied,
@@ -33,7 +37,7 @@
 
 #define CLIENT_MARGIN_S 60 /* the client's deadline beyond the server's timeoutSeconds */
 #define LIST_TIMEOUT_MS 10000
-#define QUICK_END_MS 5000 /* a clean end this soon, with nothing read, counts as a failure */
+#define MAX_FAILURES 1000 /* the count stops here (the delay stopped at the cap long before) */
 
 enum phase { PH_WAIT, PH_LIST, PH_WATCH };
 
@@ -45,19 +49,27 @@ struct kwatch {
     uint64_t timeout_s;
     int table; /* Secrets: a Table without objects, not PartialObjectMetadata */
     struct backoff policy;
-    uv_timer_t timer;
+    uv_timer_t timer; /* the backoff; during a watch, the head and line deadlines */
     struct httpc_xfer *xfer;
     enum phase phase;
-    int attempt;    /* failures in a row (the backoff's attempt number) */
+    int fails;      /* failures since the last stream that lasted KWATCH_MIN_STREAM_MS */
     int listed;     /* the first list succeeded */
-    int need_list;  /* the next attempt lists (first, or after a 410) */
+    int need_list;  /* the next attempt lists (a Secret: resyncs), after a 410 or bad data */
+    int exists;     /* the object's last known state */
     int rv_unknown; /* it exists at a resourceVersion not known (a Table list) */
     int closing;
     int in_data;        /* inside on_data: httpc's reader may not cancel its own transfer */
     unsigned token_gen; /* of the attempt in flight */
     uint64_t started;   /* uv_now of the attempt in flight */
-    int got_any;        /* the stream delivered at least one line */
-    int stream_failed;  /* the reader stopped the stream with an error */
+    /* the stream in flight */
+    int got_head;      /* its 2xx head arrived */
+    int resync;        /* a Secret's watch from resourceVersion 0 */
+    int resync_events; /* object events it delivered */
+    unsigned events, bookmarks;
+    int stream_failed; /* the reader stopped it with an error (why) */
+    int stream_gone;   /* that error was a 410 */
+    char why[1536];
+    struct kwatch__rvs rvs;
     char rv[128];       /* the object's last known resourceVersion */
     char watch_rv[128]; /* where the next watch resumes */
     char *line;         /* partial event line */
@@ -86,6 +98,54 @@ static int copy_rv(char *out, size_t n, const char *rv)
     return 0;
 }
 
+/* ---- resourceVersions ---- */
+
+/* The form KEP-5504 compares: digits, no leading zero, not "0". */
+static int is_comparable(const char *rv)
+{
+    if (!rv || rv[0] < '1' || rv[0] > '9') return 0;
+    for (const char *p = rv; *p; p++)
+        if (*p < '0' || *p > '9') return 0;
+    return 1;
+}
+
+int kwatch__rv_compare(const char *a, const char *b, int *cmp)
+{
+    if (!is_comparable(a) || !is_comparable(b)) return -EINVAL;
+    size_t la = strlen(a), lb = strlen(b);
+    int c = la != lb ? (la < lb ? -1 : 1) : strcmp(a, b);
+    *cmp = c < 0 ? -1 : c > 0 ? 1 : 0;
+    return 0;
+}
+
+int kwatch__rvs_is_new(const struct kwatch__rvs *r, const char *rv, int strict)
+{
+    int cmp;
+    for (unsigned i = 0; i < r->n; i++)
+        if (strcmp(r->seen[i], rv) == 0) return 0;
+    if (r->high[0] && kwatch__rv_compare(rv, r->high, &cmp) == 0) return cmp > 0;
+    return !strict;
+}
+
+void kwatch__rvs_raise(struct kwatch__rvs *r, const char *rv)
+{
+    int cmp;
+    if (!is_comparable(rv) || strlen(rv) >= sizeof r->high) return;
+    if (!r->high[0] || (kwatch__rv_compare(rv, r->high, &cmp) == 0 && cmp > 0))
+        snprintf(r->high, sizeof r->high, "%s", rv);
+}
+
+void kwatch__rvs_note(struct kwatch__rvs *r, const char *rv)
+{
+    if (!rv[0] || strlen(rv) >= sizeof r->seen[0]) return;
+    for (unsigned i = 0; i < r->n; i++)
+        if (strcmp(r->seen[i], rv) == 0) return;
+    snprintf(r->seen[r->next], sizeof r->seen[0], "%s", rv);
+    r->next = (r->next + 1) % KWATCH_SEEN;
+    if (r->n < KWATCH_SEEN) r->n++;
+    kwatch__rvs_raise(r, rv);
+}
+
 /* ---- the parsers ---- */
 
 /* The error for a reply of the wrong kind (what: "a watch event holds",
@@ -112,6 +172,25 @@ static int rows_hold_no_object(const cJSON *t)
         if (o && !cJSON_IsNull(o) && !(k && strcmp(k, "PartialObjectMetadata") == 0)) return 0;
     }
     return 1;
+}
+
+/* The name an event's object carries: its metadata.name, or a Table's
+ * one row's first cell; "" for none, several rows, or one too long to be
+ * an object name (so a truncated copy can never match). */
+static void event_name(const cJSON *obj, int table, char *out, size_t n)
+{
+    const char *name;
+    if (table) {
+        const cJSON *rows = cJSON_GetObjectItemCaseSensitive(obj, "rows");
+        const cJSON *cells = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(rows, 0), "cells");
+        const cJSON *cell = cJSON_GetArrayItem(cells, 0);
+        name = cJSON_IsArray(rows) && cJSON_GetArraySize(rows) == 1 && cJSON_IsString(cell)
+                   ? cell->valuestring
+                   : NULL;
+    } else {
+        name = str_at(cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "name");
+    }
+    snprintf(out, n, "%s", name && strlen(name) < n ? name : "");
 }
 
 int kwatch__parse_event(const char *line, size_t len, int table, struct kwatch__event *ev,
@@ -171,6 +250,7 @@ int kwatch__parse_event(const char *line, size_t len, int table, struct kwatch__
         snprintf(err, errlen, "a %s watch event has no valid metadata.resourceVersion", type);
         goto out;
     }
+    if (ev->type != KWATCH__BOOKMARK) event_name(obj, table, ev->name, sizeof ev->name);
     rc = 0;
 out:
     cJSON_Delete(j);
@@ -253,20 +333,27 @@ out:
 
 static void attempt(struct kwatch *w);
 
-static void report_state(struct kwatch *w, int exists, int initial, int relist)
+static void report_state(struct kwatch *w, int changed, int initial, int relist)
 {
     struct kwatch_event ev = {.what = KWATCH_STATE,
-                              .exists = exists,
-                              .rv = exists ? w->rv : "",
-                              .rv_unknown = exists && w->rv_unknown,
+                              .exists = w->exists,
+                              .rv = w->exists ? w->rv : "",
+                              .rv_unknown = w->exists && w->rv_unknown,
                               .initial = initial,
-                              .relist = relist};
+                              .relist = relist,
+                              .changed = changed && w->exists && !initial};
     w->cb(w->ud, &ev);
 }
 
-static void report_error(struct kwatch *w, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void report_error(struct kwatch *w, const char *fmt, ...)
+static void on_timer(uv_timer_t *t) { attempt(t->data); }
+
+/* The one place a failure goes: counts it, reports it through the
+ * callback with the delay, then (unless the callback closed w) waits that
+ * step of the backoff before the next attempt, whose kind (list, resync or
+ * watch) the state decides. gone: a 410, which relists. */
+static void fail(struct kwatch *w, int gone, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void fail(struct kwatch *w, int gone, const char *fmt, ...)
 {
     char raw[2048], msg[2048];
     va_list ap;
@@ -274,19 +361,14 @@ static void report_error(struct kwatch *w, const char *fmt, ...)
     vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
     ra_one_line(msg, sizeof msg, raw);
+    if (w->fails < MAX_FAILURES) w->fails++;
+    uint64_t ms = backoff_next(&w->policy, w->fails, ra_rng_process());
     w->st.errors++;
-    struct kwatch_event ev = {.what = KWATCH_ERROR, .error = msg};
-    w->cb(w->ud, &ev);
-}
-
-static void on_timer(uv_timer_t *t) { attempt(t->data); }
-
-/* The next attempt after a failure: the backoff, then the same phase. */
-static void retry_later(struct kwatch *w)
-{
-    w->attempt++;
-    uint64_t ms = backoff_next(&w->policy, w->attempt, ra_rng_process());
     w->phase = PH_WAIT;
+    struct kwatch_event ev = {
+        .what = KWATCH_ERROR, .error = msg, .failures = w->fails, .retry_ms = ms, .gone = gone};
+    w->cb(w->ud, &ev);
+    if (w->closing) return;
     uv_timer_start(&w->timer, on_timer, ms, 0);
 }
 
@@ -296,19 +378,18 @@ static void line_wipe(struct kwatch *w)
     w->line_len = 0;
 }
 
-/* Reports a list or watch (verb) that got no response or a status other
- * than 200: the transfer's error, a rejected token (re-read before the next
+/* A list or watch (verb) that got no response or a status other than 200:
+ * the transfer's error, a rejected token (re-read before the next
  * request), or the API server's Status with the RBAC hint of fast sync. */
-static void report_failed_reply(struct kwatch *w, const char *verb, const struct httpc_result *res)
+static void fail_reply(struct kwatch *w, const char *verb, const struct httpc_result *res)
 {
     if (!res->ok) {
-        report_error(w, "%s %s %s: %s", verb, w->resource, w->name, res->error);
+        fail(w, 0, "%s %s %s: %s", verb, w->resource, w->name, res->error);
         return;
     }
     if (res->status == 401) {
         kube__token_rejected(w->k, w->token_gen);
-        report_error(w, "%s %s %s: Unauthorized: the token was rejected", verb, w->resource,
-                     w->name);
+        fail(w, 0, "%s %s %s: Unauthorized: the token was rejected", verb, w->resource, w->name);
         return;
     }
     char path[512], err[1536];
@@ -320,7 +401,24 @@ static void report_failed_reply(struct kwatch *w, const char *verb, const struct
                            .path = path,
                            .role = KUBE_ROLE_FAST_SYNC};
     kube__http_error(w->k, &req, res->status, res->body, res->body_len, err, sizeof err);
-    report_error(w, "%s %s %s: %s", verb, w->resource, w->name, err);
+    fail(w, 0, "%s %s %s: %s", verb, w->resource, w->name, err);
+}
+
+/* The list's state: a change only when it was already listed and the
+ * object is at a version never seen (a Table says none: never). */
+static void list_state(struct kwatch *w, const char *list_rv, int exists, const char *obj_rv)
+{
+    int initial = !w->listed;
+    int changed = !initial && exists && !w->table && kwatch__rvs_is_new(&w->rvs, obj_rv, 0);
+    w->listed = 1;
+    w->need_list = 0;
+    snprintf(w->watch_rv, sizeof w->watch_rv, "%s", list_rv);
+    if (exists && !w->table) kwatch__rvs_note(&w->rvs, obj_rv);
+    kwatch__rvs_raise(&w->rvs, list_rv); /* the object is at list_rv or older */
+    w->exists = exists;
+    snprintf(w->rv, sizeof w->rv, "%s", exists ? obj_rv : "");
+    w->rv_unknown = w->table && exists; /* a Table row has no resourceVersion */
+    report_state(w, changed, initial, !initial);
 }
 
 static void on_list_done(void *ud, const struct httpc_result *res)
@@ -332,28 +430,65 @@ static void on_list_done(void *ud, const struct httpc_result *res)
     w->xfer = NULL;
     kube__count_response(w->k, res->ok ? res->status : 0);
     if (!res->ok || res->status != 200) {
-        report_failed_reply(w, "list", res);
-    } else if (kwatch__parse_list(res->body, res->body_len, w->name, w->table, list_rv,
-                                  sizeof list_rv, &exists, obj_rv, err, sizeof err) < 0) {
-        report_error(w, "list %s %s: %s", w->resource, w->name, err);
-    } else {
-        int initial = !w->listed;
-        w->listed = 1;
-        w->need_list = 0;
-        w->attempt = 0;
-        snprintf(w->watch_rv, sizeof w->watch_rv, "%s", list_rv);
-        snprintf(w->rv, sizeof w->rv, "%s", exists ? obj_rv : "");
-        w->rv_unknown = w->table && exists; /* a Table row has no resourceVersion */
-        report_state(w, exists, initial, !initial);
-        if (w->closing) return;
-        attempt(w);
+        fail_reply(w, "list", res);
         return;
     }
-    if (!w->closing) retry_later(w);
+    if (kwatch__parse_list(res->body, res->body_len, w->name, w->table, list_rv, sizeof list_rv,
+                           &exists, obj_rv, err, sizeof err) < 0) {
+        fail(w, 0, "list %s %s: %s", w->resource, w->name, err);
+        return;
+    }
+    list_state(w, list_rv, exists, obj_rv);
+    if (!w->closing) attempt(w); /* the watch of the same step */
 }
 
-/* One event line of the stream. Returns 0 to read on, 1 to stop (a 410
- * or a malformed event: the state is set for the next attempt). */
+/* Stops the stream in flight with why as its failure (seen when it ends). */
+static int stream_fail(struct kwatch *w, int relist, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int stream_fail(struct kwatch *w, int relist, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(w->why, sizeof w->why, fmt, ap);
+    va_end(ap);
+    w->stream_failed = 1;
+    if (relist) w->need_list = 1; /* what was missed is unknown: start over */
+    return 1;
+}
+
+/* ADDED, MODIFIED or DELETED: checked against the watched name; a change
+ * when its version is new (the first event of a resync may be the old
+ * state: only a version known to be newer is a change). */
+static int on_object_event(struct kwatch *w, const struct kwatch__event *ev)
+{
+    if (strcmp(ev->name, w->name) != 0) {
+        char q[300];
+        ra_one_line(q, sizeof q, ev->name[0] ? ev->name : "(no single object)");
+        return stream_fail(w, 0,
+                           "watch %s %s: an event for \"%s\", not \"%s\": the server ignored the "
+                           "field selector",
+                           w->resource, w->name, q, w->name);
+    }
+    int first_of_resync = w->resync && w->resync_events++ == 0;
+    int exists = ev->type != KWATCH__DELETED;
+    int changed = exists && kwatch__rvs_is_new(&w->rvs, ev->rv, first_of_resync);
+    w->st.events++;
+    w->events++;
+    kwatch__rvs_note(&w->rvs, ev->rv);
+    if (!first_of_resync) { /* a resume point (a resync's first may be long compacted) */
+        snprintf(w->watch_rv, sizeof w->watch_rv, "%s", ev->rv);
+        w->need_list = 0;
+    }
+    w->exists = exists;
+    snprintf(w->rv, sizeof w->rv, "%s", exists ? ev->rv : "");
+    w->rv_unknown = 0;
+    report_state(w, changed, 0, first_of_resync);
+    return w->closing ? 1 : 0;
+}
+
+/* One event line of the stream. Returns 0 to read on, 1 to stop (a 410,
+ * an error, a malformed event or one for another object: the state is set
+ * for the next attempt, and on_watch_done counts the failure). */
 static int on_line(struct kwatch *w, const char *line, size_t len)
 {
     struct kwatch__event ev;
@@ -361,50 +496,52 @@ static int on_line(struct kwatch *w, const char *line, size_t len)
 
     while (len > 0 && (line[len - 1] == '\r' || line[len - 1] == ' ')) len--;
     if (len == 0) return 0;
-    w->got_any = 1;
-    if (kwatch__parse_event(line, len, w->table, &ev, err, sizeof err) < 0) {
-        w->stream_failed = 1;
-        w->need_list = 1; /* what was missed is unknown: start over */
-        report_error(w, "watch %s %s: %s", w->resource, w->name, err);
-        return 1;
-    }
+    if (kwatch__parse_event(line, len, w->table, &ev, err, sizeof err) < 0)
+        return stream_fail(w, 1, "watch %s %s: %s", w->resource, w->name, err);
     switch (ev.type) {
     case KWATCH__BOOKMARK:
         w->st.bookmarks++;
+        w->bookmarks++;
         snprintf(w->watch_rv, sizeof w->watch_rv, "%s", ev.rv);
+        w->need_list = 0; /* a resync has its resume point */
         return 0;
     case KWATCH__ERROR:
         if (ev.code == 410) {
             w->st.gone++;
-            w->need_list = 1;
-            log_debug("watch %s %s: 410 Gone (%s): relisting", w->resource, w->name, ev.message);
-            return 1;
+            w->stream_gone = 1;
+            return stream_fail(w, 1, "watch %s %s: 410 Gone (%s): relisting", w->resource, w->name,
+                               ev.message);
         }
-        w->stream_failed = 1;
-        report_error(w, "watch %s %s: the server sent an error (code %ld): %s", w->resource,
-                     w->name, ev.code, ev.message);
-        return 1;
-    default:
-        w->st.events++;
-        w->attempt = 0;
-        snprintf(w->watch_rv, sizeof w->watch_rv, "%s", ev.rv);
-        snprintf(w->rv, sizeof w->rv, "%s", ev.type == KWATCH__DELETED ? "" : ev.rv);
-        w->rv_unknown = 0;
-        report_state(w, ev.type != KWATCH__DELETED, 0, 0);
-        return w->closing ? 1 : 0;
+        return stream_fail(w, 0, "watch %s %s: the server sent an error (code %ld): %s",
+                           w->resource, w->name, ev.code, ev.message);
+    default: return on_object_event(w, &ev);
     }
 }
 
 static int on_data_lines(struct kwatch *w, const char *data, size_t n);
+static void on_stall(uv_timer_t *t);
 
+/* Every piece of the stream, the first (maybe empty) when its head is
+ * complete. A partial line left in the buffer arms the line deadline; an
+ * empty buffer (an idle stream) leaves no timer running. */
 static int on_data(void *ud, const char *data, size_t n)
 {
     struct kwatch *w = ud;
 
     w->in_data = 1;
+    if (!w->got_head) {
+        w->got_head = 1;
+        w->st.streaming = 1;
+        uv_timer_stop(&w->timer);
+    }
     int stop = on_data_lines(w, data, n);
     w->in_data = 0;
-    return stop || w->closing;
+    if (stop || w->closing) return 1;
+    if (w->line_len == 0)
+        uv_timer_stop(&w->timer);
+    else if (!uv_is_active((uv_handle_t *)&w->timer))
+        uv_timer_start(&w->timer, on_stall, KWATCH_LINE_TIMEOUT_MS, 0);
+    return 0;
 }
 
 static int on_data_lines(struct kwatch *w, const char *data, size_t n)
@@ -414,11 +551,8 @@ static int on_data_lines(struct kwatch *w, const char *data, size_t n)
         size_t take = nl ? (size_t)(nl - data) : n;
         if (w->line_len + take > KWATCH_MAX_EVENT) {
             line_wipe(w);
-            w->stream_failed = 1;
-            w->need_list = 1;
-            report_error(w, "watch %s %s: an event exceeds %d bytes", w->resource, w->name,
-                         KWATCH_MAX_EVENT);
-            return 1;
+            return stream_fail(w, 1, "watch %s %s: an event exceeds %d bytes", w->resource, w->name,
+                               KWATCH_MAX_EVENT);
         }
         if (w->line_len + take + 1 > w->line_cap) {
             size_t cap = w->line_cap ? w->line_cap : 4096;
@@ -446,64 +580,100 @@ static int on_data_lines(struct kwatch *w, const char *data, size_t n)
     return 0;
 }
 
+/* The shortest stream resumed at once, and the one that resets the count:
+ * KWATCH_MIN_STREAM_MS, or the whole timeoutSeconds if asked for less. */
+static uint64_t min_stream_ms(const struct kwatch *w)
+{
+    return w->timeout_s * 1000 < KWATCH_MIN_STREAM_MS ? w->timeout_s * 1000 : KWATCH_MIN_STREAM_MS;
+}
+
+/* The stream in flight is over (ended or cut): its deadlines stop, its
+ * partial line is dropped (the next watch resumes before it), and one that
+ * lasted long enough starts the failure count over. Returns how long it
+ * lasted. */
+static uint64_t stream_over(struct kwatch *w)
+{
+    uint64_t lasted = uv_now(kube__loop(w->k)) - w->started;
+    w->xfer = NULL;
+    w->st.streaming = 0;
+    if (!w->closing) uv_timer_stop(&w->timer);
+    line_wipe(w);
+    if (w->got_head && lasted >= min_stream_ms(w)) w->fails = 0;
+    return lasted;
+}
+
+/* The head did not come in time, or a line stays partial: the stream is
+ * cut (its callback never runs) and the failure counted. */
+static void on_stall(uv_timer_t *t)
+{
+    struct kwatch *w = t->data;
+
+    if (w->phase != PH_WATCH || !w->xfer) return;
+    httpc_cancel(w->xfer);
+    int got_head = w->got_head;
+    stream_over(w);
+    kube__count_response(w->k, 0);
+    if (!got_head)
+        fail(w, 0,
+             "watch %s %s: no 2xx response head within %d s (a slow or trickling API server "
+             "or proxy): fast sync waits for this object until a watch starts",
+             w->resource, w->name, KWATCH_HEAD_TIMEOUT_MS / 1000);
+    else
+        fail(w, 0, "watch %s %s: an event line did not complete within %d s", w->resource, w->name,
+             KWATCH_LINE_TIMEOUT_MS / 1000);
+}
+
 static void on_watch_done(void *ud, const struct httpc_result *res)
 {
     struct kwatch *w = ud;
-    uint64_t lasted = uv_now(kube__loop(w->k)) - w->started;
+    uint64_t lasted = stream_over(w);
 
-    w->xfer = NULL;
-    w->st.streaming = 0;
-    line_wipe(w); /* a partial last line is dropped: the next watch resumes before it */
     kube__count_response(w->k, res->ok ? res->status : 0);
     if (w->closing) return;
-    if (w->need_list && !w->stream_failed) { /* a 410 in the stream */
-        attempt(w);
-        return;
-    }
     if (w->stream_failed) {
-        retry_later(w);
+        fail(w, w->stream_gone, "%s", w->why);
         return;
     }
     if (res->ok && res->status == 200) {
-        /* the server ended the stream (timeoutSeconds): resume, unless it
-         * ends at once again and again with nothing read */
-        if (!w->got_any && lasted < QUICK_END_MS) {
-            report_error(w,
-                         "watch %s %s: the server ended the stream after %llu ms without an "
-                         "event",
-                         w->resource, w->name, (unsigned long long)lasted);
-            if (!w->closing) retry_later(w);
+        if (lasted >= min_stream_ms(w)) { /* the server's timeoutSeconds: resume */
+            attempt(w);
             return;
         }
-        attempt(w);
+        fail(w, 0,
+             "watch %s %s: the server ended the stream after %llu ms (%u events, %u bookmarks); "
+             "only a stream of %llu s is resumed at once",
+             w->resource, w->name, (unsigned long long)lasted, w->events, w->bookmarks,
+             (unsigned long long)min_stream_ms(w) / 1000);
         return;
     }
     if (res->ok && res->status == 410) {
         w->st.gone++;
         w->need_list = 1;
-        attempt(w);
+        fail(w, 1, "watch %s %s: 410 Gone: relisting", w->resource, w->name);
         return;
     }
-    report_failed_reply(w, "watch", res);
-    if (!w->closing) retry_later(w);
+    fail_reply(w, "watch", res);
 }
 
-/* Starts the list or the watch, whichever is due. */
-static void attempt(struct kwatch *w)
+/* The URL of the attempt: the list, or the watch from rv. */
+static char *attempt_url(const struct kwatch *w, int list, const char *rv)
 {
-    int list = w->need_list || !w->listed;
-    char *url;
     const char *base = kube_base_url(w->k), *ns = kube_namespace(w->k);
-
     const char *none = w->table ? "&includeObject=None" : "";
     if (list)
-        url = ra_asprintf("%s/api/v1/namespaces/%s/%s?fieldSelector=metadata.name%%3D%s%s", base,
-                          ns, w->resource, w->name, none);
-    else
-        url = ra_asprintf("%s/api/v1/namespaces/%s/%s?fieldSelector=metadata.name%%3D%s%s&watch=1"
-                          "&allowWatchBookmarks=true&resourceVersion=%s&timeoutSeconds=%llu",
-                          base, ns, w->resource, w->name, none, w->watch_rv,
-                          (unsigned long long)w->timeout_s);
+        return ra_asprintf("%s/api/v1/namespaces/%s/%s?fieldSelector=metadata.name%%3D%s%s", base,
+                           ns, w->resource, w->name, none);
+    return ra_asprintf("%s/api/v1/namespaces/%s/%s?fieldSelector=metadata.name%%3D%s%s&watch=1"
+                       "&allowWatchBookmarks=true&resourceVersion=%s&timeoutSeconds=%llu",
+                       base, ns, w->resource, w->name, none, rv, (unsigned long long)w->timeout_s);
+}
+
+/* Starts the list, the resync or the watch, whichever is due. */
+static void attempt(struct kwatch *w)
+{
+    int list = !w->listed || (w->need_list && !w->table);
+    int resync = !list && w->need_list; /* a Secret: its state from a watch */
+    char *url = attempt_url(w, list, resync ? "0" : w->watch_rv);
     char accept[128];
     snprintf(accept, sizeof accept, "Accept: %s",
              w->table ? KWATCH_ACCEPT_TABLE
@@ -524,23 +694,24 @@ static void attempt(struct kwatch *w)
     };
     w->phase = list ? PH_LIST : PH_WATCH;
     w->started = uv_now(kube__loop(w->k));
-    w->got_any = 0;
-    w->stream_failed = 0;
+    w->got_head = w->stream_failed = w->stream_gone = w->resync_events = 0;
+    w->events = w->bookmarks = 0;
+    w->resync = resync;
     if (list)
         w->st.lists++;
     else
         w->st.watches++;
+    if (resync) w->st.resyncs++;
     int r =
         httpc_request(kube__httpc(w->k), &req, list ? on_list_done : on_watch_done, w, &w->xfer);
     free(url);
     if (r < 0) {
         w->xfer = NULL;
-        report_error(w, "%s %s %s: cannot start the request: %s", list ? "list" : "watch",
-                     w->resource, w->name, strerror(-r));
-        if (!w->closing) retry_later(w);
+        fail(w, 0, "%s %s %s: cannot start the request: %s", list ? "list" : "watch", w->resource,
+             w->name, strerror(-r));
         return;
     }
-    if (!list) w->st.streaming = 1;
+    if (!list) uv_timer_start(&w->timer, on_stall, KWATCH_HEAD_TIMEOUT_MS, 0);
 }
 
 /* ---- public ---- */
@@ -562,8 +733,9 @@ int kwatch_start(struct kube *k, const struct kwatch_opts *o, kwatch_cb cb, void
     w->table = strcmp(o->resource, "secrets") == 0;
     w->timeout_s =
         o->watch_timeout_s ? o->watch_timeout_s : 1800 + ra_rng_below(ra_rng_process(), 1801);
-    w->policy = (struct backoff){o->retry_base_ms ? o->retry_base_ms : 1000,
-                                 o->retry_cap_ms ? o->retry_cap_ms : 30000, BACKOFF_JITTER_SPREAD};
+    w->policy = (struct backoff){o->retry_base_ms ? o->retry_base_ms : KWATCH_RETRY_BASE_MS,
+                                 o->retry_cap_ms ? o->retry_cap_ms : KWATCH_RETRY_CAP_MS,
+                                 BACKOFF_JITTER_SPREAD};
     w->need_list = 1;
     uv_timer_init(kube__loop(k), &w->timer);
     w->timer.data = w;
@@ -576,6 +748,7 @@ int kwatch_start(struct kube *k, const struct kwatch_opts *o, kwatch_cb cb, void
 void kwatch_get_stats(const struct kwatch *w, struct kwatch_stats *s)
 {
     *s = w->st;
+    s->failures = w->fails;
     s->rv = w->rv;
     s->watch_rv = w->watch_rv;
 }

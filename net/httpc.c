@@ -16,10 +16,11 @@
  * after the close callbacks of all its handles have run.
  *
  * Streams (on_data): the write callback only appends a 2xx body to the
- * transfer's buffer and marks it pending; after each
- * curl_multi_socket_action the pending pieces are handed to their readers
- * (deliver_streams), outside libcurl's callbacks, where a reader may start
- * requests (curl refuses curl_multi_add_handle from inside a callback).
+ * transfer's buffer and marks it pending, and the header callback marks a
+ * complete 2xx head; after each curl_multi_socket_action the pending
+ * pieces (and heads) are handed to their readers (deliver_streams),
+ * outside libcurl's callbacks, where a reader may start requests (curl
+ * refuses curl_multi_add_handle from inside a callback).
  */
 #include "net/httpc.h"
 
@@ -63,8 +64,9 @@ struct httpc_xfer {
     int completing;        /* its callback is running */
     httpc_data_cb on_data; /* a stream: 2xx body pieces go here */
     void *data_ud;
-    int streaming; /* the response is 2xx and on_data is set */
-    int stopped;   /* on_data asked to end the transfer */
+    int streaming;    /* the response is 2xx and on_data is set */
+    int head_pending; /* a 2xx head is complete; its reader has not been told */
+    int stopped;      /* on_data asked to end the transfer */
     int64_t retry_after_s;
     char errbuf[CURL_ERROR_SIZE];
     struct httpc_xfer *prev, *next; /* c->xfers */
@@ -233,10 +235,11 @@ static void deliver_streams(struct httpc *c)
     for (int again = 1; again && !c->closing;) {
         again = 0;
         for (struct httpc_xfer *x = c->xfers; x; x = x->next) {
-            if (!x->streaming || x->body_len == 0 || x->stopped) continue;
-            size_t n = x->body_len;
-            x->body_len = 0;
-            int stop = x->on_data(x->data_ud, x->body, n);
+            if (x->stopped || !(x->head_pending || (x->streaming && x->body_len > 0))) continue;
+            size_t n = x->streaming ? x->body_len : 0;
+            x->body_len -= n;
+            x->head_pending = 0;
+            int stop = x->on_data(x->data_ud, n ? x->body : "", n);
             if (c->closing) return;
             if (stop) {
                 x->stopped = 1;
@@ -407,6 +410,10 @@ static size_t header_cb(char *line, size_t size, size_t nitems, void *ud)
 
     if (n >= 5 && memcmp(line, "HTTP/", 5) == 0) {
         x->retry_after_s = -1; /* a new response (after 100 Continue) starts */
+    } else if (x->on_data && (n == 2 || n == 1) && (line[0] == '\r' || line[0] == '\n')) {
+        long status = 0; /* the end of a head: a 2xx one starts the stream */
+        curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
+        if (status >= 200 && status <= 299) x->streaming = x->head_pending = 1;
     } else if (n >= sizeof name - 1 && strncasecmp(line, name, sizeof name - 1) == 0) {
         x->retry_after_s = parse_retry_after(line + sizeof name - 1, n - (sizeof name - 1));
     }
@@ -538,6 +545,7 @@ static int setup_easy(struct httpc_xfer *x, const struct httpc_req *req, const c
     SET(CURLOPT_SSL_VERIFYHOST, 2L);
     if (req->ca_file) SET(CURLOPT_CAINFO, req->ca_file);
     if (req->on_data) {
+        SET(CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L); /* a proxy's CONNECT head is no stream head */
         SET(CURLOPT_TCP_KEEPALIVE, 1L);
         SET(CURLOPT_TCP_KEEPIDLE, 30L);
         SET(CURLOPT_TCP_KEEPINTVL, 10L);

@@ -18,7 +18,10 @@ struct httpc_xfer;
 /* A streamed response body (httpc_req.on_data): one piece of the body of a
  * 2xx response, in order, on the loop thread and never from inside a
  * libcurl callback (so it may start requests and cancel other transfers).
- * data is valid only during the call. Return 0 to go on reading, or
+ * The first call comes as soon as the 2xx head is complete, with len 0
+ * when no body has arrived yet: the reader learns that the stream started
+ * (a server that trickles its head never gets that far). data is valid
+ * only during the call. Return 0 to go on reading, or
  * nonzero to end the transfer now: the done callback then runs once with
  * ok = 0 and the error "stopped by the reader". It must not cancel its own
  * transfer (return nonzero instead); it may close the client. */

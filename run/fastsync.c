@@ -8,8 +8,9 @@
  * reports a content change, or FALLBACK after FASTSYNC_MAX_NUDGES
  * windows without one (the kubelet's periodic sync will deliver it; the
  * next content change or object change leaves FALLBACK). A newer change
- * during PENDING starts the count again. One uv_timer_t serves the window
- * and the retry of the pod GET.
+ * during PENDING starts the count again. Every PATCH goes through
+ * request_nudge, which keeps the floor between two. One uv_timer_t serves
+ * the window, the floor and the retry of the pod GET.
  *
  * kube_request cannot cancel one request, so each request carries a small
  * context whose pointer back to f is cleared when f closes: a late reply,
@@ -28,6 +29,7 @@
 #include "config/config.h"
 #include "kube/kwatch.h"
 #include "kube/podrefs.h"
+#include "run/metrics.h"
 
 #define POD_RETRY_BASE_MS 2000
 #define POD_RETRY_CAP_MS 60000
@@ -48,7 +50,6 @@ struct fs_obj {
 
 struct fs_req {
     struct fastsync *f; /* NULL once f is closed */
-    int is_patch;
 };
 
 struct fastsync {
@@ -67,6 +68,14 @@ struct fastsync {
     int nudges;         /* sent for it */
     int renudge;        /* a newer change came while a PATCH was in flight */
     uint64_t change_at; /* uv_now */
+    /* the budget */
+    int held;               /* a nudge waits for the floor (the timer runs on_floor) */
+    int nudged;             /* a PATCH was sent (last_nudge_at is set) */
+    uint64_t last_nudge_at; /* uv_now of the last PATCH sent */
+    unsigned budget_hits[METRICS_FS__COUNT];
+    unsigned budget_unlogged[METRICS_FS__COUNT]; /* hits since the last budget line */
+    uint64_t budget_logged_at[METRICS_FS__COUNT];
+    int budget_logged[METRICS_FS__COUNT];
     /* totals and the last outcome */
     unsigned nudges_total, synced, fallbacks, patch_errors;
     char last_result[32], last_rv[RV_MAX], last_obj[300];
@@ -87,9 +96,76 @@ static void set_error(struct fastsync *f, const char *msg)
     ra_one_line(f->last_error, sizeof f->last_error, msg);
 }
 
+/* ---- the budget ---- */
+
+/* The budget held a request back (limit): counted in /metrics and
+ * /status, and said at warn, at most once per FASTSYNC_BUDGET_LOG_MS per
+ * limit (the next line says how many were not). what is the object,
+ * detail the line's message after it. */
+static void budget_hit(struct fastsync *f, enum metrics_fs_limit l, const char *what,
+                       const char *detail)
+{
+    uint64_t now = now_ms(f);
+    metrics_fast_sync_budget_hit(l);
+    f->budget_hits[l]++;
+    if (f->budget_logged[l] && now - f->budget_logged_at[l] < FASTSYNC_BUDGET_LOG_MS) {
+        f->budget_unlogged[l]++;
+        return;
+    }
+    struct log_rec r;
+    if (log_rec_begin(&r, RA_LOG_WARN, "fast-sync-budget")) {
+        log_rec_str(&r, "limit", metrics_fs_limit_name(l));
+        log_rec_str(&r, "object", what);
+        log_rec_int(&r, "unlogged", f->budget_unlogged[l]);
+        char more[64] = "";
+        if (f->budget_unlogged[l])
+            snprintf(more, sizeof more, " (%u more since the last such line)",
+                     f->budget_unlogged[l]);
+        log_rec_end(&r, "fast sync: API budget: %s %s%s", what, detail, more);
+    }
+    f->budget_logged[l] = 1;
+    f->budget_logged_at[l] = now;
+    f->budget_unlogged[l] = 0;
+}
+
 /* ---- the nudge ---- */
 
 static void nudge(struct fastsync *f);
+
+static void on_floor(uv_timer_t *t)
+{
+    struct fastsync *f = t->data;
+    f->held = 0;
+    if (f->state == FS_PENDING && !f->req) nudge(f);
+}
+
+/* Every PATCH starts here: one in flight at most (a change meanwhile is
+ * nudged after its reply), and FASTSYNC_NUDGE_FLOOR_MS between two (a
+ * change sooner waits, and the changes until then make one nudge, for
+ * the newest). */
+static void request_nudge(struct fastsync *f)
+{
+    if (f->req) {
+        f->renudge = 1;
+        return;
+    }
+    uint64_t since = now_ms(f) - f->last_nudge_at;
+    if (!f->nudged || since >= FASTSYNC_NUDGE_FLOOR_MS) {
+        nudge(f);
+        return;
+    }
+    uint64_t wait = FASTSYNC_NUDGE_FLOOR_MS - since;
+    if (!f->held) {
+        f->held = 1;
+        uv_timer_start(&f->timer, on_floor, wait, 0);
+    }
+    char detail[200];
+    snprintf(detail, sizeof detail,
+             "needs a nudge %llu ms after the last one: it waits %llu ms (at least %d ms "
+             "between two), and the changes until then make one nudge, for the newest",
+             (unsigned long long)since, (unsigned long long)wait, FASTSYNC_NUDGE_FLOOR_MS);
+    budget_hit(f, METRICS_FS_NUDGE_FLOOR, f->change_obj, detail);
+}
 
 static void on_request_cancel(void *ud) { free(ud); }
 
@@ -98,6 +174,7 @@ static void on_request_cancel(void *ud) { free(ud); }
 static void end_change(struct fastsync *f, enum fs_state state, const char *result)
 {
     uv_timer_stop(&f->timer);
+    f->held = 0;
     f->state = state;
     snprintf(f->last_result, sizeof f->last_result, "%s", result);
     snprintf(f->last_rv, sizeof f->last_rv, "%s", f->change_rv);
@@ -129,7 +206,7 @@ static void on_window(uv_timer_t *t)
 
     if (f->state != FS_PENDING || f->req) return;
     if (f->nudges < f->max_nudges) {
-        nudge(f);
+        request_nudge(f);
         return;
     }
     char why[160];
@@ -175,11 +252,12 @@ static void on_patch_reply(void *ud, const struct kube_resp *r)
             return;
         }
     }
-    if (f->renudge) {
+    if (f->renudge && f->state == FS_PENDING) {
         f->renudge = 0;
-        nudge(f);
+        request_nudge(f);
         return;
     }
+    f->renudge = 0;
     if (f->state == FS_PENDING) start_window(f);
 }
 
@@ -188,6 +266,9 @@ static void nudge(struct fastsync *f)
     char value[RV_MAX + 16], path[512], body[512];
 
     uv_timer_stop(&f->timer);
+    f->held = 0;
+    f->nudged = 1;
+    f->last_nudge_at = now_ms(f);
     /* a new value each time: an unchanged annotation is no update, and no pod sync */
     if (f->nudges == 0)
         snprintf(value, sizeof value, "%s", f->change_rv);
@@ -200,7 +281,6 @@ static void nudge(struct fastsync *f)
     struct fs_req *q = calloc(1, sizeof *q);
     if (!q) ra_oom();
     q->f = f;
-    q->is_patch = 1;
     struct kube_req req = {.verb = "patch",
                            .resource = "pods",
                            .group = "",
@@ -232,8 +312,8 @@ static void nudge(struct fastsync *f)
     f->req = q;
 }
 
-/* An object's resourceVersion changed: nudge (or nudge again after the
- * PATCH in flight). */
+/* An object changed (kwatch says so: a new resourceVersion): nudge, within
+ * the budget (request_nudge). */
 static void on_object_changed(struct fs_obj *o, const char *rv)
 {
     struct fastsync *f = o->f;
@@ -244,11 +324,7 @@ static void on_object_changed(struct fs_obj *o, const char *rv)
     f->nudges = 0;
     f->change_at = now_ms(f);
     f->state = FS_PENDING;
-    if (f->req && f->req->is_patch) {
-        f->renudge = 1;
-        return;
-    }
-    nudge(f);
+    request_nudge(f);
 }
 
 void fastsync_content_changed(struct fastsync *f)
@@ -279,46 +355,55 @@ void fastsync_content_changed(struct fastsync *f)
 
 /* ---- the watches ---- */
 
+/* A watch failed: said once per distinct error (a first 410 at info: it
+ * is how the API server says "relist"), and a repeated failure, which the
+ * backoff holds back, is a budget hit. */
+static void on_watch_error(struct fs_obj *o, const struct kwatch_event *ev)
+{
+    if (strcmp(o->error, ev->error) != 0) {
+        struct log_rec r;
+        enum log_level lvl = ev->gone && ev->failures == 1 ? RA_LOG_INFO : RA_LOG_WARN;
+        if (log_rec_begin(&r, lvl, "fast-sync-error")) {
+            log_rec_str(&r, "error", ev->error);
+            log_rec_int(&r, "failures", ev->failures);
+            log_rec_int(&r, "retry_ms", (long long)ev->retry_ms);
+            log_rec_end(&r, "fast sync: %s (retrying in %llu ms)", ev->error,
+                        (unsigned long long)ev->retry_ms);
+        }
+    }
+    ra_one_line(o->error, sizeof o->error, ev->error);
+    if (ev->failures < 2) return;
+    char what[300], detail[2300];
+    snprintf(what, sizeof what, "%s/%s", podrefs_resource(o->kind), o->name);
+    snprintf(detail, sizeof detail,
+             "failed %d times in a row (%s): its next request waits %llu ms (the backoff grows "
+             "to %d s)",
+             ev->failures, ev->error, (unsigned long long)ev->retry_ms, KWATCH_RETRY_CAP_MS / 1000);
+    budget_hit(o->f, METRICS_FS_BACKOFF, what, detail);
+}
+
 static void on_watch(void *ud, const struct kwatch_event *ev)
 {
     struct fs_obj *o = ud;
 
     if (o->f->closing) return;
     if (ev->what == KWATCH_ERROR) {
-        if (strcmp(o->error, ev->error) != 0) { /* once per distinct error */
-            struct log_rec r;
-            if (log_rec_begin(&r, RA_LOG_WARN, "fast-sync-error")) {
-                log_rec_str(&r, "error", ev->error);
-                log_rec_end(&r, "fast sync: %s (retrying)", ev->error);
-            }
-        }
-        ra_one_line(o->error, sizeof o->error, ev->error);
+        on_watch_error(o, ev);
         return;
     }
     o->error[0] = '\0';
-    /* A Secret relisted as a Table has no resourceVersion: whether it
-     * changed while the watch was down cannot be told, so it counts as a
-     * change (one nudge more, after a relist only). */
-    int changed = o->listed && (ev->exists != o->exists || strcmp(ev->rv, o->rv) != 0 ||
-                                (ev->relist && ev->rv_unknown));
     snprintf(o->rv, sizeof o->rv, "%s", ev->rv);
     o->exists = ev->exists;
-    if (!o->listed) {
+    if (ev->initial) {
         o->listed = 1;
         log_debug("fast sync: %s %s listed at resourceVersion %s", podrefs_resource(o->kind),
-                  o->name, ev->exists ? ev->rv : "(absent)");
+                  o->name,
+                  ev->exists ? (ev->rv_unknown ? "(a Table: not said)" : ev->rv) : "(absent)");
         return;
     }
-    /* A deleted object leaves the volume as it is: nothing to nudge. */
-    if (changed && ev->exists) {
-        char rv[RV_MAX];
-        struct kwatch_stats st;
-        kwatch_get_stats(o->w, &st);
-        /* unknown: named after the list, so two relists nudge with two values */
-        snprintf(rv, sizeof rv, "%s%.100s", ev->rv_unknown ? "list-" : "",
-                 ev->rv_unknown ? st.watch_rv : ev->rv);
-        on_object_changed(o, rv);
-    }
+    /* A deleted object leaves the volume as it is, and a relist of an
+     * unchanged one is no change: kwatch says which are. */
+    if (ev->changed) on_object_changed(o, ev->rv);
 }
 
 static void start_watches(struct fastsync *f, const struct podrefs *refs)
@@ -486,6 +571,8 @@ void fastsync_status(const struct fastsync *f, cJSON *root)
             cJSON_AddNumberToObject(j, "events", st.events);
             cJSON_AddNumberToObject(j, "bookmarks", st.bookmarks);
             cJSON_AddNumberToObject(j, "gone", st.gone);
+            cJSON_AddNumberToObject(j, "resyncs", st.resyncs);
+            cJSON_AddNumberToObject(j, "failures", st.failures);
         }
         cJSON_AddStringToObject(j, "error", o->error);
         cJSON_AddItemToArray(objs, j);
@@ -494,6 +581,10 @@ void fastsync_status(const struct fastsync *f, cJSON *root)
     cJSON_AddNumberToObject(fs, "synced", f->synced);
     cJSON_AddNumberToObject(fs, "fallbacks", f->fallbacks);
     cJSON_AddNumberToObject(fs, "patch_errors", f->patch_errors);
+    cJSON *b = cJSON_AddObjectToObject(fs, "budget_hits");
+    for (int l = 0; l < METRICS_FS__COUNT; l++)
+        cJSON_AddNumberToObject(b, metrics_fs_limit_name((enum metrics_fs_limit)l),
+                                f->budget_hits[l]);
     if (f->state == FS_PENDING) {
         cJSON *p = cJSON_AddObjectToObject(fs, "pending");
         cJSON_AddStringToObject(p, "object", f->change_obj);

@@ -5,8 +5,9 @@
  *
  * One metadata-only watch per object (kube/kwatch.h): the objects named by
  * --fast-sync-objects, else every ConfigMap and Secret the agent's own pod
- * spec names (kube/podrefs.h, one GET of the pod). When an object's
- * resourceVersion changes, the agent PATCHes one annotation of its own pod,
+ * spec names (kube/podrefs.h, one GET of the pod). When an object changes
+ * (a resourceVersion kwatch has not seen and that is not older than one it
+ * knows), the agent PATCHes one annotation of its own pod,
  * reload-agent.io/sync: <resourceVersion>; the kubelet syncs the pod at
  * once and AtomicWriter swaps the volume's ..data when the bytes differ.
  * The inotify path and the content hash then decide, as without fast sync.
@@ -19,6 +20,13 @@
  * periodic sync and says so in the log and in /status. An edit that
  * changes only an object's metadata (a label) ends that way too: its
  * bytes on disk do not change.
+ *
+ * The API budget (docs/fast-sync.md): the watches' backoff (kwatch.h); at
+ * most one PATCH in flight, at least FASTSYNC_NUDGE_FLOOR_MS between two
+ * (changes meanwhile make one nudge, for the newest), one nudge per change
+ * plus the re-nudges above. When the budget holds a request back, that is
+ * counted (reload_agent_fast_sync_budget_hits_total) and said in the log
+ * at warn, at most once per FASTSYNC_BUDGET_LOG_MS and limit.
  */
 #ifndef RA_FASTSYNC_H
 #define RA_FASTSYNC_H
@@ -33,6 +41,8 @@
 #define FASTSYNC_MAX_NUDGES 4    /* per change, the first included */
 #define FASTSYNC_CONFIRM_MS 2000 /* the first window; doubles per nudge */
 #define FASTSYNC_CONFIRM_CAP_MS 16000
+#define FASTSYNC_NUDGE_FLOOR_MS 1000 /* between two PATCHes of the pod */
+#define FASTSYNC_BUDGET_LOG_MS 60000 /* one budget line per limit at most this often */
 
 struct fastsync;
 

@@ -37,7 +37,11 @@ static struct {
     size_t ncodes;
     uint64_t events_suppressed;
     uint64_t unwatched_dirs;
+    int fast_sync;
+    uint64_t fs_budget[METRICS_FS__COUNT];
 } M;
+
+static const char *const FS_LIMITS[METRICS_FS__COUNT] = {"backoff", "nudge_floor"};
 
 void metrics_reset(void) { memset(&M, 0, sizeof M); }
 
@@ -88,6 +92,20 @@ void metrics_event_suppressed(void *ud)
 }
 void metrics_set_unwatched_directories(uint64_t n) { M.unwatched_dirs = n; }
 
+const char *metrics_fs_limit_name(enum metrics_fs_limit l)
+{
+    return l >= 0 && l < METRICS_FS__COUNT ? FS_LIMITS[l] : "unknown";
+}
+
+void metrics_fast_sync_enabled(void) { M.fast_sync = 1; }
+
+void metrics_fast_sync_budget_hit(enum metrics_fs_limit l)
+{
+    if (l < 0 || l >= METRICS_FS__COUNT) return;
+    M.fast_sync = 1;
+    M.fs_budget[l]++;
+}
+
 char *metrics_render(size_t *len)
 {
     struct buf b = {0};
@@ -129,6 +147,16 @@ char *metrics_render(size_t *len)
         }
         prom_counter(&b, "reload_agent_events_suppressed_total",
                      "Kubernetes Events not sent because of the rate limit.", M.events_suppressed);
+    }
+    if (M.fast_sync) {
+        prom_family(&b, "reload_agent_fast_sync_budget_hits_total", "counter",
+                    "Requests fast sync's API budget held back: a list or watch waiting the backoff "
+                    "after repeated failures, a nudge waiting the floor between two.");
+        for (int l = 0; l < METRICS_FS__COUNT; l++) {
+            char labels[48];
+            snprintf(labels, sizeof labels, "limit=\"%s\"", FS_LIMITS[l]);
+            prom_sample(&b, "reload_agent_fast_sync_budget_hits_total", labels, M.fs_budget[l]);
+        }
     }
     return buf_take(&b, len);
 }

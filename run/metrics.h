@@ -46,6 +46,20 @@ void metrics_event_suppressed(void *ud);
  * agent has an API client. */
 void metrics_api_enabled(void);
 
+/* What made fast sync hold a request back (docs/fast-sync.md "The API
+ * budget"): a watch's backoff after repeated failures, or the floor
+ * between two nudges. */
+enum metrics_fs_limit { METRICS_FS_BACKOFF, METRICS_FS_NUDGE_FLOOR, METRICS_FS__COUNT };
+
+/* The label value of a limit ("backoff", "nudge_floor"). */
+const char *metrics_fs_limit_name(enum metrics_fs_limit l);
+
+/* Fast sync runs: its family appears (at zero). */
+void metrics_fast_sync_enabled(void);
+
+/* Counts one request fast sync's budget held back. */
+void metrics_fast_sync_budget_hit(enum metrics_fs_limit l);
+
 /* Sets the gauge of directories that could not be watched (the monitor
  * pushes it whenever the count changes). */
 void metrics_set_unwatched_directories(uint64_t n);

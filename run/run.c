@@ -217,6 +217,7 @@ static int start_kube(char *err, size_t errlen)
                                    .nobjects = R.cfg.fast_sync_objects.n,
                                    .confirm_ms = ra_ms_of_ns(R.cfg.fast_sync_confirm_ns)};
         if ((rc = fastsync_start(R.kube, &fo, &R.fs, err, errlen)) < 0) return rc;
+        metrics_fast_sync_enabled();
     }
     return 0;
 }

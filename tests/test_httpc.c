@@ -925,7 +925,7 @@ static void test_bad_requests(void **state)
 
 struct stream {
     char data[4096];
-    size_t len;
+    size_t len, first_len;
     int pieces, stop_after, start_other;
     struct httpc *c;
     struct got other;
@@ -939,7 +939,7 @@ static int on_piece(void *ud, const char *data, size_t n)
     memcpy(s->data + s->len, data, n);
     s->len += n;
     s->data[s->len] = '\0';
-    s->pieces++;
+    if (s->pieces++ == 0) s->first_len = n;
     if (s->start_other) { /* outside libcurl's callbacks: a new request starts */
         struct httpc_req req = {.method = "GET", .url = url(&g_http, "/ok")};
         s->start_other = 0;
@@ -962,6 +962,25 @@ static void test_stream_pieces(void **state)
     assert_int_equal(g.body_len, 0); /* the body went to the reader */
     assert_string_equal(s.data, "line 0\nline 1\nline 2\nline 3\n");
     assert_true(s.pieces >= 2); /* delivered as it came, not at the end */
+    got_free(&g);
+}
+
+/* The head of a stream is reported on its own (len 0) as soon as it is
+ * complete, before any body: a reader can tell a stream that started from
+ * one whose head never came (kwatch's head deadline). */
+static void test_stream_head_first(void **state)
+{
+    struct t *t = *state;
+    struct got g = {0};
+    struct stream s = {.c = t->c};
+    struct httpc_req req = {
+        .url = url(&g_http, "/stream?n=2&ms=10&first_ms=300"), .on_data = on_piece, .data_ud = &s};
+
+    fetch(t, &req, &g);
+    assert_int_equal(g.ok, 1);
+    assert_true(s.pieces >= 2);
+    assert_int_equal(s.first_len, 0);
+    assert_string_equal(s.data, "line 0\nline 1\n");
     got_free(&g);
 }
 
@@ -1056,6 +1075,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_chained_requests_reuse_fds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_requests, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stream_pieces, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stream_head_first, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stream_stop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stream_error_status_is_buffered, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stream_reader_starts_request, setup, teardown),

@@ -205,6 +205,134 @@ static void test_tables(void **state)
                      -EINVAL);
 }
 
+/* The object's name, which kwatch checks against the watched one (G6). */
+static void test_event_names(void **state)
+{
+    (void)state;
+    struct kwatch__event ev;
+    char err[512], longname[300];
+
+    assert_int_equal(parse("{\"type\":\"MODIFIED\",\"object\":{\"kind\":\"PartialObjectMetadata\","
+                           "\"metadata\":{\"name\":\"someone-else\",\"resourceVersion\":\"9\"}}}",
+                           &ev, err, sizeof err),
+                     0);
+    assert_string_equal(ev.name, "someone-else");
+    assert_int_equal(parse("{\"type\":\"ADDED\",\"object\":{\"kind\":\"PartialObjectMetadata\","
+                           "\"metadata\":{\"resourceVersion\":\"9\"}}}",
+                           &ev, err, sizeof err),
+                     0);
+    assert_string_equal(ev.name, "");
+    /* a name longer than any object's: none, so no truncated copy can match */
+    memset(longname, 'a', 260);
+    longname[260] = '\0';
+    char line[600];
+    snprintf(line, sizeof line,
+             "{\"type\":\"ADDED\",\"object\":{\"kind\":\"PartialObjectMetadata\",\"metadata\":"
+             "{\"name\":\"%s\",\"resourceVersion\":\"9\"}}}",
+             longname);
+    assert_int_equal(parse(line, &ev, err, sizeof err), 0);
+    assert_string_equal(ev.name, "");
+    table = 1;
+    assert_int_equal(
+        parse("{\"type\":\"MODIFIED\",\"object\":{\"kind\":\"Table\",\"metadata\":"
+              "{\"resourceVersion\":\"5\"},\"rows\":[{\"cells\":[\"creds\",\"Opaque\",1,"
+              "\"1s\"],\"object\":null}]}}",
+              &ev, err, sizeof err),
+        0);
+    assert_string_equal(ev.name, "creds");
+    /* two rows: no single object */
+    assert_int_equal(
+        parse("{\"type\":\"MODIFIED\",\"object\":{\"kind\":\"Table\",\"metadata\":"
+              "{\"resourceVersion\":\"5\"},\"rows\":[{\"cells\":[\"creds\"],\"object\":"
+              "null},{\"cells\":[\"other\"],\"object\":null}]}}",
+              &ev, err, sizeof err),
+        0);
+    assert_string_equal(ev.name, "");
+    table = 0;
+}
+
+/* apimachinery's CompareResourceVersion (KEP-5504): decimal, no leading
+ * zero, not 0, any length; by length, then digits. */
+static void test_rv_compare(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *a, *b;
+        int rc, cmp;
+    } cases[] = {
+        {"1", "2", 0, -1},
+        {"10", "9", 0, 1},
+        {"13898", "13898", 0, 0},
+        {"123456789012345678901234567890", "99", 0, 1},
+        {"99", "123456789012345678901234567890", 0, -1},
+        {"01", "1", -EINVAL, 0},
+        {"0", "1", -EINVAL, 0},
+        {"1", "", -EINVAL, 0},
+        {"x11", "5", -EINVAL, 0},
+        {"11", "1.5", -EINVAL, 0},
+        {"-1", "1", -EINVAL, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int cmp = 42;
+        int rc = kwatch__rv_compare(cases[i].a, cases[i].b, &cmp);
+        if (rc != cases[i].rc || (rc == 0 && cmp != cases[i].cmp))
+            fail_msg("case %zu (%s, %s): rc %d cmp %d", i, cases[i].a, cases[i].b, rc, cmp);
+    }
+}
+
+/* What is a change (G7, G2): not seen, not at or below the highest known;
+ * a resync's first event only when known to be newer. */
+static void test_rvs(void **state)
+{
+    (void)state;
+    struct kwatch__rvs r;
+
+    memset(&r, 0, sizeof r);
+    kwatch__rvs_note(&r, "9");   /* the listed object */
+    kwatch__rvs_raise(&r, "10"); /* the list */
+    assert_false(kwatch__rvs_is_new(&r, "9", 0));
+    assert_false(kwatch__rvs_is_new(&r, "10", 0)); /* the list holds it: known */
+    assert_true(kwatch__rvs_is_new(&r, "11", 0));
+    /* 11, 5, 11, 5: one change */
+    int changes = 0;
+    static const char *const seq[] = {"11", "5", "11", "5", "11", "5"};
+    for (size_t i = 0; i < sizeof seq / sizeof seq[0]; i++) {
+        changes += kwatch__rvs_is_new(&r, seq[i], 0);
+        kwatch__rvs_note(&r, seq[i]);
+    }
+    assert_int_equal(changes, 1);
+    assert_string_equal(r.high, "11");
+    /* a resync's first event: the old state is no change, a newer one is */
+    assert_false(kwatch__rvs_is_new(&r, "8", 1));
+    assert_true(kwatch__rvs_is_new(&r, "12", 1));
+
+    /* a Secret: a Table list says only the list's resourceVersion */
+    memset(&r, 0, sizeof r);
+    kwatch__rvs_raise(&r, "500");
+    assert_false(kwatch__rvs_is_new(&r, "480", 1)); /* unchanged since the list */
+    assert_true(kwatch__rvs_is_new(&r, "501", 1));  /* changed while the watch was down */
+
+    /* resourceVersions that do not compare: equality with those seen */
+    memset(&r, 0, sizeof r);
+    changes = 0;
+    static const char *const opaque[] = {"x11", "x5", "x11", "x5"};
+    for (size_t i = 0; i < sizeof opaque / sizeof opaque[0]; i++) {
+        changes += kwatch__rvs_is_new(&r, opaque[i], 0);
+        kwatch__rvs_note(&r, opaque[i]);
+    }
+    assert_int_equal(changes, 2);
+    assert_false(kwatch__rvs_is_new(&r, "x99", 1)); /* cannot be placed: a baseline */
+    assert_true(kwatch__rvs_is_new(&r, "x99", 0));
+    /* the last KWATCH_SEEN are remembered, the oldest forgotten */
+    char v[16];
+    for (int i = 0; i < KWATCH_SEEN; i++) {
+        snprintf(v, sizeof v, "y%d", i);
+        kwatch__rvs_note(&r, v);
+    }
+    assert_false(kwatch__rvs_is_new(&r, "y0", 0));
+    assert_true(kwatch__rvs_is_new(&r, "x11", 0));
+}
+
 static void test_start_rejects(void **state)
 {
     (void)state;
@@ -218,9 +346,10 @@ static void test_start_rejects(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_events),        cmocka_unit_test(test_bad_events),
-        cmocka_unit_test(test_lists),         cmocka_unit_test(test_tables),
-        cmocka_unit_test(test_start_rejects),
+        cmocka_unit_test(test_events),      cmocka_unit_test(test_bad_events),
+        cmocka_unit_test(test_lists),       cmocka_unit_test(test_tables),
+        cmocka_unit_test(test_event_names), cmocka_unit_test(test_rv_compare),
+        cmocka_unit_test(test_rvs),         cmocka_unit_test(test_start_rejects),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

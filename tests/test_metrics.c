@@ -72,6 +72,7 @@ static void test_families_at_start(void **state)
     /* no API client: no API families */
     assert_null(strstr(b, "reload_agent_api_requests_total"));
     assert_null(strstr(b, "reload_agent_events_suppressed_total"));
+    assert_null(strstr(b, "reload_agent_fast_sync_budget_hits_total"));
     free(b);
 }
 
@@ -128,6 +129,30 @@ static void test_api_enabled(void **state)
     free(b);
 }
 
+/* Fast sync's budget: the family at zero once it runs, one line per limit,
+ * counted per limit (an unknown limit is ignored). */
+static void test_fast_sync_budget(void **state)
+{
+    char *b;
+
+    (void)state;
+    metrics_fast_sync_enabled();
+    b = render();
+    expect_family(b, "reload_agent_fast_sync_budget_hits_total", "counter");
+    expect_line(b, "reload_agent_fast_sync_budget_hits_total{limit=\"backoff\"} 0");
+    expect_line(b, "reload_agent_fast_sync_budget_hits_total{limit=\"nudge_floor\"} 0");
+    free(b);
+    metrics_fast_sync_budget_hit(METRICS_FS_NUDGE_FLOOR);
+    metrics_fast_sync_budget_hit(METRICS_FS_NUDGE_FLOOR);
+    metrics_fast_sync_budget_hit(METRICS_FS_BACKOFF);
+    metrics_fast_sync_budget_hit(METRICS_FS__COUNT);
+    b = render();
+    expect_line(b, "reload_agent_fast_sync_budget_hits_total{limit=\"backoff\"} 1");
+    expect_line(b, "reload_agent_fast_sync_budget_hits_total{limit=\"nudge_floor\"} 2");
+    free(b);
+    assert_string_equal(metrics_fs_limit_name(METRICS_FS_BACKOFF), "backoff");
+}
+
 static void test_many_codes_bounded(void **state)
 {
     char *b;
@@ -148,6 +173,7 @@ int main(void)
         cmocka_unit_test_setup(test_families_at_start, reset),
         cmocka_unit_test_setup(test_pushed_counters, reset),
         cmocka_unit_test_setup(test_api_enabled, reset),
+        cmocka_unit_test_setup(test_fast_sync_budget, reset),
         cmocka_unit_test_setup(test_many_codes_bounded, reset),
     };
 

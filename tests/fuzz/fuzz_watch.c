@@ -10,7 +10,10 @@
  *
  * Invariants: a parse either succeeds with a resourceVersion of
  * [A-Za-z0-9._-] (events other than ERROR) and a one-line message (ERROR),
- * or fails with a one-line, non-empty reason; a list that parses gives a
+ * or fails with a one-line, non-empty reason; an event's name is a
+ * terminated string; two resourceVersions compare
+ * antisymmetrically (KEP-5504), and one seen is never a change again; a
+ * list that parses gives a
  * list resourceVersion, and an object resourceVersion exactly when the
  * object exists outside the Table form; every name podrefs returns is a
  * valid object name, at most PODREFS_MAX of them, without duplicates.
@@ -52,6 +55,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct kwatch__event ev;
     err[0] = '\0';
     if (kwatch__parse_event(s, n, table, &ev, err, sizeof err) == 0) {
+        CHECK(memchr(ev.name, '\0', sizeof ev.name) != NULL);
         if (ev.type == KWATCH__ERROR)
             CHECK(one_line(ev.message));
         else
@@ -68,6 +72,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(rv_ok(list_rv));
         CHECK(exists == 0 || exists == 1);
         CHECK(table ? obj_rv[0] == '\0' : (exists ? rv_ok(obj_rv) : obj_rv[0] == '\0'));
+        int ab, ba;
+        if (kwatch__rv_compare(list_rv, ev.rv, &ab) == 0) {
+            CHECK(kwatch__rv_compare(ev.rv, list_rv, &ba) == 0 && ab == -ba);
+            CHECK((ab == 0) == (strcmp(list_rv, ev.rv) == 0));
+        }
+        struct kwatch__rvs rvs;
+        memset(&rvs, 0, sizeof rvs);
+        kwatch__rvs_raise(&rvs, list_rv);
+        if (exists && !table) kwatch__rvs_note(&rvs, obj_rv);
+        if (ev.rv[0]) {
+            kwatch__rvs_note(&rvs, ev.rv);
+            CHECK(!kwatch__rvs_is_new(&rvs, ev.rv, 0));
+        }
     } else {
         CHECK(one_line(err));
     }

@@ -16,7 +16,8 @@ Routes (any method):
   /barrier?id=S&n=N   answers 200 once N requests with the same id wait
                       together, 504 if they do not within 5 s
   /reset              closes the connection (RST) without answering
-  /stream?n=N&ms=M    200, chunked: N lines "line I\n", M ms apart (a watch)
+  /stream?n=N&ms=M    200, chunked: N lines "line I\n", M ms apart (a watch);
+                      &first_ms=F: the head at once, the first line F ms later
 """
 import argparse
 import email.utils
@@ -97,6 +98,7 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
             try:
+                time.sleep(int(query.get("first_ms", "0")) / 1000.0)
                 for i in range(int(query.get("n", "3"))):
                     line = b"line %d\n" % i
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))

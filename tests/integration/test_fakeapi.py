@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 
-from lib import TestFailure, check
+from lib import TestFailure, check, wait_until
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "k8s"))
@@ -664,3 +664,73 @@ def test_fake_watch_gone_and_tables(env):
     check(st == 410, "a too-old watch with gone_as status: %s" % st)
     st, body = get("/api/v1/namespaces/default/secrets?fieldSelector=spec.x%3Dy", table)
     check(st == 400, "an unsupported field selector: %s" % st)
+
+
+def test_fake_watch_storms_and_resync(env):
+    """A watch from resourceVersion 0 starts with the object as ADDED; each
+    storm of POST /storm shapes every watch of its object (README
+    "Control API")."""
+    import json as _json
+    fake = start(env)
+    rv = fake.ctl("POST", "/object", {"resource": "configmaps", "object": {
+        "metadata": {"name": "site"}, "data": {}}})[1]["metadata"]["resourceVersion"]
+    meta = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+
+    def watch(since, secs=1):
+        c = http.client.HTTPSConnection("127.0.0.1", fake.port, timeout=30,
+                                        context=fake.tls_context())
+        t0 = time.monotonic()
+        c.request("GET", "/api/v1/namespaces/default/configmaps?fieldSelector=metadata.name%%3Dsite"
+                  "&watch=1&allowWatchBookmarks=true&resourceVersion=%s&timeoutSeconds=%d" % (
+                      since, secs), headers={"Authorization": "Bearer " + fake.token(),
+                                             "Accept": meta})
+        r = c.getresponse()
+        head_s = time.monotonic() - t0
+        body = r.read()
+        c.close()
+        lines = [l for l in body.splitlines() if l.strip()]
+        evs = [_json.loads(l) if l.startswith(b'{"') else l for l in lines]
+        return r.status, evs, head_s
+
+    def storm(mode, **kw):
+        st, out = fake.ctl("POST", "/storm", dict(kw, resource="configmaps", name="site", mode=mode))
+        check(st == 200, "POST /storm %s: %s %r" % (mode, st, out))
+
+    st, evs, _ = watch("0")
+    check(st == 200 and [e["type"] for e in evs] == ["ADDED"] and
+          evs[0]["object"]["metadata"]["resourceVersion"] == rv, "a watch from 0: %r" % evs)
+    storm("gone_event")
+    st, evs, _ = watch(rv)
+    check([(e["type"], e["object"]["code"]) for e in evs] == [("ERROR", 410)], "gone_event: %r" % evs)
+    st, evs, _ = watch("0")
+    check([e["type"] for e in evs] == ["ADDED", "ERROR"], "gone_event from 0: %r" % evs)
+    storm("gone_status")
+    check(watch(rv)[0] == 410, "gone_status")
+    storm("end_after_bookmark")
+    st, evs, _ = watch(rv, 30)
+    check([e["type"] for e in evs] == ["BOOKMARK"], "end_after_bookmark: %r" % evs)
+    storm("end_after_event")
+    st, evs, _ = watch(rv, 30)
+    check([e["type"] for e in evs] == ["MODIFIED"] and
+          int(evs[0]["object"]["metadata"]["resourceVersion"]) > int(rv), "end_after_event: %r" % evs)
+    storm("garbage")
+    st, evs, _ = watch(rv)
+    check(evs and evs[0] == b"{this is not json", "garbage: %r" % evs)
+    storm("other_name", other="someone-else")
+    st, evs, _ = watch(rv)
+    check(evs and evs[0]["object"]["metadata"]["name"] == "someone-else", "other_name: %r" % evs)
+    storm("rvs", rvs=["11", "5"], interval_ms=100)
+    st, evs, _ = watch(rv)
+    got = [e["object"]["metadata"]["resourceVersion"] for e in evs if e["type"] == "MODIFIED"]
+    got = got[got.index("11"):] if "11" in got else got  # after the changes since rv
+    check(len(got) >= 4 and got[:4] == ["11", "5", "11", "5"], "rvs: %r" % got)
+    storm("trickle_head", interval_ms=20)
+    st, evs, head_s = watch(rv)
+    check(st == 200 and head_s >= 1.0, "trickle_head: the head in %.2f s" % head_s)
+    storm("churn", interval_ms=20)
+    wait_until(lambda: len(fake.ctl("GET", "/changes?resource=configmaps&name=site")[1]) >= 10, 10,
+               "the churn's changes")
+    storm(None)
+    check(fake.ctl("GET", "/storms")[1] == [], "storms left: %r" % fake.ctl("GET", "/storms")[1])
+    check(fake.ctl("POST", "/storm", {"resource": "configmaps", "name": "site",
+                                      "mode": "hail"})[0] == 400, "an unknown storm mode accepted")

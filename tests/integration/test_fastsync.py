@@ -87,6 +87,72 @@ def nudge_values(fake, pod):
             for r in patches(fake, pod)]
 
 
+# ---- the API budget (docs/fast-sync.md "The API budget"), as the tests check it ----
+
+BACKOFF_BASE, BACKOFF_CAP, JITTER_LOW = 1.0, 30.0, 0.75  # seconds; a delay is 75-125 % of its step
+NUDGE_FLOOR = 1.0  # seconds between two PATCHes of the pod
+
+
+def steps(seconds):
+    """The most backoff steps (each at most one list and one watch of an object) that fit in
+    `seconds` from a failure: one per delay, each at least 75 % of 1 s x 2^(n-1) capped at
+    30 s, plus the step in flight when the count started."""
+    n, t = 0, 0.0
+    while True:
+        t += JITTER_LOW * min(BACKOFF_BASE * 2 ** n, BACKOFF_CAP)
+        if t > seconds:
+            return n + 1
+        n += 1
+
+
+def nudges(seconds):
+    """The most PATCHes in `seconds`: one per floor, plus the one in flight."""
+    return int(seconds / NUDGE_FLOOR) + 1
+
+
+def storm(fake, resource, name, mode, **kw):
+    """Sets (mode None: removes) the fake's storm for every watch of one object."""
+    st, r = fake.ctl("POST", "/storm", dict(kw, resource=resource, name=name, mode=mode))
+    check(st == 200, "POST /storm: %s %r" % (st, r))
+
+
+def reads_of(fake, name):
+    """(lists, watches) of one object among the recorded requests."""
+    rs = [r for r in requests(fake) if r["method"] == "GET" and
+          r["query"].get("fieldSelector") == "metadata.name=" + name]
+    return ([r for r in rs if not r["query"].get("watch")], [r for r in rs if r["query"].get("watch")])
+
+
+def kick(fake):
+    """Clears the request record, then ends every open stream at once (a stream that ends
+    that early is a failure: the first backoff step)."""
+    fake.ctl("POST", "/requests/clear")
+    fake.ctl("POST", "/watch", {"action": "end"})
+    return time.monotonic()
+
+
+def in_budget(fake, name, seconds, lists=True):
+    """Checks one object's lists and watches since the kick against the budget."""
+    ls, ws = reads_of(fake, name)
+    most = steps(seconds)
+    check(len(ws) <= most and (len(ls) <= most if lists else not ls),
+          "%s: %d lists and %d watches in %.0f s, the budget allows %d of each: %r" % (
+              name, len(ls), len(ws), seconds, most,
+              [(r["query"].get("watch"), r["query"].get("resourceVersion")) for r in ls + ws]))
+    return ls, ws
+
+
+def budget_hits(a):
+    """reload_agent_fast_sync_budget_hits_total by limit, from /metrics."""
+    st, body = http_get("http://127.0.0.1:%d/metrics" % a.port)
+    check(st == 200, "/metrics: %s" % st)
+    out = {}
+    for line in body.decode().splitlines():
+        if line.startswith("reload_agent_fast_sync_budget_hits_total{"):
+            out[line.split('limit="')[1].split('"')[0]] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
 def test_watches_are_named_and_metadata_only(env):
     """Every object of the pod spec (volumes, projected sources, env) gets
     one list and one watch with fieldSelector=metadata.name=NAME and the
@@ -97,6 +163,9 @@ def test_watches_are_named_and_metadata_only(env):
                                                     {"secret": {"name": "tls"}}]}}]
     fake, pod, vol = setup(env, vols, env_from=[{"configMapRef": {"name": "envcm"}}])
     a = start(env, fake, pod, vol)
+    # the state asserted below, reached (under load a watch can still be on its way after
+    # the agent reports it streaming: the fake records it when it answers)
+    wait_until(lambda: len(fake.ctl("GET", "/watches")[1]) == 5, 15, "five watches open at the fake")
     st = status(a)
     got = sorted((o["resource"], o["name"]) for o in st["objects"])
     check(got == [("configmaps", "envcm"), ("configmaps", "extra"), ("configmaps", "site"),
@@ -182,18 +251,16 @@ def test_refused_nudge_falls_back_at_once(env):
 
 
 def test_watch_faults_recover(env):
-    """Dropped streams reconnect (with the backoff), an ERROR 410 event and a
-    410 status relist, a malformed event is one clear error line and a
-    relist; a change made while the watches were down is nudged for after
-    the relist, an unchanged object is not."""
+    """A dropped stream reconnects (with the backoff), an ERROR 410 event
+    relists (after the next step of the backoff), a malformed event is one
+    clear error line and a relist."""
     fake, pod, vol = setup(env)
     a = start(env, fake, pod, vol, "--fast-sync-confirm", "30s")
 
     def watches(name):
         return [o for o in status(a)["objects"] if o["name"] == name][0]
 
-    # the drop must find both streams open at the server (under ASan the
-    # watch requests can still be on their way after fast-sync-start)
+    # the drop must find both streams open at the server
     wait_until(lambda: len(fake.ctl("GET", "/watches")[1]) == 2, 15, "both watches open at the fake")
     before = watches("site")["watches"]
     fake.ctl("POST", "/watch", {"action": "drop"})
@@ -204,38 +271,50 @@ def test_watch_faults_recover(env):
     wait_until(lambda: watches("site")["lists"] > lists and watches("site")["streaming"], 15,
                "a relist after an ERROR 410 event")
     check(watches("site")["gone"] >= 1, "410 not counted: %r" % watches("site"))
-    # compaction: the watches are dropped, the ConfigMap changes meanwhile,
-    # and resuming from the old resourceVersion is answered 410 Gone
+    # the errors logged so far (the drops) are not the malformed event's
+    seen = len(a.matching("fast-sync-error"))
+    fake.ctl("POST", "/watch", {"action": "garbage"})
+    a.wait_for(lambda evs: [e for e in [e for e in evs if e.get("event") == "fast-sync-error"][seen:]
+                            if "not a JSON object" in e.get("error", "")] or None, 10,
+               "the malformed event's fast-sync-error")
+    wait_until(lambda: all(o["streaming"] for o in status(a)["objects"]), 30,
+               "the watches back after a malformed event")
+    check(not patches(fake, pod), "nudged without a change: %r" % nudge_values(fake, pod))
+
+
+def test_compaction_relist_finds_missed_change(env):
+    """Compaction: the watches are dropped, the ConfigMap changes meanwhile,
+    two requests fail (503), and resuming from the old resourceVersion is
+    answered with the 410 status: the relist finds the missed change and
+    nudges it once; the unchanged Secret (resynced from resourceVersion 0)
+    is not nudged."""
+    fake, pod, vol = setup(env)
+    a = start(env, fake, pod, vol, "--fast-sync-confirm", "30s")
+    wait_until(lambda: len(fake.ctl("GET", "/watches")[1]) == 2, 15, "both watches open at the fake")
+    lists = [o for o in status(a)["objects"] if o["name"] == "site"][0]["lists"]
     fake.ctl("POST", "/watch", {"gone_as": "status"})
-    lists = watches("site")["lists"]
     fake.ctl("POST", "/faults", {"method": "GET", "path_regex": "/configmaps$", "status": 503,
                                  "count": 2})
     fake.ctl("POST", "/watch", {"action": "drop"})
     rv = put(fake, "configmaps", {"metadata": {"name": "site"}, "data": {"site.conf": "v1"}})
     put(fake, "configmaps", {"metadata": {"name": "unrelated"}, "data": {}})
     fake.ctl("POST", "/watch", {"compact": True})
-    wait_until(lambda: rv in nudge_values(fake, pod), 20, "the nudge for the missed change")
-    check(watches("site")["lists"] > lists, "no relist after the 410 status")
-    # the unchanged ConfigMap is not nudged for; the Secret, relisted as a
-    # Table without resourceVersions, is (test_secret_change_and_relist)
-    check([v for v in nudge_values(fake, pod) if not v.startswith("list-")] == [rv],
-          "nudged for an unchanged object: %r" % nudge_values(fake, pod))
-    # the errors logged so far (the drops, the 503s) are not the malformed event's
-    seen = len(a.matching("fast-sync-error"))
-    fake.ctl("POST", "/watch", {"action": "garbage"})
-    a.wait_for(lambda evs: [e for e in [e for e in evs if e.get("event") == "fast-sync-error"][seen:]
-                            if "not a JSON object" in e.get("error", "")] or None, 10,
-               "the malformed event's fast-sync-error")
-    wait_until(lambda: all(o["streaming"] for o in status(a)["objects"]), 20,
-               "the watches back after a malformed event")
+    # drop, 503, 503, 410: four steps of the backoff (1 + 2 + 4 + 8 s, each up to 125 %)
+    wait_until(lambda: rv in nudge_values(fake, pod), 40, "the nudge for the missed change")
+    check([o for o in status(a)["objects"] if o["name"] == "site"][0]["lists"] > lists,
+          "no relist after the 410 status")
+    wait_until(lambda: all(o["streaming"] for o in status(a)["objects"]), 40, "the watches back")
+    a.quiet(1)
+    check(nudge_values(fake, pod) == [rv], "nudged for an unchanged object: %r" %
+          nudge_values(fake, pod))
 
 
 def test_secret_change_and_relist(env):
     """A Secret is watched as a Table (no object, so not its
     last-applied-configuration annotation either): an edit is nudged with
-    its resourceVersion; after a relist, which cannot tell a Table row's
-    resourceVersion, it is nudged once more, with a value named after the
-    list."""
+    its resourceVersion. A relist (410 Gone) is not a change (G2): a Table
+    list says no resourceVersion, so the Secret is resynced by a watch from
+    resourceVersion 0, whose first event carries it; unchanged, no nudge."""
     fake, pod, vol = setup(env)
     a = start(env, fake, pod, vol, "--fast-sync-confirm", "30s")
     rv = put(fake, "secrets", {"metadata": {"name": "creds", "annotations": {
@@ -245,9 +324,165 @@ def test_secret_change_and_relist(env):
     env.awsim(vol, {"site.conf": "v0\n", "password": "secret1"})
     a.wait_match("fast-sync-synced", timeout=10, resource_version=rv)
     fake.ctl("POST", "/watch", {"action": "gone"})
-    wait_until(lambda: len(nudge_values(fake, pod)) == 2, 15, "the nudge after the relist")
-    check(nudge_values(fake, pod)[1].startswith("list-"), "nudges: %r" % nudge_values(fake, pod))
+    wait_until(lambda: any(r["query"].get("resourceVersion") == "0" for r in reads_of(fake, "creds")[1])
+               and [o for o in status(a)["objects"] if o["name"] == "creds"][0]["streaming"], 15,
+               "the Secret resynced by a watch from resourceVersion 0")
+    a.quiet(1.5)
+    check(nudge_values(fake, pod) == [rv], "a relist nudged: %r" % nudge_values(fake, pod))
     check("c2VjcmV0MQ" not in "\n".join(a.lines), "the Secret's data in the agent's log")
+
+
+def test_secret_gone_storm_nudges_nothing(env):
+    """G2: a 410 on every watch of a Secret that does not change gives no
+    PATCH at all; a change made while its watch was down is found by the
+    resync and nudged once, with its own resourceVersion."""
+    fake, pod, vol = setup(env)
+    a = start(env, fake, pod, vol, "--fast-sync-confirm", "30s")
+    storm(fake, "secrets", "creds", "gone_event")
+    kick(fake)
+    wait_until(lambda: [o for o in status(a)["objects"] if o["name"] == "creds"][0]["gone"] >= 3, 30,
+               "three 410s of the Secret")
+    check(not patches(fake, pod), "nudged for an unchanged Secret: %r" % nudge_values(fake, pod))
+    storm(fake, "secrets", "creds", "gone_status")
+    rv = put(fake, "secrets", {"metadata": {"name": "creds"}, "data": {"password": "c2VjcmV0Mg=="}})
+    storm(fake, "secrets", "creds", None)
+    wait_until(lambda: nudge_values(fake, pod), 45, "the nudge for the change made while down")
+    a.quiet(1.5)
+    check(nudge_values(fake, pod) == [rv], "nudges: %r, want [%s]" % (nudge_values(fake, pod), rv))
+
+
+def test_gone_storm_backs_off(env):
+    """G1: a 410 Gone on every watch, as an ERROR event or as the HTTP
+    status, relists after the backoff, which grows: within the budget of
+    one list and one watch per step (it was 66 pairs in 6 s)."""
+    fake, pod, vol = setup(env)
+    a = start(env, fake, pod, vol, "--fast-sync-confirm", "30s")
+    storm(fake, "configmaps", "site", "gone_event")
+    storm(fake, "secrets", "creds", "gone_status")
+    t0 = kick(fake)
+    time.sleep(10)  # the second relist comes 5.25-8.75 s after the kick
+    took = time.monotonic() - t0
+    ls, ws = in_budget(fake, "site", took)
+    check(len(ls) >= 2, "the ConfigMap did not relist after 410s: %d lists" % len(ls))
+    in_budget(fake, "creds", took, lists=False)  # a Secret resyncs by a watch, never a list
+    check(not patches(fake, pod), "nudged without a change: %r" % nudge_values(fake, pod))
+    check(budget_hits(a).get("backoff", 0) >= 1, "no budget hit counted: %r" % budget_hits(a))
+    ev = a.wait_event("fast-sync-budget", timeout=5)[0]
+    check(ev["level"] in ("warn", "info") and ev["limit"] == "backoff", "budget line: %r" % ev)
+
+
+def test_early_end_storm_backs_off(env):
+    """G3: a stream that ends early is a failure whatever it delivered: after
+    a bookmark, or after an event (each a real change), the next watch waits
+    the backoff (it was 129 watches, and 135 PATCHes, in 6 s)."""
+    fake, pod, vol = setup(env)
+    a = start(env, fake, pod, vol, "--fast-sync-confirm", "30s")
+    storm(fake, "configmaps", "site", "end_after_bookmark")
+    storm(fake, "secrets", "creds", "end_after_event")
+    t0 = kick(fake)
+    time.sleep(8)
+    took = time.monotonic() - t0
+    in_budget(fake, "site", took)
+    _, ws = in_budget(fake, "creds", took)
+    check(len(ws) >= 2, "the Secret's watch did not come back: %d" % len(ws))
+    got = nudge_values(fake, pod)
+    check(got and len(got) <= min(len(ws), nudges(took)), "nudges: %r for %d watches" % (got, len(ws)))
+    check(len(set(got)) == len(got), "a change nudged twice: %r" % got)
+
+
+def test_nudges_have_a_floor(env):
+    """G4: a new resourceVersion every 20 ms gives at most one PATCH per
+    floor (1 s), each for the newest change, never twice the same (it was 133
+    in 6 s); the budget hit is one line at the default level and a metric."""
+    fake, pod, vol = setup(env)
+    a = start(env, fake, pod, vol, "--fast-sync-confirm", "30s")
+    fake.ctl("POST", "/requests/clear")
+    t0 = time.monotonic()
+    storm(fake, "configmaps", "site", "churn", interval_ms=20)
+    time.sleep(6)
+    storm(fake, "configmaps", "site", None)
+    took = time.monotonic() - t0
+    got = nudge_values(fake, pod)
+    check(2 <= len(got) <= nudges(took), "%d PATCHes in %.1f s, the floor allows %d: %r" % (
+        len(got), took, nudges(took), got))
+    check(len(set(got)) == len(got), "a change nudged twice: %r" % got)
+    times = [r["time"] for r in patches(fake, pod)]
+    gaps = [b - x for x, b in zip(times, times[1:])]
+    check(all(g >= NUDGE_FLOOR * 0.9 for g in gaps), "PATCHes closer than the floor: %r" % gaps)
+    lines = a.of("fast-sync-budget")
+    check(lines and lines[0]["level"] == "warn" and lines[0]["limit"] == "nudge_floor",
+          "budget lines: %r" % lines)
+    check(len(lines) <= 2, "the budget line is not rate-limited: %d lines" % len(lines))
+    check(budget_hits(a).get("nudge_floor", 0) >= 10, "metric: %r" % budget_hits(a))
+
+
+def test_malformed_storm_backoff_grows(env):
+    """G5: a malformed event on every watch relists after a backoff that
+    grows: a successful list does not reset it (it relisted every ~1 s)."""
+    fake, pod, vol = setup(env)
+    a = start(env, fake, pod, vol, "--fast-sync-confirm", "30s")
+    storm(fake, "configmaps", "site", "garbage")
+    t0 = kick(fake)
+    time.sleep(15)
+    took = time.monotonic() - t0
+    ls, _ = in_budget(fake, "site", took)
+    check(len(ls) >= 2, "no relist after malformed events: %d" % len(ls))
+    gaps = [b["time"] - x["time"] for x, b in zip(ls, ls[1:])]
+    check(all(b > x for x, b in zip(gaps, gaps[1:])), "the backoff did not grow: %r" % gaps)
+    check(a.wait_for(lambda evs: [e for e in evs if e.get("event") == "fast-sync-error" and
+                                  "not a JSON object" in e.get("error", "")], 5,
+                     "the malformed event's error"), "no error line")
+
+
+def test_event_for_another_object_is_refused(env):
+    """G6: a watch event for another object (a server that ignored the
+    field selector) is no change: no PATCH, a clear error naming it, and the
+    watch resumes after the backoff (it gave 8 PATCHes)."""
+    fake, pod, vol = setup(env)
+    a = start(env, fake, pod, vol, "--fast-sync-confirm", "30s")
+    storm(fake, "configmaps", "site", "other_name", other="someone-else")
+    storm(fake, "secrets", "creds", "other_name", other="someone-else")
+    t0 = kick(fake)
+    time.sleep(6)
+    in_budget(fake, "site", time.monotonic() - t0)
+    check(not patches(fake, pod), "nudged for another object: %r" % nudge_values(fake, pod))
+    errs = [e for e in a.of("fast-sync-error") if "someone-else" in e.get("error", "")]
+    check(errs and "field selector" in errs[0]["error"], "errors: %r" % a.of("fast-sync-error"))
+
+
+def test_older_resource_version_is_no_change(env):
+    """G7: resourceVersions that go back (11, 5, 11, 5, ...) are one change,
+    the first: an older one, or one already seen, is no change (it gave 13
+    PATCHes)."""
+    fake, pod, vol = setup(env)
+    a = start(env, fake, pod, vol, "--fast-sync-confirm", "30s")
+    st_, cm = fake.ctl("GET", "/object?resource=configmaps&name=site")
+    base = int(cm["metadata"]["resourceVersion"])
+    newer, older = str(base + 100), str(base + 50)
+    storm(fake, "configmaps", "site", "rvs", rvs=[newer, older], interval_ms=50)
+    kick(fake)
+    wait_until(lambda: nudge_values(fake, pod), 10, "the first change's nudge")
+    a.quiet(3)
+    check(nudge_values(fake, pod) == [newer], "nudges: %r, want [%s]" % (nudge_values(fake, pod), newer))
+
+
+def test_trickling_head_is_reported(env):
+    """U1: a watch whose response head trickles (a byte a second) is cut
+    after 10 s and reported at the default level, then retried with the
+    backoff; once the server answers again, the watch streams (it was
+    silent for up to an hour)."""
+    fake, pod, vol = setup(env)
+    a = start(env, fake, pod, vol, "--fast-sync-confirm", "30s")
+    storm(fake, "configmaps", "site", "trickle_head", interval_ms=1000)
+    t0 = kick(fake)
+    ev = a.wait_for(lambda evs: [e for e in evs if e.get("event") == "fast-sync-error" and
+                                 "response head" in e.get("error", "")], 25,
+                    "the trickling head reported")[0]
+    took = time.monotonic() - t0
+    check(ev["level"] == "warn" and 9 <= took <= 20, "reported after %.1f s: %r" % (took, ev))
+    storm(fake, "configmaps", "site", None)
+    wait_until(lambda: [o for o in status(a)["objects"] if o["name"] == "site"][0]["streaming"], 40,
+               "the watch streaming again")
 
 
 def test_token_rotation(env):

@@ -17,6 +17,7 @@ Tests can also import this file and use launch() (see the bottom).
 import argparse
 import base64
 import binascii
+import bisect
 import copy
 import hmac
 import http.client
@@ -452,11 +453,13 @@ class State:
         # watches (WATCHABLE resources): every change as (rv, type, plural, ns, name, obj)
         self.cond = threading.Condition(self.lock)
         self.watch_log = []
+        self.watch_rvs = []     # the rvs of watch_log, ascending (for bisect)
         self.compacted = 0      # a watch from an older rv is 410 Gone
         self.gone_as = "event"  # how a too-old rv is answered: "event" (ERROR 410) or "status"
         self.watch_gen = 0      # bumped by a control action, which open watches then act on
         self.watch_action = None
         self.open_watches = []  # dicts describing the open streams
+        self.storms = {}        # (plural, ns, name) -> a storm spec (POST /storm): a watch fault
 
     def next_rv(self):
         self.rv += 1
@@ -481,6 +484,7 @@ class State:
         """Called with the lock held: a change open watches will send."""
         self.watch_log.append((int(obj["metadata"]["resourceVersion"]), kind, plural, ns, name,
                                copy.deepcopy(obj)))
+        self.watch_rvs.append(self.watch_log[-1][0])
         self.cond.notify_all()
 
     def delete(self, plural, ns, name):
@@ -928,6 +932,71 @@ def validate_fault(f):
     return f
 
 
+# ---- storms: a fault mode for every watch of one object (POST /storm) ----
+
+STORM_MODES = {
+    "gone_event": "every watch: an ERROR 410 event (after the initial events of a watch from "
+                  "resourceVersion 0), then the end",
+    "gone_status": "every watch: the HTTP status 410",
+    "end_after_bookmark": "every watch: a BOOKMARK at the current resourceVersion, then a clean end",
+    "end_after_event": "every watch: the object changes (a new resourceVersion), its MODIFIED "
+                       "event, then a clean end",
+    "churn": "the object changes every interval_ms (default 20), watches or not",
+    "garbage": "every watch: a line that is not JSON first",
+    "other_name": "every watch: a MODIFIED event for the object `other` (default someone-else) "
+                  "with a new resourceVersion first",
+    "rvs": "every watch: MODIFIED events of the object with the resourceVersions of `rvs` in "
+           "turn, one every interval_ms (default 50), while it is open",
+    "trickle_head": "every watch: the response head is written one byte every interval_ms "
+                    "(default 1000)",
+}
+STORM_KEYS = {"resource", "name", "mode", "interval_ms", "other", "rvs"}
+
+
+def validate_storm(d):
+    if not isinstance(d, dict):
+        raise ValueError("a storm must be a JSON object")
+    unknown = set(d) - STORM_KEYS
+    if unknown:
+        raise ValueError("unknown storm key(s): %s" % ", ".join(sorted(unknown)))
+    if d.get("resource") not in WATCHABLE or not isinstance(d.get("name"), str) or \
+            not DNS_SUBDOMAIN.match(d["name"]):
+        raise ValueError('need {"resource": "configmaps"|"secrets", "name": NAME, "mode": ...}')
+    if d.get("mode") is not None and d["mode"] not in STORM_MODES:
+        raise ValueError("unknown storm mode %r (one of %s)" % (d["mode"], ", ".join(STORM_MODES)))
+    iv = d.get("interval_ms", 0)
+    if not isinstance(iv, int) or iv < 0:
+        raise ValueError("storm interval_ms must be a non-negative integer")
+    if d.get("mode") == "rvs" and (not isinstance(d.get("rvs"), list) or not d["rvs"] or
+                                   not all(isinstance(v, str) and v for v in d["rvs"])):
+        raise ValueError("storm mode rvs needs rvs: a non-empty list of strings")
+    if "other" in d and (not isinstance(d["other"], str) or not DNS_SUBDOMAIN.match(d["other"])):
+        raise ValueError("storm other must be an object name")
+    return d
+
+
+def bump_object(st, plural, ns, name):
+    """Called with the lock held: the object gets a new resourceVersion (a
+    real change, its MODIFIED event goes to the watches); False if absent."""
+    obj = st.objects.get((plural, ns, name))
+    if obj is None:
+        return False
+    obj = copy.deepcopy(obj)
+    ann = obj["metadata"].setdefault("annotations", {})
+    ann["fakeapi/bump"] = str(int(ann.get("fakeapi/bump", "0")) + 1)
+    obj["metadata"]["resourceVersion"] = st.next_rv()
+    st.store(plural, obj)
+    return True
+
+
+def churn(st, storm, plural, ns, name):
+    """The churn storm's thread: a change every interval_ms until the storm goes."""
+    every = (storm.get("interval_ms") or 20) / 1000.0
+    while not storm["stop"].wait(every):
+        with st.lock:
+            bump_object(st, plural, ns, name)
+
+
 # ---- HTTP ----
 
 def read_body(h):
@@ -1101,8 +1170,9 @@ class ApiHandler(Handler):
 
     def watch(self, st, plural, ns, name, query, meta):
         """A chunked stream of events after resourceVersion, until timeoutSeconds, a control
-        action (drop, bookmark, gone, garbage, end) or the client leaves. Answers itself;
-        returns (None, None)."""
+        action (drop, bookmark, gone, garbage, end) or the client leaves; from resourceVersion
+        0 (or none) the objects first, as ADDED events. The object's storm (POST /storm), if
+        any, shapes it. Answers itself; returns (None, None)."""
         try:
             since = int(query.get("resourceVersion") or "0")
         except ValueError:
@@ -1110,63 +1180,37 @@ class ApiHandler(Handler):
         timeout = min(float(query.get("timeoutSeconds") or 1800), 3600)
         bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
         with st.lock:
-            too_old = since < st.compacted
+            storm = st.storms.get((plural, ns, name)) if name else None
+            mode = storm["mode"] if storm else None
+            if mode == "gone_status":
+                raise ApiError(410, "too old resource version: %d (%d)" % (since, st.rv),
+                               reason="Expired")
+            too_old = since != 0 and since < st.compacted
             if too_old and st.gone_as == "status":
                 raise ApiError(410, "too old resource version: %d (%d)" % (since, st.compacted),
                                reason="Expired")
+            initial = []
+            if since == 0:  # "Start at Any": the current state as ADDED events, then changes
+                initial = [copy.deepcopy(o) for (p, n, nm), o in sorted(st.objects.items())
+                           if p == plural and n == ns and (name is None or nm == name)]
+                since = st.rv
+            if mode == "end_after_event":
+                bump_object(st, plural, ns, name)
             w = {"resource": plural, "name": name, "since": since, "meta": meta,
                  "bookmarks": bookmarks, "timeout": timeout, "started": time.time()}
             st.open_watches.append(w)
-            gen = st.watch_gen
-        self.close_connection = True
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
-        deadline = time.monotonic() + timeout
-        sent = since
+            gen = st.watch_gen  # control actions from now on reach this stream
         try:
+            self.close_connection = True
+            self.start_stream(storm)
+            for obj in initial:
+                self.send_event("ADDED", shaped(obj, meta))
             if too_old:
                 self.send_event("ERROR", status_obj(410, "too old resource version: %d (%d)" % (
                     since, st.compacted), reason="Expired"))
-                self.send_chunk(b"")
-                return None, None
-            while True:
-                with st.lock:
-                    todo = [e for e in st.watch_log if e[0] > sent and e[2] == plural and
-                            e[3] == ns and (name is None or e[4] == name)]
-                    action = st.watch_action if st.watch_gen != gen else None
-                    gen = st.watch_gen
-                    left = deadline - time.monotonic()
-                    if not todo and action is None and left > 0:
-                        st.cond.wait(min(left, 1.0))
-                        continue
-                    cur = st.rv
-                for rv, kind, _, _, _, obj in todo:
-                    self.send_event(kind, as_table(obj) if meta == "table" else
-                                    as_meta(obj) if meta else obj)
-                    sent = rv
-                if action == "drop":
-                    socket.socket.shutdown(self.connection, socket.SHUT_RDWR)
-                    return None, None
-                if action == "bookmark" and bookmarks:
-                    bm = {"kind": "PartialObjectMetadata" if meta else "ConfigMap",
-                          "apiVersion": "meta.k8s.io/v1",
-                          "metadata": {"resourceVersion": str(cur)}}
-                    if meta == "table":  # as the real server sends it
-                        bm = dict(as_table(None, str(cur)), rows=[
-                            {"cells": ["", "", 0, "<unknown>"],
-                             "object": dict(bm, kind="PartialObjectMetadata")}])
-                    self.send_event("BOOKMARK", bm)
-                    sent = max(sent, cur)
-                if action == "gone":
-                    self.send_event("ERROR", status_obj(410, "too old resource version",
-                                                        reason="Expired"))
-                    break
-                if action == "garbage":
-                    self.send_chunk(b"{this is not json\n")
-                if action == "end" or time.monotonic() >= deadline:
-                    break
+            elif not self.storm_prelude(st, storm, ns, meta, bookmarks):
+                self.stream(st, (plural, ns, name), meta, bookmarks, storm, (since, gen),
+                            time.monotonic() + timeout)
             self.send_chunk(b"")
         except (OSError, ssl.SSLError):
             pass
@@ -1174,6 +1218,111 @@ class ApiHandler(Handler):
             with st.lock:
                 st.open_watches.remove(w)
         return None, None
+
+    def start_stream(self, storm):
+        """The 200 head of a watch; a trickle_head storm writes it one byte at a time (the
+        rest at once when the storm is removed meanwhile)."""
+        if not storm or storm["mode"] != "trickle_head":
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            return
+        head = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n")
+        every = (storm.get("interval_ms") or 1000) / 1000.0
+        for i in range(len(head)):
+            self.wfile.write(head[i:i + 1])
+            self.wfile.flush()
+            if storm["stop"].wait(every):
+                self.wfile.write(head[i + 1:])
+                self.wfile.flush()
+                return
+
+    def storm_prelude(self, st, storm, ns, meta, bookmarks):
+        """What a storm sends first; True when the stream ends there."""
+        mode = storm["mode"] if storm else None
+        if mode == "gone_event":
+            self.send_event("ERROR", status_obj(410, "too old resource version", reason="Expired"))
+            return True
+        if mode == "end_after_bookmark":
+            with st.lock:
+                cur = st.rv
+            if bookmarks:
+                self.send_event("BOOKMARK", bookmark_obj(meta, cur))
+            return True
+        if mode == "garbage":
+            self.send_chunk(b"{this is not json\n")
+        if mode == "other_name":
+            with st.lock:
+                orv = st.next_rv()
+            other = {"kind": "ConfigMap", "apiVersion": "v1",
+                     "metadata": {"name": storm.get("other") or "someone-else", "namespace": ns,
+                                  "resourceVersion": orv}}
+            self.send_event("MODIFIED", shaped(other, meta))
+        return False
+
+    def stream(self, st, key, meta, bookmarks, storm, since_gen, deadline):
+        """The events after since until the deadline, a control action (after generation
+        gen) or the storm's end."""
+        plural, ns, name = key
+        sent, gen = since_gen
+        mode = storm["mode"] if storm else None
+        every = ((storm or {}).get("interval_ms") or 50) / 1000.0
+        next_at, n = time.monotonic(), 0
+        while True:
+            if storm and storm["stop"].is_set():
+                mode = None  # the storm was removed: a plain watch from here on
+            with st.lock:
+                todo = [e for e in st.watch_log[bisect.bisect_right(st.watch_rvs, sent):]
+                        if e[2] == plural and e[3] == ns and (name is None or e[4] == name)]
+                action = st.watch_action if st.watch_gen != gen else None
+                gen = st.watch_gen
+                now = time.monotonic()
+                wait = min(deadline - now, 1.0, next_at - now if mode == "rvs" else 1.0)
+                if not todo and action is None and wait > 0:
+                    st.cond.wait(wait)
+                    continue
+                cur = st.rv
+                obj = copy.deepcopy(st.objects.get((plural, ns, name)))
+            for rv, kind, _, _, _, o in todo:
+                self.send_event(kind, shaped(o, meta))
+                sent = rv
+            if mode == "rvs" and obj is not None and time.monotonic() >= next_at:
+                obj["metadata"]["resourceVersion"] = storm["rvs"][n % len(storm["rvs"])]
+                self.send_event("MODIFIED", shaped(obj, meta))
+                n, next_at = n + 1, next_at + every
+            if mode == "end_after_event" and todo:
+                return
+            if action == "drop":
+                socket.socket.shutdown(self.connection, socket.SHUT_RDWR)
+                raise OSError("dropped")
+            if action == "bookmark" and bookmarks:
+                self.send_event("BOOKMARK", bookmark_obj(meta, cur))
+                sent = max(sent, cur)
+            if action == "gone":
+                self.send_event("ERROR", status_obj(410, "too old resource version",
+                                                    reason="Expired"))
+                return
+            if action == "garbage":
+                self.send_chunk(b"{this is not json\n")
+            if action == "end" or time.monotonic() >= deadline:
+                return
+
+
+def shaped(obj, meta):
+    """obj as a watch of that form sends it: a Table, metadata only, or whole."""
+    return as_table(obj) if meta == "table" else as_meta(obj) if meta else obj
+
+
+def bookmark_obj(meta, cur):
+    """A BOOKMARK's object at resourceVersion cur, as the real server sends it."""
+    bm = {"kind": "PartialObjectMetadata" if meta else "ConfigMap",
+          "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": str(cur)}}
+    if meta == "table":
+        bm = dict(as_table(None, str(cur)), rows=[
+            {"cells": ["", "", 0, "<unknown>"], "object": dict(bm, kind="PartialObjectMetadata")}])
+    return bm
 
 
 def app_state(handler):
@@ -1278,6 +1427,17 @@ class ControlHandler(Handler):
                     st.gone_as = data["gone_as"]
                 st.cond.notify_all()
                 return 200, {"open": len(st.open_watches), "compacted": st.compacted}
+        if method == "POST" and path == "/storm":
+            return 200, self.set_storm(st, validate_storm(data))
+        if method == "GET" and path == "/changes":
+            with st.lock:
+                return 200, [{"rv": str(e[0]), "type": e[1]} for e in st.watch_log
+                             if e[2] == q.get("resource") and e[4] == q.get("name") and
+                             e[3] == q.get("namespace", st.ns)]
+        if method == "GET" and path == "/storms":
+            with st.lock:
+                return 200, [{k: v for k, v in d.items() if k != "stop"}
+                             for d in st.storms.values()]
         if method == "GET" and path == "/events":
             with st.lock:
                 return 200, copy.deepcopy(st.events)
@@ -1304,6 +1464,22 @@ class ControlHandler(Handler):
             write_atomic(st.token_path, data["token"])
             return 200, {}
         raise ApiError(404, "no control route %s %s" % (method, path))
+
+    @staticmethod
+    def set_storm(st, d):
+        """Sets (or with mode null removes) the storm of one object."""
+        key = (d["resource"], st.ns, d["name"])
+        with st.lock:
+            old = st.storms.pop(key, None)
+            if old:
+                old["stop"].set()
+            if d.get("mode") is None:
+                return {"storms": len(st.storms)}
+            storm = dict(d, stop=threading.Event())
+            st.storms[key] = storm
+        if d["mode"] == "churn":
+            threading.Thread(target=churn, args=(st, storm) + key, daemon=True).start()
+        return {"storms": len(st.storms)}
 
     @staticmethod
     def put_object(st, data):
