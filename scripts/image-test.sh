@@ -5,7 +5,7 @@
 # (written by build/tools/awsim) mounted read-only into both containers.
 # Checks: the image is at most 8 MB and holds exactly the files
 # scripts/rootfs.sh lays out (a static binary, no loader or library); it
-# runs read-only (version, hash against tests/refhash.py); its http client
+# runs read-only (version, hash against tests/lib/refhash.py); its http client
 # resolves names (/etc/hosts), connects, and speaks TLS verified against
 # the CA bundle at the path the binary was built with (a mounted test CA:
 # success; the image's own bundle: "self-signed certificate"); in the pod, a
@@ -120,9 +120,9 @@ page v1
 # ones the reference implementation computes on the host.
 got=$(pm run --rm --network none --read-only -v "$VOL:$VOL:ro" "$IMAGE" hash "$VOL") ||
   fail "'hash' failed in the image"
-want=$(python3 tests/refhash.py "$VOL") || fail "tests/refhash.py failed"
-[ "$got" = "$want" ] || fail "hash in the image is $got, tests/refhash.py says $want"
-step "hash of the volume matches tests/refhash.py"
+want=$(python3 tests/lib/refhash.py "$VOL") || fail "tests/lib/refhash.py failed"
+[ "$got" = "$want" ] || fail "hash in the image is $got, tests/lib/refhash.py says $want"
+step "hash of the volume matches tests/lib/refhash.py"
 
 # The http client inside the image: name resolution (the static glibc's
 # files service, podman's /etc/hosts), connect, TLS. $1 = what, then the

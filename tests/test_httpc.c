@@ -1,6 +1,6 @@
 /*
  * test_httpc.c - tests of the asynchronous HTTP client (net/httpc.c)
- * against real servers over loopback: tests/helpers/httpsrv.py runs as a
+ * against real servers over loopback: tests/tools/httpsrv.py runs as a
  * child process, once as HTTP and once as HTTPS with a CA and server
  * certificate made here with the openssl CLI. Every test runs a real libuv
  * loop, bounded by a guard timer, and checks uv_loop_close() == 0 at the end.
@@ -52,7 +52,7 @@ static const char *server_script(void)
     const char *file = __FILE__, *slash = strrchr(file, '/');
     int n = slash ? (int)(slash - file) : 1;
 
-    snprintf(path, sizeof path, "%.*s/helpers/httpsrv.py", n, slash ? file : ".");
+    snprintf(path, sizeof path, "%.*s/tools/httpsrv.py", n, slash ? file : ".");
     return path;
 }
 

@@ -1,6 +1,6 @@
 /*
  * test_kube.c - tests of the Kubernetes API client (kube/kube.c) against
- * the fake API server tests/k8s/fakeapi.py, started once as a child process
+ * the fake API server tests/lib/fakeapi.py, started once as a child process
  * (real HTTPS on 127.0.0.1 and ::1 with its own CA) and stopped by PID. Its
  * control API (plain HTTP) injects faults, rotates the token, closes the
  * listener and reports the requests it saw, so every retry is checked on

@@ -1,7 +1,7 @@
 /*
  * test_owner.c - tests of the owner-kind table and of owner resolution
  * (kube/owner.c) through the real
- * Kubernetes client against the fake API server tests/k8s/fakeapi.py: one
+ * Kubernetes client against the fake API server tests/lib/fakeapi.py: one
  * fake per test (a child process with the test's fixture, stopped by PID),
  * real HTTPS on 127.0.0.1, a real libuv loop bounded by a deadline, and
  * uv_loop_close() == 0 at the end of each test. Every fixture's owner chain

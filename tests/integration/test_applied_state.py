@@ -5,8 +5,8 @@ warning and replaced, never acted on."""
 import json
 import os
 
-from lib import check
-from test_engine import lines_of, pid_appender, start, update, volume, wait_action
+from tests.lib.agent import lines_of, pid_appender, start, update, volume, wait_action
+from tests.lib.proc import check
 
 
 def exec_args(state, runs):

@@ -6,9 +6,9 @@ import json
 import os
 import re
 
-from lib import check, wait_until
+from tests.lib.agent import volume
+from tests.lib.proc import check, wait_until
 
-from test_engine import volume
 
 
 def annotations_text(settings):

@@ -37,8 +37,8 @@ from concurrent.futures import ThreadPoolExecutor
 import jsonpatch
 import yaml
 
-from lib import TestFailure, check
-from test_inject import json_docs
+from tests.lib.kubectl import json_docs
+from tests.lib.proc import TestFailure, check
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CORPUS = os.path.join(ROOT, "tests", "corpus")

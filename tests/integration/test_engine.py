@@ -3,7 +3,7 @@
 The agent runs on kubelet-layout volumes (build/tools/awsim) with JSON logs,
 `--resync 0` and a short `--debounce` (50ms) unless a test needs another.
 The actions hit real targets: a reload endpoint over loopback
-(tests/helpers/reload_endpoint.py, switchable between 200, 500, refusing and
+(tests/tools/reload_endpoint.py, switchable between 200, 500, refusing and
 hanging), commands that append their PID to a file, and build/tools/hupcount,
 which records every SIGHUP it receives. Expected hashes come from
 `reload-agent hash` on the final tree; what the actions did is read back from
@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 
-from lib import TestFailure, check, http_get, wait_until
+from tests.lib.proc import TestFailure, check, http_get, wait_until
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ENDPOINT = os.path.join(HERE, "..", "helpers", "reload_endpoint.py")
@@ -89,7 +89,7 @@ def annotations_text(settings):
 # ---- helper processes ----
 
 class Endpoint:
-    """tests/helpers/reload_endpoint.py: a reload endpoint whose answer mode
+    """tests/tools/reload_endpoint.py: a reload endpoint whose answer mode
     the test switches; every request it got is read back from its log."""
 
     def __init__(self, env, mode="200"):

@@ -1,4 +1,4 @@
-"""Fast sync against the fake API server (tests/k8s/fakeapi.py): the agent
+"""Fast sync against the fake API server (tests/lib/fakeapi.py): the agent
 as one of the fixture's pods, whose spec names ConfigMaps and Secrets, on a
 kubelet-layout volume written by build/tools/awsim. The test plays the
 kubelet: it rewrites the volume when it sees the nudge (or does not, to
@@ -10,15 +10,12 @@ and from /status, not only from the log.
 """
 import json
 import os
-import sys
 import time
 
-from lib import check, free_port, http_get, wait_until
+from tests.lib import fakeapi
+from tests.lib.proc import check, free_port, http_get, wait_until
+from tests.lib.agent import activity, trace
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "k8s"))
-import fakeapi  # noqa: E402
-import test_idle  # noqa: E402
 
 SYNC = "reload-agent.io/sync"
 META = "as=PartialObjectMetadata;"
@@ -290,9 +287,9 @@ def test_idle_with_watches_open(env):
     fake, pod, vol = setup(env)
     a = start(env, fake, pod, vol)
     time.sleep(0.5)
-    lines = test_idle.trace(env, a.pid, "fastsync")
+    lines = trace(env, a.pid, "fastsync")
     check(lines, "strace recorded nothing at all")
-    busy = test_idle.activity(lines)
+    busy = activity(lines)
     check(not busy, "the idle agent made syscalls with the watches open: %r" % busy[:10])
 
 

@@ -16,7 +16,7 @@ import signal
 import subprocess
 import time
 
-from lib import TestFailure, check
+from tests.lib.proc import TestFailure, check
 
 TRACE_SECONDS = 10.0
 EPOLL_RETURN = re.compile(r"^\d+\s+(?:<\.\.\. )?epoll_p?wait\b.*\)\s+= ")

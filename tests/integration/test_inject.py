@@ -24,8 +24,8 @@ import time
 import jsonpatch
 import yaml
 
-from lib import TestFailure, check
-from test_manifests import Kubectl, leaves
+from tests.lib.kubectl import Kubectl, json_docs, leaves
+from tests.lib.proc import check
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 UPSTREAM = os.path.join(ROOT, "tests", "manifests", "upstream")
@@ -179,18 +179,6 @@ def docs_of(text):
         cur.append(line)
     parts.append("".join(cur))
     return parts
-
-
-def json_docs(out):
-    """The documents of a stream of JSON documents (what -o json prints)."""
-    dec, i, s, docs = json.JSONDecoder(), 0, out.decode(), []
-    while i < len(s):
-        while i < len(s) and s[i].isspace():
-            i += 1
-        if i < len(s):
-            o, i = dec.raw_decode(s, i)
-            docs.append(o)
-    return docs
 
 
 def name_of(o):

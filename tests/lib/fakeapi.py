@@ -7,7 +7,7 @@ generates, checks the bearer token against the token file on every request,
 applies the four PATCH content types with resourceVersion/generation rules,
 validates Events, and can inject faults (error statuses, 429s, delays, dropped
 connections, a closed listener). A plain-HTTP control API lets tests inspect
-and steer it. Contract: tests/k8s/README.md. Standard library + openssl CLI.
+and steer it. Contract: tests/lib/fakeapi.md. Standard library + openssl CLI.
 
 Usage: fakeapi.py --state DIR [--fixture NAME] [--pods N] [--namespace NS]
                   [--port 0] [--control-port 0] [--ipv6] [--exit-on-stdin-eof]

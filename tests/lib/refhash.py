@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Reference implementation of the content hash of PRODUCT.md ("The content
 hash"), written from that text alone, as an independent oracle for the C
-code: `python3 tests/refhash.py [--list] PATH...` prints what
+code: `python3 tests/lib/refhash.py [--list] PATH...` prints what
 `reload-agent hash` must print.
 
 Rules: for each root R, walk the user-visible tree, skipping top-level names

@@ -15,22 +15,19 @@ difference is what the agent adds. Between edits a random pause (0 to --gap
 seconds) samples the kubelet's sync phase as a user's edit would; the pod
 is left to settle first (a just-started pod is synced often).
 
-Usage: propagation.py --binary build/reload-agent [--edits 10] [--gap 30]
+Usage: python3 -m tests.loadtest.propagation --binary build/reload-agent [--edits 10] [--gap 30]
 """
 import argparse
 import json
 import os
 import random
-import statistics
-import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
-import apps  # noqa: E402
-import lib  # noqa: E402
-import run as e2e_run  # noqa: E402
+from tests.lib import apps
+from tests.lib.cluster import Cluster, cluster_env, lock_cluster, rfc3339, wait_until
+from tests.lib.stats import median, summary
+from tests.loadtest.measure import wait_served
 
 NS = "bench-propagation"
 
@@ -44,16 +41,6 @@ def manifests(body):
     return cm, pod
 
 
-def served(ip, path):
-    st, body = lib.http_get("http://%s:%d%s" % (ip, apps.PORT, path), timeout=1.0)
-    return body.strip() if st == 200 else None
-
-
-def pct(v, p):
-    v = sorted(v)
-    return v[min(len(v) - 1, int(round(p / 100.0 * (len(v) - 1))))]
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--binary", required=True)
@@ -62,12 +49,12 @@ def main():
     ap.add_argument("--settle", type=float, default=100.0)
     ap.add_argument("--json", help="also write the figures here")
     a = ap.parse_args()
-    lock = e2e_run.lock_cluster()  # noqa: F841 (held until exit)
-    c = lib.Cluster(e2e_run.cluster_env(), os.path.abspath(a.binary))
+    lock = lock_cluster()  # noqa: F841 (held until exit)
+    c = Cluster(cluster_env(), os.path.abspath(a.binary))
     c.ensure_webhook()
     c.kubectl("delete", "namespace", NS, "--ignore-not-found", "--wait=true", timeout=180)
     c.kubectl("create", "namespace", NS)
-    lib.wait_until(lambda: c.get("serviceaccount", "default", ns=NS, check=False), 60, "default SA")
+    wait_until(lambda: c.get("serviceaccount", "default", ns=NS, check=False), 60, "default SA")
     for m in manifests("edit-0"):
         c.kubectl("apply", "-f", "-", input=m, ns=NS)
     c.kubectl("wait", "--for=condition=Ready", "pod/web", "--timeout=180s", ns=NS, timeout=200)
@@ -76,20 +63,15 @@ def main():
           flush=True)
     time.sleep(a.settle)
     rnd = random.Random(20261203)
+    targets = [("baseline", "http://%s:%d/file" % (ip, apps.PORT)), ("agent", "http://%s:%d/" % (ip, apps.PORT))]
     base_t, agent_t = [], []
     for i in range(1, a.edits + 1):
         body = "edit-%d" % i
         cm = manifests(body)[0]
         t0 = time.time()
         c.kubectl("apply", "-f", "-", input=cm, ns=NS)
-        got = {}
-        deadline = time.monotonic() + 240
-        while len(got) < 2 and time.monotonic() < deadline:
-            for what, path in (("baseline", "/file"), ("agent", "/")):
-                if what not in got and served(ip, path) == body:
-                    got[what] = time.time() - t0
-            time.sleep(0.05)
-        if len(got) < 2:
+        got, missing = wait_served(targets, body, t0, 240, interval=0.05)
+        if missing:
             sys.exit("propagation: edit %d not served within 240 s: %r" % (i, got))
         base_t.append(got["baseline"])
         agent_t.append(got["agent"])
@@ -108,17 +90,14 @@ def main():
     last_change = None
     for e in evs:
         if e.get("event") == "change":
-            last_change = lib._rfc3339(e["time"])
+            last_change = rfc3339(e["time"])
         elif e.get("event") == "action" and e.get("result") == "success" and last_change:
-            own.append((lib._rfc3339(e["time"]) - last_change) * 1000.0)
+            own.append((rfc3339(e["time"]) - last_change) * 1000.0)
             last_change = None
-    res = {"edits": a.edits,
-           "baseline_s": {"p50": statistics.median(base_t), "p90": pct(base_t, 90), "max": max(base_t)},
-           "agent_s": {"p50": statistics.median(agent_t), "p90": pct(agent_t, 90), "max": max(agent_t)},
-           "agent_own_ms_p50": statistics.median(own) if own else None,
-           "added_s": {"p50": statistics.median([x - y for x, y in zip(agent_t, base_t)]),
-                       "max": max(x - y for x, y in zip(agent_t, base_t))},
-           "ratio_p50": statistics.median(agent_t) / statistics.median(base_t)}
+    added = [x - y for x, y in zip(agent_t, base_t)]
+    res = {"edits": a.edits, "baseline_s": summary(base_t), "agent_s": summary(agent_t),
+           "agent_own_ms_p50": median(own) if own else None, "added_s": summary(added),
+           "ratio_p50": median(agent_t) / median(base_t)}
     print("propagation (kubelet defaults, %d edits): apply -> served" % a.edits)
     print("  baseline, the file served as the kubelet swaps it: p50 %.1f s  p90 %.1f s  max %.1f s" % (
         res["baseline_s"]["p50"], res["baseline_s"]["p90"], res["baseline_s"]["max"]))

@@ -23,7 +23,7 @@ Also measured, for the fast-sync pod:
   - its idle wake-ups: strace -f -p PID for --idle-trace seconds with no
     edit, counting epoll_wait returns (watch traffic: bookmarks).
 
-Usage: fastsync.py --binary build/reload-agent [--edits 20] [--gap 10]
+Usage: python3 -m tests.loadtest.fastsync --binary build/reload-agent [--edits 20] [--gap 10]
        [--settle 60] [--idle-trace 90] [--json FILE]
 """
 import argparse
@@ -37,14 +37,13 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
-import apps  # noqa: E402
-import lib  # noqa: E402
-import run as e2e_run  # noqa: E402
+from tests.lib import apps
+from tests.lib.cluster import REPO, Cluster, cluster_env, lock_cluster, rfc3339, wait_until
+from tests.lib.proc import memory_kb
+from tests.lib.stats import summary
+from tests.loadtest.measure import wait_served
 
 NS = "bench-fastsync"
-REPO = lib.REPO
 EPOLL_RETURN = re.compile(r"^\d+\s+(?:<\.\.\. )?epoll_p?wait\b.*\)\s+= ")
 
 
@@ -70,20 +69,6 @@ def injected(binary, workload):
     return p.stdout.decode()
 
 
-def served(ip):
-    st, body = lib.http_get("http://%s:%d/" % (ip, apps.PORT), timeout=1.0)
-    return body.strip() if st == 200 else None
-
-
-def pct(v, p):
-    v = sorted(v)
-    return v[min(len(v) - 1, int(round(p / 100.0 * (len(v) - 1))))]
-
-
-def stats(v):
-    return {"p50": statistics.median(v), "p90": pct(v, 90), "max": max(v), "min": min(v)}
-
-
 def agent_pid(pod):
     """The PID (on the node) of the agent process of pod: the process named
     reload-agent whose environment has POD_NAME=pod."""
@@ -101,16 +86,6 @@ def agent_pid(pod):
         except OSError:
             continue
     return None
-
-
-def mem(pid):
-    out = {}
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            k, _, v = line.partition(":")
-            if k in ("VmRSS", "VmHWM", "RssAnon", "RssFile"):
-                out[k] = int(v.split()[0])
-    return out
 
 
 def idle_wakeups(pid, seconds):
@@ -159,13 +134,13 @@ def main():
     ap.add_argument("--idle-trace", type=float, default=90.0)
     ap.add_argument("--json", help="also write the figures here")
     a = ap.parse_args()
-    lock = e2e_run.lock_cluster()  # noqa: F841 (held until exit)
-    c = lib.Cluster(e2e_run.cluster_env(), os.path.abspath(a.binary))
+    lock = lock_cluster()  # noqa: F841 (held until exit)
+    c = Cluster(cluster_env(), os.path.abspath(a.binary))
     c.ensure_webhook()
     c.kubectl("apply", "-f", os.path.join(REPO, "manifests/fast-sync/policy.yaml"))
     c.kubectl("delete", "namespace", NS, "--ignore-not-found", "--wait=true", timeout=180)
     c.kubectl("create", "namespace", NS)
-    lib.wait_until(lambda: c.get("serviceaccount", "default", ns=NS, check=False), 60, "default SA")
+    wait_until(lambda: c.get("serviceaccount", "default", ns=NS, check=False), 60, "default SA")
     cm, deps = manifests("edit-0")
     c.kubectl("apply", "-f", "-", input=cm, ns=NS)
     for d in deps:
@@ -180,22 +155,17 @@ def main():
         ", ".join("%s=%s" % (k, v[0]) for k, v in pods.items()), a.settle), flush=True)
     time.sleep(a.settle)
     pid = {k: agent_pid(v[0]) for k, v in pods.items()}
-    mem_before = {k: mem(v) for k, v in pid.items() if v}
+    mem_before = {k: memory_kb(v) for k, v in pid.items() if v}
     rnd = random.Random(20261203)
     times = {"slow": [], "fast": []}
+    targets = [(k, "http://%s:%d/" % (ip, apps.PORT)) for k, (_, ip) in pods.items()]
     t_loop = time.time()
     for i in range(1, a.edits + 1):
         body = "edit-%d" % i
         t0 = time.time()
         c.kubectl("apply", "-f", "-", input=manifests(body)[0], ns=NS)
-        got = {}
-        deadline = time.monotonic() + 240
-        while len(got) < 2 and time.monotonic() < deadline:
-            for k, (_, ip) in pods.items():
-                if k not in got and served(ip) == body:
-                    got[k] = time.time() - t0
-            time.sleep(0.05)
-        if len(got) < 2:
+        got, missing = wait_served(targets, body, t0, 240, interval=0.05)
+        if missing:
             sys.exit("fastsync bench: edit %d not served within 240 s: %r" % (i, got))
         for k in got:
             times[k].append(got[k])
@@ -217,10 +187,10 @@ def main():
     synced = [e for e in evs if e.get("event") == "fast-sync-synced"]
     fallbacks = [e for e in evs if e.get("event") == "fast-sync-fallback"]
     nudges = [e.get("nudges", 0) for e in synced]
-    mem_after = {k: mem(v) for k, v in pid.items() if v}
+    mem_after = {k: memory_kb(v) for k, v in pid.items() if v}
     print("fastsync bench: tracing the fast-sync agent's idle loop for %.0f s" % a.idle_trace, flush=True)
     wakes, calls = idle_wakeups(pid["fast"], a.idle_trace) if pid.get("fast") else (None, {})
-    res = {"edits": a.edits, "off_s": stats(times["slow"]), "on_s": stats(times["fast"]),
+    res = {"edits": a.edits, "off_s": summary(times["slow"]), "on_s": summary(times["fast"]),
            "requests": per_pod, "requests_per_edit": {
                k: {kk: vv / float(a.edits) for kk, vv in v.items()} for k, v in per_pod.items()},
            "synced": len(synced), "fallbacks": len(fallbacks),
@@ -251,7 +221,7 @@ def main():
 
 
 def _rfc(ev):
-    return lib._rfc3339(ev.get("stageTimestamp", ""))
+    return rfc3339(ev.get("stageTimestamp", ""))
 
 
 if __name__ == "__main__":

@@ -1,25 +1,28 @@
-"""Helpers for the integration tests: temp dirs, the agent process and its
-JSON log, and the AtomicWriter simulator (build/tools/awsim).
+"""The agent harness of the integration suite and the local benches: a
+test's temporary directory and the processes it starts (Env), a running
+`reload-agent run` and its JSON log (Agent), kubelet-layout volumes written
+by the AtomicWriter simulator (build/tools/awsim), and the real targets the
+actions hit: a reload endpoint (tests/tools/reload_endpoint.py) and
+build/tools/hupcount, which records every SIGHUP it receives.
 
 All waits are bounded in time; processes are stopped by PID only.
 """
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 
+from tests.lib.proc import TestFailure, check, wait_until
 
-class TestFailure(AssertionError):
-    pass
-
-
-def check(cond, msg="check failed"):
-    if not cond:
-        raise TestFailure(msg)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ENDPOINT = os.path.join(ROOT, "tests", "tools", "reload_endpoint.py")
+QUIET = 1.0  # seconds of silence after which "nothing more happens" is asserted
 
 
 class Agent:
@@ -212,38 +215,159 @@ class Env:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-# ---- generic helpers for tests that talk to real servers (engine, nginx) ----
 
-def free_port():
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    import socket
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+# ---- volumes and the agent (build/tools/awsim) ----
+
+def volume(env, files, name="vol"):
+    """A new kubelet-layout volume env.path(name) holding files ({logical
+    path: str or bytes}), written by awsim with a fixed seed."""
+    vol = env.path(name)
+    os.mkdir(vol)
+    env.awsim(vol, files, "--seed", "1")
+    return vol
 
 
-def http_get(url, timeout=5.0):
-    """GET url; returns (status, body bytes) for any status, raises
-    TestFailure if no HTTP answer arrives within timeout."""
-    import urllib.error
-    import urllib.request
+def update(env, vol, files):
+    """One AtomicWriter update; returns the hash of the new content."""
+    env.awsim(vol, files)
+    return env.hash_of(vol)
+
+
+def start(env, vol, *args, debounce="50ms"):
+    """`reload-agent run --watch vol` with a short debounce, no resync and
+    the extra args; returns the Agent once it logged ready (15 s at most)."""
+    a = env.agent(["--watch", vol, "--debounce", debounce, "--resync", "0"] + list(args))
+    a.wait_event("ready", timeout=15)
+    return a
+
+
+def actions(a, **match):
+    """The action events whose fields equal `match`."""
+    return a.matching("action", **match)
+
+
+def wait_action(a, timeout=10.0, **match):
+    """Waits for an action event with the given fields; returns it."""
+    return a.wait_match("action", timeout, **match)
+
+
+def lines_of(path):
+    """The non-empty lines of path ([] when it does not exist)."""
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [l for l in f.read().splitlines() if l]
+
+
+def pid_appender(out):
+    """An exec command whose every run appends its own PID to out."""
+    return 'sh -c "echo $$ >> %s"' % out
+
+
+def go_quote(s):
+    """s as a Go-quoted string, as the kubelet writes an annotation value."""
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def annotations_text(settings):
+    """Downward-API annotations file content for {flag: value}."""
+    return "".join("reload-agent.io/%s=%s\n" % (k, go_quote(v)) for k, v in settings.items())
+
+
+# ---- helper processes ----
+
+class Endpoint:
+    """tests/tools/reload_endpoint.py: a reload endpoint whose answer mode
+    the test switches; every request it got is read back from its log."""
+
+    def __init__(self, env, mode="200"):
+        self.log = env.path("endpoint-%d.jsonl" % time.monotonic_ns())
+        self.p = env.spawn([sys.executable, ENDPOINT, "--log", self.log],
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.port = int(self._line())
+        self.url = "http://127.0.0.1:%d/-/reload" % self.port
+        self.mode(mode)
+
+    def _line(self, timeout=10.0):
+        r, _, _ = select.select([self.p.stdout], [], [], timeout)
+        if not r:
+            raise TestFailure("reload_endpoint.py did not answer within %.0fs" % timeout)
+        line = self.p.stdout.readline().decode().strip()
+        if not line:
+            raise TestFailure("reload_endpoint.py exited (%r)" % self.p.poll())
+        return line
+
+    def mode(self, m):
+        self.p.stdin.write(("%s\n" % m).encode())
+        self.p.stdin.flush()
+        got = self._line()
+        check(got == "ok " + m, "reload_endpoint.py: %r after mode %s" % (got, m))
+
+    def requests(self):
+        return [json.loads(l) for l in lines_of(self.log)]
+
+
+def hupcount(env, pid_file, out):
+    """Starts build/tools/hupcount; waits (bounded) for its PID file."""
+    p = env.spawn([env.tool("hupcount"), "--pid-file", pid_file, "--out", out],
+                  stdin=subprocess.DEVNULL)
+    wait_until(lambda: os.path.exists(pid_file), 10, "hupcount's pid file")
+    return p
+
+
+def hups_received(p, out):
+    """Stops hupcount (SIGTERM to its PID) and returns how many SIGHUPs it got."""
+    p.send_signal(signal.SIGTERM)
+    p.wait(10)
+    check(p.returncode == 0, "hupcount exit status %r" % p.returncode)
+    return len(lines_of(out))
+
+
+def annotations_volume(env, settings):
+    """A downward-API volume "podinfo" holding the annotations file for
+    {flag: value}; returns (the volume, the file)."""
+    d = volume(env, {"annotations": annotations_text(settings)}, name="podinfo")
+    return d, os.path.join(d, "annotations")
+
+
+# ---- what an agent does when it has nothing to do (strace) ----
+
+TRACE_SECONDS = 10.0
+
+
+def trace(env, pid, name):
+    """strace -f -p pid for TRACE_SECONDS; returns the trace lines. strace is
+    stopped with SIGINT by its PID (and killed if it does not exit)."""
+    out = env.path(name + ".strace")
+    p = env.spawn(["strace", "-f", "-p", str(pid), "-e", "trace=all", "-o", out],
+                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # Wait (bounded) for "Process N attached" so the window starts attached.
+    err = b""
+    deadline = time.monotonic() + 10
+    while b"attached" not in err:
+        left = deadline - time.monotonic()
+        if left <= 0 or p.poll() is not None:
+            raise TestFailure("strace did not attach: %r" % err)
+        r, _, _ = select.select([p.stderr], [], [], left)
+        if r:
+            chunk = os.read(p.stderr.fileno(), 4096)
+            if not chunk:
+                raise TestFailure("strace exited before attaching: %r" % err)
+            err += chunk
+    time.sleep(TRACE_SECONDS)
+    p.send_signal(signal.SIGINT)
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
-            return r.status, r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read()
-    except (OSError, urllib.error.URLError) as e:
-        raise TestFailure("GET %s: %s" % (url, e))
+        p.wait(10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait(5)
+        raise TestFailure("strace did not stop on SIGINT")
+    with open(out) as f:
+        return [l.rstrip("\n") for l in f if l.strip()]
 
 
-def wait_until(pred, timeout=10.0, what="condition", interval=0.05):
-    """Polls pred() until it returns a true value (returned) or raises
-    TestFailure after timeout seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() >= deadline:
-            raise TestFailure("timed out after %.1fs waiting for %s" % (timeout, what))
-        time.sleep(interval)
+def activity(lines):
+    """Trace lines that show the agent doing something: everything except a
+    syscall that was already blocking at attach and is still blocking at
+    detach."""
+    return [l for l in lines if "<detached ...>" not in l and not l.endswith("<unfinished ...>")]

@@ -1,52 +1,67 @@
-"""Helpers for the end-to-end suite on the real cluster (tests/cluster/).
+"""The cluster harness of the e2e suite, the load test and the cluster
+benches (the real single-node cluster of tests/cluster/).
 
-Cluster: the KEY=VALUE lines of tests/cluster/up.sh (kubectl, kubeconfig,
-audit log), kubectl calls with bounded timeouts, the webhook install.
-Env: one test's namespace, its waits, and its diagnostic dump (pods, the
-agent's log, events) when it fails.
+Cluster: the one cluster, taken under its lock (every e2e run, bench and
+load test takes it) and started or reused by tests/cluster/up.sh, whose
+KEY=VALUE lines it keeps (kubectl, kubeconfig, audit log); kubectl calls
+with bounded timeouts; the webhook install. Env: one test's namespace, its
+waits, and its diagnostic dump (pods, the agent's log, events) when it
+fails. Also what several e2e scenarios do alike: the Role a user binds
+(grant_role), a workload rolled out (rolled_out).
 
 Every wait is bounded in time; nothing here kills a process.
 """
+import calendar
+import fcntl
 import hashlib
 import json
 import os
 import subprocess
+import sys
 import threading
 import time
-import urllib.error
-import urllib.request
+
+from tests.lib import proc
+from tests.lib.proc import TestFailure
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 AGENT_CONTAINER = "reload-agent"
+LOCK = "/var/lock/reload-agent-e2e.lock"
+POLL = 0.5  # seconds between two looks at the cluster (a kubectl call costs tens of ms)
 
 
-class TestFailure(AssertionError):
-    pass
+def wait_until(pred, timeout, what, interval=POLL):
+    """proc.wait_until at the cluster's pace."""
+    return proc.wait_until(pred, timeout, what, interval)
 
 
-def check(cond, msg="check failed"):
-    if not cond:
-        raise TestFailure(msg)
+def lock_cluster():
+    """Takes the one cluster for this process (every e2e run, bench and load
+    test takes it): two runs on one cluster would take each other's webhook
+    down. Waits, saying so; the lock goes with the process (keep the
+    returned file)."""
+    f = open(LOCK, "w")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print("cluster: another run holds %s; waiting for it" % LOCK, flush=True)
+        fcntl.flock(f, fcntl.LOCK_EX)
+    return f
 
 
-def wait_until(pred, timeout, what, interval=0.5):
-    """Polls pred() until it returns a true value (returned) or raises
-    TestFailure after timeout seconds, naming what it waited for and the
-    last value pred returned."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while True:
-        try:
-            v = pred()
-        except TestFailure as e:
-            v, last = None, str(e)
-        if v:
-            return v
-        if v is not None:
-            last = v
-        if time.monotonic() >= deadline:
-            raise TestFailure("timed out after %.0f s waiting for %s (last: %r)" % (timeout, what, last))
-        time.sleep(interval)
+def cluster_env():
+    """Starts (or reuses) the cluster with tests/cluster/up.sh; its KEY=VALUE
+    lines as a dict. Exits the process when up.sh fails."""
+    p = subprocess.run(["bash", os.path.join(REPO, "tests/cluster/up.sh")], stdout=subprocess.PIPE,
+                       timeout=5400)
+    if p.returncode != 0:
+        sys.exit("cluster: tests/cluster/up.sh failed (exit %d)" % p.returncode)
+    env = {}
+    for line in p.stdout.decode().splitlines():
+        k, sep, v = line.partition("=")
+        if sep:
+            env[k] = v
+    return env
 
 
 def rollout_hash(files):
@@ -59,16 +74,15 @@ def rollout_hash(files):
     return hashlib.sha256("".join(lines).encode()).hexdigest()
 
 
-def http_get(url, timeout=3.0):
+def http_text(url, timeout=3.0):
     """GET url from the host (pod IPs sit on the cluster's own bridge):
-    (status, body text), or (None, error text) when there is no answer."""
+    (status, body text), or (None, error text) when there is no answer: a
+    pod that does not answer yet is a state to wait through, not a failure."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
-            return r.status, r.read().decode("utf-8", "replace")
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode("utf-8", "replace")
-    except (OSError, urllib.error.URLError) as e:
+        st, body = proc.http_get(url, timeout)
+    except TestFailure as e:
         return None, str(e)
+    return st, body.decode("utf-8", "replace")
 
 
 class Cluster:
@@ -123,7 +137,7 @@ class Cluster:
                             continue
                         if ev.get("stage") != "ResponseComplete":
                             continue
-                        if _rfc3339(ev.get("stageTimestamp", "")) < since:
+                        if rfc3339(ev.get("stageTimestamp", "")) < since:
                             continue
                         if pred is None or pred(ev):
                             out.append(ev)
@@ -169,9 +183,8 @@ def agent_image_id(state):
         return None
 
 
-def _rfc3339(s):
+def rfc3339(s):
     """Seconds since the epoch of an RFC 3339 UTC time with microseconds."""
-    import calendar
     if not s:
         return 0.0
     base, _, frac = s.rstrip("Z").partition(".")
@@ -283,3 +296,29 @@ class Env:
         lines.append("--- events:")
         lines.append(out or err)
         return "\n".join(lines)
+
+
+# ---- what several scenarios do alike ----
+
+def grant_role(env, sa="default"):
+    """What README "RBAC for injected workloads" tells a user to run."""
+    env.kubectl("apply", "-f", os.path.join(REPO, "manifests/role.yaml"))
+    env.kubectl("create", "rolebinding", "reload-agent", "--role=reload-agent",
+                "--serviceaccount=%s:%s" % (env.ns, sa))
+
+
+def rolled_out(env, kind, name, gen, want):
+    """True when the controller has observed generation gen and every pod
+    runs the current template and is ready."""
+    o = env.get(kind.lower(), name)
+    st = o.get("status", {})
+    if st.get("observedGeneration") != gen:
+        return False
+    if kind == "Deployment":
+        return (st.get("updatedReplicas") == want and st.get("readyReplicas") == want
+                and st.get("replicas") == want and st.get("availableReplicas") == want)
+    if kind == "StatefulSet":
+        return (st.get("updatedReplicas") == want and st.get("readyReplicas") == want
+                and st.get("currentRevision") == st.get("updateRevision"))
+    return (st.get("updatedNumberScheduled") == want and st.get("numberReady") == want
+            and st.get("desiredNumberScheduled") == want)

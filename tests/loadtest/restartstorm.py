@@ -20,36 +20,38 @@ restartCount), the seconds the pod was not Ready, the kubelet's BackOff
 events, and when the last edit was first served. --trials repeats it (the
 kubelet's sync phase differs each time).
 
-Usage: restartstorm.py --binary build/reload-agent [--edits 5] [--gap 12]
+Usage: python3 -m tests.loadtest.restartstorm --binary build/reload-agent [--edits 5] [--gap 12]
                        [--watch 240] [--trials 2] [--json FILE]
 """
 import argparse
 import json
 import os
-import sys
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
-import apps  # noqa: E402
-import lib  # noqa: E402
-import run as e2e_run  # noqa: E402
-import test_restart_pod as rp  # noqa: E402
+from tests.lib import apps
+from tests.lib.cluster import Cluster, cluster_env, http_text, lock_cluster, wait_until
+from tests.lib.proc import poll
 
 MODES = [("restart", "0"), ("restart", None), ("restart-pod", "0"), ("restart-pod", None)]
 
 
 def pod_manifest(action, delay):
-    extra = [] if delay is None else ["--restart-delay=" + delay]
+    """restart: the agent written by hand beside nginx (shared PID
+    namespace); restart-pod: the injector's sidecar (the webhook adds it,
+    with the rule), asked for by annotations."""
     if action == "restart-pod":
-        agent = rp.restart_pod_agent()
-        agent["args"] = [a for a in agent["args"] if not a.startswith("--restart-delay")] + extra
+        ann = apps.restart_pod_annotations()
+        if delay is None:
+            del ann["reload-agent.io/restart-delay"]
+        else:
+            ann["reload-agent.io/restart-delay"] = delay
+        tmpl = apps.pod_template(None, ann)
     else:
-        agent = rp.sidecar(["--watch=/etc/nginx/conf.d", "--action=restart", "--process=nginx"] + extra)
+        extra = [] if delay is None else ["--restart-delay=" + delay]
+        agent = apps.sidecar(["--watch=/etc/nginx/conf.d", "--action=restart", "--process=nginx"] + extra)
         agent["securityContext"].update({"runAsUser": 0, "runAsNonRoot": False})  # nginx's master is root
-    tmpl = rp.pod_template(agent)
-    if action == "restart":
+        tmpl = apps.pod_template(agent)
         tmpl["spec"]["shareProcessNamespace"] = True
     obj = {"apiVersion": "v1", "kind": "Pod", "metadata": dict(tmpl["metadata"], name="web"), "spec": tmpl["spec"]}
     return json.dumps(obj)
@@ -64,28 +66,30 @@ class Watch(threading.Thread):
         self.restarts, self.not_ready, self.served = [], 0.0, {}
 
     def run(self):
-        last = time.monotonic()
-        prev = 0
-        while time.monotonic() < self.until:
-            p = self.c.get("pod", "web", ns=self.ns, check=False)
-            now = time.monotonic()
-            if p:
-                st = p.get("status", {})
-                rc = {cs["name"]: cs.get("restartCount", 0) for cs in st.get("containerStatuses", [])}
-                n = rc.get("nginx", 0)
-                if n > prev:
-                    self.restarts.append(time.time())
-                    prev = n
-                ready = {c["type"]: c["status"] for c in st.get("conditions", [])}.get("Ready") == "True"
-                if not ready:
-                    self.not_ready += now - last
-                ip = st.get("podIP")
-                if ip:
-                    code, body = lib.http_get("http://%s:%d/" % (ip, apps.PORT), timeout=0.4)
-                    if code == 200 and body.strip() not in self.served:
-                        self.served[body.strip()] = time.time()
-            last = now
-            time.sleep(0.5)
+        state = {"last": time.monotonic(), "prev": 0}
+        poll(lambda: self.sample(state), self.until - time.monotonic(), 0.5)
+
+    def sample(self, state):
+        """One look at the pod; never done (the window ends the poll)."""
+        p = self.c.get("pod", "web", ns=self.ns, check=False)
+        now = time.monotonic()
+        if p:
+            st = p.get("status", {})
+            rc = {cs["name"]: cs.get("restartCount", 0) for cs in st.get("containerStatuses", [])}
+            n = rc.get("nginx", 0)
+            if n > state["prev"]:
+                self.restarts.append(time.time())
+                state["prev"] = n
+            ready = {c["type"]: c["status"] for c in st.get("conditions", [])}.get("Ready") == "True"
+            if not ready:
+                self.not_ready += now - state["last"]
+            ip = st.get("podIP")
+            if ip:
+                code, body = http_text("http://%s:%d/" % (ip, apps.PORT), timeout=0.4)
+                if code == 200 and body.strip() not in self.served:
+                    self.served[body.strip()] = time.time()
+        state["last"] = now
+        return False
 
 
 def trial(c, a, n):
@@ -94,7 +98,7 @@ def trial(c, a, n):
         ns = "bench-storm-%d-%d" % (n, i)
         c.kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait=true", timeout=180)
         c.kubectl("create", "namespace", ns)
-        lib.wait_until(lambda: c.get("serviceaccount", "default", ns=ns, check=False), 60, "default SA")
+        wait_until(lambda: c.get("serviceaccount", "default", ns=ns, check=False), 60, "default SA")
         c.kubectl("apply", "-f", "-", ns=ns, input=apps.configmap("site", {"site.conf": apps.site_conf("e0")}))
         c.kubectl("apply", "-f", "-", ns=ns, input=apps.configmap("env", {"GREETING": "hello"}))
         c.kubectl("apply", "-f", "-", ns=ns, input=pod_manifest(action, delay))
@@ -145,8 +149,9 @@ def main():
     ap.add_argument("--trials", type=int, default=2)
     ap.add_argument("--json", help="also write the figures here")
     a = ap.parse_args()
-    lock = e2e_run.lock_cluster()  # noqa: F841 (held until exit)
-    c = lib.Cluster(e2e_run.cluster_env(), os.path.abspath(a.binary))
+    lock = lock_cluster()  # noqa: F841 (held until exit)
+    c = Cluster(cluster_env(), os.path.abspath(a.binary))
+    c.ensure_webhook()
     res = [trial(c, a, n) for n in range(1, a.trials + 1)]
     print("restartstorm: %d edits %.0f s apart, watched %.0f s after the last; per trial:" % (a.edits, a.gap, a.watch))
     for i, (action, delay) in enumerate(MODES):
