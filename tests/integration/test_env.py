@@ -13,7 +13,8 @@ import os
 import subprocess
 
 from tests.lib.agent import QUIET, volume
-from tests.lib.kube import FILES_KEY, HASH_KEY, clean_exit, digest16, fake_for, history, kube_args, ref_hash, requests, template_changes, update, wait_action, wait_rollout
+from tests.lib.kube import (FILES_KEY, HASH_KEY, clean_exit, digest16, fake_for, history, kube_args,
+                            ref_hash, requests, template_changes, update, wait_action, wait_rollout)
 from tests.lib.proc import check, wait_until
 
 

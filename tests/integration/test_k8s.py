@@ -19,7 +19,10 @@ import time
 
 from tests.lib.proc import check, http_get, wait_until
 
-from tests.lib.kube import FILES_KEY, HASH_KEY, LAST_KEY, MERGE, STRATEGIC, clean_exit, digest16, fake_for, faults, history, kube_events, put_object, ref_hash, requests, rollouts, start, stored, template_changes, update, wait_action, wait_kube_event, wait_rollout
+from tests.lib.kube import (FILES_KEY, HASH_KEY, LAST_KEY, MERGE, STRATEGIC, clean_exit, digest16,
+                            fake_for, faults, history, kube_events, put_object, ref_hash, requests,
+                            rollouts, start, stored, template_changes, update, wait_action,
+                            wait_kube_event, wait_rollout)
 from tests.lib.agent import QUIET, volume
 
 # fixture -> (resource, owner name, Kind, patch content type)

@@ -35,7 +35,8 @@ import time
 import yaml
 
 from tests.lib.agent import QUIET
-from tests.lib.kube import HASH_KEY, clean_exit, fake_for, kube_args, put_object, requests, stored, wait_action, wait_rollout
+from tests.lib.kube import (HASH_KEY, clean_exit, fake_for, kube_args, put_object, requests, stored,
+                            wait_action, wait_rollout)
 from tests.lib.proc import check, http_get
 
 
