@@ -1,7 +1,7 @@
-"""`reload-agent inject --all` on every file of tests/corpus/ (86 real-world
-manifests, 606 objects: Argo CD, Linkerd, Istio, kube-prometheus,
+"""`reload-agent inject --all` on every file of tests/upstream/ (101 real-world
+manifests, over 600 objects: Argo CD, Linkerd, Istio, kube-prometheus,
 ingress-nginx, Loki, Tempo, microservices-demo, the Kubernetes website and
-others; tests/corpus/SOURCES.md names the repository, path and commit of
+others; tests/upstream/SOURCES.md names the repository, path and commit of
 each, copied byte for byte), with the invariants of issue 16:
 
   - no internal error: a file is injected (exit 0), or refused with one
@@ -41,7 +41,7 @@ from tests.lib.kubectl import json_docs
 from tests.lib.proc import TestFailure, check
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CORPUS = os.path.join(ROOT, "tests", "corpus")
+CORPUS = os.path.join(ROOT, "tests", "upstream")
 AGENT = "reload-agent"
 OUTCOME = re.compile(r"^(\S+/\S+) (injected|updated: .+|passed through|skipped: .+|unchanged: .+)$")
 Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -50,8 +50,8 @@ Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 def corpus_files():
     names = sorted(n for n in os.listdir(CORPUS) if n != "SOURCES.md")
     with open(os.path.join(CORPUS, "SOURCES.md")) as f:
-        listed = set(re.findall(r"^\| (\S+) \|", f.read(), re.M)) - {"corpus"}
-    check(set(names) == listed, "SOURCES.md and tests/corpus differ: %s" %
+        listed = set(re.findall(r"^\| (\S+) \|", f.read(), re.M)) - {"file"}
+    check(set(names) == listed, "SOURCES.md and tests/upstream differ: %s" %
           sorted(set(names) ^ listed))
     check(len(names) >= 86, "%d corpus files" % len(names))
     return [os.path.join(CORPUS, n) for n in names]
