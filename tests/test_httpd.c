@@ -1,10 +1,9 @@
 /*
  * test_httpd.c - the built-in HTTP server against real sockets. Each test
  * runs the server in its own libuv loop on the main thread; a client thread
- * (tests/tlsclient.h)
- * drives it with blocking sockets over 127.0.0.1 or ::1 (every socket has
- * 5 s send/receive timeouts, every loop is bounded), stores what it
- * received, and wakes the loop through a uv_async_t, which closes the
+ * (tests/tlsclient.h) drives it with blocking sockets over 127.0.0.1 or ::1
+ * (every socket has 5 s send/receive timeouts, every loop is bounded),
+ * stores what it received, and wakes the loop through a uv_async_t, which closes the
  * server. A 20 s deadline timer is the backstop. Expected replies are
  * written out from the wire format the server promises:
  *   HTTP/1.1 <code> <reason>\r\nContent-Type: ...\r\nContent-Length: N\r\n

@@ -3,9 +3,9 @@
  * with net/httpd.c). A test CA, an intermediate and server certificates are
  * made in the test with OpenSSL's APIs and written as PEM files to a
  * temporary directory. The server runs in a libuv loop on the main thread;
- * a client thread speaks TLS with an in-process OpenSSL client (tests/tlsclient.h) over
- * blocking sockets (5 s send/receive timeouts, every loop bounded), stores
- * what it saw, and wakes the loop through a uv_async_t, which closes the
+ * a client thread speaks TLS with an in-process OpenSSL client
+ * (tests/tlsclient.h) over blocking sockets (5 s send/receive timeouts,
+ * every loop bounded), stores what it saw, and wakes the loop through a uv_async_t, which closes the
  * server. A 30 s deadline timer is the backstop.
  */
 #include <setjmp.h>
