@@ -3,7 +3,9 @@
 ConfigMap edits costs an app the agent restarts, with the kubelet's defaults.
 
 Four pods run side by side, stock nginx serving one ConfigMap key, each with
-the agent as a native sidecar:
+the agent as a native sidecar (written by hand for restart; for restart-pod
+the webhook's, asked for by the annotations, with its rule and state
+emptyDir):
   - restart,     --restart-delay 0   the baseline: every change restarts at once
   - restart,     default delay (1m)  the agent coalesces
   - restart-pod, --restart-delay 0   the baseline
