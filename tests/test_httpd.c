@@ -55,7 +55,7 @@ struct fx {
     int end[MAX_EX];
     int val[8];
     const struct httpd_opts *opts; /* NULL: httpd_start with the defaults */
-    int graceful;                  /* the client's signal calls httpd_shutdown */
+    int graceful;                  /* srv_run closes the server with httpd_shutdown */
 };
 
 /* FNV-1a of a body: the /post handler reports it, the client computes it. */
@@ -129,16 +129,6 @@ static void handler(void *ud, const struct httpd_req *req, struct httpd_resp *re
 
 static void on_closed(void *ud) { ((struct fx *)ud)->closed++; }
 
-/* Closes the server (srv_run's stop, once). */
-static void stop_server(void *arg)
-{
-    struct fx *f = arg;
-    if (f->graceful)
-        httpd_shutdown(f->srv, on_closed, f);
-    else
-        httpd_close(f->srv, on_closed, f);
-}
-
 /* ---- client side (client thread; tests/tlsclient.h) ---- */
 
 static void run_client(void *arg)
@@ -199,8 +189,7 @@ static void run_on(struct fx *f, const char *listen, unsigned timeout_ms,
     assert_true(f->port > 0);
     if (!f->family) f->family = AF_INET;
     f->client = client;
-    srv_run(&f->run, &f->loop, 20000, f, run_client, stop_server);
-    assert_int_equal(f->closed, 1);
+    srv_run(&f->run, &f->loop, 20000, f, run_client, f->srv, f->graceful);
     assert_int_equal(uv_loop_close(&f->loop), 0);
 }
 

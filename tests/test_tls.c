@@ -196,13 +196,12 @@ struct fx {
     struct tls_server *ts;
     struct httpd_opts opts;
     int port;
-    int closed;
     int handler_calls;
     void (*client)(struct fx *);
     char *res[16];
     int val[16];
     char info[8][200];
-    int graceful; /* the client's signal calls httpd_shutdown */
+    int graceful; /* srv_run closes the server with httpd_shutdown */
     int nreasons;
     char reasons[MAX_REASONS][100];
 };
@@ -244,18 +243,6 @@ static void handler(void *ud, const struct httpd_req *req, struct httpd_resp *re
     resp->body_len = n > 0 ? (size_t)n : 0;
 }
 
-static void on_closed(void *ud) { ((struct fx *)ud)->closed++; }
-
-/* Closes the server (srv_run's stop, once). */
-static void stop_server(void *arg)
-{
-    struct fx *f = arg;
-    if (f->graceful)
-        httpd_shutdown(f->srv, on_closed, f);
-    else
-        httpd_close(f->srv, on_closed, f);
-}
-
 static void run_client(void *arg)
 {
     struct fx *f = arg;
@@ -276,8 +263,7 @@ static void run(struct fx *f, void (*client)(struct fx *))
     assert_int_equal(httpd_start_opts(&f->loop, "127.0.0.1:0", &f->opts, handler, f, &f->srv), 0);
     f->port = httpd_port(f->srv);
     f->client = client;
-    srv_run(&f->run, &f->loop, 30000, f, run_client, stop_server);
-    assert_int_equal(f->closed, 1);
+    srv_run(&f->run, &f->loop, 30000, f, run_client, f->srv, f->graceful);
     assert_int_equal(uv_loop_close(&f->loop), 0);
 }
 

@@ -24,26 +24,34 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
+#include "net/httpd.h"
+
 /* ---- the loop side: a client thread against a server in the loop ---- */
 
 /* What runs the client thread against the server: the test's fixture fx,
- * its client, and how to close its server (stop, called once on the loop
- * thread, when the client is done or the deadline passed). */
+ * its client, and the server, closed once on the loop thread when the
+ * client is done or the deadline passed (httpd_shutdown when graceful). */
 struct srv_run {
     uv_async_t async;
     uv_timer_t deadline;
     void *fx;
     void (*client)(void *fx);
-    void (*stop)(void *fx);
-    int stopping, signalled, timed_out;
+    struct httpd *srv;
+    int graceful;
+    int stopping, signalled, timed_out, closed;
     pthread_t thread;
 };
+
+static inline void srv_run_closed(void *ud) { ((struct srv_run *)ud)->closed++; }
 
 static inline void srv_run_stop(struct srv_run *r)
 {
     if (r->stopping) return;
     r->stopping = 1;
-    r->stop(r->fx);
+    if (r->graceful)
+        httpd_shutdown(r->srv, srv_run_closed, r);
+    else
+        httpd_close(r->srv, srv_run_closed, r);
     uv_close((uv_handle_t *)&r->deadline, NULL);
 }
 
@@ -77,16 +85,18 @@ static inline void *srv_run_thread(void *arg)
     return NULL;
 }
 
-/* Runs client(fx) on a thread against the server already started in loop,
- * until stop(fx) closed it and the loop has nothing left (deadline_ms at
- * most); fails the test if the deadline passed. */
+/* Runs client(fx) on a thread against srv, already started in loop, until
+ * srv is closed (httpd_shutdown when graceful, else httpd_close) and the
+ * loop has nothing left (deadline_ms at most); fails the test if the
+ * deadline passed or srv did not close exactly once. */
 static inline void srv_run(struct srv_run *r, uv_loop_t *loop, unsigned deadline_ms, void *fx,
-                           void (*client)(void *), void (*stop)(void *))
+                           void (*client)(void *), struct httpd *srv, int graceful)
 {
     r->fx = fx;
     r->client = client;
-    r->stop = stop;
-    r->stopping = r->signalled = r->timed_out = 0;
+    r->srv = srv;
+    r->graceful = graceful;
+    r->stopping = r->signalled = r->timed_out = r->closed = 0;
     r->async.data = r->deadline.data = r;
     assert_int_equal(uv_async_init(loop, &r->async, srv_run_async_cb), 0);
     assert_int_equal(uv_timer_init(loop, &r->deadline), 0);
@@ -95,6 +105,7 @@ static inline void srv_run(struct srv_run *r, uv_loop_t *loop, unsigned deadline
     assert_int_equal(uv_run(loop, UV_RUN_DEFAULT), 0);
     assert_int_equal(pthread_join(r->thread, NULL), 0);
     assert_int_equal(r->timed_out, 0);
+    assert_int_equal(r->closed, 1);
 }
 
 /* ---- the client thread: plain sockets ---- */
