@@ -17,7 +17,6 @@ Usage (from the repository's root):
 """
 import argparse
 import concurrent.futures
-import importlib
 import os
 import sys
 import threading
@@ -28,23 +27,12 @@ if not __package__:
     sys.exit("run.py is a module: python3 -m tests.e2e.run (from the repository's root)")
 
 from tests.lib.cluster import Cluster, Env, cluster_env, lock_cluster  # noqa: E402
+from tests.lib.suite import discover  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def discover(sub):
-    tests = []
-    for fn in sorted(os.listdir(HERE)):
-        if not (fn.startswith("test_") and fn.endswith(".py")):
-            continue
-        mod = importlib.import_module("%s.%s" % (__package__, fn[:-3]))
-        for name in sorted(dir(mod)):
-            f = getattr(mod, name)
-            if name.startswith("test_") and callable(f):
-                full = "%s::%s" % (fn[:-3], name)
-                if sub in full:
-                    tests.append((full, f, getattr(f, "timeout", 600), getattr(f, "exclusive", False)))
-    return tests
+def discover_e2e(sub):
+    """The tests with their time limit and whether they run alone."""
+    return [(full, f, getattr(f, "timeout", 600), getattr(f, "exclusive", False))
+            for full, f in discover(__package__, sub)]
 
 
 def run_one(cluster, full, fn, limit, keep, out_lock):
@@ -92,7 +80,7 @@ def main():
     ap.add_argument("-j", type=int, default=int(os.environ.get("E2E_JOBS", "4")))
     ap.add_argument("--keep", action="store_true")
     a = ap.parse_args()
-    tests = discover(a.k)
+    tests = discover_e2e(a.k)
     if not tests:
         sys.exit("e2e: no test matches %r" % a.k)
     lock = lock_cluster()  # noqa: F841 (held until exit)

@@ -9,7 +9,6 @@ Usage (from the repository's root):
   python3 -m tests.integration.run --binary build/reload-agent --tools build/tools [-k SUBSTRING]
 """
 import argparse
-import importlib
 import os
 import sys
 import time
@@ -20,8 +19,7 @@ if not __package__:
 
 from tests.lib.agent import Env  # noqa: E402
 from tests.lib.proc import TestFailure  # noqa: E402
-
-HERE = os.path.dirname(os.path.abspath(__file__))
+from tests.lib.suite import discover  # noqa: E402
 
 
 def main():
@@ -32,16 +30,7 @@ def main():
     a = ap.parse_args()
     binary = os.path.abspath(a.binary)
     tools = os.path.abspath(a.tools)
-    tests = []
-    for fn in sorted(os.listdir(HERE)):
-        if not (fn.startswith("test_") and fn.endswith(".py")):
-            continue
-        mod = importlib.import_module("%s.%s" % (__package__, fn[:-3]))
-        for name in sorted(dir(mod)):
-            if name.startswith("test_") and callable(getattr(mod, name)):
-                full = "%s::%s" % (fn[:-3], name)
-                if a.k in full:
-                    tests.append((full, getattr(mod, name)))
+    tests = discover(__package__, a.k)
     passed = failed = 0
     for full, fn in tests:
         env = Env(binary, tools, full)
