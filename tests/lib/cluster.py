@@ -65,7 +65,7 @@ def cluster_env():
 
 
 def rollout_hash(files):
-    """The PRODUCT.md content hash over {logical path: bytes}: one
+    """The content hash of docs/hash.md over {logical path: bytes}: one
     sha256sum-style manifest line per file, sorted by path, hashed.
     Independent of the agent's code (the oracle of the rollout tests)."""
     lines = []
@@ -301,7 +301,7 @@ class Env:
 # ---- what several scenarios do alike ----
 
 def grant_role(env, sa="default"):
-    """What README "RBAC for injected workloads" tells a user to run."""
+    """What docs/kubernetes.md "RBAC for injected workloads" tells a user to run."""
     env.kubectl("apply", "-f", os.path.join(REPO, "manifests/role.yaml"))
     env.kubectl("create", "rolebinding", "reload-agent", "--role=reload-agent",
                 "--serviceaccount=%s:%s" % (env.ns, sa))
