@@ -127,6 +127,10 @@ class Agent:
 
 
 class Env:
+    """One integration test: its temporary directory, the binary and tools
+    under test, and every agent and process it started (stopped by PID in
+    cleanup)."""
+
     def __init__(self, binary, tools, name):
         self.binary = binary
         self.tools = tools
