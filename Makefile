@@ -63,7 +63,7 @@ FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 FUZZ_SECONDS ?= 240
 
-.PHONY: static-deps all test links unit integration fuzz fuzz-replay asan install deps clean bench demo image-test fmt fmt-check levels fnlen e2e loadtest cluster-up cluster-down chart chart-tools chart-golden bench-fastsync
+.PHONY: static-deps all test links unit integration fuzz fuzz-replay asan install deps clean bench demo image-test fmt fmt-check levels fnlen e2e loadtest cluster-up cluster-down chart chart-tools chart-golden bench-cluster
 
 all: $(BUILD)/reload-agent $(TOOL_BIN)
 
@@ -129,7 +129,7 @@ unit: $(TEST_BIN)
 	@sh tests/run_unit.sh $(TEST_BIN)
 
 integration: $(BUILD)/reload-agent $(TOOL_BIN)
-	python3 tests/integration/run.py --binary $(BUILD)/reload-agent --tools $(BUILD)/tools
+	python3 -m tests.integration.run --binary $(BUILD)/reload-agent --tools $(BUILD)/tools
 
 fuzz-replay: $(FUZZ_BIN)
 	@sh tests/fuzz/replay.sh $(BUILD)/fuzz
@@ -157,9 +157,9 @@ chart-tools:
 	@bash tests/cluster/build.sh helm
 	@bash tests/cluster/build.sh kustomize
 chart: chart-tools $(BUILD)/reload-agent
-	python3 tests/chart/check.py --binary $(BUILD)/reload-agent
+	python3 -m tests.chart.check --binary $(BUILD)/reload-agent
 chart-golden: chart-tools
-	python3 tests/chart/check.py --update
+	python3 -m tests.chart.check --update
 
 asan: deps
 	$(MAKE) BUILD=build-asan CC=clang \
@@ -170,25 +170,28 @@ demo: deps
 	$(MAKE) all
 	sh scripts/demo.sh
 
+# The local benches (tests/bench/): no cluster, minutes; each prints its
+# figures against a baseline measured in the same run.
 bench: deps
 	$(MAKE) all
-	python3 tests/bench/bench.py --binary $(BUILD)/reload-agent --tools $(BUILD)/tools
-	python3 tests/bench/fleet.py --binary $(BUILD)/reload-agent --tools $(BUILD)/tools --agents 100
-	python3 tests/bench/hashbench.py --binary $(BUILD)/reload-agent
-	python3 tests/bench/stall.py --binary $(BUILD)/reload-agent
-	python3 tests/bench/injectbench.py --binary $(BUILD)/reload-agent
-	python3 tests/bench/webhookbench.py --binary $(BUILD)/reload-agent
-	python3 tests/bench/webhookworst.py --binary $(BUILD)/reload-agent
-	python3 tests/bench/memory.py --binary $(BUILD)/reload-agent --tools $(BUILD)/tools
-	python3 tests/bench/propagation.py --binary $(BUILD)/reload-agent
-	python3 tests/bench/fastsync.py --binary $(BUILD)/reload-agent
-	python3 tests/bench/restartstorm.py --binary $(BUILD)/reload-agent
+	python3 -m tests.bench.bench --binary $(BUILD)/reload-agent --tools $(BUILD)/tools
+	python3 -m tests.bench.fleet --binary $(BUILD)/reload-agent --tools $(BUILD)/tools --agents 100
+	python3 -m tests.bench.hashbench --binary $(BUILD)/reload-agent
+	python3 -m tests.bench.stall --binary $(BUILD)/reload-agent
+	python3 -m tests.bench.injectbench --binary $(BUILD)/reload-agent
+	python3 -m tests.bench.webhookbench --binary $(BUILD)/reload-agent
+	python3 -m tests.bench.webhookworst --binary $(BUILD)/reload-agent
+	python3 -m tests.bench.memory --binary $(BUILD)/reload-agent --tools $(BUILD)/tools
 
-# Fast sync against the kubelet's defaults on the real cluster alone
-# (tests/cluster/, root; about 30 minutes for 20 edits).
-bench-fastsync: deps
+# The benches on the real cluster (tests/loadtest/, beside the load suite):
+# root and the cluster's lock; over an hour in all (propagation 10 edits,
+# fast sync 20 edits, about 30 minutes, restart storms 2 trials). Each
+# takes its own flags when run alone: python3 -m tests.loadtest.fastsync -h.
+bench-cluster: deps
 	$(MAKE) all
-	python3 tests/bench/fastsync.py --binary $(BUILD)/reload-agent
+	python3 -m tests.loadtest.propagation --binary $(BUILD)/reload-agent
+	python3 -m tests.loadtest.fastsync --binary $(BUILD)/reload-agent
+	python3 -m tests.loadtest.restartstorm --binary $(BUILD)/reload-agent
 
 image-test: deps
 	$(MAKE) all
@@ -206,7 +209,7 @@ cluster-down:
 
 e2e: deps
 	$(MAKE) all
-	@rc=0; python3 tests/e2e/run.py --binary $(BUILD)/reload-agent $(if $(E2E_KEEP),--keep) $(E2E_ARGS) || rc=$$?; \
+	@rc=0; python3 -m tests.e2e.run --binary $(BUILD)/reload-agent $(if $(E2E_KEEP),--keep) $(E2E_ARGS) || rc=$$?; \
 	  if [ -z "$(E2E_KEEP)" ]; then bash tests/cluster/down.sh; fi; exit $$rc
 
 # The load suite on the real cluster (tests/loadtest/, docs/performance.md
@@ -216,7 +219,7 @@ e2e: deps
 # is left running (make cluster-down stops it).
 loadtest: deps
 	$(MAKE) all
-	python3 tests/loadtest/run.py --binary $(BUILD)/reload-agent $(if $(OLD),--old $(OLD)) $(LOADTEST_ARGS)
+	python3 -m tests.loadtest.run --binary $(BUILD)/reload-agent $(if $(OLD),--old $(OLD)) $(LOADTEST_ARGS)
 
 # The house format (.clang-format). fmt rewrites; fmt-check (CI) lists the
 # files that differ and fails.

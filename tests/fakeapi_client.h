@@ -1,6 +1,6 @@
 /*
  * fakeapi_client.h - what the C tests of the Kubernetes client share to
- * drive the fake API server (tests/k8s/fakeapi.py, a test double): start it
+ * drive the fake API server (tests/lib/fakeapi.py, a test double): start it
  * as a child process (it exits when its stdin closes, so it cannot outlive
  * a crashed test), stop it by PID, and call its control API with one
  * blocking libcurl request. Included by tests/test_kube.c and
@@ -42,7 +42,7 @@ static int json_str(const cJSON *o, const char *key, char *out, size_t n)
 /* Starts fakeapi.py and parses the JSON line it prints (at most 30 s). */
 static int fake_start(struct fake *f, const char *state, const char *fixture)
 {
-    const char *argv[] = {"python3", "tests/k8s/fakeapi.py", "--state", state, "--fixture", fixture,
+    const char *argv[] = {"python3", "tests/lib/fakeapi.py", "--state", state, "--fixture", fixture,
                           "--ipv6",  "--exit-on-stdin-eof",  NULL};
     char buf[4096];
     int rc = -1;

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "config/annotations.h"
+#include "tests/helpers.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -22,20 +23,16 @@
 
 static char tmpdir[64];
 
-static int make_tmpdir(void **state)
+static int group_setup(void **state)
 {
     (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/test_annotations.XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
+    return make_tmpdir(tmpdir, sizeof tmpdir, "test_annotations", 0);
 }
 
-static int remove_tmpdir(void **state)
+static int group_teardown(void **state)
 {
-    char cmd[128];
-
     (void)state;
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
+    return remove_tmpdir(tmpdir);
 }
 
 static void parse_ok(const char *text, struct annot_set *s)
@@ -215,15 +212,6 @@ static void test_many_keys(void **state)
     free(buf);
 }
 
-static void write_file(const char *path, const char *data, size_t len)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, data, len), (ssize_t)len);
-    assert_int_equal(close(fd), 0);
-}
-
 static void test_parse_file(void **state)
 {
     char path[128], err[256];
@@ -231,13 +219,13 @@ static void test_parse_file(void **state)
 
     (void)state;
     snprintf(path, sizeof path, "%s/annotations", tmpdir);
-    write_file(path, "reload-agent.io/signal=\"SIGUSR1\"\nreload-agent.io/debounce=\"2s\"", 62);
+    write_bytes(path, "reload-agent.io/signal=\"SIGUSR1\"\nreload-agent.io/debounce=\"2s\"", 62);
     assert_int_equal(annot_parse_file(path, &s, err, sizeof err), 0);
     assert_int_equal(s.n, 2);
     expect_val(&s, "reload-agent.io/signal", "SIGUSR1", 7);
     annot_free(&s);
 
-    write_file(path, "ok=\"1\"\nbroken", 13);
+    write_bytes(path, "ok=\"1\"\nbroken", 13);
     assert_int_equal(annot_parse_file(path, &s, err, sizeof err), -EINVAL);
     assert_true(strncmp(err, path, strlen(path)) == 0);
     assert_non_null(strstr(err, ": line 2: missing '=' in \"broken\""));
@@ -265,14 +253,14 @@ static void test_file_size_limit(void **state)
     memcpy(buf, "k=\"", 3);
     memset(buf + 3, 'a', max - 4);
     buf[max - 1] = '"';
-    write_file(path, buf, max);
+    write_bytes(path, buf, max);
     assert_int_equal(annot_parse_file(path, &s, err, sizeof err), 0);
     assert_int_equal(s.n, 1);
     assert_int_equal(s.v[0].vlen, max - 4);
     annot_free(&s);
     /* One byte more (a final newline) is too big, whatever it holds. */
     buf[max] = '\n';
-    write_file(path, buf, max + 1);
+    write_bytes(path, buf, max + 1);
     assert_int_equal(annot_parse_file(path, &s, err, sizeof err), -EFBIG);
     assert_null(s.v);
     assert_true(strncmp(err, path, strlen(path)) == 0);
@@ -293,5 +281,5 @@ int main(void)
         cmocka_unit_test(test_parse_file),
         cmocka_unit_test(test_file_size_limit),
     };
-    return cmocka_run_group_tests(tests, make_tmpdir, remove_tmpdir);
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -34,17 +34,16 @@
 #include "base/backoff.h"
 #include "base/log.h"
 #include "hash/hash.h"
+#include "tests/helpers.h"
 
 static char g_dir[256];
 
-static void write_file(const char *name, const char *content)
+/* Writes content as the file name of the watched volume. */
+static void put_file(const char *name, const char *content)
 {
     char p[512];
     snprintf(p, sizeof p, "%s/vol/%s", g_dir, name);
-    FILE *f = fopen(p, "w");
-    assert_non_null(f);
-    fputs(content, f);
-    fclose(f);
+    write_file(p, content);
 }
 
 static void manifest(struct hash_manifest *m)
@@ -79,25 +78,13 @@ static void config(struct config *c, const char *const *args, int n)
     cfg_layer_free(&l);
 }
 
-static void stop_cb(uv_timer_t *t) { uv_stop(t->loop); }
-
-static void run_ms(uv_loop_t *loop, uint64_t ms)
-{
-    uv_timer_t t;
-    uv_timer_init(loop, &t);
-    uv_timer_start(&t, stop_cb, ms, 0);
-    uv_run(loop, UV_RUN_DEFAULT);
-    uv_close((uv_handle_t *)&t, NULL);
-    uv_run(loop, UV_RUN_NOWAIT);
-}
-
 static int setup(void **state)
 {
+    char vol[300];
     (void)state;
-    char cmd[600];
-    snprintf(g_dir, sizeof g_dir, "/tmp/ra-test-engine-%d", (int)getpid());
-    snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s/vol", g_dir, g_dir);
-    assert_int_equal(system(cmd), 0);
+    assert_int_equal(make_tmpdir(g_dir, sizeof g_dir, "test_engine", 0), 0);
+    snprintf(vol, sizeof vol, "%s/vol", g_dir);
+    assert_int_equal(mkdir(vol, 0755), 0);
     log_configure(RA_LOG_ERROR, RA_LOG_FORMAT_TEXT);
     return 0;
 }
@@ -105,9 +92,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return remove_tmpdir(g_dir);
 }
 
 static void test_action_for_first_rule_wins(void **state)
@@ -155,16 +140,16 @@ static void test_exec_success_commits(void **state)
     snprintf(cmd, sizeof cmd, "sh -c 'echo run >> %s/runs'", g_dir);
     const char *args[] = {"--action", "exec", "--exec-command", cmd};
     struct hash_manifest m0 = {0}, m1 = {0};
-    write_file("a", "1");
+    put_file("a", "1");
     manifest(&m0);
     ctx_open(&x, args, 4);
     engine_start(x.e, &m0);
-    run_ms(&x.loop, 100);
+    run_for(&x.loop, 100);
     assert_int_equal(count_lines("runs"), 0); /* --on-start skip: nothing at start */
-    write_file("a", "2");
+    put_file("a", "2");
     manifest(&m1);
     engine_observe(x.e, &m1);
-    run_ms(&x.loop, 500);
+    run_for(&x.loop, 500);
     assert_int_equal(count_lines("runs"), 1);
     struct engine_status st;
     char hex[HASH_HEX_LEN + 1];
@@ -173,7 +158,7 @@ static void test_exec_success_commits(void **state)
     assert_string_equal(st.applied, hex);
     assert_string_equal(st.last_result, "success");
     engine_observe(x.e, &m1); /* same content again: nothing */
-    run_ms(&x.loop, 300);
+    run_for(&x.loop, 300);
     assert_int_equal(count_lines("runs"), 1);
     hash_manifest_free(&m0);
     hash_manifest_free(&m1);
@@ -190,9 +175,9 @@ static void test_failure_retries_then_reverted_content_still_acted(void **state)
     const char *args[] = {"--action",        "exec", "--exec-command", cmd,
                           "--retry-initial", "50ms", "--retry-max",    "100ms"};
     struct hash_manifest m0 = {0}, m1 = {0};
-    write_file("a", "1");
+    put_file("a", "1");
     manifest(&m0);
-    write_file("a", "2");
+    put_file("a", "2");
     manifest(&m1);
     char failp[512];
     snprintf(failp, sizeof failp, "%s/fail", g_dir);
@@ -203,7 +188,7 @@ static void test_failure_retries_then_reverted_content_still_acted(void **state)
     ctx_open(&x, args, 8);
     engine_start(x.e, &m0);
     engine_observe(x.e, &m1);
-    run_ms(&x.loop, 600);
+    run_for(&x.loop, 600);
     int failed_runs = count_lines("runs");
     assert_true(failed_runs >= 3); /* retried with backoff, bounded by 100ms */
     struct engine_status st;
@@ -214,7 +199,7 @@ static void test_failure_retries_then_reverted_content_still_acted(void **state)
     /* Content reverts to the applied state: the failed reload is still retried. */
     engine_observe(x.e, &m0);
     unlink(failp);
-    run_ms(&x.loop, 400);
+    run_for(&x.loop, 400);
     engine_get_status(x.e, &st);
     assert_string_equal(st.last_result, "success");
     assert_int_equal(st.attempt, 0);
@@ -222,7 +207,7 @@ static void test_failure_retries_then_reverted_content_still_acted(void **state)
     hash_hex(m0.total, hex);
     assert_string_equal(st.applied, hex);
     int after = count_lines("runs");
-    run_ms(&x.loop, 300); /* and then it stays quiet */
+    run_for(&x.loop, 300); /* and then it stays quiet */
     assert_int_equal(count_lines("runs"), after);
     hash_manifest_free(&m0);
     hash_manifest_free(&m1);
@@ -237,11 +222,11 @@ static void test_on_start_reload_acts_once(void **state)
     snprintf(cmd, sizeof cmd, "sh -c 'echo run >> %s/runs'", g_dir);
     const char *args[] = {"--action", "exec", "--exec-command", cmd, "--on-start", "reload"};
     struct hash_manifest m0 = {0};
-    write_file("a", "1");
+    put_file("a", "1");
     manifest(&m0);
     ctx_open(&x, args, 6);
     engine_start(x.e, &m0);
-    run_ms(&x.loop, 500);
+    run_for(&x.loop, 500);
     assert_int_equal(count_lines("runs"), 1);
     hash_manifest_free(&m0);
     ctx_close(&x);
@@ -255,20 +240,20 @@ static void test_rules_pick_only_needed_action(void **state)
     snprintf(c1, sizeof c1, "sh -c 'echo run >> %s/runs'", g_dir);
     const char *args[] = {"--rule", "*.conf=exec", "--action", "none", "--exec-command", c1};
     struct hash_manifest m0 = {0}, m1 = {0}, m2 = {0};
-    write_file("a.conf", "1");
-    write_file("b.txt", "1");
+    put_file("a.conf", "1");
+    put_file("b.txt", "1");
     manifest(&m0);
     ctx_open(&x, args, 6);
     engine_start(x.e, &m0);
-    write_file("b.txt", "2"); /* maps to none */
+    put_file("b.txt", "2"); /* maps to none */
     manifest(&m1);
     engine_observe(x.e, &m1);
-    run_ms(&x.loop, 300);
+    run_for(&x.loop, 300);
     assert_int_equal(count_lines("runs"), 0);
-    write_file("a.conf", "2"); /* maps to exec */
+    put_file("a.conf", "2"); /* maps to exec */
     manifest(&m2);
     engine_observe(x.e, &m2);
-    run_ms(&x.loop, 500);
+    run_for(&x.loop, 500);
     assert_int_equal(count_lines("runs"), 1);
     hash_manifest_free(&m0);
     hash_manifest_free(&m1);
@@ -284,15 +269,15 @@ static void test_close_waits_for_inflight(void **state)
     snprintf(cmd, sizeof cmd, "sh -c 'sleep 0.3; echo run >> %s/runs'", g_dir);
     const char *args[] = {"--action", "exec", "--exec-command", cmd};
     struct hash_manifest m0 = {0}, m1 = {0};
-    write_file("a", "1");
+    put_file("a", "1");
     manifest(&m0);
-    write_file("a", "2");
+    put_file("a", "2");
     manifest(&m1);
     ctx_open(&x, args, 4);
     engine_start(x.e, &m0);
     engine_observe(x.e, &m1);
-    run_ms(&x.loop, 50); /* the command is running */
-    ctx_close(&x);       /* returns only after it finished */
+    run_for(&x.loop, 50); /* the command is running */
+    ctx_close(&x);        /* returns only after it finished */
     assert_int_equal(count_lines("runs"), 1);
     hash_manifest_free(&m0);
     hash_manifest_free(&m1);
@@ -448,32 +433,32 @@ static void test_fake_strongest_action_wins(void **state)
     struct ctx x;
     const char *args[] = {FAKE_ARGS};
     struct hash_manifest m0 = {0}, m1 = {0}, m2 = {0};
-    write_file("a.sig", "1");
-    write_file("b.http", "1");
-    write_file("c.rst", "1");
-    write_file("d.txt", "1");
+    put_file("a.sig", "1");
+    put_file("b.http", "1");
+    put_file("c.rst", "1");
+    put_file("d.txt", "1");
     manifest(&m0);
     ctx_open(&x, args, NARGS(args));
     F.delay_ms = 20; /* http and signal finish later, on a timer */
     engine_start(x.e, &m0);
     /* signal and http are equally strong: both run, once; none is dropped */
-    write_file("a.sig", "2");
-    write_file("b.http", "2");
-    write_file("d.txt", "2");
+    put_file("a.sig", "2");
+    put_file("b.http", "2");
+    put_file("d.txt", "2");
     manifest(&m1);
     engine_observe(x.e, &m1);
-    run_ms(&x.loop, 200);
+    run_for(&x.loop, 200);
     assert_int_equal(F.starts[ACTION_SIGNAL], 1);
     assert_int_equal(F.starts[ACTION_HTTP], 1);
     assert_int_equal(F.starts[ACTION_RESTART], 0);
     applied_is(x.e, &m1);
     /* restart is stronger than signal: only restart runs (synchronously) */
     F.delay_ms = 0;
-    write_file("a.sig", "3");
-    write_file("c.rst", "2");
+    put_file("a.sig", "3");
+    put_file("c.rst", "2");
     manifest(&m2);
     engine_observe(x.e, &m2);
-    run_ms(&x.loop, 100);
+    run_for(&x.loop, 100);
     assert_int_equal(F.starts[ACTION_RESTART], 1);
     assert_int_equal(F.starts[ACTION_SIGNAL], 1);
     assert_int_equal(F.results[ACTION_RESTART], 1);
@@ -497,22 +482,22 @@ static void test_fake_env_root_takes_env_action(void **state)
     assert_int_equal(system(cmd), 0);
     const char *args[] = {FAKE_ARGS, "--env-watch", env, "--env-action", "restart"};
     struct hash_manifest m0 = {0}, m1 = {0}, m2 = {0}, m3 = {0};
-    write_file("env/KEY.sig", "1");
-    write_file("a.sig", "1");
+    put_file("env/KEY.sig", "1");
+    put_file("a.sig", "1");
     manifest(&m0);
     ctx_open(&x, args, NARGS(args));
     engine_start(x.e, &m0);
-    write_file("env/KEY.sig", "2"); /* *.sig=signal, but env wins: restart */
+    put_file("env/KEY.sig", "2"); /* *.sig=signal, but env wins: restart */
     manifest(&m1);
     engine_observe(x.e, &m1);
-    run_ms(&x.loop, 100);
+    run_for(&x.loop, 100);
     assert_int_equal(F.starts[ACTION_RESTART], 1);
     assert_int_equal(F.starts[ACTION_SIGNAL], 0);
     applied_is(x.e, &m1);
-    write_file("a.sig", "2"); /* outside env: the rule */
+    put_file("a.sig", "2"); /* outside env: the rule */
     manifest(&m2);
     engine_observe(x.e, &m2);
-    run_ms(&x.loop, 100);
+    run_for(&x.loop, 100);
     assert_int_equal(F.starts[ACTION_SIGNAL], 1);
     assert_int_equal(F.starts[ACTION_RESTART], 1);
     ctx_close(&x);
@@ -520,10 +505,10 @@ static void test_fake_env_root_takes_env_action(void **state)
     const char *args2[] = {FAKE_ARGS, "--env-watch", env, "--env-action", "none"};
     ctx_open(&x, args2, NARGS(args2));
     engine_start(x.e, &m2);
-    write_file("env/KEY.sig", "3");
+    put_file("env/KEY.sig", "3");
     manifest(&m3);
     engine_observe(x.e, &m3);
-    run_ms(&x.loop, 100);
+    run_for(&x.loop, 100);
     assert_int_equal(F.starts[ACTION_SIGNAL], 1);
     assert_int_equal(F.starts[ACTION_RESTART], 1);
     applied_is(x.e, &m3);
@@ -541,9 +526,9 @@ static void test_fake_retry_with_backoff_commits_on_success(void **state)
     const char *args[] = {FAKE_ARGS, "--retry-initial", "60ms", "--retry-max", "120ms"};
     struct hash_manifest m0 = {0}, m1 = {0};
     struct engine_status st;
-    write_file("a.sig", "1");
+    put_file("a.sig", "1");
     manifest(&m0);
-    write_file("a.sig", "2");
+    put_file("a.sig", "2");
     manifest(&m1);
     ctx_open(&x, args, NARGS(args));
     engine_start(x.e, &m0);
@@ -556,7 +541,7 @@ static void test_fake_retry_with_backoff_commits_on_success(void **state)
     assert_true(st.retry_pending);
     assert_true(st.retry_in_ms <= 60);
     applied_is(x.e, &m0);
-    run_ms(&x.loop, 1000);
+    run_for(&x.loop, 1000);
     /* two failures, then success: committed, no more attempts */
     assert_int_equal(F.starts[ACTION_SIGNAL], 3);
     applied_is(x.e, &m1);
@@ -580,22 +565,22 @@ static void test_fake_newer_change_supersedes_pending_retry(void **state)
     const char *args[] = {FAKE_ARGS, "--retry-initial", "1h", "--retry-max", "1h"};
     struct hash_manifest m0 = {0}, m1 = {0}, m2 = {0};
     struct engine_status st;
-    write_file("a.sig", "1");
+    put_file("a.sig", "1");
     manifest(&m0);
-    write_file("a.sig", "2");
+    put_file("a.sig", "2");
     manifest(&m1);
-    write_file("a.sig", "3");
+    put_file("a.sig", "3");
     manifest(&m2);
     ctx_open(&x, args, NARGS(args));
     engine_start(x.e, &m0);
     F.fail_left = 1;
     engine_observe(x.e, &m1);
-    run_ms(&x.loop, 50);
+    run_for(&x.loop, 50);
     engine_get_status(x.e, &st);
     assert_true(st.retry_pending); /* in half an hour at the earliest */
     assert_int_equal(F.starts[ACTION_SIGNAL], 1);
     engine_observe(x.e, &m2); /* supersedes the retry: attempted now, on m2 */
-    run_ms(&x.loop, 50);
+    run_for(&x.loop, 50);
     assert_int_equal(F.starts[ACTION_SIGNAL], 2);
     applied_is(x.e, &m2);
     engine_get_status(x.e, &st);
@@ -615,21 +600,21 @@ static void test_fake_attempt_owns_its_parameters(void **state)
     const char *args2[] = {"--rule", "*.http=http", "--action",
                            "none",   "--http-url",  "http://127.0.0.1:2/changed"};
     struct hash_manifest m0 = {0}, m1 = {0};
-    write_file("b.http", "1");
+    put_file("b.http", "1");
     manifest(&m0);
-    write_file("b.http", "2");
+    put_file("b.http", "2");
     manifest(&m1);
     ctx_open(&x, args, NARGS(args));
     F.delay_ms = 100;
     engine_start(x.e, &m0);
     engine_observe(x.e, &m1);
-    run_ms(&x.loop, 20);
+    run_for(&x.loop, 20);
     assert_int_equal(F.starts[ACTION_HTTP], 1);
     /* a live configuration change while the request is in flight */
     cfg_free(&x.c);
     config(&x.c, args2, 6);
     engine_config_changed(x.e);
-    run_ms(&x.loop, 300);
+    run_for(&x.loop, 300);
     assert_int_equal(F.results[ACTION_HTTP], 1);
     assert_string_equal(F.seen_url, "http://127.0.0.1:1/a"); /* the attempt's own copy */
     applied_is(x.e, &m1);
@@ -652,16 +637,16 @@ static void close_in_flight(const char *ext, enum action a, const char *const *a
     struct hash_manifest m0 = {0}, m1 = {0};
     char name[32];
     snprintf(name, sizeof name, "f.%s", ext);
-    write_file(name, "1");
+    put_file(name, "1");
     manifest(&m0);
-    write_file(name, "2");
+    put_file(name, "2");
     manifest(&m1);
     ctx_open(&x, args, n);
     F.delay_ms = 200;
     g_closed = 0;
     engine_start(x.e, &m0);
     engine_observe(x.e, &m1);
-    run_ms(&x.loop, 20);
+    run_for(&x.loop, 20);
     assert_int_equal(F.starts[a], 1);
     assert_int_equal(F.results[a], 0);
     engine_close(x.e, on_engine_closed, NULL);
@@ -702,32 +687,32 @@ static void test_fake_restart_delay_coalesces(void **state)
     struct ctx x;
     const char *args[] = {FAKE_ARGS, "--restart-delay", "200ms"};
     struct hash_manifest m0 = {0}, m1 = {0}, m2 = {0}, m3 = {0};
-    write_file("a.sig", "1");
-    write_file("c.rst", "1");
+    put_file("a.sig", "1");
+    put_file("c.rst", "1");
     manifest(&m0);
     ctx_open(&x, args, NARGS(args));
     engine_start(x.e, &m0);
     uv_update_time(&x.loop);
     uint64_t t0 = uv_now(&x.loop);
-    write_file("c.rst", "2");
+    put_file("c.rst", "2");
     manifest(&m1);
     engine_observe(x.e, &m1);
-    run_ms(&x.loop, 60);
+    run_for(&x.loop, 60);
     assert_int_equal(F.starts[ACTION_RESTART], 0); /* held */
-    write_file("c.rst", "3");
-    write_file("a.sig", "2");
+    put_file("c.rst", "3");
+    put_file("a.sig", "2");
     manifest(&m2);
     engine_observe(x.e, &m2); /* a second change while held: still one restart */
-    run_ms(&x.loop, 400);
+    run_for(&x.loop, 400);
     assert_int_equal(F.starts[ACTION_RESTART], 1);
     assert_int_equal(F.starts[ACTION_SIGNAL], 0); /* restart is the stronger */
     assert_true(F.start_ms[0] >= t0 + 200);       /* from the first change, not the last */
     applied_is(x.e, &m2);
     /* signal alone is never held */
-    write_file("a.sig", "3");
+    put_file("a.sig", "3");
     manifest(&m3);
     engine_observe(x.e, &m3);
-    run_ms(&x.loop, 30);
+    run_for(&x.loop, 30);
     assert_int_equal(F.starts[ACTION_SIGNAL], 1);
     applied_is(x.e, &m3);
     ctx_close(&x);
@@ -833,16 +818,16 @@ static void test_restart_pod_records_then_asks_to_exit(void **state)
                           "--state-dir",
                           sdir};
     struct hash_manifest m0 = {0}, m1 = {0}, m2 = {0};
-    write_file("a.rp", "1");
-    write_file("b.txt", "1");
+    put_file("a.rp", "1");
+    put_file("b.txt", "1");
     manifest(&m0);
     ctx_open(&x, args, NARGS(args));
     engine_start(x.e, &m0);
     /* no exit hook: a failure that says a retry cannot help */
-    write_file("a.rp", "2");
+    put_file("a.rp", "2");
     manifest(&m1);
     engine_observe(x.e, &m1);
-    run_ms(&x.loop, 30);
+    run_for(&x.loop, 30);
     struct engine_status st;
     engine_get_status(x.e, &st);
     assert_string_equal(st.last_result, "failure");
@@ -850,12 +835,12 @@ static void test_restart_pod_records_then_asks_to_exit(void **state)
     applied_is(x.e, &m0);
     /* with the hook */
     engine_set_exit(x.e, on_exit_request, NULL);
-    write_file("a.rp", "3");
-    write_file("b.txt", "2");
+    put_file("a.rp", "3");
+    put_file("b.txt", "2");
     manifest(&m2);
     g_exit_code = -1;
     engine_observe(x.e, &m2);
-    run_ms(&x.loop, 30);
+    run_for(&x.loop, 30);
     assert_int_equal(g_exit_code, 91);
     applied_is(x.e, &m2);
     snprintf(rec, sizeof rec, "%s/restart-pod.json", sdir);
@@ -884,8 +869,8 @@ static void test_reload_at_start_never_restarts_the_pod(void **state)
         FAKE_ARGS,    "--rule", "*.rp=restart-pod", "--restart-policy-rules", RULES88,
         "--on-start", "reload"};
     struct hash_manifest m0 = {0};
-    write_file("a.sig", "1");
-    write_file("e.rp", "1");
+    put_file("a.sig", "1");
+    put_file("e.rp", "1");
     manifest(&m0);
     for (int restarted = 0; restarted < 2; restarted++) {
         struct ctx x;
@@ -895,7 +880,7 @@ static void test_reload_at_start_never_restarts_the_pod(void **state)
         engine_set_exit(x.e, on_exit_request, NULL);
         if (restarted) engine_pod_restarted(x.e);
         engine_start(x.e, &m0);
-        run_ms(&x.loop, 30);
+        run_for(&x.loop, 30);
         assert_int_equal(g_exit_code, -1);
         assert_int_equal(F.starts[ACTION_SIGNAL], restarted ? 0 : 1);
         applied_is(x.e, &m0);

@@ -1,6 +1,6 @@
 /*
  * test_httpc.c - tests of the asynchronous HTTP client (net/httpc.c)
- * against real servers over loopback: tests/helpers/httpsrv.py runs as a
+ * against real servers over loopback: tests/tools/httpsrv.py runs as a
  * child process, once as HTTP and once as HTTPS with a CA and server
  * certificate made here with the openssl CLI. Every test runs a real libuv
  * loop, bounded by a guard timer, and checks uv_loop_close() == 0 at the end.
@@ -30,6 +30,7 @@
 #include "net/httpc.h"
 #include "base/log.h"
 #include "tests/helper_proc.h"
+#include "tests/helpers.h"
 
 #define GUARD_MS 10000 /* no test loop may run longer than this */
 
@@ -38,7 +39,7 @@ struct server {
     int port;
 };
 
-static char g_dir[] = "/tmp/test_httpc.XXXXXX";
+static char g_dir[64];
 static char g_ca[256], g_other_ca[256];
 static struct server g_http, g_https;
 static int g_refused_fd = -1; /* bound, never listening: connects are refused */
@@ -52,7 +53,7 @@ static const char *server_script(void)
     const char *file = __FILE__, *slash = strrchr(file, '/');
     int n = slash ? (int)(slash - file) : 1;
 
-    snprintf(path, sizeof path, "%.*s/helpers/httpsrv.py", n, slash ? file : ".");
+    snprintf(path, sizeof path, "%.*s/tools/httpsrv.py", n, slash ? file : ".");
     return path;
 }
 
@@ -106,7 +107,7 @@ static int group_setup(void **state)
 
     (void)state;
     no_proxy_env();
-    if (!mkdtemp(g_dir)) return -1;
+    if (make_tmpdir(g_dir, sizeof g_dir, "test_httpc", 0) != 0) return -1;
     snprintf(g_ca, sizeof g_ca, "%s/ca.crt", g_dir);
     snprintf(g_other_ca, sizeof g_other_ca, "%s/other.crt", g_dir);
     snprintf(cert, sizeof cert, "%s/server.crt", g_dir);
@@ -129,14 +130,11 @@ static int group_setup(void **state)
 
 static int group_teardown(void **state)
 {
-    char cmd[512];
-
     (void)state;
     server_stop(&g_http);
     server_stop(&g_https);
     if (g_refused_fd >= 0) close(g_refused_fd);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return remove_tmpdir(g_dir);
 }
 
 /* ---- per-test loop and client ---- */
@@ -158,19 +156,11 @@ struct got {
 struct t {
     uv_loop_t loop;
     struct httpc *c;
-    uv_timer_t guard;
-    int guard_fired;
     int closed;
-    int done; /* completed callbacks, for run_until */
+    int done; /* completed callbacks, for await_count */
 };
 
 static struct t *T; /* the running test's context, for callbacks */
-
-static void on_guard(uv_timer_t *h)
-{
-    ((struct t *)h->data)->guard_fired = 1;
-    uv_stop(h->loop);
-}
 
 static int setup(void **state)
 {
@@ -178,15 +168,13 @@ static int setup(void **state)
 
     if (!t || uv_loop_init(&t->loop) != 0) return -1;
     if (httpc_create(&t->loop, &t->c) != 0) return -1;
-    uv_timer_init(&t->loop, &t->guard);
-    t->guard.data = t;
     T = t;
     *state = t;
     return 0;
 }
 
 /* Counts an event and makes the running uv_run return (uv_stop also keeps
- * the current iteration from blocking), so run_until sees the new count. */
+ * the current iteration from blocking), so await_count sees the new count. */
 static void bump(int *counter)
 {
     (*counter)++;
@@ -201,7 +189,6 @@ static int teardown(void **state)
     int i, rc;
 
     if (t->c) httpc_close(t->c, on_closed, t);
-    uv_close((uv_handle_t *)&t->guard, NULL);
     for (i = 0; i < 200 && uv_loop_alive(&t->loop); i++) {
         uv_run(&t->loop, UV_RUN_NOWAIT);
         usleep(5000);
@@ -216,13 +203,9 @@ static int teardown(void **state)
 }
 
 /* Runs the loop until *count reaches n; fails the test after GUARD_MS. */
-static void run_until(struct t *t, const int *count, int n)
+static void await_count(struct t *t, const int *count, int n)
 {
-    t->guard_fired = 0;
-    uv_timer_start(&t->guard, on_guard, GUARD_MS, 0);
-    while (*count < n && !t->guard_fired) uv_run(&t->loop, UV_RUN_DEFAULT);
-    uv_timer_stop(&t->guard);
-    assert_false(t->guard_fired);
+    assert_true(run_until_count(&t->loop, count, n, GUARD_MS));
     assert_int_equal(*count, n);
 }
 
@@ -272,7 +255,7 @@ static void fetch(struct t *t, const struct httpc_req *req, struct got *g)
 
     assert_int_equal(httpc_request(t->c, req, record, g, NULL), 0);
     assert_int_equal(httpc_active(t->c), 1);
-    run_until(t, &t->done, before + 1);
+    await_count(t, &t->done, before + 1);
     assert_int_equal(g->calls, 1);
     assert_int_equal(httpc_active(t->c), 0);
 }
@@ -721,7 +704,7 @@ static void test_concurrent(void **state)
         assert_int_equal(httpc_request(t->c, &req, record, &g[i], NULL), 0);
     }
     assert_int_equal(httpc_active(t->c), N);
-    run_until(t, &t->done, N);
+    await_count(t, &t->done, N);
     for (i = 0; i < N; i++) {
         assert_int_equal(g[i].calls, 1);
         assert_int_equal(g[i].ok, 1);
@@ -749,14 +732,14 @@ static void test_cancel(void **state)
     /* Cancelled while its request is on the wire. */
     assert_int_equal(httpc_request(t->c, &r_slow, record, &never2, &x2), 0);
     assert_int_equal(httpc_request(t->c, &r_ok, record, &ok, NULL), 0);
-    run_until(t, &ok.calls, 1);
+    await_count(t, &ok.calls, 1);
     assert_int_equal(httpc_active(t->c), 1);
     httpc_cancel(x2);
     assert_int_equal(httpc_active(t->c), 0);
 
     /* Wait past the time the cancelled answers would have arrived. */
     assert_int_equal(httpc_request(t->c, &r_later, record, &slow, NULL), 0);
-    run_until(t, &slow.calls, 1);
+    await_count(t, &slow.calls, 1);
     assert_int_equal(slow.status, 200);
     assert_int_equal(never1.calls, 0);
     assert_int_equal(never2.calls, 0);
@@ -775,14 +758,14 @@ static void test_close_in_flight(void **state)
     for (i = 0; i < 3; i++)
         assert_int_equal(httpc_request(t->c, &r_slow, record, &slow[i], NULL), 0);
     assert_int_equal(httpc_request(t->c, &r_ok, record, &ok, NULL), 0);
-    run_until(t, &ok.calls, 1);
+    await_count(t, &ok.calls, 1);
     assert_int_equal(httpc_active(t->c), 3);
     /* Another request, just started, when the client closes: its callback
      * must not run either (ok.calls stays 1). */
     assert_int_equal(httpc_request(t->c, &r_ok, record, &ok, NULL), 0);
     httpc_close(t->c, on_closed, t);
     t->c = NULL;
-    run_until(t, &t->closed, 1);
+    await_count(t, &t->closed, 1);
     for (i = 0; i < 3; i++) assert_int_equal(slow[i].calls, 0);
     assert_int_equal(ok.calls, 1);
     got_free(&ok);
@@ -811,7 +794,7 @@ static void test_close_from_callback(void **state)
 
     assert_int_equal(httpc_request(t->c, &r_slow, record, &slow, NULL), 0);
     assert_int_equal(httpc_request(t->c, &r_ok, close_from_cb, t, NULL), 0);
-    run_until(t, &t->closed, 1);
+    await_count(t, &t->closed, 1);
     assert_int_equal(t->done, 1);
     assert_int_equal(slow.calls, 0);
     assert_int_equal(g_never.calls, 0);
@@ -858,7 +841,7 @@ static void test_chained_requests_reuse_fds(void **state)
     struct chain ch = {.n = 20};
 
     chain_start(&ch);
-    run_until(t, &t->done, 1);
+    await_count(t, &t->done, 1);
     assert_int_equal(ch.ok_count, 10);
     assert_int_equal(ch.fail_count, 10);
     assert_int_equal(httpc_active(t->c), 0);
@@ -1024,7 +1007,7 @@ static void test_stream_reader_starts_request(void **state)
     int before = t->done;
 
     assert_int_equal(httpc_request(t->c, &req, record, &g, NULL), 0);
-    run_until(t, &t->done, before + 2);
+    await_count(t, &t->done, before + 2);
     assert_int_equal(g.ok, 1);
     assert_int_equal(s.other.ok, 1);
     assert_string_equal(s.other.body, "hello from httpsrv\n");

@@ -1,9 +1,9 @@
 /*
  * test_httpd.c - the built-in HTTP server against real sockets. Each test
  * runs the server in its own libuv loop on the main thread; a client thread
- * drives it with blocking sockets over 127.0.0.1 or ::1 (every socket has
- * 5 s send/receive timeouts, every loop is bounded), stores what it
- * received, and wakes the loop through a uv_async_t, which closes the
+ * (tests/tlsclient.h) drives it with blocking sockets over 127.0.0.1 or ::1
+ * (every socket has 5 s send/receive timeouts, every loop is bounded),
+ * stores what it received, and wakes the loop through a uv_async_t, which closes the
  * server. A 20 s deadline timer is the backstop. Expected replies are
  * written out from the wire format the server promises:
  *   HTTP/1.1 <code> <reason>\r\nContent-Type: ...\r\nContent-Length: N\r\n
@@ -30,6 +30,7 @@
 
 #include "net/httpd.h"
 #include "base/addr.h"
+#include "tests/tlsclient.h"
 
 #define MAX_EX 12
 #define BIG_LEN (4u << 20)
@@ -39,12 +40,11 @@ enum { END_EOF = 1, END_TIMEOUT = 2, END_RESET = 3 };
 
 struct fx {
     uv_loop_t loop;
-    uv_async_t async;
-    uv_timer_t deadline;
+    struct srv_run run; /* the client thread and the deadline */
     struct httpd *srv;
     int family;
     int port;
-    int stopping, closed, timed_out, signalled;
+    int closed;
     int handler_calls;
     int blocking; /* set by /block (atomically: read by the client thread) */
     void (*client)(struct fx *);
@@ -55,7 +55,7 @@ struct fx {
     int end[MAX_EX];
     int val[8];
     const struct httpd_opts *opts; /* NULL: httpd_start with the defaults */
-    int graceful;                  /* the client's signal calls httpd_shutdown */
+    int graceful;                  /* srv_run closes the server with httpd_shutdown */
 };
 
 /* FNV-1a of a body: the /post handler reports it, the client computes it. */
@@ -129,90 +129,12 @@ static void handler(void *ud, const struct httpd_req *req, struct httpd_resp *re
 
 static void on_closed(void *ud) { ((struct fx *)ud)->closed++; }
 
-static void deadline_close_cb(uv_handle_t *h) { (void)h; }
+/* ---- client side (client thread; tests/tlsclient.h) ---- */
 
-static void stop_server(struct fx *f)
-{
-    if (f->stopping) return;
-    f->stopping = 1;
-    if (f->graceful)
-        httpd_shutdown(f->srv, on_closed, f);
-    else
-        httpd_close(f->srv, on_closed, f);
-    uv_close((uv_handle_t *)&f->deadline, deadline_close_cb);
-}
-
-static void async_cb(uv_async_t *a)
-{
-    struct fx *f = a->data;
-    stop_server(f);
-    uv_close((uv_handle_t *)a, NULL);
-}
-
-static void deadline_cb(uv_timer_t *t)
-{
-    struct fx *f = t->data;
-    f->timed_out = 1;
-    stop_server(f);
-}
-
-/* ---- client side (client thread) ---- */
-
-/* Tells the loop to close the server; called at most once per test. */
-static void signal_close(struct fx *f)
-{
-    if (f->signalled) return;
-    f->signalled = 1;
-    uv_async_send(&f->async);
-}
-
-static void *thread_main(void *arg)
+static void run_client(void *arg)
 {
     struct fx *f = arg;
     f->client(f);
-    signal_close(f);
-    return NULL;
-}
-
-static int cli_connect(const struct fx *f)
-{
-    int fd = socket(f->family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -1;
-    struct timeval tv = {.tv_sec = 5};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    struct sockaddr_storage ss;
-    memset(&ss, 0, sizeof ss);
-    socklen_t len;
-    if (f->family == AF_INET6) {
-        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
-        a->sin6_family = AF_INET6;
-        a->sin6_port = htons((uint16_t)f->port);
-        a->sin6_addr = in6addr_loopback;
-        len = sizeof *a;
-    } else {
-        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-        a->sin_family = AF_INET;
-        a->sin_port = htons((uint16_t)f->port);
-        a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        len = sizeof *a;
-    }
-    if (connect(fd, (struct sockaddr *)&ss, len) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-static int cli_send(int fd, const char *s, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = send(fd, s, n, MSG_NOSIGNAL);
-        if (w <= 0) return -1;
-        s += w;
-        n -= (size_t)w;
-    }
-    return 0;
 }
 
 /* Reads until EOF (END_EOF), the 5 s receive timeout (END_TIMEOUT) or an
@@ -240,28 +162,11 @@ static char *cli_read_all(int fd, int *end)
     return buf;
 }
 
-/* Reads exactly n bytes (for keep-alive replies). Returns them or NULL. */
-static char *cli_read_n(int fd, size_t n)
-{
-    char *buf = malloc(n + 1);
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = recv(fd, buf + got, n - got, 0);
-        if (r <= 0) {
-            free(buf);
-            return NULL;
-        }
-        got += (size_t)r;
-    }
-    buf[n] = '\0';
-    return buf;
-}
-
 /* One connection per f->req[i]: send it, read the reply until EOF. */
 static void client_exchanges(struct fx *f)
 {
     for (size_t i = 0; i < f->nreq; i++) {
-        int fd = cli_connect(f);
+        int fd = cli_connect(f->family, f->port);
         if (fd < 0) continue;
         if (cli_send(fd, f->req[i], strlen(f->req[i])) == 0)
             f->res[i] = cli_read_all(fd, &f->end[i]);
@@ -284,16 +189,7 @@ static void run_on(struct fx *f, const char *listen, unsigned timeout_ms,
     assert_true(f->port > 0);
     if (!f->family) f->family = AF_INET;
     f->client = client;
-    f->async.data = f->deadline.data = f;
-    assert_int_equal(uv_async_init(&f->loop, &f->async, async_cb), 0);
-    assert_int_equal(uv_timer_init(&f->loop, &f->deadline), 0);
-    assert_int_equal(uv_timer_start(&f->deadline, deadline_cb, 20000, 0), 0);
-    pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, thread_main, f), 0);
-    assert_int_equal(uv_run(&f->loop, UV_RUN_DEFAULT), 0);
-    assert_int_equal(pthread_join(th, NULL), 0);
-    assert_int_equal(f->timed_out, 0);
-    assert_int_equal(f->closed, 1);
+    srv_run(&f->run, &f->loop, 20000, f, run_client, f->srv, f->graceful);
     assert_int_equal(uv_loop_close(&f->loop), 0);
 }
 
@@ -390,7 +286,7 @@ static void test_bad_handler_output_is_500(void **state)
 /* A POST gets 405 and the connection stays usable; the handler never sees it. */
 static void client_405_then_get(struct fx *f)
 {
-    int fd = cli_connect(f);
+    int fd = cli_connect(f->family, f->port);
     if (fd < 0) return;
     const char *post = "POST /hello HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc";
     char *want = reply("405 Method Not Allowed", PLAIN, "method not allowed\n", 19,
@@ -519,7 +415,7 @@ static void test_body_too_large_413(void **state)
 /* Sends a, reads one keep-alive reply, sends b, reads to EOF. */
 static void two_on_one(struct fx *f, const char *a, const char *b, size_t first_len, int slot)
 {
-    int fd = cli_connect(f);
+    int fd = cli_connect(f->family, f->port);
     if (fd < 0) return;
     if (cli_send(fd, a, strlen(a)) == 0) {
         f->res[slot] = cli_read_n(fd, first_len);
@@ -537,7 +433,7 @@ static void client_keepalive(struct fx *f)
                "HEAD /hello HTTP/1.0\r\n\r\n", strlen(first), 2);
     free(first);
     /* HTTP/1.0 without keep-alive: the server closes after the reply. */
-    int fd = cli_connect(f);
+    int fd = cli_connect(f->family, f->port);
     if (fd < 0) return;
     const char *r = "GET /hello HTTP/1.0\r\n\r\n";
     if (cli_send(fd, r, strlen(r)) == 0) f->res[4] = cli_read_all(fd, &f->end[4]);
@@ -592,7 +488,7 @@ static void test_pipelined(void **state)
 
 static void client_half_close(struct fx *f)
 {
-    int fd = cli_connect(f);
+    int fd = cli_connect(f->family, f->port);
     if (fd < 0) return;
     const char *r = "GET /hello HTTP/1.1\r\n\r\nGET /nope HTTP/1.1\r\n\r\n";
     if (cli_send(fd, r, strlen(r)) == 0 && shutdown(fd, SHUT_WR) == 0)
@@ -617,13 +513,13 @@ static void test_half_close(void **state)
 static void client_slow(struct fx *f)
 {
     /* Half a request, then nothing: disconnected without a reply. */
-    int fd = cli_connect(f);
+    int fd = cli_connect(f->family, f->port);
     if (fd < 0) return;
     const char *r = "GET /hello HTTP/1.1\r\nHost: x\r\n";
     if (cli_send(fd, r, strlen(r)) == 0) f->res[0] = cli_read_all(fd, &f->end[0]);
     close(fd);
     /* Idle keep-alive connection after one reply: disconnected too. */
-    fd = cli_connect(f);
+    fd = cli_connect(f->family, f->port);
     if (fd < 0) return;
     char *first = hello(1, 1);
     r = "GET /hello HTTP/1.1\r\n\r\n";
@@ -670,7 +566,7 @@ static void client_crowd(struct fx *f)
     int fds[CROWD], closed[CROWD] = {0};
     int n = 0;
     for (; n < CROWD; n++)
-        if ((fds[n] = cli_connect(f)) < 0) break;
+        if ((fds[n] = cli_connect(f->family, f->port)) < 0) break;
     f->val[0] = n;
     /* Wait (at most 5 s) until the extras are closed by the server. */
     int nclosed = 0;
@@ -703,7 +599,7 @@ static void client_crowd(struct fx *f)
     /* Once the crowd has gone, new connections are served again. The server
      * may not have seen all the closes yet, so retry a bounded number of times. */
     for (int attempt = 0; attempt < 100 && !f->val[4]; attempt++) {
-        int fd = cli_connect(f);
+        int fd = cli_connect(f->family, f->port);
         if (fd < 0) break;
         struct timeval tv = {.tv_usec = 200 * 1000};
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
@@ -738,7 +634,7 @@ static int closed_within(int fd, int ms)
 /* One probe as a kubelet sends it; 1 if it got exactly the /hello reply. */
 static int probe(struct fx *f)
 {
-    int fd = cli_connect(f);
+    int fd = cli_connect(f->family, f->port);
     if (fd < 0) return 0;
     const char *r = "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
     int end = 0, ok = 0;
@@ -784,7 +680,7 @@ static void client_slowloris(struct fx *f)
     int n = 0, served = 0, order_ok = 1, probes = 0;
     char *want = hello(1, 1);
     for (; n < LORIS; n++) {
-        if ((fds[n] = cli_connect(f)) < 0) break;
+        if ((fds[n] = cli_connect(f->family, f->port)) < 0) break;
         if (!hello_on(fds[n], want) || cli_send(fds[n], partial, strlen(partial)) != 0) break;
         served++;
     }
@@ -799,7 +695,7 @@ static void client_slowloris(struct fx *f)
      * a probe. The probe must be answered every time. */
     for (int r = 0; r < ROUNDS; r++) {
         for (int k = 0; k < WAVE && n < (int)(sizeof fds / sizeof fds[0]); k++) {
-            if ((fds[n] = cli_connect(f)) < 0) break;
+            if ((fds[n] = cli_connect(f->family, f->port)) < 0) break;
             if (cli_send(fds[n], partial, strlen(partial)) != 0) break;
             n++;
         }
@@ -826,23 +722,23 @@ static void client_probe_then_burst(struct fx *f)
     int n = 0, served = 0;
     char *want = hello(1, 1);
     for (; n < LORIS; n++) {
-        if ((fds[n] = cli_connect(f)) < 0) break;
+        if ((fds[n] = cli_connect(f->family, f->port)) < 0) break;
         if (!hello_on(fds[n], want) || cli_send(fds[n], partial, strlen(partial)) != 0) break;
         served++;
     }
     free(want);
     f->val[0] = served;
-    int bfd = cli_connect(f);
+    int bfd = cli_connect(f->family, f->port);
     const char *block = "GET /block HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
     if (bfd < 0 || cli_send(bfd, block, strlen(block)) != 0) return;
     for (int i = 0; i < 500 && !__atomic_load_n(&f->blocking, __ATOMIC_SEQ_CST); i++) usleep(1000);
     f->val[2] = __atomic_load_n(&f->blocking, __ATOMIC_SEQ_CST);
-    int pfd = cli_connect(f);
+    int pfd = cli_connect(f->family, f->port);
     const char *req = "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
     int sent = pfd >= 0 && cli_send(pfd, req, strlen(req)) == 0;
     int m = n;
     for (; m < LORIS + BURST; m++) {
-        if ((fds[m] = cli_connect(f)) < 0) break;
+        if ((fds[m] = cli_connect(f->family, f->port)) < 0) break;
         (void)!cli_send(fds[m], partial, strlen(partial));
     }
     f->val[3] = m - n;
@@ -882,7 +778,7 @@ static void test_slowloris_cannot_lock_out_probes(void **state)
 
 static void client_reset(struct fx *f)
 {
-    int fd = cli_connect(f);
+    int fd = cli_connect(f->family, f->port);
     if (fd < 0) return;
     const char *r = "GET /big HTTP/1.1\r\n\r\n";
     char buf[1024];
@@ -890,7 +786,7 @@ static void client_reset(struct fx *f)
     struct linger lg = {.l_onoff = 1, .l_linger = 0};
     setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
     close(fd); /* RST while the server still has megabytes to write */
-    fd = cli_connect(f);
+    fd = cli_connect(f->family, f->port);
     if (fd < 0) return;
     r = "GET /hello HTTP/1.1\r\nConnection: close\r\n\r\n";
     if (cli_send(fd, r, strlen(r)) == 0) f->res[0] = cli_read_all(fd, &f->end[0]);
@@ -1007,14 +903,14 @@ static void client_open_conns(struct fx *f)
 {
     int fds[3];
     for (int i = 0; i < 3; i++)
-        if ((fds[i] = cli_connect(f)) < 0) return;
+        if ((fds[i] = cli_connect(f->family, f->port)) < 0) return;
     const char *half = "GET /hello HTTP/1.1\r\nHo";
     const char *big = "GET /big HTTP/1.1\r\n\r\n";
     char buf[1024];
     if (cli_send(fds[1], half, strlen(half)) != 0 || cli_send(fds[2], big, strlen(big)) != 0)
         return;
     f->val[0] = recv(fds[2], buf, sizeof buf, 0) > 0; /* the big reply has started */
-    signal_close(f);
+    srv_signal_close(&f->run);
     for (int i = 0; i < 3; i++) {
         int end = 0;
         free(cli_read_all(fds[i], &end));
@@ -1052,7 +948,7 @@ static char *post_reply(const char *method, const char *ct, const char *body, si
 static void client_trickle(struct fx *f)
 {
     client_exchanges(f);
-    int fd = cli_connect(f);
+    int fd = cli_connect(f->family, f->port);
     if (fd < 0) return;
     const char *r = "POST /post HTTP/1.1\r\nX-Content-Typo: no\r\ncOnTeNt-TyPe: "
                     "application/json \t\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}";
@@ -1101,7 +997,7 @@ static void test_post_body_and_content_type(void **state)
  * chunks; reads to EOF into res[slot]. */
 static void post_big(struct fx *f, int slot, const char *body, size_t len, int chunked)
 {
-    int fd = cli_connect(f);
+    int fd = cli_connect(f->family, f->port);
     if (fd < 0) return;
     char head[200];
     if (chunked)
@@ -1143,7 +1039,7 @@ static void client_3mib(struct fx *f)
     post_big(f, 4, big_body, MIB3 + 1, 1); /* chunked, one byte over */
     /* Content-Length over the limit, and no body sent at all: the 413 comes
      * from the head alone (nothing of the body is awaited or buffered). */
-    int fd = cli_connect(f);
+    int fd = cli_connect(f->family, f->port);
     if (fd < 0) return;
     char head[200];
     snprintf(head, sizeof head, "POST /post HTTP/1.1\r\nContent-Length: %u\r\n\r\n", MIB3 + 1);
@@ -1186,12 +1082,12 @@ static void client_budget(struct fx *f)
     const char *head = "POST /post HTTP/1.1\r\nContent-Type: x/y\r\nConnection: close\r\n"
                        "Content-Length: %d\r\n\r\n";
     char h[200];
-    int a = cli_connect(f); /* holds 1001 bytes: its body is half sent */
+    int a = cli_connect(f->family, f->port); /* holds 1001 bytes: its body is half sent */
     if (a < 0) return;
     snprintf(h, sizeof h, head, 1000);
     if (cli_send(a, h, strlen(h)) != 0 || cli_send(a, body, 500) != 0) goto out;
     /* a request answered after A's head was sent: the loop has read it */
-    int probe = cli_connect(f);
+    int probe = cli_connect(f->family, f->port);
     if (probe < 0) goto out;
     snprintf(h, sizeof h, head, 1);
     if (cli_send(probe, h, strlen(h)) == 0 && cli_send(probe, "p", 1) == 0)
@@ -1199,7 +1095,7 @@ static void client_budget(struct fx *f)
     close(probe);
     for (int i = 0; i < 3; i++) {
         static const int lens[] = {1000, 400, -600}; /* -: chunked */
-        int fd = cli_connect(f), n = lens[i] < 0 ? -lens[i] : lens[i];
+        int fd = cli_connect(f->family, f->port), n = lens[i] < 0 ? -lens[i] : lens[i];
         if (fd < 0) continue;
         char r[1700];
         if (lens[i] > 0)
@@ -1214,7 +1110,7 @@ static void client_budget(struct fx *f)
         close(fd);
     }
     if (cli_send(a, body + 500, 500) == 0) f->res[0] = cli_read_all(a, &f->end[0]);
-    int e = cli_connect(f); /* A's bytes are back */
+    int e = cli_connect(f->family, f->port); /* A's bytes are back */
     if (e < 0) goto out;
     snprintf(h, sizeof h, head, 1000);
     if (cli_send(e, h, strlen(h)) == 0 && cli_send(e, body, 1000) == 0)
@@ -1340,7 +1236,7 @@ static void client_small_limit(struct fx *f)
          * after the first one's callback: by then the first two are idle
          * whatever the scheduling. */
         if (n == 3) f->val[7] = hello_on(fds[2], want);
-        if ((fds[n] = cli_connect(f)) < 0) break;
+        if ((fds[n] = cli_connect(f->family, f->port)) < 0) break;
         f->val[n] = hello_on(fds[n], want);
     }
     if (n == 4) {
@@ -1357,7 +1253,7 @@ static void client_small_limit(struct fx *f)
  * before the default 5 s would. */
 static void client_idle(struct fx *f)
 {
-    int fd = cli_connect(f);
+    int fd = cli_connect(f->family, f->port);
     if (fd < 0) return;
     char *want = hello(1, 1);
     f->val[0] = hello_on(fd, want);
@@ -1386,7 +1282,8 @@ static void test_opts_conns_and_timeout(void **state)
  * and a reply being written is written whole. */
 static void client_graceful(struct fx *f)
 {
-    int idle = cli_connect(f), partial = cli_connect(f), big = cli_connect(f);
+    int idle = cli_connect(f->family, f->port), partial = cli_connect(f->family, f->port),
+        big = cli_connect(f->family, f->port);
     if (idle < 0 || partial < 0 || big < 0) return;
     char *want = hello(1, 1);
     f->val[0] = hello_on(idle, want);
@@ -1397,10 +1294,10 @@ static void client_graceful(struct fx *f)
     if (cli_send(partial, head, strlen(head)) != 0 || cli_send(big, r, strlen(r)) != 0) return;
     ssize_t first = recv(big, buf, sizeof buf, 0); /* the big reply has started */
     f->val[1] = first > 0;
-    signal_close(f);
+    srv_signal_close(&f->run);
     /* the idle one is closed: the shutdown has begun */
     f->val[2] = closed_within(idle, 5000);
-    f->val[3] = cli_connect(f) < 0 && errno == ECONNREFUSED;
+    f->val[3] = cli_connect(f->family, f->port) < 0 && errno == ECONNREFUSED;
     if (cli_send(partial, "\r\n", 2) == 0) f->res[0] = cli_read_all(partial, &f->end[0]);
     int end = 0;
     char *rest = cli_read_all(big, &end);
@@ -1433,7 +1330,7 @@ static void test_graceful_shutdown(void **state)
 static void client_continue(struct fx *f)
 {
     const char *cont = "HTTP/1.1 100 Continue\r\n\r\n";
-    int fd = cli_connect(f);
+    int fd = cli_connect(f->family, f->port);
     if (fd < 0) return;
     const char *head = "POST /post HTTP/1.1\r\nContent-Type: a/b\r\nexpect: 100-Continue \r\n"
                        "Content-Length: 5\r\nConnection: close\r\n\r\n";
@@ -1443,7 +1340,7 @@ static void client_continue(struct fx *f)
     }
     close(fd);
     /* chunked, on a keep-alive connection, then a GET that expects nothing */
-    fd = cli_connect(f);
+    fd = cli_connect(f->family, f->port);
     if (fd < 0) return;
     head = "POST /post HTTP/1.1\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n";
     if (cli_send(fd, head, strlen(head)) == 0) {
@@ -1455,7 +1352,7 @@ static void client_continue(struct fx *f)
     }
     close(fd);
     /* over the limit: 413 at once, no 100 */
-    fd = cli_connect(f);
+    fd = cli_connect(f->family, f->port);
     if (fd < 0) return;
     head = "POST /post HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 5000\r\n\r\n";
     if (cli_send(fd, head, strlen(head)) == 0) f->res[4] = cli_read_all(fd, &f->end[4]);

@@ -1,6 +1,6 @@
 /*
  * test_kube.c - tests of the Kubernetes API client (kube/kube.c) against
- * the fake API server tests/k8s/fakeapi.py, started once as a child process
+ * the fake API server tests/lib/fakeapi.py, started once as a child process
  * (real HTTPS on 127.0.0.1 and ::1 with its own CA) and stopped by PID. Its
  * control API (plain HTTP) injects faults, rotates the token, closes the
  * listener and reports the requests it saw, so every retry is checked on
@@ -34,8 +34,9 @@
 #define RUN_LIMIT_MS 30000 /* no test loop may run longer than this */
 
 #include "tests/fakeapi_client.h"
+#include "tests/helpers.h"
 
-static char g_dir[] = "/tmp/test_kube.XXXXXX";
+static char g_dir[64];
 
 /* The requests the fake saw for path, in order (a JSON array to free). */
 static cJSON *requests_for(const char *path)
@@ -65,15 +66,6 @@ static double req_time(const cJSON *reqs, int i)
 {
     return cJSON_GetNumberValue(
         cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(reqs, i), "time"));
-}
-
-static void write_file(const char *path, const char *data)
-{
-    FILE *fp = fopen(path, "w");
-
-    assert_non_null(fp);
-    fputs(data, fp);
-    assert_int_equal(fclose(fp), 0);
 }
 
 static void read_file(const char *path, char *out, size_t n)
@@ -126,11 +118,10 @@ static void on_cancel(void *ud) { ((struct t *)ud)->cancels++; }
 
 static void on_tick(uv_timer_t *h) { (void)h; }
 
-static void run_until(struct t *t, int calls, uint64_t limit_ms)
+/* Runs the loop until t->calls reaches calls (limit_ms at most). */
+static void await_calls(struct t *t, int calls, uint64_t limit_ms)
 {
-    uint64_t deadline = uv_hrtime() + limit_ms * 1000000ULL;
-
-    while (t->calls < calls && uv_hrtime() < deadline) uv_run(&t->loop, UV_RUN_ONCE);
+    run_until_count(&t->loop, &t->calls, calls, limit_ms);
     assert_int_equal(t->calls, calls);
 }
 
@@ -366,7 +357,7 @@ static void test_in_cluster_config(void **state)
     snprintf(path, sizeof path, "%s/token", sa);
     assert_string_equal(kube_token_path(t->k), path);
     get(t, t->pod_path);
-    run_until(t, 1, RUN_LIMIT_MS);
+    await_calls(t, 1, RUN_LIMIT_MS);
     assert_int_equal(t->ok, 1);
     expect_status(t, 200);
 
@@ -392,7 +383,7 @@ static void test_get_ok(void **state)
     const cJSON *r0;
 
     get(t, t->pod_path);
-    run_until(t, 1, RUN_LIMIT_MS);
+    await_calls(t, 1, RUN_LIMIT_MS);
     assert_int_equal(t->ok, 1);
     expect_status(t, 200);
     assert_int_equal(t->tries, 1);
@@ -431,7 +422,7 @@ static void test_patch_body_and_type(void **state)
 
     snprintf(path, sizeof path, "/apis/apps/v1/namespaces/%s/deployments/web", g_fake.ns);
     assert_int_equal(kube_request(t->k, &req, on_resp, t), 0);
-    run_until(t, 1, RUN_LIMIT_MS);
+    await_calls(t, 1, RUN_LIMIT_MS);
     expect_status(t, 200);
     reqs = requests_for(path);
     assert_int_equal(cJSON_GetArraySize(reqs), 1);
@@ -480,7 +471,7 @@ static void test_token_whitespace_trimmed(void **state)
     cfg.token_file = t->token_copy;
     remake(t, &cfg);
     get(t, t->pod_path);
-    run_until(t, 1, RUN_LIMIT_MS);
+    await_calls(t, 1, RUN_LIMIT_MS);
     expect_status(t, 200);
     assert_int_equal(t->tries, 1);
 }
@@ -494,7 +485,7 @@ static void test_401_rereads_token(void **state)
 
     ctl_ok("POST", "/token", "{\"token\":\"rotated-token-1\"}");
     get(t, t->pod_path);
-    run_until(t, 1, RUN_LIMIT_MS);
+    await_calls(t, 1, RUN_LIMIT_MS);
     expect_status(t, 200);
     assert_int_equal(t->tries, 2);
     reqs = requests_for(t->pod_path);
@@ -516,7 +507,7 @@ static void test_401_twice_is_final(void **state)
     cfg.token_file = t->token_copy;
     remake(t, &cfg);
     get(t, t->pod_path);
-    run_until(t, 1, RUN_LIMIT_MS);
+    await_calls(t, 1, RUN_LIMIT_MS);
     assert_int_equal(t->ok, 1);
     expect_status(t, 401);
     assert_int_equal(t->tries, 2);
@@ -543,7 +534,7 @@ static void test_token_stale(void **state)
     write_file(t->token_copy, "rotated-token-2");
     kube_token_stale(t->k);
     get(t, t->pod_path);
-    run_until(t, 1, RUN_LIMIT_MS);
+    await_calls(t, 1, RUN_LIMIT_MS);
     expect_status(t, 200);
     assert_int_equal(t->tries, 1);
     reqs = requests_for(t->pod_path);
@@ -570,7 +561,7 @@ static void test_403_names_rbac_rule(void **state)
              "{\"method\":\"PATCH\",\"path_regex\":\"/deployments/web$\",\"status\":403}");
     fault(f);
     assert_int_equal(kube_request(t->k, &req, on_resp, t), 0);
-    run_until(t, 1, RUN_LIMIT_MS);
+    await_calls(t, 1, RUN_LIMIT_MS);
     expect_status(t, 403);
     assert_int_equal(t->tries, 1);
     assert_non_null(strstr(t->error, "deployments.apps \"web\" is forbidden"));
@@ -609,7 +600,7 @@ static void test_403_fast_sync_names_its_role(void **state)
     snprintf(f, sizeof f, "{\"method\":\"PATCH\",\"path_regex\":\"/pods/web-1$\",\"status\":403}");
     fault(f);
     assert_int_equal(kube_request(t->k, &req, on_resp, t), 0);
-    run_until(t, 1, RUN_LIMIT_MS);
+    await_calls(t, 1, RUN_LIMIT_MS);
     expect_status(t, 403);
     assert_non_null(strstr(t->error, "RBAC: the service account needs verb \"patch\" on resource "
                                      "\"pods\" in API group \"\" (grant it fast sync's Role, with "
@@ -633,7 +624,7 @@ static void test_404_message(void **state)
 
     snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/no-such-pod", g_fake.ns);
     get(t, path);
-    run_until(t, 1, RUN_LIMIT_MS);
+    await_calls(t, 1, RUN_LIMIT_MS);
     expect_status(t, 404);
     assert_int_equal(t->tries, 1);
     assert_string_equal(t->error, "pods \"no-such-pod\" not found");
@@ -653,7 +644,7 @@ static void test_api_message_one_line(void **state)
           "\"message\":\"pods \\\"odd\\\" \\u001b[31mnot\\tfound \\u0085end \\r\\n"
           "level=error msg=forged\"}");
     get(t, path);
-    run_until(t, 1, RUN_LIMIT_MS);
+    await_calls(t, 1, RUN_LIMIT_MS);
     expect_status(t, 404);
     assert_string_equal(t->error, "pods \"odd\" \\x1b[31mnot\\x09found \\u0085end");
 }
@@ -667,7 +658,7 @@ static void test_429_plain_retry_after(void **state)
     fault(
         "{\"path_regex\":\"/pods/\",\"status\":429,\"plain\":true,\"retry_after\":1,\"count\":1}");
     get(t, t->pod_path);
-    run_until(t, 1, RUN_LIMIT_MS);
+    await_calls(t, 1, RUN_LIMIT_MS);
     expect_status(t, 200);
     assert_int_equal(t->tries, 2);
     assert_true(elapsed_ms(t) >= 1000);
@@ -687,7 +678,7 @@ static void test_429_gives_up(void **state)
     fault(
         "{\"path_regex\":\"/pods/\",\"status\":429,\"plain\":true,\"retry_after\":0,\"count\":50}");
     get(t, t->pod_path);
-    run_until(t, 1, RUN_LIMIT_MS);
+    await_calls(t, 1, RUN_LIMIT_MS);
     assert_int_equal(t->ok, 1);
     expect_status(t, 429);
     assert_int_equal(t->tries, KUBE_MAX_TRIES);
@@ -707,7 +698,7 @@ static void test_503_backoff(void **state)
 
     fault("{\"path_regex\":\"/pods/\",\"status\":503,\"count\":2}");
     get(t, t->pod_path);
-    run_until(t, 1, RUN_LIMIT_MS);
+    await_calls(t, 1, RUN_LIMIT_MS);
     expect_status(t, 200);
     assert_int_equal(t->tries, 3);
     reqs = requests_for(t->pod_path);
@@ -725,14 +716,14 @@ static void test_500_needs_retry_after(void **state)
 
     fault("{\"path_regex\":\"/pods/\",\"status\":500,\"count\":1}");
     get(t, t->pod_path);
-    run_until(t, 1, RUN_LIMIT_MS);
+    await_calls(t, 1, RUN_LIMIT_MS);
     expect_status(t, 500);
     assert_int_equal(t->tries, 1);
     assert_string_equal(t->error, "Internal error occurred: injected fault");
 
     fault("{\"path_regex\":\"/pods/\",\"status\":500,\"retry_after\":0,\"count\":1}");
     get(t, t->pod_path);
-    run_until(t, 2, RUN_LIMIT_MS);
+    await_calls(t, 2, RUN_LIMIT_MS);
     expect_status(t, 200);
     assert_int_equal(t->tries, 2);
 }
@@ -744,7 +735,7 @@ static void test_dropped_connections_retried(void **state)
 
     fault("{\"path_regex\":\"/pods/\",\"drop\":true,\"count\":2}");
     get(t, t->pod_path);
-    run_until(t, 1, RUN_LIMIT_MS);
+    await_calls(t, 1, RUN_LIMIT_MS);
     expect_status(t, 200);
     assert_int_equal(t->tries, 3);
     reqs = requests_for(t->pod_path);
@@ -767,7 +758,7 @@ static void test_listener_down_then_up(void **state)
     uv_update_time(t->aux.loop); /* ctl_ok blocked: do not start the 3 s from a stale clock */
     uv_timer_start(&t->aux, listener_up, 3000, 0);
     get(t, t->pod_path);
-    run_until(t, 1, RUN_LIMIT_MS);
+    await_calls(t, 1, RUN_LIMIT_MS);
     assert_int_equal(t->ok, 1);
     expect_status(t, 200);
     assert_true(t->tries >= 2 && t->tries <= KUBE_MAX_TRIES);
@@ -786,7 +777,7 @@ static void test_timeout_not_retried(void **state)
     remake(t, &cfg);
     fault("{\"path_regex\":\"/pods/\",\"delay_ms\":15000,\"count\":1}");
     get(t, t->pod_path);
-    run_until(t, 1, RUN_LIMIT_MS);
+    await_calls(t, 1, RUN_LIMIT_MS);
     assert_int_equal(t->ok, 0);
     assert_int_equal(t->tries, 1);
     assert_non_null(strstr(t->error, "timed out"));
@@ -800,7 +791,7 @@ static void test_timeout_default_10s_slow(void **state)
 
     fault("{\"path_regex\":\"/pods/\",\"delay_ms\":15000,\"count\":1}");
     get(t, t->pod_path);
-    run_until(t, 1, RUN_LIMIT_MS);
+    await_calls(t, 1, RUN_LIMIT_MS);
     assert_int_equal(t->ok, 0);
     assert_int_equal(t->tries, 1);
     assert_non_null(strstr(t->error, "timed out"));
@@ -816,7 +807,7 @@ static void test_ca_bundle(void **state)
     cfg.ca_file = g_fake.ca_bundle; /* an unrelated CA first, then the right one */
     remake(t, &cfg);
     get(t, t->pod_path);
-    run_until(t, 1, RUN_LIMIT_MS);
+    await_calls(t, 1, RUN_LIMIT_MS);
     expect_status(t, 200);
 }
 
@@ -830,7 +821,7 @@ static void test_wrong_ca(void **state)
     cfg.ca_file = g_fake.other_ca;
     remake(t, &cfg);
     get(t, t->pod_path);
-    run_until(t, 1, RUN_LIMIT_MS);
+    await_calls(t, 1, RUN_LIMIT_MS);
     assert_int_equal(t->ok, 0);
     assert_int_equal(t->tries, 1);
     assert_non_null(strstr(t->error, "TLS verification against the CA file"));
@@ -928,7 +919,7 @@ static int group_setup(void **state)
 
     (void)state;
     no_proxy_env();
-    if (!mkdtemp(g_dir)) return -1;
+    if (make_tmpdir(g_dir, sizeof g_dir, "test_kube", 0) != 0) return -1;
     snprintf(st, sizeof st, "%s/fake", g_dir);
     log_configure(RA_LOG_ERROR, RA_LOG_FORMAT_TEXT);
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -937,12 +928,9 @@ static int group_setup(void **state)
 
 static int group_teardown(void **state)
 {
-    char cmd[512];
-
     (void)state;
     fake_stop(&g_fake);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return remove_tmpdir(g_dir);
 }
 
 int main(void)

@@ -15,6 +15,7 @@
 #include "actions/action.h"
 #include "run/monitor.h"
 #include "base/log.h"
+#include "tests/helpers.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -64,23 +65,11 @@ static void on_baseline(void *ud, const struct hash_manifest *base)
 
 static void on_closed(void *ud) { ((struct fx *)ud)->closed++; }
 
-static void on_deadline(uv_timer_t *t) { *(int *)t->data = 1; }
-
-/* Runs the loop until *v >= min or the deadline passes. */
-static int run_until(struct fx *f, const int *v, int min)
+static int hashing(void *arg)
 {
-    uv_timer_t t;
-    int fired = 0;
-    assert_int_equal(uv_timer_init(&f->loop, &t), 0);
-    t.data = &fired;
-    assert_int_equal(uv_timer_start(&t, on_deadline, DEADLINE_MS, 0), 0);
-    for (int i = 0; i < 1000000 && !fired && *v < min; i++) uv_run(&f->loop, UV_RUN_ONCE);
-    uv_close((uv_handle_t *)&t, NULL);
-    uv_run(&f->loop, UV_RUN_NOWAIT);
-    return *v >= min;
+    struct fx *f = arg;
+    return f->m && monitor_hashing(f->m);
 }
-
-static int hashing(struct fx *f) { return f->m && monitor_hashing(f->m); }
 
 static void on_nudge(uv_timer_t *t) { (void)t; }
 
@@ -89,18 +78,14 @@ static void on_nudge(uv_timer_t *t) { (void)t; }
  * otherwise sleep until the job is done. */
 static int run_until_hashing(struct fx *f)
 {
-    uv_timer_t t, nudge;
-    int fired = 0;
-    assert_int_equal(uv_timer_init(&f->loop, &t), 0);
+    uv_timer_t nudge;
+    int r;
     assert_int_equal(uv_timer_init(&f->loop, &nudge), 0);
-    t.data = &fired;
-    assert_int_equal(uv_timer_start(&t, on_deadline, DEADLINE_MS, 0), 0);
     assert_int_equal(uv_timer_start(&nudge, on_nudge, 1, 1), 0);
-    for (int i = 0; i < 1000000 && !fired && !hashing(f); i++) uv_run(&f->loop, UV_RUN_ONCE);
-    uv_close((uv_handle_t *)&t, NULL);
+    r = run_until(&f->loop, hashing, f, DEADLINE_MS);
     uv_close((uv_handle_t *)&nudge, NULL);
     uv_run(&f->loop, UV_RUN_NOWAIT);
-    return hashing(f);
+    return r;
 }
 
 static void put(const char *dir, const char *name, const char *text, size_t size)
@@ -122,20 +107,11 @@ static void put(const char *dir, const char *name, const char *text, size_t size
     assert_int_equal(rename(tmp, dst), 0); /* one event, whole content */
 }
 
-static int rm_one(const char *p, const struct stat *st, int type, struct FTW *ftw)
-{
-    (void)st;
-    (void)ftw;
-    return type == FTW_DP ? rmdir(p) : unlink(p);
-}
-
 static int setup(void **state)
 {
     struct fx *f = calloc(1, sizeof *f);
     assert_non_null(f);
-    snprintf(f->base, sizeof f->base, "%s/test_monitor-XXXXXX",
-             access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
-    assert_non_null(mkdtemp(f->base));
+    assert_int_equal(make_tmpdir(f->base, sizeof f->base, "test_monitor", 1), 0);
     snprintf(f->root, sizeof f->root, "%s/vol", f->base);
     assert_int_equal(mkdir(f->root, 0755), 0);
     assert_int_equal(uv_loop_init(&f->loop), 0);
@@ -151,7 +127,7 @@ static int teardown(void **state)
     for (int i = 0; i < 1000 && uv_run(&f->loop, UV_RUN_NOWAIT); i++) {
     }
     assert_int_equal(uv_loop_close(&f->loop), 0);
-    assert_int_equal(nftw(f->base, rm_one, 16, FTW_DEPTH | FTW_PHYS), 0);
+    assert_int_equal(remove_tmpdir(f->base), 0);
     free(f);
     return 0;
 }
@@ -187,7 +163,7 @@ static void test_baseline_off_the_loop(void **state)
     assert_int_equal(uv_timer_init(&f->loop, &tick), 0);
     tick.data = f;
     assert_int_equal(uv_timer_start(&tick, on_tick, 5, 5), 0);
-    assert_true(run_until(f, &f->baselines, 1));
+    assert_true(run_until_count(&f->loop, &f->baselines, 1, DEADLINE_MS));
     uv_close((uv_handle_t *)&tick, NULL);
     uv_run(&f->loop, UV_RUN_NOWAIT); /* the handle is on this stack */
     /* 256 MiB take far more than 15 ms to hash: the loop ran its timers */
@@ -205,20 +181,13 @@ static void test_change_during_hash(void **state)
     put(f->root, "a", "1", 10);
     put(f->root, "big", "b", BIG);
     start(f);
-    assert_true(run_until(f, &f->baselines, 1));
+    assert_true(run_until_count(&f->loop, &f->baselines, 1, DEADLINE_MS));
     put(f->root, "big", "c", BIG);
     assert_true(run_until_hashing(f));
     put(f->root, "a", "2", 10);
-    assert_true(run_until(f, &f->changes, 1));
+    assert_true(run_until_count(&f->loop, &f->changes, 1, DEADLINE_MS));
     /* nothing more follows: let any further evaluation run out */
-    uv_timer_t t;
-    int fired = 0;
-    assert_int_equal(uv_timer_init(&f->loop, &t), 0);
-    t.data = &fired;
-    assert_int_equal(uv_timer_start(&t, on_deadline, 500, 0), 0);
-    for (int i = 0; i < 100000 && !fired; i++) uv_run(&f->loop, UV_RUN_ONCE);
-    uv_close((uv_handle_t *)&t, NULL);
-    uv_run(&f->loop, UV_RUN_NOWAIT);
+    run_for(&f->loop, 500);
     assert_false(monitor_hashing(f->m));
     assert_int_equal(f->changes, 1);
     assert_int_equal(monitor_changes(f->m), 1);
@@ -271,7 +240,7 @@ static void test_rules_classify_files(void **state)
         .roots = roots, .nroots = 1, .debounce_ns = 20000000, .baseline = on_baseline, .rules = &r};
     assert_int_equal(monitor_start(&f->loop, &o, on_change, f, &f->m), 0);
     path_rules_free(&r); /* copied */
-    assert_true(run_until(f, &f->baselines, 1));
+    assert_true(run_until_count(&f->loop, &f->baselines, 1, DEADLINE_MS));
     g_conf_rolls = 0;
     expect_classes(f, 2, 1);
     path_rules_init(&r, ACTION_ROLLOUT); /* now everything not ignored rolls */
@@ -280,7 +249,7 @@ static void test_rules_classify_files(void **state)
     path_rules_free(&r);
     put(f->root, "a.conf", "b", 10);
     put(f->root, "x.swp", "t", 10); /* ignored: not part of the change */
-    assert_true(run_until(f, &f->changes, 1));
+    assert_true(run_until_count(&f->loop, &f->changes, 1, DEADLINE_MS));
     g_conf_rolls = 1;
     expect_classes(f, 2, 2);
 }
@@ -308,7 +277,7 @@ static void test_close_abandons_hash(void **state)
     assert_int_equal(threads(), before + 1);
     monitor_close(f->m, on_closed, f);
     f->m = NULL;
-    assert_true(run_until(f, &f->closed, 1));
+    assert_true(run_until_count(&f->loop, &f->closed, 1, DEADLINE_MS));
     assert_int_equal(f->baselines, 0);
     /* the worker stops at its next file; bounded wait for it to exit */
     for (int i = 0; i < 300 && threads() > before; i++) {

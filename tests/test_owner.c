@@ -1,7 +1,7 @@
 /*
  * test_owner.c - tests of the owner-kind table and of owner resolution
  * (kube/owner.c) through the real
- * Kubernetes client against the fake API server tests/k8s/fakeapi.py: one
+ * Kubernetes client against the fake API server tests/lib/fakeapi.py: one
  * fake per test (a child process with the test's fixture, stopped by PID),
  * real HTTPS on 127.0.0.1, a real libuv loop bounded by a deadline, and
  * uv_loop_close() == 0 at the end of each test. Every fixture's owner chain
@@ -36,8 +36,9 @@
 #define RUN_LIMIT_MS 30000 /* no test loop may run longer than this */
 
 #include "tests/fakeapi_client.h"
+#include "tests/helpers.h"
 
-static char g_dir[] = "/tmp/test_owner.XXXXXX";
+static char g_dir[64];
 static char g_state[300]; /* the fake's --state, one per test */
 
 /* ---- per-test loop, client and result ---- */
@@ -63,11 +64,10 @@ static void on_owner(void *ud, struct owner_info *o)
 
 static void on_tick(uv_timer_t *h) { (void)h; }
 
-static void run_until(struct t *t, int calls, uint64_t limit_ms)
+/* Runs the loop until t->calls reaches calls (limit_ms at most). */
+static void await_calls(struct t *t, int calls, uint64_t limit_ms)
 {
-    uint64_t deadline = uv_hrtime() + limit_ms * 1000000ULL;
-
-    while (t->calls < calls && uv_hrtime() < deadline) uv_run(&t->loop, UV_RUN_ONCE);
+    run_until_count(&t->loop, &t->calls, calls, limit_ms);
     assert_int_equal(t->calls, calls);
 }
 
@@ -110,7 +110,6 @@ static int teardown(void **state)
 {
     struct t *t = *state;
     int hc_closed = 0, i;
-    char cmd[512];
 
     if (!t) return 0;
     kube_destroy(t->k);
@@ -123,14 +122,13 @@ static int teardown(void **state)
     owner_info_free(t->o);
     free(t);
     fake_stop(&g_fake);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_state);
-    return system(cmd) == 0 ? 0 : -1;
+    return remove_tmpdir(g_state);
 }
 
 static void resolve(struct t *t)
 {
     assert_int_equal(owner_resolve(t->k, on_owner, t), 0);
-    run_until(t, 1, RUN_LIMIT_MS);
+    await_calls(t, 1, RUN_LIMIT_MS);
     assert_non_null(t->o);
 }
 
@@ -651,7 +649,7 @@ static int group_setup(void **state)
 {
     (void)state;
     no_proxy_env();
-    if (!mkdtemp(g_dir)) return -1;
+    if (make_tmpdir(g_dir, sizeof g_dir, "test_owner", 0) != 0) return -1;
     snprintf(g_state, sizeof g_state, "%s/fake", g_dir);
     log_configure(RA_LOG_ERROR, RA_LOG_FORMAT_TEXT);
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -660,11 +658,8 @@ static int group_setup(void **state)
 
 static int group_teardown(void **state)
 {
-    char cmd[512];
-
     (void)state;
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return remove_tmpdir(g_dir);
 }
 
 int main(void)

@@ -38,6 +38,7 @@
 #include <linux/seccomp.h>
 
 #include "actions/proc.h"
+#include "tests/helpers.h"
 
 static char g_exe[PATH_MAX]; /* this binary, for helper processes */
 static char g_dir[64];       /* scratch directory for symlinks and pid files */
@@ -187,35 +188,16 @@ static int find_file(const char *path, struct proc_match *m, struct proc_scan_in
     return proc_find(&t, m, 4, info);
 }
 
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    assert_int_equal(fclose(f), 0);
-}
-
 static int setup(void **state)
 {
     (void)state;
-    snprintf(g_dir, sizeof g_dir, "/tmp/test_proc.XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
+    return make_tmpdir(g_dir, sizeof g_dir, "test_proc", 0);
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    DIR *d = opendir(g_dir);
-    if (!d) return -1;
-    struct dirent *de;
-    char path[PATH_MAX];
-    while ((de = readdir(d)) != NULL) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
-        snprintf(path, sizeof path, "%s/%s", g_dir, de->d_name);
-        unlink(path);
-    }
-    closedir(d);
-    return rmdir(g_dir);
+    return remove_tmpdir(g_dir);
 }
 
 /* ---- tests ---- */

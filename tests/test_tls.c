@@ -3,9 +3,9 @@
  * with net/httpd.c). A test CA, an intermediate and server certificates are
  * made in the test with OpenSSL's APIs and written as PEM files to a
  * temporary directory. The server runs in a libuv loop on the main thread;
- * a client thread speaks TLS with an in-process OpenSSL client over
- * blocking sockets (5 s send/receive timeouts, every loop bounded), stores
- * what it saw, and wakes the loop through a uv_async_t, which closes the
+ * a client thread speaks TLS with an in-process OpenSSL client
+ * (tests/tlsclient.h) over blocking sockets (5 s send/receive timeouts,
+ * every loop bounded), stores what it saw, and wakes the loop through a uv_async_t, which closes the
  * server. A 30 s deadline timer is the backstop.
  */
 #include <setjmp.h>
@@ -38,6 +38,7 @@
 
 #include "net/httpd.h"
 #include "net/tls.h"
+#include "tests/tlsclient.h"
 
 /* ---- test PKI, written once per run ---- */
 
@@ -190,19 +191,17 @@ static int remove_pki(void **state)
 
 struct fx {
     uv_loop_t loop;
-    uv_async_t async;
-    uv_timer_t deadline;
+    struct srv_run run; /* the client thread and the deadline */
     struct httpd *srv;
     struct tls_server *ts;
     struct httpd_opts opts;
     int port;
-    int stopping, closed, timed_out, signalled;
     int handler_calls;
     void (*client)(struct fx *);
     char *res[16];
     int val[16];
     char info[8][200];
-    int graceful; /* the client's signal calls httpd_shutdown */
+    int graceful; /* srv_run closes the server with httpd_shutdown */
     int nreasons;
     char reasons[MAX_REASONS][100];
 };
@@ -244,46 +243,10 @@ static void handler(void *ud, const struct httpd_req *req, struct httpd_resp *re
     resp->body_len = n > 0 ? (size_t)n : 0;
 }
 
-static void on_closed(void *ud) { ((struct fx *)ud)->closed++; }
-
-static void stop_server(struct fx *f)
-{
-    if (f->stopping) return;
-    f->stopping = 1;
-    if (f->graceful)
-        httpd_shutdown(f->srv, on_closed, f);
-    else
-        httpd_close(f->srv, on_closed, f);
-    uv_close((uv_handle_t *)&f->deadline, NULL);
-}
-
-static void async_cb(uv_async_t *a)
-{
-    stop_server(a->data);
-    uv_close((uv_handle_t *)a, NULL);
-}
-
-static void deadline_cb(uv_timer_t *t)
-{
-    struct fx *f = t->data;
-    f->timed_out = 1;
-    stop_server(f);
-}
-
-/* Wakes the loop to close the server; at most once per test. */
-static void signal_close(struct fx *f)
-{
-    if (f->signalled) return;
-    f->signalled = 1;
-    uv_async_send(&f->async);
-}
-
-static void *thread_main(void *arg)
+static void run_client(void *arg)
 {
     struct fx *f = arg;
     f->client(f);
-    signal_close(f);
-    return NULL;
 }
 
 /* Runs client against a TLS server with f->opts (tls filled in here) and
@@ -300,16 +263,7 @@ static void run(struct fx *f, void (*client)(struct fx *))
     assert_int_equal(httpd_start_opts(&f->loop, "127.0.0.1:0", &f->opts, handler, f, &f->srv), 0);
     f->port = httpd_port(f->srv);
     f->client = client;
-    f->async.data = f->deadline.data = f;
-    assert_int_equal(uv_async_init(&f->loop, &f->async, async_cb), 0);
-    assert_int_equal(uv_timer_init(&f->loop, &f->deadline), 0);
-    assert_int_equal(uv_timer_start(&f->deadline, deadline_cb, 30000, 0), 0);
-    pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, thread_main, f), 0);
-    assert_int_equal(uv_run(&f->loop, UV_RUN_DEFAULT), 0);
-    assert_int_equal(pthread_join(th, NULL), 0);
-    assert_int_equal(f->timed_out, 0);
-    assert_int_equal(f->closed, 1);
+    srv_run(&f->run, &f->loop, 30000, f, run_client, f->srv, f->graceful);
     assert_int_equal(uv_loop_close(&f->loop), 0);
 }
 
@@ -320,22 +274,6 @@ static void fx_free(struct fx *f)
 }
 
 /* ---- client side ---- */
-
-static int cli_connect(const struct fx *f)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return -1;
-    struct timeval tv = {.tv_sec = 5};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)f->port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
 
 /* A client context trusting the test root (or nothing, trust == 0), for
  * protocol versions min..max (0 = OpenSSL's defaults). */
@@ -352,67 +290,6 @@ static SSL_CTX *client_ctx(int trust, int min, int max)
     if (min) SSL_CTX_set_min_proto_version(c, min);
     if (max) SSL_CTX_set_max_proto_version(c, max);
     return c;
-}
-
-struct tc {
-    int fd;
-    SSL *ssl;
-};
-
-/* Connects and completes the handshake (verifying "localhost"). Returns 0,
- * or -1 with nothing left open. */
-static int tls_open(struct fx *f, SSL_CTX *ctx, SSL_SESSION *resume, struct tc *t)
-{
-    t->fd = cli_connect(f);
-    if (t->fd < 0) return -1;
-    t->ssl = SSL_new(ctx);
-    SSL_set_fd(t->ssl, t->fd);
-    SSL_set_tlsext_host_name(t->ssl, "localhost");
-    SSL_set1_host(t->ssl, "localhost");
-    SSL_set_alpn_protos(t->ssl, (const unsigned char *)"\x02h2\x08http/1.1", 12);
-    if (resume) SSL_set_session(t->ssl, resume);
-    if (SSL_connect(t->ssl) != 1) {
-        ERR_clear_error();
-        SSL_free(t->ssl);
-        close(t->fd);
-        t->ssl = NULL;
-        t->fd = -1;
-        return -1;
-    }
-    return 0;
-}
-
-static void tls_close(struct tc *t)
-{
-    if (t->ssl) SSL_free(t->ssl);
-    if (t->fd >= 0) close(t->fd);
-    t->ssl = NULL;
-    t->fd = -1;
-    ERR_clear_error();
-}
-
-static int tls_send(struct tc *t, const char *s)
-{
-    size_t n = strlen(s);
-    return SSL_write(t->ssl, s, (int)n) == (int)n ? 0 : -1;
-}
-
-/* Reads exactly n bytes; NULL on EOF/error first. */
-static char *tls_read_n(struct tc *t, size_t n)
-{
-    char *buf = malloc(n + 1);
-    size_t got = 0;
-    while (got < n) {
-        int r = SSL_read(t->ssl, buf + got, (int)(n - got));
-        if (r <= 0) {
-            free(buf);
-            ERR_clear_error();
-            return NULL;
-        }
-        got += (size_t)r;
-    }
-    buf[n] = '\0';
-    return buf;
 }
 
 enum { END_NOTIFY = 1, END_OTHER = 2 };
@@ -528,7 +405,7 @@ static void client_basic(struct fx *f)
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT);
     SSL_CTX_sess_set_new_cb(ctx, new_session);
     struct tc t;
-    if (tls_open(f, ctx, NULL, &t) == 0) {
+    if (tls_open(f->port, ctx, NULL, &t) == 0) {
         snprintf(f->info[0], sizeof f->info[0], "%s", SSL_get_version(t.ssl));
         const unsigned char *alpn;
         unsigned alen;
@@ -553,7 +430,7 @@ static void client_basic(struct fx *f)
     SSL_CTX_set_cipher_list(ctx12, "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-ECDSA-AES256-GCM-SHA384:"
                                    "ECDHE-ECDSA-AES128-GCM-SHA256:AES128-SHA");
     SSL_SESSION *sess = NULL;
-    if (tls_open(f, ctx12, NULL, &t) == 0) {
+    if (tls_open(f->port, ctx12, NULL, &t) == 0) {
         snprintf(f->info[2], sizeof f->info[2], "%s", SSL_get_version(t.ssl));
         snprintf(f->info[3], sizeof f->info[3], "%s", SSL_get_cipher_name(t.ssl));
         f->val[4] = SSL_get_current_compression(t.ssl) == NULL;
@@ -568,14 +445,14 @@ static void client_basic(struct fx *f)
         f->val[12] = sess && SSL_SESSION_is_resumable(sess);
         tls_close(&t);
     }
-    if (sess && tls_open(f, ctx12, sess, &t) == 0) {
+    if (sess && tls_open(f->port, ctx12, sess, &t) == 0) {
         f->val[6] = 1 + SSL_session_reused(t.ssl); /* 1: a full handshake */
         f->val[7] = exchange(&t, "GET /hello HTTP/1.1\r\n\r\n", "hello");
         tls_close(&t);
     }
     SSL_SESSION_free(sess);
     /* TLS 1.2 renegotiation is refused (a no_renegotiation alert) */
-    if (tls_open(f, ctx12, NULL, &t) == 0) {
+    if (tls_open(f->port, ctx12, NULL, &t) == 0) {
         f->val[8] = exchange(&t, "GET /hello HTTP/1.1\r\n\r\n", "hello");
         if (SSL_renegotiate(t.ssl) == 1) {
             f->val[9] = SSL_do_handshake(t.ssl);
@@ -630,16 +507,16 @@ static void client_refused(struct fx *f)
     /* TLS 1.1 only */
     SSL_CTX *old = client_ctx(1, TLS1_1_VERSION, TLS1_1_VERSION);
     struct tc t;
-    f->val[0] = tls_open(f, old, NULL, &t);
+    f->val[0] = tls_open(f->port, old, NULL, &t);
     if (f->val[0] == 0) tls_close(&t);
     SSL_CTX_free(old);
     /* a client that does not trust the server's CA aborts the handshake */
     SSL_CTX *untrusting = client_ctx(0, 0, 0);
-    f->val[1] = tls_open(f, untrusting, NULL, &t);
+    f->val[1] = tls_open(f->port, untrusting, NULL, &t);
     if (f->val[1] == 0) tls_close(&t);
     SSL_CTX_free(untrusting);
     /* plain HTTP to the TLS port: no HTTP reply, the connection is closed */
-    int fd = cli_connect(f);
+    int fd = cli_connect(AF_INET, f->port);
     if (fd >= 0) {
         const char *r = "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n";
         if (send(fd, r, strlen(r), MSG_NOSIGNAL) == (ssize_t)strlen(r)) {
@@ -652,7 +529,7 @@ static void client_refused(struct fx *f)
     }
     /* then a good client is served */
     SSL_CTX *ctx = client_ctx(1, 0, 0);
-    if (tls_open(f, ctx, NULL, &t) == 0) {
+    if (tls_open(f->port, ctx, NULL, &t) == 0) {
         f->val[4] = exchange(&t, "GET /hello HTTP/1.1\r\n\r\n", "hello");
         tls_close(&t);
     }
@@ -704,14 +581,14 @@ static void client_slow(struct fx *f)
     char hello[4096];
     size_t hlen = client_hello(hello, sizeof hello);
     f->val[0] = hlen > 100;
-    int silent = cli_connect(f); /* connects, sends nothing */
-    int half = cli_connect(f);   /* sends half a ClientHello */
+    int silent = cli_connect(AF_INET, f->port); /* connects, sends nothing */
+    int half = cli_connect(AF_INET, f->port);   /* sends half a ClientHello */
     if (silent < 0 || half < 0) return;
     f->val[1] = send(half, hello, hlen / 2, MSG_NOSIGNAL) == (ssize_t)(hlen / 2);
     /* meanwhile another client is served */
     SSL_CTX *ctx = client_ctx(1, 0, 0);
     struct tc t;
-    if (tls_open(f, ctx, NULL, &t) == 0) {
+    if (tls_open(f->port, ctx, NULL, &t) == 0) {
         f->val[2] = exchange(&t, "GET /hello HTTP/1.1\r\n\r\n", "hello");
         tls_close(&t);
     }
@@ -741,13 +618,13 @@ static void client_reload(struct fx *f)
 {
     SSL_CTX *ctx = client_ctx(1, 0, 0);
     struct tc k, n, m;
-    if (tls_open(f, ctx, NULL, &k) != 0) goto out;
+    if (tls_open(f->port, ctx, NULL, &k) != 0) goto out;
     f->val[0] = exchange(&k, "GET /hello HTTP/1.1\r\n\r\n", "hello");
     f->val[1] = (int)peer_serial(&k);
     /* reload to "two", on the loop, from a request on this connection */
     const char *r = "GET /reload HTTP/1.1\r\n\r\n";
     f->val[2] = exchange(&k, r, "rc=0 err=");
-    if (tls_open(f, ctx, NULL, &n) == 0) { /* a new connection sees "two" */
+    if (tls_open(f->port, ctx, NULL, &n) == 0) { /* a new connection sees "two" */
         f->val[3] = (int)peer_serial(&n);
         peer_cn(&n, f->info[0], sizeof f->info[0]);
         f->val[4] = exchange(&n, post_req, "POST application/json 7:{\"a\":1}");
@@ -760,7 +637,7 @@ static void client_reload(struct fx *f)
     char *body = tls_send(&k, "GET /reload-bad HTTP/1.1\r\n\r\n") == 0 ? tls_read_body(&k) : NULL;
     if (body) snprintf(f->info[1], sizeof f->info[1], "%s", body);
     free(body);
-    if (tls_open(f, ctx, NULL, &m) == 0) {
+    if (tls_open(f->port, ctx, NULL, &m) == 0) {
         f->val[7] = (int)peer_serial(&m);
         tls_close(&m);
     }
@@ -808,7 +685,7 @@ static void *burst_thread(void *arg)
     long ok = 0;
     for (int i = 0; i < PER_THREAD; i++) {
         struct tc t;
-        if (tls_open(f, ctx, NULL, &t) != 0) continue;
+        if (tls_open(f->port, ctx, NULL, &t) != 0) continue;
         char *want = resp("POST - 1:x", 0);
         int end = 0;
         char *got = tls_send(&t, "POST /post HTTP/1.1\r\nContent-Length: 1\r\nConnection: close\r\n"
@@ -830,7 +707,7 @@ static void client_crowd(struct fx *f)
     struct tc t[CROWD];
     int n = 0, served = 0;
     for (; n < CROWD; n++) {
-        if (tls_open(f, ctx, NULL, &t[n]) != 0) break;
+        if (tls_open(f->port, ctx, NULL, &t[n]) != 0) break;
         served += exchange(&t[n], "GET /hello HTTP/1.1\r\n\r\n", "hello");
     }
     f->val[0] = n;
@@ -969,7 +846,7 @@ static char *tls_post(struct fx *f, SSL_CTX *ctx, const char *body, size_t len, 
                       int *end)
 {
     struct tc t;
-    if (tls_open(f, ctx, NULL, &t) != 0) return NULL;
+    if (tls_open(f->port, ctx, NULL, &t) != 0) return NULL;
     char head[200];
     if (chunked)
         snprintf(head, sizeof head,
@@ -1007,7 +884,7 @@ static void client_big(struct fx *f)
     f->res[3] = tls_post(f, ctx, big, 0, 0, &f->val[3]);
     /* Expect: 100-continue over TLS: the interim reply, then the body */
     struct tc c;
-    if (tls_open(f, ctx, NULL, &c) == 0) {
+    if (tls_open(f->port, ctx, NULL, &c) == 0) {
         const char *cont = "HTTP/1.1 100 Continue\r\n\r\n";
         if (tls_send(&c, "POST /post HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n"
                          "Connection: close\r\n\r\n") == 0)
@@ -1017,7 +894,7 @@ static void client_big(struct fx *f)
     }
     /* over the limit by Content-Length: 413 on the head alone */
     struct tc t;
-    if (tls_open(f, ctx, NULL, &t) == 0) {
+    if (tls_open(f->port, ctx, NULL, &t) == 0) {
         char head[100];
         snprintf(head, sizeof head, "POST /post HTTP/1.1\r\nContent-Length: %u\r\n\r\n", MIB3 + 1);
         if (tls_send(&t, head) == 0) f->res[4] = tls_read_all(&t, &f->val[4]);
@@ -1074,18 +951,18 @@ static void client_graceful(struct fx *f)
 {
     SSL_CTX *ctx = client_ctx(1, 0, 0);
     struct tc idle, busy;
-    if (tls_open(f, ctx, NULL, &idle) != 0) goto out;
-    if (tls_open(f, ctx, NULL, &busy) != 0) {
+    if (tls_open(f->port, ctx, NULL, &idle) != 0) goto out;
+    if (tls_open(f->port, ctx, NULL, &busy) != 0) {
         tls_close(&idle);
         goto out;
     }
-    int raw = cli_connect(f); /* never starts its handshake */
+    int raw = cli_connect(AF_INET, f->port); /* never starts its handshake */
     /* The partial request goes first: by the time the server has answered
      * on idle, it has read what was already there on busy (one epoll wait
      * saw both). */
     f->val[1] = tls_send(&busy, "GET /hello HTTP/1.1\r\nHost: x\r\n") == 0;
     f->val[0] = exchange(&idle, "GET /hello HTTP/1.1\r\n\r\n", "hello");
-    signal_close(f);
+    srv_signal_close(&f->run);
     f->val[2] = closed_within(idle.fd, 5000);
     f->val[3] = raw >= 0 && closed_within(raw, 5000);
     if (tls_send(&busy, "\r\n") == 0) f->res[0] = tls_read_all(&busy, &f->val[4]);
@@ -1196,13 +1073,13 @@ static void client_stalled_crowd(struct fx *f)
     size_t hlen = client_hello(hello, sizeof hello);
     int fds[STALLED], n = 0;
     for (; n < STALLED; n++) {
-        if ((fds[n] = cli_connect(f)) < 0) break;
+        if ((fds[n] = cli_connect(AF_INET, f->port)) < 0) break;
         if (send(fds[n], hello, hlen / 2, MSG_NOSIGNAL) != (ssize_t)(hlen / 2)) break;
     }
     f->val[0] = n;
     SSL_CTX *ctx = client_ctx(1, 0, 0);
     struct tc t;
-    if (tls_open(f, ctx, NULL, &t) == 0) {
+    if (tls_open(f->port, ctx, NULL, &t) == 0) {
         f->val[1] = exchange(&t, "GET /hello HTTP/1.1\r\n\r\n", "hello");
         tls_close(&t);
     }
@@ -1212,7 +1089,7 @@ static void client_stalled_crowd(struct fx *f)
     for (int i = 1; i < n; i++) others_open &= !closed_within(fds[i], 0);
     f->val[3] = others_open;
     /* the server closes the rest itself (which is not counted) */
-    signal_close(f);
+    srv_signal_close(&f->run);
     for (int i = 1; i < n; i++) f->val[4] += closed_within(fds[i], 5000);
     for (int i = 0; i < n; i++) close(fds[i]);
 }

@@ -15,6 +15,7 @@
 
 #include "base/log.h"
 #include "watch/watch.h"
+#include "tests/helpers.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -87,47 +88,13 @@ static void put(const char *path, const char *text)
 
 static void mkd(const char *path) { assert_int_equal(mkdir(path, 0755), 0); }
 
-static int rm_one(const char *p, const struct stat *st, int type, struct FTW *ftw)
-{
-    (void)st;
-    (void)ftw;
-    return type == FTW_DP ? rmdir(p) : unlink(p);
-}
-
-static void rm_rf(const char *path)
-{
-    assert_int_equal(nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS), 0);
-}
+static void rm_rf(const char *path) { assert_int_equal(remove_tmpdir(path), 0); }
 
 static void on_deadline(uv_timer_t *t) { *(int *)t->data = 1; }
 
-/* Runs the loop until pred(arg) holds or the deadline passes; returns pred. */
-static int run_until(struct fx *f, int (*pred)(void *), void *arg)
-{
-    uv_timer_t t;
-    int fired = 0;
-    assert_int_equal(uv_timer_init(&f->loop, &t), 0);
-    t.data = &fired;
-    assert_int_equal(uv_timer_start(&t, on_deadline, DEADLINE_MS, 0), 0);
-    for (int i = 0; i < 100000 && !fired && !pred(arg); i++) uv_run(&f->loop, UV_RUN_ONCE);
-    uv_close((uv_handle_t *)&t, NULL);
-    uv_run(&f->loop, UV_RUN_NOWAIT); /* completes the timer's close */
-    return pred(arg);
-}
-
-struct at_least {
-    const int *v;
-    int min;
-};
-static int pred_at_least(void *a)
-{
-    const struct at_least *p = a;
-    return *p->v >= p->min;
-}
 static int wait_count(struct fx *f, const int *v, int min)
 {
-    struct at_least p = {v, min};
-    return run_until(f, pred_at_least, &p);
+    return run_until_count(&f->loop, v, min, DEADLINE_MS);
 }
 
 struct wds {
@@ -142,7 +109,7 @@ static int pred_wds(void *a)
 static int wait_wds(struct fx *f, size_t n)
 {
     struct wds p = {f, n};
-    return run_until(f, pred_wds, &p);
+    return run_until(&f->loop, pred_wds, &p, DEADLINE_MS);
 }
 
 /* Everything done to the file system before this call has been handled after it. */
@@ -176,8 +143,7 @@ static int setup(void **state)
     char p[PATH_MAX];
     size_t idx;
     assert_non_null(f);
-    snprintf(f->base, sizeof f->base, "/tmp/test_watch-XXXXXX");
-    assert_non_null(mkdtemp(f->base));
+    assert_int_equal(make_tmpdir(f->base, sizeof f->base, "test_watch", 0), 0);
     snprintf(p, sizeof p, "%s/s", f->base);
     mkd(p);
     snprintf(p, sizeof p, "%s/t", f->base);

@@ -18,23 +18,17 @@ import json
 import os
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
+from tests.lib.proc import status_kb
+from tests.lib.stats import median, pct
+
 UPDATES = 500
 INTERVAL_MS = 20
 ROUNDS = 10  # the latency updates alternate between agent and pipeline in this many rounds
-
-
-def status_kb(pid, key):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    return -1
 
 
 class Bench:
@@ -129,14 +123,10 @@ class Bench:
         return lat
 
 
-def pct(v, q):
-    s = sorted(v)
-    return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
-
-
 def summary(name, lat, n):
+    """The latency figures of one side (tests/lib/stats.py percentiles)."""
     return {"name": name, "signalled": len(lat), "updates": n, "min_us": min(lat),
-            "median_us": statistics.median(lat), "p99_us": pct(lat, 0.99)}
+            "median_us": median(lat), "p99_us": pct(lat, 99)}
 
 
 def main():

@@ -10,9 +10,9 @@ time to convergence (the content change to the last agent's rollout event,
 patched or already-current) and the largest agent VmRSS and RssAnon (most
 of VmRSS is shared library pages: libcurl, OpenSSL).
 The machinery (agents as plain processes logging to files, stopped by PID)
-is tests/integration/test_fleet.py's Fleet.
+is tests/lib/fleet.py's Fleet.
 
-Usage: fleet.py --binary BUILD/reload-agent --tools BUILD/tools [--agents 100]
+Usage: python3 -m tests.bench.fleet --binary BUILD/reload-agent --tools BUILD/tools [--agents 100]
 Exit status 1 if the template did not change exactly once or an agent did
 not converge.
 """
@@ -20,16 +20,14 @@ import argparse
 import os
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
-import test_fleet  # noqa: E402
-from lib import TestFailure  # noqa: E402
+from tests.lib.fleet import Fleet, run_one_change
+from tests.lib.proc import TestFailure
 
 
 def measure(binary, tools, n, jitter):
-    fleet = test_fleet.Fleet(binary, tools, n, jitter=jitter, events=True)
+    fleet = Fleet(binary, tools, n, jitter=jitter, events=True)
     try:
-        m = test_fleet.run_one_change(fleet, timeout=120)
+        m = run_one_change(fleet, timeout=120)
     finally:
         fleet.stop()
     change_reqs = [r for r in m["reqs"] if r["time"] >= m["t0"]]

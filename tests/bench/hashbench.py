@@ -24,6 +24,8 @@ import sys
 import tempfile
 import time
 
+from tests.lib.proc import status_kb
+
 MIB = 1 << 20
 
 
@@ -33,14 +35,6 @@ def mem_available():
             if line.startswith("MemAvailable:"):
                 return int(line.split()[1]) * 1024
     return 0
-
-
-def status_kb(pid, key):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    return -1
 
 
 def timed(args):

@@ -25,6 +25,8 @@ import sys
 import tempfile
 import time
 
+from tests.lib.kubectl import KUBECONFIG
+
 GROUP = """# group {i}: the app's configuration
 apiVersion: v1
 kind: ConfigMap
@@ -88,21 +90,6 @@ stringData:
   TOKEN: "t-{i}"
 ---
 """
-
-KUBECONFIG = """apiVersion: v1
-kind: Config
-clusters:
-- name: offline
-  cluster: {server: "https://127.0.0.1:1"}
-contexts:
-- name: offline
-  context: {cluster: offline, user: offline}
-current-context: offline
-users:
-- name: offline
-  user: {token: not-a-secret}
-"""
-
 
 def run(args, stdin_path, env=None):
     """Runs args with stdin from a file; returns (wall s, CPU s, peak RSS KiB,

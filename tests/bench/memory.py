@@ -13,7 +13,7 @@ may have been coalesced.
 
 The receivers: signal -> build/tools/hupcount; http -> an HTTP/1.1
 keep-alive server in this process (POST, 200); exec -> /bin/true; rollout ->
-tests/k8s/fakeapi.py (HTTPS, its own CA, a Deployment and its pod), with
+tests/lib/fakeapi.py (HTTPS, its own CA, a Deployment and its pod), with
 --rollout-jitter 0s.
 
 The image: the files scripts/rootfs.sh puts into the image (the same script
@@ -32,23 +32,14 @@ import tempfile
 import threading
 import time
 
+from tests.lib import fakeapi
+from tests.lib.proc import memory_kb
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "tests", "k8s"))
-import fakeapi  # noqa: E402
 
 IMAGE = "localhost/reload-agent:test"
 ACTION_TIMEOUT_S = 20  # per action: a stuck agent fails the bench, it does not hang it
-
-
-def status(pid):
-    out = {}
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            k, _, v = line.partition(":")
-            if k in ("VmRSS", "VmHWM", "RssAnon", "RssFile"):
-                out[k] = int(v.split()[0])
-    return out
 
 
 class Reload(http.server.BaseHTTPRequestHandler):
@@ -172,7 +163,7 @@ class Bench:
                 sys.exit("%s agent did not get ready; its log: %s" % (kind, reader.tail()))
             time.sleep(0.02)
         time.sleep(idle_s)
-        idle = status(agent.pid)
+        idle = memory_kb(agent.pid)
         done = 0
         for i in range(n):
             before = reader.successes()
@@ -188,7 +179,7 @@ class Bench:
                 time.sleep(0.001)
             done = reader.successes()
         time.sleep(0.5)
-        after = status(agent.pid)
+        after = memory_kb(agent.pid)
         agent.send_signal(signal.SIGTERM)
         agent.wait(60)
         log.close()

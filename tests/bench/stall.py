@@ -15,12 +15,14 @@ import os
 import shutil
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+
+from tests.lib.proc import free_port
+from tests.lib.stats import median
 
 SIZE = 1 << 30
 BOUND_MS = 100
@@ -37,12 +39,6 @@ def get(port, path):
                 break
             data += c
     return data.split(b" ", 2)[1], time.monotonic() - t0
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main():
@@ -114,7 +110,7 @@ def main():
         worst = max(samples) * 1e3
         print("stall: /healthz during a %d MiB hash (tmpfs): %d polls, median %.2f ms, "
               "longest %.1f ms (target <= %d ms: %s); rename -> change %.2f s" %
-              (a.size_mib, len(samples), statistics.median(samples) * 1e3, worst, BOUND_MS,
+              (a.size_mib, len(samples), median(samples) * 1e3, worst, BOUND_MS,
                "met" if worst <= BOUND_MS else "NOT met", hashed))
     finally:
         if p.poll() is None:

@@ -26,7 +26,6 @@ Cases:
 import argparse
 import http.client
 import json
-import os
 import shutil
 import socket
 import ssl
@@ -36,8 +35,8 @@ import tempfile
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from webhookbench import HOST, client_ctx, free_port, make_certs, review_body, status_kb  # noqa
+from tests.lib.proc import free_port, status_kb
+from tests.lib.webhook import HOST, client_ctx, make_certs, review_body
 
 MIB = 1 << 20
 

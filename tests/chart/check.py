@@ -31,7 +31,7 @@ module proxy, cached in $RA_CLUSTER_CACHE): kustomize at the version the
 cluster's kubectl (v1.36.3) embeds, so `kustomize build` is that kubectl's
 `kubectl kustomize`. A missing tool is built; a failed build fails the test.
 
-Usage: check.py [--binary build/reload-agent] [--update]
+Usage: python3 -m tests.chart.check [--binary build/reload-agent] [--update]
 """
 import argparse
 import copy

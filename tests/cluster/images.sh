@@ -63,7 +63,7 @@ build_all() {
 		{ tail -n 30 "$d/pause.log" >&2; die "podman build of pause failed"; }
 
 	pm build -q --network host --build-arg BASE="$BASE" -t "$NGINX_IMAGE" \
-		-f "$here/images/e2e-nginx.Containerfile" "$here/images" > "$d/nginx.log" 2>&1 ||
+		-f "$here/images/nginx.Containerfile" "$here/images" > "$d/nginx.log" 2>&1 ||
 		{ tail -n 30 "$d/nginx.log" >&2; die "podman build of e2e-nginx failed"; }
 	log "built $IMAGES in $(($(date +%s) - t0)) s"
 }

@@ -1,82 +1,42 @@
 #!/usr/bin/env python3
 """End-to-end runner: the agent on a real single-node cluster.
 
-Starts (or reuses) the cluster with tests/cluster/up.sh, then runs every
-function named test_* of tests/e2e/test_*.py, each with an lib.Env (its own
-namespace). Tests run in parallel (-j, default 4): most of their time is
-spent waiting for the kubelet, whose ConfigMap refresh takes a minute.
-Each test has a time limit (its function's `timeout` attribute, default
-600 s); one marked `exclusive` runs alone after the others. A failure prints the test's diagnostic
-dump (pods, agent logs, events). Prints one line per test and closes with
+Takes the cluster's lock, starts (or reuses) the cluster with
+tests/cluster/up.sh, then runs every function named test_* of
+tests/e2e/test_*.py, each with a tests.lib.cluster.Env (its own namespace).
+Tests run in parallel (-j, default 4): most of their time is spent waiting
+for the kubelet, whose ConfigMap refresh takes a minute. Each test has a
+time limit (its function's `timeout` attribute, default 600 s); one marked
+`exclusive` runs alone after the others. A failure prints the test's
+diagnostic dump (pods, agent logs, events). Prints one line per test and closes with
 "N passed, N failed".
 
-Usage: run.py --binary build/reload-agent [-k SUBSTRING] [-j N] [--keep]
+Usage (from the repository's root):
+  python3 -m tests.e2e.run --binary build/reload-agent [-k SUBSTRING] [-j N] [--keep]
   --keep   leave failed tests' namespaces (and the cluster) for a look
 """
 import argparse
 import concurrent.futures
-import importlib.util
 import os
-import subprocess
 import sys
 import threading
 import time
 import traceback
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import lib  # noqa: E402
+if not __package__:
+    sys.exit("run.py is a module: python3 -m tests.e2e.run (from the repository's root)")
 
+from tests.lib.cluster import Cluster, Env, cluster_env, lock_cluster  # noqa: E402
+from tests.lib.suite import discover  # noqa: E402
 
-LOCK = "/var/lock/reload-agent-e2e.lock"
-
-
-def lock_cluster():
-    """Takes the one cluster for this process (every e2e run, bench and load
-    test takes it): two runs on one cluster would take each other's webhook
-    down. Waits, saying so; the lock goes with the process."""
-    import fcntl
-    f = open(LOCK, "w")
-    try:
-        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        print("e2e: another run holds %s; waiting for it" % LOCK, flush=True)
-        fcntl.flock(f, fcntl.LOCK_EX)
-    return f
-
-
-def cluster_env():
-    p = subprocess.run(["bash", os.path.join(lib.REPO, "tests/cluster/up.sh")], stdout=subprocess.PIPE,
-                       timeout=5400)
-    if p.returncode != 0:
-        sys.exit("e2e: tests/cluster/up.sh failed (exit %d)" % p.returncode)
-    env = {}
-    for line in p.stdout.decode().splitlines():
-        k, sep, v = line.partition("=")
-        if sep:
-            env[k] = v
-    return env
-
-
-def discover(sub):
-    tests = []
-    for fn in sorted(os.listdir(HERE)):
-        if not (fn.startswith("test_") and fn.endswith(".py")):
-            continue
-        spec = importlib.util.spec_from_file_location(fn[:-3], os.path.join(HERE, fn))
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        for name in sorted(dir(mod)):
-            f = getattr(mod, name)
-            if name.startswith("test_") and callable(f):
-                full = "%s::%s" % (fn[:-3], name)
-                if sub in full:
-                    tests.append((full, f, getattr(f, "timeout", 600), getattr(f, "exclusive", False)))
-    return tests
+def discover_e2e(sub):
+    """The tests with their time limit and whether they run alone."""
+    return [(full, f, getattr(f, "timeout", 600), getattr(f, "exclusive", False))
+            for full, f in discover(__package__, sub)]
 
 
 def run_one(cluster, full, fn, limit, keep, out_lock):
-    env = lib.Env(cluster, full)
+    env = Env(cluster, full)
     t0 = time.monotonic()
     ok = False
     result = {}
@@ -120,12 +80,12 @@ def main():
     ap.add_argument("-j", type=int, default=int(os.environ.get("E2E_JOBS", "4")))
     ap.add_argument("--keep", action="store_true")
     a = ap.parse_args()
-    tests = discover(a.k)
+    tests = discover_e2e(a.k)
     if not tests:
         sys.exit("e2e: no test matches %r" % a.k)
     lock = lock_cluster()  # noqa: F841 (held until exit)
     t0 = time.monotonic()
-    cluster = lib.Cluster(cluster_env(), os.path.abspath(a.binary))
+    cluster = Cluster(cluster_env(), os.path.abspath(a.binary))
     print("e2e: cluster ready in %.0f s; %d tests, %d at a time" % (time.monotonic() - t0, len(tests), a.j),
           flush=True)
     out_lock = threading.Lock()

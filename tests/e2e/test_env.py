@@ -4,9 +4,9 @@ container in place with env-action restart (the kubelet resolves env again:
 printenv shows the new value), and rolls the workload by default."""
 import time
 
-import apps
-from lib import check, wait_until
-from test_rollout import grant_role, rolled_out
+from tests.lib import apps
+from tests.lib.cluster import grant_role, rolled_out, wait_until
+from tests.lib.proc import check
 
 
 def env_cm(value):

@@ -2,9 +2,9 @@
 mount, which never updates) reach `kubectl get events` through the agent,
 although the pod was created by a controller (admission warnings go to the
 controller, never to the user); a reload is a Normal Reloaded Event."""
-import apps
-from lib import check, wait_until
-from test_rollout import grant_role
+from tests.lib import apps
+from tests.lib.cluster import grant_role, wait_until
+from tests.lib.proc import check
 
 
 def pod_events(env, pod, reason):

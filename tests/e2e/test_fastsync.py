@@ -5,7 +5,7 @@ reload-agent.io/sync of its own pod, so the kubelet refreshes the volume at
 once instead of at its periodic sync. The policy in
 manifests/fast-sync/policy.yaml makes that patch self-only; its tests use
 the very token the kubelet mounts into the pod. No timing is asserted: the
-times are logged, and measured in `make bench` (tests/bench/propagation.py).
+times are logged, and measured in `make bench-cluster` (tests/loadtest/propagation.py).
 
 Set up as a user would (issue 18 item 4): the main scenario applies what
 `reload-agent inject` writes (the Deployment with its sidecar's fast-sync
@@ -19,8 +19,9 @@ import os
 import subprocess
 import time
 
-import apps
-from lib import REPO, TestFailure, check, http_get, wait_until
+from tests.lib import apps
+from tests.lib.cluster import REPO, http_text, wait_until
+from tests.lib.proc import TestFailure, check
 
 SYNC_KEY = "reload-agent.io/sync"
 TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount/token"
@@ -85,7 +86,7 @@ def hand_rbac(env, configmaps=(), secrets=(), sa="default"):
 
 
 def served(ip):
-    st, body = http_get("http://%s:%d/" % (ip, apps.PORT), timeout=1.0)
+    st, body = http_text("http://%s:%d/" % (ip, apps.PORT), timeout=1.0)
     return body.strip() if st == 200 else None
 
 

@@ -8,9 +8,9 @@ import subprocess
 import tempfile
 import time
 
-import apps
-from lib import check, rollout_hash, wait_until
-from test_rollout import grant_role, rolled_out
+from tests.lib import apps
+from tests.lib.cluster import grant_role, rolled_out, rollout_hash, wait_until
+from tests.lib.proc import check
 
 MANIFEST = """\
 # a GitOps repository's file, as a user writes it

@@ -31,8 +31,9 @@ import tempfile
 import threading
 import time
 
-import apps
-from lib import REPO, TestFailure, check, wait_until
+from tests.lib import apps
+from tests.lib.cluster import REPO, wait_until
+from tests.lib.proc import TestFailure, check
 
 RELEASE = "reload-agent"
 CHART = os.path.join(REPO, "charts", "reload-agent")

@@ -3,8 +3,9 @@ complete: the kubelet stops a restartPolicy: Always init container once the
 main containers have exited."""
 import json
 
-import apps
-from lib import check, wait_until
+from tests.lib import apps
+from tests.lib.cluster import wait_until
+from tests.lib.proc import check
 
 
 def job_template(ann):

@@ -3,8 +3,9 @@ has no Role says, in its log, which verb on which resource was refused and
 what to grant."""
 import os
 
-import apps
-from lib import REPO, check, wait_until
+from tests.lib import apps
+from tests.lib.cluster import REPO, wait_until
+from tests.lib.proc import check
 
 
 def test_missing_role_is_named(env):

@@ -19,61 +19,14 @@ import json
 import subprocess
 import time
 
-import apps
-from lib import check, wait_until
-
-CODE = 88
-RULES = [{"action": "RestartAllContainers", "exitCodes": {"operator": "In", "values": [CODE]}}]
-AGENT_IMAGE = "reload-agent:0.1.0"
-
-
-def sidecar(args, rules=True, mounts=()):
-    c = {"name": "reload-agent", "image": AGENT_IMAGE, "imagePullPolicy": "Never", "restartPolicy": "Always",
-         "args": ["run", "--log-format=json", "--resync=0"] + list(args),
-         "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "allowPrivilegeEscalation": False,
-                             "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]},
-                             "seccompProfile": {"type": "RuntimeDefault"}},
-         "volumeMounts": [{"name": "site", "mountPath": "/etc/nginx/conf.d", "readOnly": True},
-                          {"name": "podinfo", "mountPath": "/etc/podinfo", "readOnly": True}] + list(mounts)}
-    if rules:
-        c["restartPolicyRules"] = RULES
-    return c
-
-
-def pod_template(agent, annotations=None):
-    """nginx serving the site ConfigMap and reading GREETING from the env
-    ConfigMap, an init container that counts its runs, and the agent (None:
-    the injector adds it)."""
-    init = {"name": "init", "image": apps.NGINX_IMAGE, "imagePullPolicy": "Never",
-            "command": ["sh", "-c", "date +%s >> /runs/init"],
-            "volumeMounts": [{"name": "runs", "mountPath": "/runs"}]}
-    app = {"name": "nginx", "image": apps.NGINX_IMAGE, "imagePullPolicy": "Never",
-           "ports": [{"containerPort": apps.PORT}],
-           "envFrom": [{"configMapRef": {"name": "env"}}],
-           "volumeMounts": [{"name": "site", "mountPath": "/etc/nginx/conf.d"},
-                            {"name": "runs", "mountPath": "/runs"}],
-           "readinessProbe": {"httpGet": {"path": "/", "port": apps.PORT}, "periodSeconds": 2}}
-    spec = {"automountServiceAccountToken": False, "terminationGracePeriodSeconds": 5,
-            "initContainers": [init] + ([agent] if agent else []), "containers": [app],
-            "volumes": [{"name": "site", "configMap": {"name": "site"}},
-                        {"name": "runs", "emptyDir": {}}]}
-    if agent:
-        spec["volumes"] += [{"name": "env", "configMap": {"name": "env"}},
-                            {"name": "podinfo", "downwardAPI": {"items": [
-                                {"path": "annotations", "fieldRef": {"fieldPath": "metadata.annotations"}}]}}]
-    return {"metadata": {"labels": {"app": "web"}, "annotations": dict(annotations or {})}, "spec": spec}
-
+from tests.lib import apps
+from tests.lib.apps import CODE, RULES, pod_template, restart_pod_annotations, sidecar
+from tests.lib.cluster import http_text, wait_until
+from tests.lib.proc import check
 
 def deployment(tmpl):
     return json.dumps({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
                        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}}, "template": tmpl}})
-
-
-def restart_pod_annotations():
-    """What asks the injector for restart-pod: every change of the site and
-    the env ConfigMaps restarts the pod in place, 5 s after it."""
-    return apps.agent_annotations(action="restart-pod", env_action="restart-pod", restart_delay="5s",
-                                  resync="0")
 
 
 def check_injected_sidecar(pod):
@@ -101,8 +54,7 @@ def restart_counts(pod):
 
 
 def served(ip):
-    from lib import http_get
-    st, body = http_get("http://%s:%d/" % (ip, apps.PORT))
+    st, body = http_text("http://%s:%d/" % (ip, apps.PORT))
     return body.strip() if st == 200 else None
 
 

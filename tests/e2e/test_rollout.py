@@ -3,38 +3,14 @@ Deployment (3 replicas), a StatefulSet and a DaemonSet patch their owner's
 pod template exactly once, with the docs/hash.md hash of the new content, and
 the controller replaces the pods. The agents run as the workload's own
 ServiceAccount with the Role docs/kubernetes.md tells users to bind."""
-import os
 import time
 
-import apps
-from lib import REPO, check, rollout_hash, wait_until
+from tests.lib import apps
+from tests.lib.cluster import grant_role, rollout_hash, rolled_out, wait_until
+from tests.lib.proc import check
 
 RESOURCE = {"Deployment": "deployments", "StatefulSet": "statefulsets", "DaemonSet": "daemonsets"}
 MOUNT = "/etc/nginx/conf.d"
-
-
-def grant_role(env, sa="default"):
-    """What docs/kubernetes.md "RBAC for injected workloads" tells a user to run."""
-    env.kubectl("apply", "-f", os.path.join(REPO, "manifests/role.yaml"))
-    env.kubectl("create", "rolebinding", "reload-agent", "--role=reload-agent",
-                "--serviceaccount=%s:%s" % (env.ns, sa))
-
-
-def rolled_out(env, kind, name, gen, want):
-    """True when the controller has observed generation gen and every pod
-    runs the current template and is ready."""
-    o = env.get(kind.lower(), name)
-    st = o.get("status", {})
-    if st.get("observedGeneration") != gen:
-        return False
-    if kind == "Deployment":
-        return (st.get("updatedReplicas") == want and st.get("readyReplicas") == want
-                and st.get("replicas") == want and st.get("availableReplicas") == want)
-    if kind == "StatefulSet":
-        return (st.get("updatedReplicas") == want and st.get("readyReplicas") == want
-                and st.get("currentRevision") == st.get("updateRevision"))
-    return (st.get("updatedNumberScheduled") == want and st.get("numberReady") == want
-            and st.get("desiredNumberScheduled") == want)
 
 
 def patches_by_agents(env, kind, name, since):

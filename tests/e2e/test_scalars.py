@@ -7,7 +7,7 @@ import os
 import subprocess
 import tempfile
 
-from lib import check
+from tests.lib.proc import check
 
 SCALARS = ["yes", "no", "on", "off", "y", "n", "Yes", "NO", "On", "OFF", "Y", "N", "true", "False",
            "TRUE", "~", "null", "Null", "", "0644", "08", "0o17", "0x1F", "0b101", "+12", "-0", "1_000",

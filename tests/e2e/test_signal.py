@@ -1,14 +1,34 @@
 """signal on the real kubelet: stock nginx (master as root), injected by the
-webhook through the real apiserver, reloads a ConfigMap edit in place."""
+webhook through the real apiserver, reloads a ConfigMap edit in place, and
+the sidecar keeps what it applied in its state emptyDir (--state-dir), read
+where the kubelet lays that volume out on the node."""
+import hashlib
+import json
+import os
 import time
 
-import apps
-from lib import check, http_get, wait_until
+from tests.lib import apps
+from tests.lib.cluster import http_text, wait_until
+from tests.lib.proc import check
 
 
 def served(ip):
-    st, body = http_get("http://%s:%d/" % (ip, apps.PORT))
+    st, body = http_text("http://%s:%d/" % (ip, apps.PORT))
     return body.strip() if st == 200 else None
+
+
+def applied_state(env, pod):
+    """The sidecar's applied state ({path: sha256}) as the kubelet holds it on
+    the node: the reload-agent-state emptyDir under the kubelet's --root-dir
+    (tests/cluster/up.sh), or None while there is no readable record."""
+    path = os.path.join(env.c.env["STATE"], "kubelet", "pods", pod["metadata"]["uid"], "volumes",
+                        "kubernetes.io~empty-dir", "reload-agent-state", "applied.json")
+    try:
+        with open(path, "rb") as f:
+            rec = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return {f["path"]: f["sha256"] for f in rec.get("files", [])}
 
 
 def test_signal_stock_nginx(env):
@@ -35,6 +55,16 @@ def test_signal_stock_nginx(env):
     check(pod["metadata"].get("deletionTimestamp") is None, "the pod is being replaced")
     check(env.exec(name, "nginx", "cat", "/run/nginx.pid").strip() == pid,
           "nginx's master PID changed: it was restarted, not reloaded")
+    # the sidecar kept what it applied in its state emptyDir (--state-dir):
+    # the record names v2's bytes, so a restarted sidecar would not act again
+    v1 = hashlib.sha256(apps.site_conf("v1").encode()).hexdigest()
+    v2 = hashlib.sha256(apps.site_conf("v2").encode()).hexdigest()
+    def records_v2():
+        st = applied_state(env, pod)
+        return st if st and v2 in st.values() else None
+    st = wait_until(records_v2, 30, "the applied state to record v2's site.conf")
+    check(v1 not in st.values(), "the applied state still names v1: %r" % st)
+    env.log("applied state in the emptyDir: %r" % st)
     for cs in pod["status"].get("containerStatuses", []) + pod["status"].get("initContainerStatuses", []):
         check(cs.get("restartCount", 0) == 0, "container %s restarted" % cs["name"])
     check(env.get("deployment", "web")["metadata"]["generation"] == gen, "the Deployment was rolled")

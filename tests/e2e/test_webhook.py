@@ -3,8 +3,9 @@ apiserver: an annotated pod is injected at creation, and with every webhook
 replica down pods are still created (failurePolicy: Ignore), unchanged."""
 import time
 
-import apps
-from lib import check, wait_until
+from tests.lib import apps
+from tests.lib.cluster import wait_until
+from tests.lib.proc import check
 
 
 def injected(pod):

@@ -9,9 +9,9 @@ import hashlib
 import json
 import os
 
-import lib
-from lib import check
-from test_engine import lines_of, pid_appender, start, update, volume, wait_action
+from tests.lib import agent as lib
+from tests.lib.agent import lines_of, pid_appender, start, update, volume, wait_action
+from tests.lib.proc import check, wait_until
 
 
 def exec_args(state, runs):

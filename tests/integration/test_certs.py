@@ -1,4 +1,4 @@
-"""`reload-agent webhook certs` against the fake API server (tests/k8s/fakeapi.py,
+"""`reload-agent webhook certs` against the fake API server (tests/lib/fakeapi.py,
 a test double of docs/kubernetes-api.md: real TLS on loopback, bearer token,
 Secrets get/create with 409 AlreadyExists, MutatingWebhookConfigurations
 get/patch with RFC 6902 test ops).
@@ -9,20 +9,15 @@ tools that are not ours: `openssl verify`, `openssl x509 -text`, and a real
 TLS handshake through Python's ssl module with the CA from the Secret.
 """
 import base64
-import json
 import os
 import ssl
 import socket
-import subprocess
-import sys
 import threading
 import time
 
-from lib import check, wait_until
+from tests.lib import fakeapi
+from tests.lib.proc import check, wait_until
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "k8s"))
-import fakeapi  # noqa: E402
 
 NS = "reload-agent"
 SVC = "reload-agent-webhook"

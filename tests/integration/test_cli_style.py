@@ -3,7 +3,7 @@ inject, webhook and webhook certs reject an unknown flag, a flag without its
 value and a bad log level with exit status 2 and the same words, and -h and
 --help print a usage generated from the subcommand's table, exit 0.
 """
-from lib import check
+from tests.lib.proc import check
 
 SUBCOMMANDS = (["run"], ["hash"], ["inject"], ["webhook"], ["webhook", "certs"])
 LOGGED = (["run"], ["webhook"], ["webhook", "certs"])  # the ones with --log-level

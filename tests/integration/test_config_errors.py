@@ -6,9 +6,9 @@ import json
 import os
 import re
 
-from lib import check, wait_until
+from tests.lib.agent import volume
+from tests.lib.proc import check, http_get, wait_until
 
-from test_engine import volume
 
 
 def annotations_text(settings):
@@ -183,7 +183,6 @@ def test_restart_only_change_is_logged_once(env):
     """Options read once at start (OPT_RESTART_ONLY): a live change is
     applied as configuration, logged once naming the option, and the server
     keeps its port; going back to the start value logs nothing."""
-    from lib import http_get
     vol = volume(env, {"app.conf": "v0\n"})
     adir = volume(env, {"annotations": annotations_text({"action": "none"})}, name="podinfo")
     a = env.agent(["--watch", vol, "--debounce", "50ms", "--resync", "0", "--listen", "127.0.0.1:0",

@@ -31,8 +31,8 @@ import tempfile
 import threading
 import time
 
-import lib
-from lib import TestFailure, check
+from tests.lib import agent, proc
+from tests.lib.proc import TestFailure, check
 
 BIG = 768 * 1024 * 1024
 HEALTHZ_BOUND = 0.100  # seconds: the bound for the longest /healthz
@@ -145,7 +145,7 @@ def test_healthz_answers_during_large_hash(env):
         vol = os.path.join(shm_dir(env), "vol")
         os.makedirs(vol)
         write(os.path.join(vol, "a.conf"), "small")
-        port = lib.free_port()
+        port = proc.free_port()
         a = start(env, vol, port=port)
         a.wait_event("ready", timeout=15)
         p = Poller(port)
@@ -182,17 +182,17 @@ def test_change_mid_hash_is_acted_on(env):
         write(os.path.join(vol, "a.conf"), "v1")
         write_big(os.path.join(vol, "big.bin"), BIG, "1")
         runs = env.path("runs")
-        port = lib.free_port()
+        port = proc.free_port()
         a = start(env, vol, "--action", "exec", "--exec-command",
                   'sh -c "echo $$ >> %s"' % runs, port=port)
         a.wait_event("ready", timeout=60)
         write_big(os.path.join(vol, "big.bin"), BIG, "2")
-        lib.wait_until(lambda: status(port).get("hashing"), timeout=20, interval=0.005,
+        proc.wait_until(lambda: status(port).get("hashing"), timeout=20, interval=0.005,
                        what="the agent hashing the new big file")
         write(os.path.join(vol, "a.conf"), "v2")
         want = env.hash_of(vol)
         a.wait_match("change", timeout=90, hash=want)
-        lib.wait_until(lambda: os.path.exists(runs), timeout=20, what="the exec action")
+        proc.wait_until(lambda: os.path.exists(runs), timeout=20, what="the exec action")
         a.quiet(1.5)
         check(len(changes(a)) == 1, "want exactly one change, got %r" %
               [(c["hash"], c["modified"]) for c in changes(a)])
@@ -215,9 +215,9 @@ def test_sigterm_during_long_hash(env):
         vol = os.path.join(shm_dir(env), "vol")
         os.makedirs(vol)
         write_big(os.path.join(vol, "big.bin"), 1 << 30, "t")
-        port = lib.free_port()
+        port = proc.free_port()
         a = start(env, vol, port=port)
-        lib.wait_until(lambda: _try_status(port).get("hashing"), timeout=20, interval=0.005,
+        proc.wait_until(lambda: _try_status(port).get("hashing"), timeout=20, interval=0.005,
                        what="the agent hashing its baseline")
         check(get(port, "/readyz")[0] == 503, "ready before the baseline")
         t0 = time.monotonic()
@@ -247,7 +247,7 @@ def test_growing_file_is_bounded(env):
         vol = os.path.join(shm_dir(env), "vol")
         os.makedirs(vol)
         write(os.path.join(vol, "a.conf"), "x")
-        port = lib.free_port()
+        port = proc.free_port()
         a = start(env, vol, port=port)
         a.wait_event("ready", timeout=15)
         p = Poller(port)
@@ -289,7 +289,7 @@ class _Shim:
 
 
 def userns_agent(env, script, args):
-    a = lib.Agent(_Shim(env, script), args)
+    a = agent.Agent(_Shim(env, script), args)
     env.agents.append(a)
     return a
 
@@ -303,7 +303,7 @@ def test_unreadable_at_start_no_baseline(env):
     write(os.path.join(vol, "a.conf"), "readable")
     write(os.path.join(vol, "b.conf"), "secret")
     os.chmod(os.path.join(vol, "b.conf"), 0)
-    port = lib.free_port()
+    port = proc.free_port()
     a = userns_agent(env, 'exec unshare -U -- %s "$@"\n' % env.binary,
                      ["--watch", vol, "--debounce", "50ms", "--resync", "0",
                       "--listen", "127.0.0.1:%d" % port, "--action", "exec",
@@ -321,7 +321,7 @@ def test_unreadable_at_start_no_baseline(env):
     retries = a.wait_for(three_retries, timeout=15, what="three retries")
     check([x.get("level") for x in retries] == ["debug"] * 3,
           "retries logged at %r" % [x.get("level") for x in retries])
-    lib.wait_until(lambda: _try_status(port), timeout=10, what="/status")
+    proc.wait_until(lambda: _try_status(port), timeout=10, what="/status")
     check(get(port, "/readyz")[0] == 503, "/readyz is not 503 while b.conf is unreadable")
     st = status(port)
     check(st["ready"] is False and st["baseline"] is False, "status: %r" % st)
@@ -349,7 +349,7 @@ def test_watch_limit_unwatched_dirs(env):
     for d in ("a", "b", "c"):
         os.makedirs(os.path.join(vol, d))
         write(os.path.join(vol, d, "f"), "1")
-    port = lib.free_port()
+    port = proc.free_port()
     # the root and one subdirectory fit; two subdirectories do not
     script = "exec unshare -Ur -- sh -c '%s' sh \"$@\"\n" % _limit_script(
         env.binary, "max_inotify_watches", 2).replace("'", "'\\''")

@@ -25,9 +25,9 @@ import subprocess
 import sys
 import time
 
-from lib import TestFailure, check, http_get, wait_until
+from tests.lib.agent import hupcount, lines_of, start, update, volume
+from tests.lib.proc import TestFailure, check, http_get, wait_until
 
-from test_engine import hupcount, lines_of, start, update, volume
 
 
 def healthz_ok(a):
@@ -187,11 +187,11 @@ def test_stale_pid_file_blocks_restart(env):
 
 # ---- F9: a reload endpoint that answers 2xx with a big body ----
 
-HTTPSRV = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers", "httpsrv.py")
+HTTPSRV = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "httpsrv.py")
 
 
 def httpsrv(env):
-    """tests/helpers/httpsrv.py on a free loopback port; returns its port."""
+    """tests/tools/httpsrv.py on a free loopback port; returns its port."""
     p = env.spawn([sys.executable, HTTPSRV], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     r, _, _ = select.select([p.stdout], [], [], 10)
     check(r, "httpsrv.py printed no port within 10 s")

@@ -3,7 +3,7 @@
 The agent runs on kubelet-layout volumes (build/tools/awsim) with JSON logs,
 `--resync 0` and a short `--debounce` (50ms) unless a test needs another.
 The actions hit real targets: a reload endpoint over loopback
-(tests/helpers/reload_endpoint.py, switchable between 200, 500, refusing and
+(tests/tools/reload_endpoint.py, switchable between 200, 500, refusing and
 hanging), commands that append their PID to a file, and build/tools/hupcount,
 which records every SIGHUP it receives. Expected hashes come from
 `reload-agent hash` on the final tree; what the actions did is read back from
@@ -15,124 +15,22 @@ import hashlib
 import json
 import os
 import re
-import select
 import signal
 import subprocess
-import sys
 import time
 
-from lib import TestFailure, check, http_get, wait_until
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-ENDPOINT = os.path.join(HERE, "..", "helpers", "reload_endpoint.py")
-QUIET = 1.0  # seconds of silence after which "nothing more happens" is asserted
+from tests.lib.proc import TestFailure, check, http_get, wait_until
+from tests.lib.agent import (Endpoint, QUIET, actions, annotations_text, annotations_volume, hupcount,
+                             hups_received, lines_of, pid_appender, start, update, volume, wait_action)
 
 
-# ---- volumes and the agent ----
 
-def volume(env, files, name="vol"):
-    vol = env.path(name)
-    os.mkdir(vol)
-    env.awsim(vol, files, "--seed", "1")
-    return vol
-
-
-def update(env, vol, files):
-    """One AtomicWriter update; returns the hash of the new content."""
-    env.awsim(vol, files)
-    return env.hash_of(vol)
-
-
-def start(env, vol, *args, debounce="50ms"):
-    a = env.agent(["--watch", vol, "--debounce", debounce, "--resync", "0"] + list(args))
-    a.wait_event("ready", timeout=15)
-    return a
-
-
-def actions(a, **match):
-    """The action events whose fields equal `match`."""
-    return a.matching("action", **match)
-
-
-def wait_action(a, timeout=10.0, **match):
-    """Waits for an action event with the given fields; returns it."""
-    return a.wait_match("action", timeout, **match)
-
-
-def lines_of(path):
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return [l for l in f.read().splitlines() if l]
-
-
-def pid_appender(out):
-    """An exec command whose every run appends its own PID to out."""
-    return 'sh -c "echo $$ >> %s"' % out
-
+# ---- helpers of this file ----
 
 def event_time(e):
     """The "time" field (RFC3339 UTC with milliseconds) as epoch seconds."""
     t = datetime.datetime.strptime(e["time"], "%Y-%m-%dT%H:%M:%S.%fZ")
     return t.replace(tzinfo=datetime.timezone.utc).timestamp()
-
-
-def go_quote(s):
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def annotations_text(settings):
-    """Downward-API annotations file content for {flag: value}."""
-    return "".join("reload-agent.io/%s=%s\n" % (k, go_quote(v)) for k, v in settings.items())
-
-
-# ---- helper processes ----
-
-class Endpoint:
-    """tests/helpers/reload_endpoint.py: a reload endpoint whose answer mode
-    the test switches; every request it got is read back from its log."""
-
-    def __init__(self, env, mode="200"):
-        self.log = env.path("endpoint-%d.jsonl" % time.monotonic_ns())
-        self.p = env.spawn([sys.executable, ENDPOINT, "--log", self.log],
-                           stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        self.port = int(self._line())
-        self.url = "http://127.0.0.1:%d/-/reload" % self.port
-        self.mode(mode)
-
-    def _line(self, timeout=10.0):
-        r, _, _ = select.select([self.p.stdout], [], [], timeout)
-        if not r:
-            raise TestFailure("reload_endpoint.py did not answer within %.0fs" % timeout)
-        line = self.p.stdout.readline().decode().strip()
-        if not line:
-            raise TestFailure("reload_endpoint.py exited (%r)" % self.p.poll())
-        return line
-
-    def mode(self, m):
-        self.p.stdin.write(("%s\n" % m).encode())
-        self.p.stdin.flush()
-        got = self._line()
-        check(got == "ok " + m, "reload_endpoint.py: %r after mode %s" % (got, m))
-
-    def requests(self):
-        return [json.loads(l) for l in lines_of(self.log)]
-
-
-def hupcount(env, pid_file, out):
-    """Starts build/tools/hupcount; waits (bounded) for its PID file."""
-    p = env.spawn([env.tool("hupcount"), "--pid-file", pid_file, "--out", out],
-                  stdin=subprocess.DEVNULL)
-    wait_until(lambda: os.path.exists(pid_file), 10, "hupcount's pid file")
-    return p
-
-
-def hups_received(p, out):
-    """Stops hupcount (SIGTERM to its PID) and returns how many SIGHUPs it got."""
-    p.send_signal(signal.SIGTERM)
-    p.wait(10)
-    check(p.returncode == 0, "hupcount exit status %r" % p.returncode)
-    return len(lines_of(out))
 
 
 # ---- http ----
@@ -346,11 +244,6 @@ def test_min_interval_spaces_actions(env):
 
 
 # ---- live configuration from the annotations file ----
-
-def annotations_volume(env, settings):
-    d = volume(env, {"annotations": annotations_text(settings)}, name="podinfo")
-    return d, os.path.join(d, "annotations")
-
 
 def test_annotations_switch_action(env):
     runs = env.path("runs")

@@ -4,7 +4,7 @@ The agent watches a ConfigMap the app mounts (--watch A, action signal) and
 one the app reads through env (--env-watch B), both laid out by
 build/tools/awsim as the kubelet writes them. A real process
 (build/tools/hupcount) is the app; the fake API server
-(tests/k8s/fakeapi.py) is the cluster. What happened is read from the app
+(tests/lib/fakeapi.py) is the cluster. What happened is read from the app
 (the signals it received, whether it exited), from the fake (recorded
 PATCHes, the template-annotation history) and from the agent's log.
 """
@@ -12,11 +12,11 @@ import json
 import os
 import subprocess
 
-from lib import check, wait_until
+from tests.lib.agent import QUIET, volume
+from tests.lib.kube import (FILES_KEY, HASH_KEY, clean_exit, digest16, fake_for, history, kube_args,
+                            ref_hash, requests, template_changes, update, wait_action, wait_rollout)
+from tests.lib.proc import check, wait_until
 
-from test_k8s import (HASH_KEY, FILES_KEY, QUIET, clean_exit, digest16, fake_for, history,
-                      kube_args, ref_hash, requests, template_changes, update, volume,
-                      wait_action, wait_rollout)
 
 
 def annotations_text(settings):

@@ -1,24 +1,21 @@
-"""Self-tests of the fake Kubernetes API server (tests/k8s/fakeapi.py).
+"""Self-tests of the fake Kubernetes API server (tests/lib/fakeapi.py).
 
 Each test starts the real fake as a process and talks to it over real TLS on
 loopback, verifying the certificate against the CA it generated. Expected
 values come from docs/kubernetes-api.md ("Requests", "Errors", "Events") and the
-fixture descriptions in tests/k8s/README.md, never from the fake's own output.
+fixture descriptions in tests/lib/fakeapi.md, never from the fake's own output.
 The binary and tools given to the runner are not used.
 """
 import http.client
 import os
 import socket
 import ssl
-import sys
 import threading
 import time
 
-from lib import TestFailure, check, wait_until
+from tests.lib import fakeapi
+from tests.lib.proc import TestFailure, check, wait_until
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "k8s"))
-import fakeapi  # noqa: E402
 
 NS = "default"
 DEPLOY = "/apis/apps/v1/namespaces/default/deployments/web"
@@ -584,7 +581,7 @@ def test_unknown_routes_and_objects(env):
     check(fake.ctl("GET", "/object?resource=widgets&name=zzz")[0] == 400, "ctl bad resource")
 
 
-# ---- watches (fast sync), from tests/k8s/README.md "Watches" ----
+# ---- watches (fast sync), from tests/lib/fakeapi.md "Watches" ----
 
 def test_fake_watch_stream_metadata_only(env):
     import json as _json

@@ -1,6 +1,6 @@
 """Fast sync's API budget under every storm at once (issue 24; the budget is
 written down in docs/fast-sync.md "The API budget"): one agent watches one
-object per storm of the API double (tests/k8s/fakeapi.py, a test double:
+object per storm of the API double (tests/lib/fakeapi.py, a test double:
 POST /storm), all storming together for 30 s, and the requests the double
 recorded must stay inside the budget: per object one list and one watch per
 backoff step, PATCHes only for real changes, one per change, at most one
@@ -10,9 +10,9 @@ minute and limit in the log.
 import os
 import time
 
-from lib import check, wait_until
+from tests.lib import fastsync as fs
+from tests.lib.proc import check, wait_until
 
-import test_fastsync as fs
 
 STORM_SECONDS = 30
 

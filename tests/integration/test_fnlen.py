@@ -8,7 +8,7 @@ import os
 import re
 import subprocess
 
-from lib import check
+from tests.lib.proc import check
 
 TOP = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 SCRIPT = os.path.join(TOP, "scripts", "fnlen.sh")

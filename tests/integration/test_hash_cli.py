@@ -1,5 +1,5 @@
 """Integration tests of `reload-agent hash`: the binary's output must equal
-the independent Python implementation (tests/refhash.py) byte for byte, on
+the independent Python implementation (tests/lib/refhash.py) byte for byte, on
 kubelet-layout volumes and awkward trees; coreutils alone must reproduce
 the hash from the --list manifest (contract v2); memory must stay bounded
 on a 1 GiB file.
@@ -8,10 +8,10 @@ import hashlib
 import os
 import sys
 
-from lib import check
+from tests.lib.proc import check
 
 GNU_TIME = "/usr/bin/time"
-REFHASH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "refhash.py")
+REFHASH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib", "refhash.py")
 
 
 def write(path, data):

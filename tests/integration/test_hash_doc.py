@@ -2,17 +2,17 @@
 example") must be what the program prints: the example's commands run here
 in a fresh directory, with `reload-agent` the binary under test, and each
 command's output must equal the lines the page shows under it, byte for
-byte; tests/refhash.py, the independent reference, must print the same.
+byte; tests/lib/refhash.py, the independent reference, must print the same.
 """
 import os
 import re
 import sys
 
-from lib import check
+from tests.lib.proc import check
 
 TOP = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 DOC = os.path.join(TOP, "docs", "hash.md")
-REFHASH = os.path.join(TOP, "tests", "refhash.py")
+REFHASH = os.path.join(TOP, "tests", "lib", "refhash.py")
 
 
 def example(path):
@@ -51,4 +51,4 @@ def test_hash_doc_example_is_what_the_program_prints(env):
     check(listed is not None, "the example never runs reload-agent hash --list")
     r = env.run([sys.executable, REFHASH, "--list"] + listed[0])
     check(r.returncode == 0 and r.stdout.decode() == listed[1],
-          "tests/refhash.py disagrees with docs/hash.md: %s" % r.stdout.decode())
+          "tests/lib/refhash.py disagrees with docs/hash.md: %s" % r.stdout.decode())

@@ -11,14 +11,11 @@ epoll_wait returns), i.e. only for the resync timer.
 """
 import os
 import re
-import select
-import signal
-import subprocess
 import time
 
-from lib import TestFailure, check
+from tests.lib.proc import check
+from tests.lib.agent import TRACE_SECONDS, activity, trace
 
-TRACE_SECONDS = 10.0
 EPOLL_RETURN = re.compile(r"^\d+\s+(?:<\.\.\. )?epoll_p?wait\b.*\)\s+= ")
 
 
@@ -30,44 +27,6 @@ def idle_agent(env, resync):
     a.wait_event("ready", timeout=15)
     time.sleep(0.5)  # let the startup work (baseline, first log lines) finish
     return a
-
-
-def trace(env, pid, name):
-    """strace -f -p pid for TRACE_SECONDS; returns the trace lines. strace is
-    stopped with SIGINT by its PID (and killed if it does not exit)."""
-    out = env.path(name + ".strace")
-    p = env.spawn(["strace", "-f", "-p", str(pid), "-e", "trace=all", "-o", out],
-                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    # Wait (bounded) for "Process N attached" so the window starts attached.
-    err = b""
-    deadline = time.monotonic() + 10
-    while b"attached" not in err:
-        left = deadline - time.monotonic()
-        if left <= 0 or p.poll() is not None:
-            raise TestFailure("strace did not attach: %r" % err)
-        r, _, _ = select.select([p.stderr], [], [], left)
-        if r:
-            chunk = os.read(p.stderr.fileno(), 4096)
-            if not chunk:
-                raise TestFailure("strace exited before attaching: %r" % err)
-            err += chunk
-    time.sleep(TRACE_SECONDS)
-    p.send_signal(signal.SIGINT)
-    try:
-        p.wait(10)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait(5)
-        raise TestFailure("strace did not stop on SIGINT")
-    with open(out) as f:
-        return [l.rstrip("\n") for l in f if l.strip()]
-
-
-def activity(lines):
-    """Trace lines that show the agent doing something: everything except a
-    syscall that was already blocking at attach and is still blocking at
-    detach."""
-    return [l for l in lines if "<detached ...>" not in l and not l.endswith("<unfinished ...>")]
 
 
 def test_idle_makes_no_syscalls(env):

@@ -1,8 +1,9 @@
 """`reload-agent inject` on real manifests, with independent checkers.
 
-Inputs: tests/manifests/upstream/ (manifests the project did not write: the
-Kubernetes website's examples, kubernetes/kubernetes test data, the
-prometheus-operator and Argo Rollouts examples; see each SOURCE) and small
+Inputs: the files of tests/upstream/ named in UPSTREAM (manifests the project
+did not write: the Kubernetes website's examples, kubernetes/kubernetes test
+data, the prometheus-operator and Argo Rollouts examples; their sources are
+in tests/upstream/SOURCES.md) and small
 fixtures written here for what they lack (opted-in workloads, Lists, JSON).
 
 Checkers that share no code with the binary: PyYAML (python3-yaml) parses
@@ -24,11 +25,27 @@ import time
 import jsonpatch
 import yaml
 
-from lib import TestFailure, check
-from test_manifests import Kubectl, leaves
+from tests.lib.kubectl import Kubectl, json_docs, leaves
+from tests.lib.proc import check
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-UPSTREAM = os.path.join(ROOT, "tests", "manifests", "upstream")
+UPSTREAM_DIR = os.path.join(ROOT, "tests", "upstream")
+# The upstream files that get the strict checks (every one gets the corpus
+# checks of test_corpus.py): small examples that cover every workload kind,
+# Lists, multi-document streams and the ways a pod names its ConfigMaps.
+UPSTREAM = [
+    "argo-rollouts-notifications-configmap.yaml", "argo-rollouts-rollout-canary.yaml",
+    "k8s-hack-testdata-list.yaml", "k8s-hack-testdata-multi-resource-yaml.yaml",
+    "prometheus-operator-deployment.yaml", "website-application-deployment-sidecar.yaml",
+    "website-application-guestbook-frontend-deployment.yaml", "website-application-job-cronjob.yaml",
+    "website-application-mysql-configmap.yaml", "website-application-mysql-statefulset.yaml",
+    "website-application-wordpress-deployment.yaml", "website-configmap-configmaps.yaml",
+    "website-configmap-configure-pod.yaml", "website-configmap-env-configmap.yaml",
+    "website-controllers-daemonset.yaml", "website-controllers-frontend.yaml", "website-controllers-job.yaml",
+    "website-controllers-statefulset.yaml", "website-pods-config-redis-pod.yaml",
+    "website-pods-inject-pod-secret-envFrom.yaml", "website-pods-inject-secret.yaml",
+    "website-pods-pod-configmap-volume.yaml", "website-pods-pod-projected-svc-token.yaml",
+]
 AGENT = "reload-agent"
 TYPED = {"Pod", "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job"}
 
@@ -135,12 +152,9 @@ items:
 
 
 def upstream_files():
-    out = []
-    for d, _, files in sorted(os.walk(UPSTREAM)):
-        for f in sorted(files):
-            if f.endswith(".yaml"):
-                out.append(os.path.join(d, f))
-    check(15 <= len(out) <= 30, "upstream manifests: %d files" % len(out))
+    out = [os.path.join(UPSTREAM_DIR, f) for f in UPSTREAM]
+    missing = [f for f in out if not os.path.isfile(f)]
+    check(not missing, "upstream manifests missing: %s" % missing)
     return out
 
 
@@ -179,18 +193,6 @@ def docs_of(text):
         cur.append(line)
     parts.append("".join(cur))
     return parts
-
-
-def json_docs(out):
-    """The documents of a stream of JSON documents (what -o json prints)."""
-    dec, i, s, docs = json.JSONDecoder(), 0, out.decode(), []
-    while i < len(s):
-        while i < len(s) and s[i].isspace():
-            i += 1
-        if i < len(s):
-            o, i = dec.raw_decode(s, i)
-            docs.append(o)
-    return docs
 
 
 def name_of(o):
@@ -249,7 +251,7 @@ def test_inject_upstream_manifests(env):
     k = Kubectl(env)
     injected = 0
     for path in upstream_files():
-        rel = os.path.relpath(path, UPSTREAM)
+        rel = os.path.relpath(path, UPSTREAM_DIR)
         with open(path) as f:
             src = f.read()
         out, err = inject_ok(env, ["--all", path])

@@ -32,8 +32,8 @@ import os
 
 import jsonpatch
 
-from lib import TestFailure, check
-from test_manifests import Kubectl, leaves
+from tests.lib.kubectl import Kubectl, leaves
+from tests.lib.proc import TestFailure, check
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GOLDEN = os.path.join(ROOT, "tests", "golden", "inject")

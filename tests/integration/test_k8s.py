@@ -1,38 +1,29 @@
 """Kubernetes integration tests: the real agent against the fake API server.
 
-Every test starts tests/k8s/fakeapi.py (real TLS on loopback, CA-verified,
+Every test starts tests/lib/fakeapi.py (real TLS on loopback, CA-verified,
 bearer token checked on every request) with one of its owner-chain fixtures
 and runs `reload-agent run` as one of the fixture's pods, on a kubelet-layout
 volume written by build/tools/awsim. What the agent did is read back from the
 fake (recorded requests, the stored object, its template-annotation history,
 the stored Events), not only from the agent's log. Expected hashes come from
-tests/refhash.py, the independent reference implementation of the documented
+tests/lib/refhash.py, the independent reference implementation of the documented
 hash; expected messages and behaviour from docs/kubernetes-api.md and the
 task contract of the rollout action.
 """
-import hashlib
 import json
 import os
 import secrets
 import signal
 import subprocess
-import sys
 import time
 
-from lib import check, http_get, wait_until
+from tests.lib.proc import check, http_get, wait_until
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "k8s"))
-sys.path.insert(0, os.path.join(HERE, ".."))
-import fakeapi  # noqa: E402
-import refhash  # noqa: E402
-
-HASH_KEY = "reload-agent.io/config-hash"
-FILES_KEY = "reload-agent.io/config-files"
-LAST_KEY = "reload-agent.io/last-rollout"
-STRATEGIC = "application/strategic-merge-patch+json"
-MERGE = "application/merge-patch+json"
-QUIET = 1.0  # seconds of silence after which "nothing more happens" is asserted
+from tests.lib.kube import (FILES_KEY, HASH_KEY, LAST_KEY, MERGE, STRATEGIC, clean_exit, digest16,
+                            fake_for, faults, history, kube_events, put_object, ref_hash, requests,
+                            rollouts, start, stored, template_changes, update, wait_action,
+                            wait_kube_event, wait_rollout)
+from tests.lib.agent import QUIET, volume
 
 # fixture -> (resource, owner name, Kind, patch content type)
 OWNERS = {
@@ -43,134 +34,6 @@ OWNERS = {
     "daemonset": ("daemonsets", "agent", "DaemonSet", STRATEGIC),
     "rollout": ("rollouts", "web", "Rollout", MERGE),
 }
-
-
-# ---- the fake, volumes, the agent ----
-
-def fake_for(env, fixture="deployment", pods=1, name="kube"):
-    return fakeapi.launch(env.path(name), fixture=fixture, pods=pods, spawn=env.spawn)
-
-
-def volume(env, files, name="vol"):
-    vol = env.path(name)
-    os.mkdir(vol)
-    env.awsim(vol, files, "--seed", "1")
-    return vol
-
-
-def ref_hash(*roots):
-    return refhash.compute([r.encode() for r in roots])[0]
-
-
-def update(env, vol, files):
-    """One AtomicWriter update; returns the reference hash of the new content."""
-    env.awsim(vol, files)
-    return ref_hash(vol)
-
-
-def kube_args(fake, pod=None, token_file=None, annotations=""):
-    return ["--kube-api", fake.url, "--kube-ca-file", fake.info["ca"],
-            "--kube-token-file", token_file or fake.info["token_file"],
-            "--pod-name", pod or fake.info["pods"][0], "--namespace", "default",
-            "--annotations", annotations]
-
-
-def start(env, fake, vol, *extra, pod=None, token_file=None, annotations="", jitter="0s",
-          wait_reconcile=True):
-    """Starts the agent as `pod` with --action rollout unless extra says
-    otherwise; waits for ready and, with wait_reconcile, for the startup
-    reconcile event (without an annotations file it is logged once the pod
-    was read and the owner resolved, so faults added afterwards hit the
-    applies, not the resolution)."""
-    args = ["--watch", vol, "--debounce", "50ms", "--resync", "0", "--rollout-jitter", jitter,
-            "--retry-initial", "100ms", "--retry-max", "1s"]
-    args += kube_args(fake, pod, token_file, annotations)
-    if "--action" not in extra:
-        args += ["--action", "rollout"]
-    a = env.agent(args + list(extra))
-    a.wait_event("ready", timeout=15)
-    if wait_reconcile:
-        a.wait_event("reconcile", timeout=15)
-    return a
-
-
-def clean_exit(test):
-    """Decorator: after the test, every agent it started must stop on
-    SIGTERM with status 0 and must have written only JSON log lines (a crash,
-    a sanitizer report or a stray print fails the test)."""
-    def run(env):
-        test(env)
-        for a in env.agents:
-            rc = a.stop()
-            check(rc == 0, "agent %d exited with %r on SIGTERM" % (a.pid, rc))
-            check(not a.bad_lines, "agent %d wrote non-JSON lines: %r" % (a.pid, a.bad_lines[:5]))
-    run.__name__ = test.__name__
-    run.__doc__ = test.__doc__
-    return run
-
-
-def requests(fake, method=None, path_suffix=None):
-    st, rs = fake.ctl("GET", "/requests")
-    check(st == 200, "requests: %s %s" % (st, rs))
-    return [r for r in rs if (method is None or r["method"] == method) and
-            (path_suffix is None or r["path"].endswith(path_suffix))]
-
-
-def history(fake, resource, name):
-    st, h = fake.ctl("GET", "/history?resource=%s&name=%s" % (resource, name))
-    check(st == 200, "history: %s %s" % (st, h))
-    return h
-
-
-def template_changes(h):
-    """Persisted changes that changed the template annotations (the history
-    starts empty; the fixtures' template annotations start as {})."""
-    return [b for a, b in zip([{}] + h, h) if a != b]
-
-
-def stored(fake, resource, name):
-    st, o = fake.ctl("GET", "/object?resource=%s&name=%s" % (resource, name))
-    check(st == 200, "object: %s %s" % (st, o))
-    return o
-
-
-def put_object(fake, resource, obj):
-    st, r = fake.ctl("POST", "/object", {"resource": resource, "object": obj})
-    check(st == 200, "POST /object: %s %s" % (st, r))
-
-
-def faults(fake, *specs):
-    st, r = fake.ctl("POST", "/faults", list(specs))
-    check(st == 200, "faults: %s %s" % (st, r))
-
-
-def kube_events(fake, reason=None, kind=None, name=None):
-    st, evs = fake.ctl("GET", "/events")
-    check(st == 200, "events: %s %s" % (st, evs))
-    return [e for e in evs if (reason is None or e.get("reason") == reason) and
-            (kind is None or e.get("involvedObject", {}).get("kind") == kind) and
-            (name is None or e.get("involvedObject", {}).get("name") == name)]
-
-
-def wait_kube_event(fake, reason, kind, name, timeout=10):
-    return wait_until(lambda: kube_events(fake, reason, kind, name), timeout,
-                      "Event %s on %s/%s" % (reason, kind, name))
-
-
-def rollouts(a, **match):
-    return a.matching("rollout", **match)
-
-
-def wait_rollout(a, timeout=15, **match):
-    return a.wait_match("rollout", timeout, **match)
-
-
-def wait_action(a, timeout=15, **match):
-    return a.wait_match("action", timeout, **match)
-
-
-def digest16(content):
-    return hashlib.sha256(content.encode()).hexdigest()[:16]
 
 
 def check_patch_body(req, h, files):

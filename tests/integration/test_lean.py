@@ -16,15 +16,11 @@ and the fake API server's request log, not only the agent's own log.
 """
 import os
 import socket
-import sys
 import threading
-import time
 
-from lib import check
+from tests.lib import fakeapi
+from tests.lib.proc import check
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "k8s"))
-import fakeapi  # noqa: E402
 
 IO_TIMEOUT_S = 20.0
 

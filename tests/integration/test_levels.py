@@ -9,7 +9,7 @@ import re
 import shutil
 import subprocess
 
-from lib import check
+from tests.lib.proc import check
 
 TOP = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 SCRIPT = os.path.join(TOP, "scripts", "levels.sh")

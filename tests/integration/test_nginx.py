@@ -14,7 +14,7 @@ import os
 import signal
 import time
 
-from lib import TestFailure, check, free_port, http_get, wait_until
+from tests.lib.proc import TestFailure, check, free_port, http_get, wait_until
 
 NGINX = "/usr/sbin/nginx"
 UPDATES = 5

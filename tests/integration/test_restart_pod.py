@@ -13,9 +13,9 @@ import json
 import os
 import time
 
-import lib
-from lib import check, wait_until
-from test_engine import annotations_volume, annotations_text, start, update, volume
+from tests.lib import agent as lib
+from tests.lib.agent import annotations_text, annotations_volume, start, update, volume
+from tests.lib.proc import check, wait_until
 
 CODE = 91
 RULES = json.dumps([{"action": "RestartAllContainers", "exitCodes": {"operator": "In", "values": [CODE]}}])

@@ -4,9 +4,9 @@ force is read back from /proc/PID/sched (se.slice, Linux 6.12 and later)."""
 import os
 import re
 
-from lib import check, wait_until
+from tests.lib.agent import annotations_text, annotations_volume, start, update, volume
+from tests.lib.proc import check, wait_until
 
-from test_engine import annotations_text, annotations_volume, start, update, volume
 
 
 def se_slice(pid):

@@ -2,11 +2,11 @@
 (issue 9 F10).
 
 The agent runs the http action against a real failing endpoint on loopback
-(tests/helpers/reload_endpoint.py answering 500, or refusing connections),
+(tests/tools/reload_endpoint.py answering 500, or refusing connections),
 with a password in the URL's userinfo, a token in its query and a bearer
 token in a header. Neither secret may appear in its log (JSON and text
 formats), in /status, in the pod's ReloadFailed Event (posted to the fake
-API server, tests/k8s/fakeapi.py) or in --print-config, while the messages
+API server, tests/lib/fakeapi.py) or in --print-config, while the messages
 still say what failed (the endpoint, with the secrets shown as
 <redacted>). The endpoint's own request log proves the secrets were sent.
 """
@@ -15,10 +15,10 @@ import os
 import signal
 import subprocess
 
-from lib import check, http_get, wait_until
+from tests.lib.proc import check, http_get, wait_until
 
-import test_engine as te  # noqa: E402  (the Endpoint helper and volumes)
-import test_k8s as tk  # noqa: E402  (the fake API server helpers)
+from tests.lib import agent as te  # the Endpoint helper and volumes
+from tests.lib import kube as tk  # the fake API server helpers
 
 PASSWORD = "pw-5ecret-u1"
 TOKEN = "tok-5ecret-q2"
@@ -39,7 +39,7 @@ def test_secrets_redacted_in_json_log_status_and_events(env):
     ep = te.Endpoint(env, "500")
     fake = tk.fake_for(env)
     pod = fake.info["pods"][0]
-    vol = tk.volume(env, {"app.conf": "v0\n"})
+    vol = te.volume(env, {"app.conf": "v0\n"})
     a = tk.start(env, fake, vol, "--action", "http", "--http-url", secret_url(ep),
                  "--http-header", "Authorization: Bearer %s" % BEARER,
                  "--listen", "127.0.0.1:0", "--retry-initial", "10s", "--retry-max", "10s",

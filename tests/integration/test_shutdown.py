@@ -3,10 +3,10 @@
 SIGTERM reaches the agent while an action is in flight; the agent must exit
 with status 0, without an assertion or a sanitizer report, within a bound.
 The rollout phases are driven through the fake API server
-(tests/k8s/fakeapi.py): the jitter wait, the Retry-After wait of a 429, the
+(tests/lib/fakeapi.py): the jitter wait, the Retry-After wait of a 429, the
 per-owner --min-interval wait and a PATCH whose reply hangs. The in-place
 actions run against real targets: an exec command that sleeps, a reload
-endpoint that never answers (tests/helpers/reload_endpoint.py) and a process
+endpoint that never answers (tests/tools/reload_endpoint.py) and a process
 that ignores the restart signal. The actions that finish or time out on
 their own (exec, http, restart) are given short timeouts, so "within the
 bound" means: their timeout plus a margin; the rollout is aborted at once.
@@ -18,10 +18,10 @@ import subprocess
 import sys
 import time
 
-from lib import TestFailure, check, wait_until
+from tests.lib.proc import TestFailure, check, wait_until
 
-import test_engine as te  # noqa: E402  (the Endpoint helper and volumes)
-import test_k8s as tk  # noqa: E402  (the fake API server helpers)
+from tests.lib import agent as te  # the Endpoint helper and volumes
+from tests.lib import kube as tk  # the fake API server helpers
 
 
 def stop_expect_clean(a, bound):
@@ -45,7 +45,7 @@ def stop_expect_clean(a, bound):
 
 def rollout_agent(env, *extra, jitter="0s"):
     fake = tk.fake_for(env)
-    vol = tk.volume(env, {"app.conf": "v0\n"})
+    vol = te.volume(env, {"app.conf": "v0\n"})
     a = tk.start(env, fake, vol, *extra, jitter=jitter)
     return fake, vol, a
 

@@ -34,10 +34,11 @@ import time
 
 import yaml
 
-from lib import check, http_get
+from tests.lib.agent import QUIET
+from tests.lib.kube import (HASH_KEY, clean_exit, fake_for, kube_args, put_object, requests, stored,
+                            wait_action, wait_rollout)
+from tests.lib.proc import check, http_get
 
-from test_k8s import (HASH_KEY, QUIET, clean_exit, fake_for, kube_args, put_object, requests,
-                      stored, wait_action, wait_rollout)
 
 RULES = "*.conf=none"
 

@@ -20,7 +20,7 @@ import signal
 import subprocess
 import time
 
-from lib import TestFailure, check
+from tests.lib.proc import TestFailure, check
 
 EMPTY_HASH = hashlib.sha256(b"").hexdigest()
 QUIET = 1.0  # seconds of silence after which "nothing more happens" is asserted

@@ -26,8 +26,8 @@ import time
 
 import jsonpatch
 
-import lib
-from lib import TestFailure, check, wait_until
+from tests.lib import agent
+from tests.lib.proc import TestFailure, check, wait_until
 
 HOST = "127.0.0.1"
 MiB = 1 << 20
@@ -124,8 +124,8 @@ class Setup:
 
 # ---- the webhook process ----
 
-class Webhook(lib.Agent):
-    """A running `reload-agent webhook` (JSON logs parsed as lib.Agent does),
+class Webhook(agent.Agent):
+    """A running `reload-agent webhook` (JSON logs parsed as agent.Agent does),
     stopped by PID through the Env like the agents."""
 
     def __init__(self, env, args):  # noqa: super().__init__ would start `run`

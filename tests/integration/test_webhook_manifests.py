@@ -27,20 +27,16 @@ import json
 import os
 import re
 import subprocess
-import sys
 
 import jsonpatch
 import jsonpointer
 import yaml
 
-from lib import TestFailure, check
-from test_manifests import Kubectl, leaves
+from tests.lib import fakeapi
+from tests.lib.kubectl import Kubectl, leaves
+from tests.lib.proc import check
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "k8s"))
-import fakeapi  # noqa: E402
-
-ROOT = os.path.dirname(os.path.dirname(HERE))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WEBHOOK = os.path.join(ROOT, "manifests", "webhook")
 DOC = os.path.join(ROOT, "docs", "webhook-install.md")
 NS = "reload-agent"

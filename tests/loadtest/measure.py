@@ -1,5 +1,5 @@
 """What the load suite measures, apart from the scenarios themselves:
-percentiles, the agents' (and peers') memory and CPU read from /proc through
+the agents' (and peers') memory and CPU read from /proc through
 containerd's task list, API requests by verb from the apiserver's audit log,
 and apply -> served polling of many pods at once.
 
@@ -8,29 +8,13 @@ Every wait is bounded; nothing here changes the cluster.
 import concurrent.futures
 import os
 import subprocess
-import sys
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
-import lib  # noqa: E402
+from tests.lib.cluster import http_text, rfc3339
+from tests.lib.proc import poll
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def pct(values, p):
-    """The p-th percentile (nearest rank) of values, or None."""
-    if not values:
-        return None
-    v = sorted(values)
-    k = max(0, min(len(v) - 1, int(round(p / 100.0 * len(v) + 0.5)) - 1))
-    return v[k]
-
-
-def summary(values):
-    return {"n": len(values), "p50": pct(values, 50), "p95": pct(values, 95), "p99": pct(values, 99),
-            "max": max(values) if values else None}
 
 
 class Procs:
@@ -96,7 +80,7 @@ def api_requests(cluster, since, until, namespaces):
     logged: the suite's audit policy leaves them out)."""
     prefixes = tuple("system:serviceaccount:%s:" % ns for ns in namespaces)
     evs = cluster.audit(since, lambda ev: ev.get("user", {}).get("username", "").startswith(prefixes)
-                        and lib._rfc3339(ev.get("stageTimestamp", "")) <= until)
+                        and rfc3339(ev.get("stageTimestamp", "")) <= until)
     by = {}
     for ev in evs:
         by[ev.get("verb", "?")] = by.get(ev.get("verb", "?"), 0) + 1
@@ -104,20 +88,21 @@ def api_requests(cluster, since, until, namespaces):
 
 
 def wait_served(targets, want, t0, timeout, interval=0.2):
-    """Polls every (name, url) of targets until it answers want (stripped).
-    Returns {name: seconds after t0 it first did} and the names that never
-    did within timeout."""
+    """Polls every (name, url) of targets, all at once, every interval
+    seconds until it answers want (stripped). Returns {name: seconds after
+    t0 it first did} and the names that never did within timeout. The load
+    suite and the cluster benches time apply -> served with it."""
     got = {}
-    deadline = time.monotonic() + timeout
     with concurrent.futures.ThreadPoolExecutor(max_workers=16) as ex:
-        while len(got) < len(targets) and time.monotonic() < deadline:
+        def step():
             left = [(n, u) for n, u in targets if n not in got]
-            res = list(ex.map(lambda nu: (nu[0], lib.http_get(nu[1], timeout=1.0)), left))
+            res = list(ex.map(lambda nu: (nu[0], http_text(nu[1], timeout=1.0)), left))
             now = time.time()
             for n, (st, body) in res:
                 if st == 200 and body.strip() == want:
                     got[n] = now - t0
-            time.sleep(interval)
+            return len(got) == len(targets)
+        poll(step, timeout, interval)
     return got, [n for n, _ in targets if n not in got]
 
 

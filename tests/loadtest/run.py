@@ -13,7 +13,7 @@ arguments are the current injector's, so REF must accept them), and checks
 the thresholds below: the same actions, latency not worse beyond a floor,
 memory not worse beyond a floor.
 
-Usage: run.py --binary build/reload-agent [-k SUBSTRING[,SUBSTRING...]] [--old REF] [--out DIR]
+Usage: python3 -m tests.loadtest.run --binary build/reload-agent [-k SUBSTRING[,SUBSTRING...]] [--old REF] [--out DIR]
 """
 import argparse
 import datetime
@@ -24,13 +24,13 @@ import sys
 import time
 import traceback
 
+if not __package__:
+    sys.exit("run.py is a module: python3 -m tests.loadtest.run (from the repository's root)")
+
+from tests.lib.cluster import REPO, Cluster, cluster_env, lock_cluster  # noqa: E402
+from tests.loadtest import measure, scenarios  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
-import lib  # noqa: E402
-import measure  # noqa: E402
-import run as e2e_run  # noqa: E402
-import scenarios  # noqa: E402
 
 ORDER = ["s1_burst", "s2_fanout", "s3_cardinality", "s4_noop", "s5_churn", "s6_restarts", "s7_api_pressure",
          "s8_large", "s9_kinds", "s10_mixed", "s12_min_interval", "s13_references", "s_fleet", "s_peers"]
@@ -58,21 +58,21 @@ def selected(k, name):
 
 def old_image(c, ref):
     """Builds the agent image of git ref REF; returns its tag, imported."""
-    sha = subprocess.run(["git", "-C", lib.REPO, "rev-parse", "--short=12", ref], stdout=subprocess.PIPE,
+    sha = subprocess.run(["git", "-C", REPO, "rev-parse", "--short=12", ref], stdout=subprocess.PIPE,
                          check=True, timeout=30).stdout.decode().strip()
     tag = "localhost/reload-agent:old-" + sha
     wt = "/tmp/ra-old-" + sha
     if subprocess.run(["podman", "image", "exists", tag]).returncode != 0:
-        subprocess.run(["git", "-C", lib.REPO, "worktree", "add", "--detach", wt, sha], check=True, timeout=60)
+        subprocess.run(["git", "-C", REPO, "worktree", "add", "--detach", wt, sha], check=True, timeout=60)
         try:
-            env = dict(os.environ, CONTAINERS_CONF=os.path.join(lib.REPO, "scripts/containers.conf"))
+            env = dict(os.environ, CONTAINERS_CONF=os.path.join(REPO, "scripts/containers.conf"))
             subprocess.run(["podman", "build", "-q", "--network", "host", "--build-arg",
                             "BASE=localhost/debian-minbase:bookworm", "--build-arg", "GIT_COMMIT=" + sha,
                             "-t", tag, "-f", os.path.join(wt, "Dockerfile"), wt], env=env, check=True, timeout=1800)
         finally:
-            subprocess.run(["git", "-C", lib.REPO, "worktree", "remove", "--force", wt], timeout=60)
+            subprocess.run(["git", "-C", REPO, "worktree", "remove", "--force", wt], timeout=60)
     env = dict(os.environ, RA_EXTRA_IMAGES=tag)
-    subprocess.run(["bash", os.path.join(lib.REPO, "tests/cluster/images.sh"), "import", c.env["CONTAINERD_SOCK"],
+    subprocess.run(["bash", os.path.join(REPO, "tests/cluster/images.sh"), "import", c.env["CONTAINERD_SOCK"],
                     c.env["CTR"], c.env["STATE"]], env=env, check=True, timeout=1800)
     return tag, sha
 
@@ -111,7 +111,7 @@ def peers_images(c):
         sys.exit("loadtest: peers.sh build failed")
     imgs = [l.split("=", 1)[1] for l in p.stdout.decode().splitlines() if "=" in l]
     env = dict(os.environ, RA_EXTRA_IMAGES=" ".join(imgs))
-    p = subprocess.run(["bash", os.path.join(lib.REPO, "tests/cluster/images.sh"), "import", c.env["CONTAINERD_SOCK"],
+    p = subprocess.run(["bash", os.path.join(REPO, "tests/cluster/images.sh"), "import", c.env["CONTAINERD_SOCK"],
                         c.env["CTR"], c.env["STATE"]], env=env, timeout=1800)
     if p.returncode != 0:
         sys.exit("loadtest: importing the peers' images failed")
@@ -160,14 +160,14 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--old", default=os.environ.get("OLD") or None)
     a = ap.parse_args()
-    lock = e2e_run.lock_cluster()  # noqa: F841
-    c = lib.Cluster(e2e_run.cluster_env(), os.path.abspath(a.binary))
+    lock = lock_cluster()  # noqa: F841
+    c = Cluster(cluster_env(), os.path.abspath(a.binary))
     c.ensure_webhook()
     if any(selected(a.k, n) for n in ORDER if "peers" in n):
         peers_images(c)
     procs = measure.Procs(c)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out = a.out or os.path.join(lib.REPO, "build", "loadtest", stamp)
+    out = a.out or os.path.join(REPO, "build", "loadtest", stamp)
     os.makedirs(out, exist_ok=True)
     results = []
     t0 = time.monotonic()

@@ -15,11 +15,10 @@ import os
 import subprocess
 import time
 
-import apps
-import lib
-import measure
+from tests.lib import apps, stats
+from tests.lib.cluster import AGENT_CONTAINER, REPO, Env, http_text, rfc3339, wait_until
+from tests.loadtest import measure
 
-REPO = lib.REPO
 T_SYNC = 240  # the longest a kubelet sync may take, with margin (seconds)
 
 # The build under test: "" and the image the webhook injects by default, or
@@ -36,7 +35,7 @@ def agent_ann(**kw):
     return a
 
 
-class Ns(lib.Env):
+class Ns(Env):
     """A namespace of the load suite: load-<name>."""
 
     def __init__(self, cluster, name):
@@ -77,7 +76,7 @@ def master_pids(env, pods):
 
 
 def wait_pods(env, selector, n, timeout=300):
-    return lib.wait_until(lambda: (lambda r: r if len(r) == n else None)(env.ready_pods(selector)), timeout,
+    return wait_until(lambda: (lambda r: r if len(r) == n else None)(env.ready_pods(selector)), timeout,
                           "%d ready pods %s in %s" % (n, selector, env.ns), interval=1.0)
 
 
@@ -134,10 +133,10 @@ def s1_burst(c, procs):
     got, missing = measure.wait_served(targets(pods), "v10", t_last, T_SYNC)
     time.sleep(3)
     acts, chg, errs = agent_counts(env, pods)
-    pids = procs.container_pids(env.pods(None), lib.AGENT_CONTAINER)
+    pids = procs.container_pids(env.pods(None), AGENT_CONTAINER)
     r = result("S1 burst", "10 edits, 1 s apart, one Deployment of 1", expected_actions=chg, actions=acts,
                lost=len(missing), duplicated=max(0, acts - chg), errors=errs,
-               latency_s=measure.summary(list(got.values())),
+               latency_s=stats.summary(list(got.values())),
                api=measure.api_requests(c, t_start, time.time(), [env.ns]), changes=1,
                resources=measure.resources(pids),
                same_master=master_pids(env, pods) == pid0)
@@ -156,10 +155,10 @@ def s2_fanout(c, procs, n=20):
     t0, got, missing = edit_and_measure(env, "site", "v1", pods, None)
     time.sleep(3)
     acts, chg, errs = agent_counts(env, pods)
-    pids = procs.container_pids(env.pods(None), lib.AGENT_CONTAINER)
+    pids = procs.container_pids(env.pods(None), AGENT_CONTAINER)
     r = result("S2 fan-out", "1 ConfigMap, %d Deployments (Reloader: 50)" % n, expected_actions=n, actions=acts,
                lost=len(missing), duplicated=max(0, acts - n), errors=errs,
-               latency_s=measure.summary(list(got.values())),
+               latency_s=stats.summary(list(got.values())),
                api=measure.api_requests(c, t0, time.time(), [env.ns]), changes=1,
                resources=measure.resources(pids), same_master=master_pids(env, pods) == pid0)
     env.cleanup()
@@ -203,11 +202,11 @@ def s3_cardinality(c, procs, nss=4, per=3):
         acts, chg, errs = acts + a, chg + ch, errs + e
     pids = {}
     for env in envs:
-        pids.update(procs.container_pids(env.pods(None), lib.AGENT_CONTAINER))
+        pids.update(procs.container_pids(env.pods(None), AGENT_CONTAINER))
     r = result("S3 cardinality", "%d namespaces x %d Deployments, %d ConfigMaps + %d Secrets" % (
         nss, per, nss * per, nss * per), expected_actions=chg, actions=acts,
         lost=len(missing) + len(missing_s), duplicated=max(0, acts - chg), errors=errs,
-        latency_s=measure.summary(list(got.values())),
+        latency_s=stats.summary(list(got.values())),
         api=measure.api_requests(c, t0, time.time(), [e.ns for e in envs]), changes=2 * nss * per,
         resources=measure.resources(pids))
     for env in envs:
@@ -243,7 +242,7 @@ def s4_noop(c, procs, n=5):
     time.sleep(100)  # at least one kubelet sync of every pod
     acts, chg, errs = agent_counts(env, pods)
     got, missing = measure.wait_served(targets(pods), "v0", time.time(), 10)
-    pids = procs.container_pids(env.pods(None), lib.AGENT_CONTAINER)
+    pids = procs.container_pids(env.pods(None), AGENT_CONTAINER)
     r = result("S4 no-op", "%d Deployments, 5 label/annotation changes + 5 identical applies" % n,
                expected_actions=0, actions=acts, lost=len(missing), duplicated=acts, errors=errs,
                latency_s=None, api=measure.api_requests(c, t0, time.time(), [env.ns]), changes=0,
@@ -276,10 +275,10 @@ def s5_churn(c, procs, rounds=6):
     pods = wait_pods(env, None, 3)
     got, missing = measure.wait_served(targets(pods), last, t_last, T_SYNC)
     acts, chg, errs = agent_counts(env, pods)
-    pids = procs.container_pids(env.pods(None), lib.AGENT_CONTAINER)
+    pids = procs.container_pids(env.pods(None), AGENT_CONTAINER)
     r = result("S5 churn", "%d Deployments created/deleted over %d s, %d edits" % (rounds * 2, rounds * 30, rounds),
                expected_actions=chg, actions=acts, lost=len(missing), duplicated=max(0, acts - chg), errors=errs,
-               latency_s=measure.summary(list(got.values())), api=measure.api_requests(c, t0, time.time(), [env.ns]),
+               latency_s=stats.summary(list(got.values())), api=measure.api_requests(c, t0, time.time(), [env.ns]),
                changes=rounds, resources=measure.resources(pids))
     env.cleanup()
     return r
@@ -296,7 +295,7 @@ def s6_restarts(c, procs):
     settle(env, pods, 5)
     failures = []
     # (a) kill the agent of pod 0, then edit
-    pid = procs.container_pids([pods[0]], lib.AGENT_CONTAINER).get(pods[0]["metadata"]["name"])
+    pid = procs.container_pids([pods[0]], AGENT_CONTAINER).get(pods[0]["metadata"]["name"])
     if not pid:
         failures.append("no agent process found for %s" % pods[0]["metadata"]["name"])
     else:
@@ -317,15 +316,15 @@ def s6_restarts(c, procs):
     th.join(130)
     if out.get("p") is None or out["p"].returncode != 0:
         failures.append("restart.sh kubelet: %s" % (out["p"].stderr.decode().strip() if out.get("p") else "hung"))
-    lib.wait_until(lambda: _node_ready(c), 120, "the node Ready again")
+    wait_until(lambda: _node_ready(c), 120, "the node Ready again")
     pods = env.ready_pods(None)
     got_b, missing_b = measure.wait_served(targets(pods), "v2", t1, T_SYNC)
     acts, chg, errs = agent_counts(env, pods)
-    pids = procs.container_pids(env.pods(None), lib.AGENT_CONTAINER)
+    pids = procs.container_pids(env.pods(None), AGENT_CONTAINER)
     r = result("S6 restarts", "agent container killed before an edit; kubelet stopped 20 s across an edit",
                expected_actions=chg, actions=acts, lost=len(missing_a) + len(missing_b),
                duplicated=max(0, acts - chg), errors=errs,
-               latency_s=measure.summary(list(got_a.values()) + list(got_b.values())),
+               latency_s=stats.summary(list(got_a.values()) + list(got_b.values())),
                api=measure.api_requests(c, t0, time.time(), [env.ns]), changes=2,
                resources=measure.resources(pids), failures=failures,
                missing={"after agent kill": missing_a, "after kubelet restart": missing_b})
@@ -361,7 +360,7 @@ def patches(c, ns, since, until):
     evs = c.audit(since, lambda ev: ev.get("verb") == "patch" and ev.get("objectRef", {}).get("namespace") == ns
                   and ev.get("objectRef", {}).get("resource") == "deployments"
                   and ev.get("user", {}).get("username", "").startswith("system:serviceaccount:")
-                  and lib._rfc3339(ev.get("stageTimestamp", "")) <= until)
+                  and rfc3339(ev.get("stageTimestamp", "")) <= until)
     by = {}
     for ev in evs:
         by[ev["objectRef"]["name"]] = by.get(ev["objectRef"]["name"], 0) + 1
@@ -379,7 +378,7 @@ def rollout_measure(c, procs, env, pods, gens, replicas, body, t0, what):
             if n not in done and rolled(env, n, gens[n] + 1, replicas):
                 new = [p for p in env.ready_pods("app=" + n)]
                 if len(new) == replicas and all(
-                        lib.http_get("http://%s:%d/" % (p["status"]["podIP"], apps.PORT))[1].strip() == body
+                        http_text("http://%s:%d/" % (p["status"]["podIP"], apps.PORT))[1].strip() == body
                         for p in new):
                     done[n] = time.time() - t0
         time.sleep(1)
@@ -409,10 +408,10 @@ def s7_api_pressure(c, procs, n=3, creates=300):
     t_noise = time.time() - t0
     done, missing, over = rollout_measure(c, procs, env, pods, gens, 1, "v1", t0, "S7")
     pa = patches(c, env.ns, t0, time.time())
-    pids = procs.container_pids(env.pods(None), lib.AGENT_CONTAINER)
+    pids = procs.container_pids(env.pods(None), AGENT_CONTAINER)
     r = result("S7 API pressure", "%d rollout Deployments, %d ConfigMap create+delete in %.0f s" % (n, creates, t_noise),
                expected_actions=n, actions=len(done), lost=len(missing), duplicated=len(over),
-               latency_s=measure.summary(list(done.values())), api=measure.api_requests(c, t0, time.time(), [env.ns]),
+               latency_s=stats.summary(list(done.values())), api=measure.api_requests(c, t0, time.time(), [env.ns]),
                changes=1, patches=pa, resources=measure.resources(pids))
     env.cleanup()
     return r
@@ -430,10 +429,10 @@ def s_fleet(c, procs, n=3, replicas=3):
     env.apply(apps.configmap("site", {"site.conf": apps.site_conf("v1")}))
     done, missing, over = rollout_measure(c, procs, env, pods, gens, replicas, "v1", t0, "fleet")
     pa = patches(c, env.ns, t0, time.time())
-    pids = procs.container_pids(env.pods(None), lib.AGENT_CONTAINER)
+    pids = procs.container_pids(env.pods(None), AGENT_CONTAINER)
     r = result("fleet", "%d Deployments x %d replicas, one rollout-class ConfigMap" % (n, replicas),
                expected_actions=n, actions=len(done), lost=len(missing), duplicated=len(over),
-               latency_s=measure.summary(list(done.values())), api=measure.api_requests(c, t0, time.time(), [env.ns]),
+               latency_s=stats.summary(list(done.values())), api=measure.api_requests(c, t0, time.time(), [env.ns]),
                changes=1, patches=pa, resources=measure.resources(pids))
     env.cleanup()
     return r
@@ -458,7 +457,7 @@ def s12_min_interval(c, procs):
     deadline = time.monotonic() + T_SYNC + 180
     while time.monotonic() < deadline:
         ps = env.ready_pods("app=web-0")
-        if len(ps) == 1 and lib.http_get("http://%s:%d/" % (ps[0]["status"]["podIP"], apps.PORT))[1].strip() == "v3" \
+        if len(ps) == 1 and http_text("http://%s:%d/" % (ps[0]["status"]["podIP"], apps.PORT))[1].strip() == "v3" \
                 and rolled(env, "web-0", env.get("deployment", "web-0")["metadata"]["generation"], 1):
             final = time.time() - t_last
             break
@@ -468,9 +467,9 @@ def s12_min_interval(c, procs):
     pa = patches(c, env.ns, t0, time.time())
     r = result("S12 min-interval", "3 edits 30 s apart, --min-interval 60s, one rollout Deployment",
                expected_actions="1-2", actions=changes, lost=0 if final is not None else 1,
-               duplicated=max(0, changes - 2), latency_s=measure.summary([final] if final is not None else []),
+               duplicated=max(0, changes - 2), latency_s=stats.summary([final] if final is not None else []),
                api=measure.api_requests(c, t0, time.time(), [env.ns]), changes=3, patches=pa,
-               resources=measure.resources(procs.container_pids(env.pods(None), lib.AGENT_CONTAINER)))
+               resources=measure.resources(procs.container_pids(env.pods(None), AGENT_CONTAINER)))
     env.cleanup()
     return r
 
@@ -505,10 +504,10 @@ def s8_large(c, procs):
     got, missing = measure.wait_served(targets(pods), "v1", t0, T_SYNC)
     time.sleep(3)
     acts, chg, errs = agent_counts(env, pods)
-    pids = procs.container_pids(env.pods(None), lib.AGENT_CONTAINER)
+    pids = procs.container_pids(env.pods(None), AGENT_CONTAINER)
     r = result("S8 large objects", "ConfigMaps of 100 KB and 900 KB, one edit each", expected_actions=chg,
                actions=acts, lost=len(missing), duplicated=max(0, acts - chg), errors=errs,
-               latency_s=measure.summary(list(got.values())), api=measure.api_requests(c, t0, time.time(), [env.ns]),
+               latency_s=stats.summary(list(got.values())), api=measure.api_requests(c, t0, time.time(), [env.ns]),
                changes=2, resources=measure.resources(pids))
     env.cleanup()
     return r
@@ -531,9 +530,9 @@ def s9_kinds(c, procs):
     acts, chg, errs = agent_counts(env, pods)
     r = result("S9 workload kinds", "Deployment, StatefulSet, DaemonSet, Pod", expected_actions=4, actions=acts,
                lost=len(missing), duplicated=max(0, acts - 4), errors=errs,
-               latency_s=measure.summary(list(got.values())), api=measure.api_requests(c, t0, time.time(), [env.ns]),
+               latency_s=stats.summary(list(got.values())), api=measure.api_requests(c, t0, time.time(), [env.ns]),
                changes=1, same_master=master_pids(env, pods) == pid0,
-               resources=measure.resources(procs.container_pids(env.pods(None), lib.AGENT_CONTAINER)))
+               resources=measure.resources(procs.container_pids(env.pods(None), AGENT_CONTAINER)))
     env.cleanup()
     return r
 
@@ -569,7 +568,7 @@ def s10_mixed(c, procs):
             ps = env.ready_pods("app=web")
             seen = "%d ready pods" % len(ps)
             if len(ps) == 1:
-                st, body = lib.http_get("http://%s:%d/secret" % (ps[0]["status"]["podIP"], apps.PORT))
+                st, body = http_text("http://%s:%d/secret" % (ps[0]["status"]["podIP"], apps.PORT))
                 seen = "the rolled pod's /secret answered %s %r" % (st, body[:80])
                 if st == 200 and body.strip() == "s1":
                     rolled_at = time.time() - t1
@@ -581,9 +580,9 @@ def s10_mixed(c, procs):
                expected_actions="1 reload, 1 rollout", actions="%d reload, %d rollout" % (acts, gens),
                lost=len(missing) + (0 if rolled_at is not None else 1),
                duplicated=(0 if in_place else 1) + max(0, gens - 1) + max(0, acts - chg), errors=errs,
-               latency_s=measure.summary(list(got.values()) + ([rolled_at] if rolled_at else [])),
+               latency_s=stats.summary(list(got.values()) + ([rolled_at] if rolled_at else [])),
                api=measure.api_requests(c, t0, time.time(), [env.ns]), changes=2,
-               resources=measure.resources(procs.container_pids(env.pods(None), lib.AGENT_CONTAINER)))
+               resources=measure.resources(procs.container_pids(env.pods(None), AGENT_CONTAINER)))
     if rolled_at is None:
         r["note"] = "Secret edit: " + seen
     env.cleanup()
@@ -639,9 +638,9 @@ def s13_references(c, procs):
                    "1" if in_place and not missing else "0", gens),
                lost=len(missing) + (0 if rolled_at is not None else 1),
                duplicated=(0 if in_place else 1) + max(0, gens - 1),
-               latency_s=measure.summary(list(got.values()) + ([rolled_at] if rolled_at else [])),
+               latency_s=stats.summary(list(got.values()) + ([rolled_at] if rolled_at else [])),
                api=measure.api_requests(c, t0, time.time(), [env.ns]), changes=2,
-               resources=measure.resources(procs.container_pids(env.pods(None), lib.AGENT_CONTAINER)))
+               resources=measure.resources(procs.container_pids(env.pods(None), AGENT_CONTAINER)))
     env.cleanup()
     return r
 
@@ -672,7 +671,7 @@ def prom_deployment(name, sidecar=None, annotations=None):
 
 PEERS = {
     # tool: (sidecar container or None, pod annotations, container name to measure)
-    "reload-agent": (None, None, lib.AGENT_CONTAINER),  # annotations: agent_ann(), at run time
+    "reload-agent": (None, None, AGENT_CONTAINER),  # annotations: agent_ann(), at run time
     "configmap-reload": ({"name": "configmap-reload", "image": "localhost/peer-configmap-reload:v0.12.0",
                           "imagePullPolicy": "Never",
                           "args": ["--volume-dir=/etc/prometheus",
@@ -693,7 +692,7 @@ PEERS = {
 
 
 def loaded(ip, edit):
-    st, body = lib.http_get("http://%s:%d/api/v1/status/config" % (ip, PROM_PORT), timeout=2.0)
+    st, body = http_text("http://%s:%d/api/v1/status/config" % (ip, PROM_PORT), timeout=2.0)
     if st != 200:
         return False
     try:
@@ -757,7 +756,7 @@ def s_peers(c, procs, edits=3):
         n = prom_reloads(env, p["metadata"]["name"]) - base[tool]
         out.append(result("peers: " + tool, "Prometheus, %d edits" % edits, expected_actions=edits, actions=n,
                           lost=lost[tool], duplicated=max(0, n - edits),
-                          latency_s=measure.summary(lat[tool]), own_latency_s=measure.summary(own[tool]),
+                          latency_s=stats.summary(lat[tool]), own_latency_s=stats.summary(own[tool]),
                           api=measure.api_requests(c, t_start, time.time(), [env.ns]) if tool == "reload-agent" else {},
                           changes=edits, resources=measure.resources(pids)))
     env.cleanup()

@@ -1,0 +1,1 @@
+"""The local benches of make bench: no cluster, figures against a baseline."""

@@ -1,0 +1,1 @@
+"""The Helm chart check of make chart (check.py)."""

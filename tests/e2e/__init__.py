@@ -1,0 +1,1 @@
+"""The end-to-end suite on the real cluster (run.py)."""

@@ -1,0 +1,1 @@
+"""The integration suite: the real binary, no cluster (run.py)."""

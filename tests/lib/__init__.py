@@ -1,0 +1,1 @@
+"""The Python test library shared by every suite and bench (README.md)."""

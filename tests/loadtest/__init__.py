@@ -1,0 +1,1 @@
+"""The load suite and the benches that need the real cluster (run.py)."""
