@@ -14,6 +14,7 @@
 #include "cmd/cmd_inject.h"
 #include "cmd/cmd_webhook.h"
 #include "cmd/cmd_run.h"
+#include "cmd/cmd_validator.h"
 #include "base/backoff.h"
 
 static void usage(FILE *f)
@@ -25,6 +26,8 @@ static void usage(FILE *f)
            "                                        add the sidecar to manifests\n"
            "       reload-agent webhook [flags]     serve the injection webhook\n"
            "       reload-agent webhook certs ...   create the webhook's TLS Secret, set caBundle\n"
+           "       reload-agent validator --socket PATH  run the agent's checks in the app's "
+           "image\n"
            "       reload-agent version             print version and git commit\n"
            "       reload-agent SUBCOMMAND --help\n");
 }
@@ -44,6 +47,7 @@ int main(int argc, char **argv)
     if (argc >= 2 && strcmp(argv[1], "hash") == 0) return cmd_hash(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "inject") == 0) return cmd_inject(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "webhook") == 0) return cmd_webhook(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "validator") == 0) return cmd_validator(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "run") == 0) return cmd_run(argc - 2, argv + 2);
     if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
                       strcmp(argv[1], "help") == 0)) {

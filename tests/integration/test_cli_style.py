@@ -5,8 +5,8 @@ value and a bad log level with exit status 2 and the same words, and -h and
 """
 from lib import check
 
-SUBCOMMANDS = (["run"], ["hash"], ["inject"], ["webhook"], ["webhook", "certs"])
-LOGGED = (["run"], ["webhook"], ["webhook", "certs"])  # the ones with --log-level
+SUBCOMMANDS = (["run"], ["hash"], ["inject"], ["webhook"], ["webhook", "certs"], ["validator"])
+LOGGED = (["run"], ["webhook"], ["webhook", "certs"], ["validator"])  # the ones with --log-level
 
 
 def run(env, args):
