@@ -14,7 +14,7 @@ from lib import check
 TOP = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 SCRIPT = os.path.join(TOP, "scripts", "levels.sh")
 DOC = os.path.join(TOP, "docs", "architecture.md")
-FOLDERS = ["agent", "webhook", "inject", "config", "actions", "kube", "net", "watch", "hash",
+FOLDERS = ["cmd", "run", "webhook", "inject", "config", "actions", "kube", "net", "watch", "hash",
            "yamldoc", "base"]
 
 
@@ -54,14 +54,14 @@ def test_levels_pass_on_the_tree(env):
 
 
 def test_levels_fail_on_wrong_arrows(env):
-    ok = tree(env, "ok", {"agent/x.c": '#include "webhook/a.h"\n#include "base/log.h"\n',
+    ok = tree(env, "ok", {"cmd/x.c": '#include "webhook/a.h"\n#include "base/log.h"\n',
                           "inject/x.c": '#include "config/config.h"\n#include "hash/hash.h"\n',
                           "config/x.h": '  #  include "actions/action.h"\n'})
     rc, out = levels(ok, FOLDERS)
     check(rc == 0, "a tree with allowed arrows fails: %s" % out)
     for what, files, want in (
             ("upward", {"base/bad.c": '#include "run/run.h"\n'},
-             "base/bad.c:1: base/ includes agent/ (level 8 above 0): upward"),
+             "base/bad.c:1: base/ includes run/ (level 8 above 0): upward"),
             ("upward in a header", {"kube/bad.h": '\n#include "actions/action.h"\n'},
              "kube/bad.h:2: kube/ includes actions/ (level 4 above 3): upward"),
             ("sideways", {"watch/bad.c": '#include "hash/hash.h"\n'},
