@@ -157,6 +157,7 @@ int ra_write_file_atomic(const char *path, const void *data, size_t len, unsigne
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, (mode_t)mode), rc = 0;
     if (fd < 0) rc = -errno;
     if (rc == 0) rc = write_all(fd, data, len);
+    if (rc == 0 && fchmod(fd, (mode_t)mode) < 0) rc = -errno; /* mode exactly, whatever the umask */
     if (fd >= 0 && close(fd) < 0 && rc == 0) rc = -errno;
     if (rc == 0 && rename(tmp, path) < 0) rc = -errno;
     if (rc < 0) {

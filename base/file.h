@@ -39,7 +39,8 @@ int ra_read_file_st(const char *path, size_t max, char **buf, size_t *len, struc
 void ra_path_in(const char *dir, const char *name, char *out, size_t n);
 
 /* Replaces the file at path with len bytes of data, atomically: they are
- * written to "PATH.tmp" (created with mode, never through a symbolic link),
+ * written to "PATH.tmp" (created with mode, exactly: the umask does not
+ * apply; never through a symbolic link),
  * which is then renamed over path, so a reader sees the old file or the new
  * one, never a part. Returns 0, or -errno with a one-line reason starting
  * "cannot write PATH: " in err (errlen bytes); the temporary file is removed

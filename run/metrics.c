@@ -38,6 +38,12 @@ static struct {
     size_t ncodes;
     uint64_t events_suppressed;
     uint64_t unwatched_dirs;
+    uint64_t validations[3]; /* accepted, rejected, error */
+    double validation_seconds;
+    uint64_t verifications[2]; /* failure, success */
+    uint64_t rollbacks;
+    uint64_t storm_halts;
+    int storm_halted;
 } M;
 
 void metrics_reset(void) { memset(&M, 0, sizeof M); }
@@ -91,6 +97,22 @@ void metrics_event_suppressed(void *ud)
     M.events_suppressed++;
 }
 void metrics_set_unwatched_directories(uint64_t n) { M.unwatched_dirs = n; }
+
+void metrics_validation(int result, double seconds)
+{
+    if (result < 0 || result > 2) return;
+    M.validations[result]++;
+    M.validation_seconds += seconds;
+}
+
+void metrics_verification(int ok) { M.verifications[ok ? 1 : 0]++; }
+void metrics_rollback(void) { M.rollbacks++; }
+
+void metrics_storm(int halted)
+{
+    if (halted && !M.storm_halted) M.storm_halts++;
+    M.storm_halted = halted;
+}
 
 struct out {
     char *buf;
@@ -169,6 +191,31 @@ char *metrics_render(size_t *len)
          (unsigned long long)M.hist_count);
     emit(&o, "reload_agent_action_duration_seconds_sum %.6f\n", M.hist_sum);
     emit(&o, "reload_agent_action_duration_seconds_count %llu\n", (unsigned long long)M.hist_count);
+    static const char *const vres[] = {"accepted", "rejected", "error"};
+    family(&o, "reload_agent_validations_total", "counter",
+           "Validations of new content (--validate) by result: rejected content is never acted "
+           "on; error: the checker could not run (retried).");
+    for (int i = 0; i < 3; i++)
+        emit(&o, "reload_agent_validations_total{result=\"%s\"} %llu\n", vres[i],
+             (unsigned long long)M.validations[i]);
+    family(&o, "reload_agent_validation_seconds_total", "counter",
+           "Time spent validating new content.");
+    emit(&o, "reload_agent_validation_seconds_total %.6f\n", M.validation_seconds);
+    family(&o, "reload_agent_verifications_total", "counter",
+           "Verifications after an action (--verify) by result.");
+    emit(&o, "reload_agent_verifications_total{result=\"success\"} %llu\n",
+         (unsigned long long)M.verifications[1]);
+    emit(&o, "reload_agent_verifications_total{result=\"failure\"} %llu\n",
+         (unsigned long long)M.verifications[0]);
+    family(&o, "reload_agent_rollbacks_total", "counter",
+           "Rollbacks to the last good copy after a failed verification (--keep-last-good).");
+    emit(&o, "reload_agent_rollbacks_total %llu\n", (unsigned long long)M.rollbacks);
+    family(&o, "reload_agent_storm_halts_total", "counter",
+           "Times the storm breaker (--storm-limit) stopped the agent acting.");
+    emit(&o, "reload_agent_storm_halts_total %llu\n", (unsigned long long)M.storm_halts);
+    family(&o, "reload_agent_storm_halted", "gauge",
+           "1 while the storm breaker holds actions back, else 0.");
+    emit(&o, "reload_agent_storm_halted %d\n", M.storm_halted);
     if (M.api) {
         family(&o, "reload_agent_api_requests_total", "counter",
                "Kubernetes API requests by HTTP status code (0: no response).");
