@@ -63,7 +63,7 @@ FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 FUZZ_SECONDS ?= 240
 
-.PHONY: static-deps all test unit integration fuzz fuzz-replay asan install deps clean bench demo image-test fmt fmt-check levels e2e loadtest cluster-up cluster-down chart chart-tools chart-golden bench-fastsync
+.PHONY: static-deps all test links unit integration fuzz fuzz-replay asan install deps clean bench demo image-test fmt fmt-check levels e2e loadtest cluster-up cluster-down chart chart-tools chart-golden bench-fastsync
 
 all: $(BUILD)/reload-agent $(TOOL_BIN)
 
@@ -138,7 +138,13 @@ fuzz: $(FUZZ_BIN)
 	@sh tests/fuzz/run.sh $(BUILD)/fuzz $(FUZZ_SECONDS)
 
 test: deps chart-tools
-	$(MAKE) all unit fuzz-replay integration chart
+	$(MAKE) all unit fuzz-replay integration chart links
+
+# Every relative link and #anchor of every Markdown file resolves
+# (tests/linkcheck.py, GitHub's anchor rules; it checks itself first).
+links:
+	@python3 tests/linkcheck.py --self-test
+	@python3 tests/linkcheck.py
 
 # The Helm chart (charts/reload-agent): tests/chart/check.py runs helm lint
 # --strict, compares `helm template` with its golden files and with
@@ -188,7 +194,7 @@ image-test: deps
 	$(MAKE) all
 	sh scripts/image-test.sh
 
-# The real cluster (tests/cluster/, README "The real cluster"): up.sh builds
+# The real cluster (tests/cluster/, docs/kubernetes.md "The real cluster"): up.sh builds
 # Kubernetes, etcd and containerd from the Go module proxy once (cached in
 # /var/cache/reload-agent/cluster) and starts a single node; e2e runs
 # tests/e2e/ on it, then stops it (E2E_KEEP=1 leaves it running, and the
@@ -203,8 +209,8 @@ e2e: deps
 	@rc=0; python3 tests/e2e/run.py --binary $(BUILD)/reload-agent $(if $(E2E_KEEP),--keep) $(E2E_ARGS) || rc=$$?; \
 	  if [ -z "$(E2E_KEEP)" ]; then bash tests/cluster/down.sh; fi; exit $$rc
 
-# The load suite on the real cluster (tests/loadtest/, README "Load and
-# peers"): every scenario one after another, the peers measured beside us,
+# The load suite on the real cluster (tests/loadtest/, docs/performance.md
+# "Under load, with the peers"): every scenario one after another, the peers measured beside us,
 # results.md and results.json under build/loadtest/<UTC time>/. OLD=<git ref>
 # adds the A/B runs against that build; LOADTEST_ARGS passes -k. The cluster
 # is left running (make cluster-down stops it).

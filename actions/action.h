@@ -9,7 +9,7 @@
  * equal strength all run), whether it posts pod Events (Reloaded /
  * ReloadFailed), and its start and abort. Adding an action means one file
  * in actions/ with its ops, one row in action.c, its option rows in
- * config/config.c and the README.
+ * config/config.c and docs/detection.md (Actions) and docs/configuration.md.
  *
  * An action never sees struct config: the engine copies what an attempt
  * reads into a struct action_params when the attempt starts (a live

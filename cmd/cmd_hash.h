@@ -1,6 +1,6 @@
 /*
  * cmd_hash.h - the `reload-agent hash` subcommand: prints the canonical
- * content hash of PRODUCT.md so a user or a CI job can reproduce it.
+ * content hash of docs/hash.md so a user or a CI job can reproduce it.
  */
 #ifndef RA_CMD_HASH_H
 #define RA_CMD_HASH_H

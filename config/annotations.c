@@ -1,5 +1,6 @@
 /*
- * annotations.c - parser for the downward-API annotations file (spec §4),
+ * annotations.c - parser for the downward-API annotations file
+ * (docs/kubernetes-api.md#the-downward-api-annotations-file),
  * the source of per-pod reload-agent.io/... options.
  *
  * The kubelet writes `key="go-quoted value"` lines, sorted by key, joined by

@@ -1,5 +1,6 @@
 /*
- * annotations.h - parser for the downward-API annotations file (spec §4):
+ * annotations.h - parser for the downward-API annotations file
+ * (docs/kubernetes-api.md#the-downward-api-annotations-file):
  * lines `key="go-quoted value"` separated by '\n', sorted, no trailing
  * newline (a trailing newline and CRLF are tolerated). An empty file is an
  * empty set.

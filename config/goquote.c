@@ -1,6 +1,6 @@
 /*
  * goquote.c - Go double-quoted string literals: decoding (strconv.Unquote,
- * used for the downward-API annotations file, spec §4) and encoding
+ * used for the downward-API annotations file, docs/kubernetes-api.md) and encoding
  * (strconv.Quote, used by tests, the inject command and error messages).
  *
  * Quoting needs Go's unicode.IsPrint. We do not carry Unicode tables, so

@@ -1,6 +1,7 @@
 /*
  * goquote.h - decoding of Go double-quoted string literals, as written by
- * Go's %q / strconv.Quote (the downward-API annotations file, spec §4).
+ * Go's %q / strconv.Quote (the downward-API annotations file,
+ * docs/kubernetes-api.md#the-downward-api-annotations-file).
  *
  * Accepted escapes: \a \b \f \n \r \t \v \\ \" \xHH \ooo (3 octal digits,
  * <= 0377) \uHHHH \UHHHHHHHH (code points <= 0x10FFFF, not surrogates,

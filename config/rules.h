@@ -63,7 +63,7 @@ int path_rules_action(const struct path_rules *r, const char *path);
 
 /* 1 if logical path `path` is root itself or lies under it (path starts
  * with root + "/"); root is taken as given with trailing '/' removed, as
- * logical paths are built (PRODUCT.md, the content hash), so "/" holds
+ * logical paths are built (docs/hash.md, the content hash), so "/" holds
  * every absolute path. Pure: safe on any thread. */
 int path_rules_is_under(const char *root, const char *path);
 

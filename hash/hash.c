@@ -1,5 +1,5 @@
 /*
- * hash.c - the canonical content hash of PRODUCT.md (contract in hash.h).
+ * hash.c - the canonical content hash of docs/hash.md (contract in hash.h).
  *
  * One attempt has two phases: walk every root, collecting (logical path,
  * file path) pairs; then sort them bytewise, drop duplicates, stream each
@@ -9,7 +9,7 @@
  * differs from its fstat size, a root's "..data" link that changed) marks
  * the attempt unstable, and the whole computation is redone from scratch.
  *
- * Cost matters (README, "Speed"): each root is opened once per attempt and
+ * Cost matters (docs/performance.md): each root is opened once per attempt and
  * everything below it is looked up relative to that descriptor; entry
  * types come from getdents64, so entries are not stat'ed; with a
  * hash_cache, the root's resolved path and top-level listing are reused
@@ -35,7 +35,7 @@
 /* OpenSSL's SHA-256 (assembly-accelerated) through its direct SHA256_*
  * interface, linked statically: the EVP layer's provider initialisation
  * alone costs about 2 MiB of resident memory, most of the agent's budget
- * (README, "Memory"). The 1.1.1 API level keeps these declarations free of
+ * (docs/performance.md, memory). The 1.1.1 API level keeps these declarations free of
  * OpenSSL 3.0's deprecation attribute. */
 #define OPENSSL_API_COMPAT 0x10101000L
 #include <openssl/sha.h>
@@ -43,7 +43,7 @@
 /* Reads go into a small buffer, malloc'd per computation: a ConfigMap or
  * Secret key is one read. A file larger than that gets a big buffer,
  * mapped for the rest of the computation and unmapped at its end, so an
- * idle agent keeps none of it (README, "The content hash"). The sizes can
+ * idle agent keeps none of it (docs/hash.md). The sizes can
  * be overridden with -D to measure others (tests/bench/hashbench.py). */
 #ifndef SMALL_BUF
 #define SMALL_BUF (64 * 1024)

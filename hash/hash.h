@@ -1,5 +1,5 @@
 /*
- * hash.h - the canonical content hash of PRODUCT.md (contract v2), plus a
+ * hash.h - the canonical content hash of docs/hash.md (contract v2), plus a
  * per-file manifest.
  *
  * For each root: walk the user-visible tree (top-level names starting with

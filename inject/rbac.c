@@ -1,7 +1,7 @@
 /*
  * rbac.c - the Role and RoleBinding of fast sync for one injected
  * workload (contract in rbac.h; the rules are manifests/fast-sync/
- * role.yaml's, README "Fast sync"). Key order is fixed, so the output is
+ * role.yaml's, docs/fast-sync.md). Key order is fixed, so the output is
  * byte-stable.
  */
 #include "inject/rbac.h"

@@ -9,7 +9,7 @@
  *      cfg_build judges both;
  *   2. the files: every volume the sidecar mounts at or under a watch root
  *      (or whose mount holds one) is laid out as the kubelet's AtomicWriter
- *      writes it (spec/kubernetes.md §1.1): a ConfigMap's data and
+ *      writes it (docs/kubernetes-api.md#the-kubelets-atomicwriter): a ConfigMap's data and
  *      binaryData keys, a Secret's base64-decoded data with stringData over
  *      it, or only the items' key -> path mappings; a projected volume is
  *      the union of its ConfigMap and Secret sources, a later source winning
@@ -20,7 +20,7 @@
  *      in the container;
  *   3. the logical path of a file is its path in the container (mountPath +
  *      "/" + payload path), which is what the hash's walk gives for a root
- *      at or inside the mount (PRODUCT.md, the content hash);
+ *      at or inside the mount (docs/hash.md, the content hash);
  *   4. each file's class is cfg_action_for's (the agent's own decision:
  *      --ignore, --env-watch roots, rules, --action), and the stamp is the
  *      manifest.sub of hash/hash.h over the rollout-class files

@@ -1,6 +1,6 @@
 /*
  * kevents.c - rate-limited core/v1 Event creation (see kevents.h). Bodies
- * are built with cJSON in the legacy form of spec §7 (no eventTime, so the
+ * are built with cJSON in the legacy form of docs/kubernetes-api.md#events (no eventTime, so the
  * event namespace must equal the involved object's).
  */
 #include "kube/kevents.h"

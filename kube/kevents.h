@@ -1,5 +1,5 @@
 /*
- * kevents.h - core/v1 Events (spec §7) about what the agent did: on its own
+ * kevents.h - core/v1 Events (docs/kubernetes-api.md#events) about what the agent did: on its own
  * pod for in-place actions (Normal Reloaded, Warning ReloadFailed), on the
  * owner for rollouts (Normal RolloutTriggered, Warning RolloutSkipped).
  *

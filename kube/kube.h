@@ -2,7 +2,7 @@
  * kube.h - a small asynchronous Kubernetes API client on the libuv loop
  * (libcurl multi through httpc). No call blocks.
  *
- * Configuration (spec §5): in a cluster the base URL is
+ * Configuration (docs/kubernetes-api.md#in-cluster-access): in a cluster the base URL is
  * https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT (IPv6 hosts
  * bracketed), the token and CA come from the service-account directory;
  * outside, --kube-api (https:// only) / --kube-token-file / --kube-ca-file.

@@ -1,5 +1,6 @@
 /*
- * owner.h - finds the workload that owns the agent's own pod (spec §6.2),
+ * owner.h - finds the workload that owns the agent's own pod
+ * (docs/kubernetes-api.md#the-owner-chain),
  * so the rollout action knows what to patch, and says for every owner kind
  * what it does through the one kinds table of kube/kinds.h (struct
  * owner_kind, kinds_not_rolling()).

@@ -6,7 +6,7 @@
  * through a metrics_*() call (lower layers get a hook the agent registers:
  * kube_set_counters, watch_set_counter); metrics_render reads nothing but
  * this module's own state. Adding a metric: a field, a metrics_*() setter
- * called where it happens, a render line, and the README list.
+ * called where it happens, a render line, and the list in docs/configuration.md.
  */
 #ifndef RA_METRICS_H
 #define RA_METRICS_H

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Reference implementation of the content hash of PRODUCT.md ("The content
-hash"), written from that text alone, as an independent oracle for the C
+"""Reference implementation of the content hash of docs/hash.md ("The
+contract"), written from that text alone, as an independent oracle for the C
 code: `python3 tests/refhash.py [--list] PATH...` prints what
 `reload-agent hash` must print.
 

@@ -1,6 +1,6 @@
 /*
  * test_annotations.c - unit tests for config/annotations.c: the file format
- * of spec §4 as the kubelet writes it, the tolerated variants (final
+ * of docs/kubernetes-api.md as the kubelet writes it, the tolerated variants (final
  * newline, CRLF), every rejected form with its line-numbered message, and
  * annot_parse_file on real files (missing, directory, exactly 1 MiB, over).
  */

@@ -465,7 +465,7 @@ static int build_args(struct fixture *f, const char *const *argv)
     return rc;
 }
 
-/* The documented range of every duration option (README flags table). */
+/* The documented range of every duration option (docs/configuration.md flags table). */
 static const struct {
     const char *name, *min, *max, *below, *above, *range;
     int zero_ok;

@@ -4,7 +4,7 @@
  * Expected values never come from the code under test: each test lists the
  * files it expects (logical path and content, in the bytewise order the
  * contract demands), digests each content with the sha256sum tool, writes
- * the manifest of PRODUCT.md (contract v2: sha256sum's own line format) to
+ * the manifest of docs/hash.md (contract v2: sha256sum's own line format) to
  * a file and hashes that with sha256sum. Where the test can, the manifest
  * itself comes from sha256sum run over the files.
  */

@@ -207,7 +207,7 @@ static int teardown(void **state)
     return 0;
 }
 
-/* --- a minimal kubelet AtomicWriter (spec/kubernetes.md §1.4) --- */
+/* --- a minimal kubelet AtomicWriter (docs/kubernetes-api.md#the-kubelets-atomicwriter) --- */
 
 /* Steps 5-8: new timestamped dir with the payload, "..data_tmp" link. */
 static void aw_stage(struct fx *f, const char *vol, const char *ts, const char *content)

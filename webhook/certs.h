@@ -1,7 +1,8 @@
 /*
  * certs.h - `reload-agent webhook certs`: the one-shot certificate job of the
- * admission webhook (the kube-webhook-certgen pattern, spec/injection.md
- * §2.4). It makes sure a kubernetes.io/tls Secret holds a CA and a serving
+ * admission webhook (the kube-webhook-certgen pattern,
+ * docs/kubernetes-api.md#webhook-certificates). It makes sure a
+ * kubernetes.io/tls Secret holds a CA and a serving
  * certificate for the webhook's Service, then writes that CA into the
  * caBundle of every webhook of the MutatingWebhookConfiguration whose
  * caBundle differs. User documentation: docs/webhook-install.md.

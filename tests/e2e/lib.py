@@ -50,7 +50,7 @@ def wait_until(pred, timeout, what, interval=0.5):
 
 
 def rollout_hash(files):
-    """The PRODUCT.md content hash over {logical path: bytes}: one
+    """The content hash of docs/hash.md over {logical path: bytes}: one
     sha256sum-style manifest line per file, sorted by path, hashed.
     Independent of the agent's code (the oracle of the rollout tests)."""
     lines = []

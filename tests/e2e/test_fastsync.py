@@ -11,7 +11,7 @@ Set up as a user would (issue 18 item 4): the main scenario applies what
 `reload-agent inject` writes (the Deployment with its sidecar's fast-sync
 flags, the Role with resourceNames, the RoleBinding); the webhook scenarios
 apply what `reload-agent inject -o rbac` prints for the workload, the
-per-workload objects a webhook user applies (README "Fast sync"). The
+per-workload objects a webhook user applies (docs/fast-sync.md). The
 policy is applied once per cluster, as documented.
 """
 import json

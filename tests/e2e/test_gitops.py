@@ -83,7 +83,7 @@ def test_gitops_stamp_rolls_without_agent_patch(env):
         stamp0 = env.get("deployment", "web")["spec"]["template"]["metadata"]["annotations"].get(
             "reload-agent.io/config-hash")
         check(stamp0 == rollout_hash({"/etc/app/app.conf": b"level=1\n"}),
-              "the rendered stamp %r is not the PRODUCT.md hash of the ConfigMap" % stamp0)
+              "the rendered stamp %r is not the docs/hash.md hash of the ConfigMap" % stamp0)
         for p in env.ready_pods("app=web"):
             env.wait_agent_event(p["metadata"]["name"], "ready", 60)
 

@@ -1,5 +1,5 @@
 """The Helm chart (charts/reload-agent) on the real cluster, with the helm
-tests/cluster/build.sh built (up.sh's HELM=), as README "Install" says.
+tests/cluster/build.sh built (up.sh's HELM=), as docs/kubernetes.md "Install" says.
 
 Exclusive: it first removes the kustomize-installed webhook (two webhooks
 would both answer), and puts it back at the end when it was there.

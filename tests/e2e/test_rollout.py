@@ -1,8 +1,8 @@
 """rollout on the real controllers: a ConfigMap edit makes the agents of a
 Deployment (3 replicas), a StatefulSet and a DaemonSet patch their owner's
-pod template exactly once, with the PRODUCT.md hash of the new content, and
+pod template exactly once, with the docs/hash.md hash of the new content, and
 the controller replaces the pods. The agents run as the workload's own
-ServiceAccount with the Role the README tells users to bind."""
+ServiceAccount with the Role docs/kubernetes.md tells users to bind."""
 import os
 import time
 
@@ -14,7 +14,7 @@ MOUNT = "/etc/nginx/conf.d"
 
 
 def grant_role(env, sa="default"):
-    """What README "RBAC for injected workloads" tells a user to run."""
+    """What docs/kubernetes.md "RBAC for injected workloads" tells a user to run."""
     env.kubectl("apply", "-f", os.path.join(REPO, "manifests/role.yaml"))
     env.kubectl("create", "rolebinding", "reload-agent", "--role=reload-agent",
                 "--serviceaccount=%s:%s" % (env.ns, sa))
@@ -67,7 +67,7 @@ def check_one_rollout(env, kind, replicas):
     tmpl = env.get(kind.lower(), name)["spec"]["template"]["metadata"]["annotations"]
     want = rollout_hash({MOUNT + "/site.conf": new.encode()})
     check(tmpl.get("reload-agent.io/config-hash") == want,
-          "template hash %r, PRODUCT.md hash of the new content %r" % (tmpl.get("reload-agent.io/config-hash"), want))
+          "template hash %r, docs/hash.md hash of the new content %r" % (tmpl.get("reload-agent.io/config-hash"), want))
     wait_until(lambda: rolled_out(env, kind, name, gen0 + 1, replicas), 300,
                "the new pods of %s/%s to be ready" % (kind, name))
     env.log("%s/%s rolled out %.1f s after the edit" % (kind, name, time.time() - t0))

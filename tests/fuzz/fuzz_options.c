@@ -36,7 +36,7 @@
 #define HOUR (3600 * SEC)
 #define DAY (24 * HOUR)
 
-/* The documented ranges (README flags table, --help). */
+/* The documented ranges (docs/configuration.md flags table, --help). */
 static const struct {
     size_t off;
     int64_t min, max;

@@ -1,5 +1,5 @@
 """`reload-agent webhook certs` against the fake API server (tests/k8s/fakeapi.py,
-a test double of spec/kubernetes.md: real TLS on loopback, bearer token,
+a test double of docs/kubernetes-api.md: real TLS on loopback, bearer token,
 Secrets get/create with 409 AlreadyExists, MutatingWebhookConfigurations
 get/patch with RFC 6902 test ops).
 

@@ -2,7 +2,7 @@
 
 Each test starts the real fake as a process and talks to it over real TLS on
 loopback, verifying the certificate against the CA it generated. Expected
-values come from the spec (/work/shared/spec/kubernetes.md §6, §7) and the
+values come from docs/kubernetes-api.md ("Requests", "Errors", "Events") and the
 fixture descriptions in tests/k8s/README.md, never from the fake's own output.
 The binary and tools given to the runner are not used.
 """

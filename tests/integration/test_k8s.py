@@ -7,7 +7,7 @@ volume written by build/tools/awsim. What the agent did is read back from the
 fake (recorded requests, the stored object, its template-annotation history,
 the stored Events), not only from the agent's log. Expected hashes come from
 tests/refhash.py, the independent reference implementation of the documented
-hash; expected messages and behaviour from spec/kubernetes.md §5-§7 and the
+hash; expected messages and behaviour from docs/kubernetes-api.md and the
 task contract of the rollout action.
 """
 import hashlib

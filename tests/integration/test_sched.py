@@ -20,7 +20,7 @@ def test_sched_slice_at_start_and_live(env):
     default = se_slice(os.getpid())  # this test process never asked for a slice
     if default is None:
         # Before Linux 6.12 the kernel accepts and ignores the request: the
-        # agent must start without a warning and work (README, Speed).
+        # agent must start without a warning and work (docs/performance.md).
         vol = volume(env, {"app.conf": "v0\n"})
         a = start(env, vol)
         h = update(env, vol, {"app.conf": "v1\n"})

@@ -3,14 +3,14 @@
 Every test starts `reload-agent run` with JSON logs, `--debounce 50ms` and
 `--resync 0` (so only inotify events, never a periodic rehash, can find a
 change), changes the watched content with the AtomicWriter simulator
-(build/tools/awsim, spec/kubernetes.md §1.4) or plain file operations, and
+(build/tools/awsim, docs/kubernetes-api.md) or plain file operations, and
 checks the logged events against the agent's log contract:
 "baseline", "ready", "change" (hash + added/removed/modified logical paths),
 "overflow", "root-gone", "root-back", "waiting".
 
 Expected hashes come from two independent sources: `reload-agent hash` on the
 final tree, and canonical_hash() below, computed from the test's own model of
-the content (dict logical path -> bytes) with the algorithm of PRODUCT.md.
+the content (dict logical path -> bytes) with the algorithm of docs/hash.md.
 """
 import hashlib
 import os
@@ -27,7 +27,7 @@ QUIET = 1.0  # seconds of silence after which "nothing more happens" is asserted
 
 
 def canonical_hash(files):
-    """PRODUCT.md "The content hash" (v2) over {logical path: bytes}: the
+    """docs/hash.md, "The contract" (v2) over {logical path: bytes}: the
     SHA-256 of the sha256sum-format manifest (no test path needs escaping)."""
     manifest = b""
     for path in sorted(files, key=lambda p: p.encode()):
@@ -160,7 +160,7 @@ def test_no_change_for_noise(env):
     files = {"a.conf": "a0\n", "b.conf": "b0\n", "sub/x": "x0\n"}
     vol = atomic_volume(env, files)
     a = start(env, [vol])
-    # Identical rewrites: awsim skips the write (§1.4 step 4) but still walks
+    # Identical rewrites: awsim skips the write (AtomicWriter step 4) but still walks
     # the old ts dir and re-checks the top-level links.
     env.awsim(vol, files)
     r = env.run([env.tool("awsim"), "--dir", vol, "--count", "5", "--noop"])
@@ -410,7 +410,7 @@ def test_queue_overflow(env):
 
 
 def test_awsim_layout(env):
-    """The simulator itself produces the §1.3 layout the other tests rely on."""
+    """The simulator itself produces the AtomicWriter layout the other tests rely on."""
     vol = atomic_volume(env, {"a": "1", "conf/x/y": "2"})
     names = sorted(os.listdir(vol))
     ts = [n for n in names if n.startswith("..") and n not in ("..data",)]

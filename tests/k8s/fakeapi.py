@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """fakeapi.py - a fake Kubernetes API server (test double) for the agent's
-Kubernetes tests, written from /work/shared/spec/kubernetes.md §5-§7, §10.
+Kubernetes tests, written from docs/kubernetes-api.md.
 
-It serves the few routes the agent uses (spec §6.1) over real TLS with a CA it
+It serves the few routes the agent uses (docs/kubernetes-api.md, "Requests") over real TLS with a CA it
 generates, checks the bearer token against the token file on every request,
 applies the four PATCH content types with resourceVersion/generation rules,
 validates Events, and can inject faults (error statuses, 429s, delays, dropped
@@ -183,7 +183,7 @@ def write_atomic(path, data):
 # ---- fixtures ----
 
 class Fixtures:
-    """Builds the owner-chain fixtures of the task (spec §6.2, §10.3)."""
+    """Builds the owner-chain fixtures of docs/kubernetes-api.md ("What the test doubles implement")."""
 
     def __init__(self, state):
         self.st = state
@@ -528,7 +528,7 @@ def parse_route(path):
 
 
 def generation_changed(plural, old, new):
-    """spec §6.7: Deployment bumps on spec or metadata.annotations; others on spec;
+    """metadata.generation (docs/kubernetes-api.md, "Requests"): Deployment bumps on spec or metadata.annotations; others on spec;
     a MutatingWebhookConfiguration on its webhooks."""
     if plural == "mutatingwebhookconfigurations":
         return old.get("webhooks") != new.get("webhooks")
@@ -706,7 +706,7 @@ def check_ca_bundles(mwc):
 
 
 def _create_secret(api, route, ctype, query, body, user_agent):
-    """POST /api/v1/namespaces/NS/secrets: 201, 409 AlreadyExists (§6.6),
+    """POST /api/v1/namespaces/NS/secrets: 201, 409 AlreadyExists ("Errors"),
     400/415/422 as the real server answers malformed ones."""
     _, _, plural, ns, _ = route
     if ctype not in ("application/json", ""):
@@ -807,7 +807,7 @@ def _namespace_errors(ns):
 
 
 def validate_core_event(ev):
-    """spec §7 core/v1 (legacy) rules, plus type Normal|Warning. [(field, reason, msg)]."""
+    """core/v1 (legacy) rules of docs/kubernetes-api.md, "Events", plus type Normal|Warning. [(field, reason, msg)]."""
     ns = ev["metadata"]["namespace"]
     inv = ev.get("involvedObject") if isinstance(ev.get("involvedObject"), dict) else {}
     ins = inv.get("namespace") or ""
@@ -841,7 +841,7 @@ def _reporter_and_text_errors(ev, reporter, text):
 
 
 def validate_events_v1(ev):
-    """spec §7 events.k8s.io/v1 (strict) rules."""
+    """events.k8s.io/v1 (strict) rules (docs/kubernetes-api.md, "Events")."""
     errs = _required_limited(ev, [("eventTime", 64), ("reportingController", 316),
                                   ("reportingInstance", 128), ("action", 128), ("reason", 128)])
     errs += _reporter_and_text_errors(ev, "reportingController", "note")

@@ -8,7 +8,7 @@
 #   peers.sh build    builds what is missing, prints NAME=IMAGE lines
 #
 # stakater/Reloader is not here: the module proxy serves no version of
-# github.com/stakater/Reloader to this machine (README "Load and peers").
+# github.com/stakater/Reloader to this machine (docs/performance.md "Under load, with the peers").
 set -euo pipefail
 shopt -s inherit_errexit
 here=$(cd "$(dirname "$0")" && pwd)

@@ -35,7 +35,7 @@ import scenarios  # noqa: E402
 ORDER = ["s1_burst", "s2_fanout", "s3_cardinality", "s4_noop", "s5_churn", "s6_restarts", "s7_api_pressure",
          "s8_large", "s9_kinds", "s10_mixed", "s12_min_interval", "s13_references", "s_fleet", "s_peers"]
 
-# Peers that could not be built or run here, with the exact reason (README).
+# Peers that could not be built or run here, with the exact reason (docs/performance.md).
 UNAVAILABLE = {
     "stakater/Reloader": "the Go module proxy this machine reaches serves no version of github.com/stakater/Reloader "
                          "(403 'This module version is not available' for every version tried: v0.0.100-v0.0.160, "

@@ -3,12 +3,12 @@
  * benchmarks.
  *
  * The kubelet updates ConfigMap/Secret/downwardAPI/projected volumes with a
- * fixed sequence of syscalls (spec/kubernetes.md §1.4): a new timestamped
+ * fixed sequence of syscalls (docs/kubernetes-api.md#the-kubelets-atomicwriter): a new timestamped
  * directory, a "..data_tmp" symlink renamed onto "..data", then top-level
  * "key -> ..data/key" links, then removal of stale links and of the old
  * directory. The agent's correctness depends on tolerating exactly that
  * stream of inotify events, so this tool reproduces it step by step (the step
- * numbers in the comments are those of §1.4), with the knobs of §10: random
+ * numbers in the comments are that page's), with the knobs its test doubles list: random
  * write/link/unlink order (seeded), an fsGroup walk (ATTRIB burst), pauses
  * between the late steps, and the pre-2021 "legacy" order.
  *
@@ -243,7 +243,7 @@ static int walk_post(const char *path, walk_fn fn, void *ud)
 
 /* ---- loading a payload from a directory ---- */
 
-/* Checks a payload key like AtomicWriter validatePath (§1.1). */
+/* Checks a payload key like validatePath (docs/kubernetes-api.md#the-kubelets-atomicwriter). */
 static int validate_key(const char *key)
 {
     const char *why = NULL;
@@ -528,7 +528,7 @@ static int remove_user_paths(const char *dir, const struct strv *rm)
     return rc;
 }
 
-/* One AtomicWriter Write(payload) on o->dir, §1.4 steps 2-12. *switched_ns
+/* One AtomicWriter Write(payload) on o->dir, steps 2-12 (docs/kubernetes-api.md). *switched_ns
  * gets the CLOCK_MONOTONIC time right after step 9, or 0 if the write was
  * skipped (content unchanged). Returns 0 or -1 (message printed). */
 static int aw_write(const struct opts *o, const struct payload *p, uint64_t *switched_ns)
