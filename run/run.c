@@ -237,14 +237,14 @@ static void mark_ready(void)
     start_reconcile();
     struct log_rec r;
     R.ready = 1;
+    if (R.cfg.state_dir && *R.cfg.state_dir &&
+        safestate_set_ready(R.cfg.state_dir, 1, err, sizeof err) < 0)
+        log_warn("%s; `reload-agent ready` will not see this agent ready", err);
     if (log_rec_begin(&r, RA_LOG_INFO, "ready")) {
         log_rec_str(&r, "action", cfg_action_name(R.cfg.action));
         if (R.srv) log_rec_int(&r, "port", httpd_port(R.srv));
         log_rec_end(&r, "watching %zu roots", R.mon ? monitor_root_count(R.mon) : 0);
     }
-    if (R.cfg.state_dir && *R.cfg.state_dir &&
-        safestate_set_ready(R.cfg.state_dir, 1, err, sizeof err) < 0)
-        log_warn("%s; `reload-agent ready` will not see this agent ready", err);
 }
 
 /* The engine filled the --keep-last-good copies. */
