@@ -385,7 +385,7 @@ static void exec_run_done(void *ud, const struct exec_result *res)
     } else {
         status = 0;
     }
-    struct action_result r = {status, 0, status < 0 ? buf : NULL};
+    struct action_result r = {status, 0, status < 0 ? buf : NULL, 0};
     run.done(run.ud, ACTION_EXEC, &r);
 }
 
@@ -401,7 +401,7 @@ static void exec_action_start(struct action_env *env, const struct action_params
         char buf[768];
         free(run);
         snprintf(buf, sizeof buf, "cannot parse --exec-command \"%s\"", p->exec_command);
-        struct action_result r = {rc, 1, buf};
+        struct action_result r = {rc, 1, buf, 0};
         done(ud, ACTION_EXEC, &r);
     }
 }

@@ -90,7 +90,7 @@ static void restartpod_start(struct action_env *env, const struct action_params 
                              action_done done, void *ud)
 {
     if (!env->exit_request) { /* only the daemon can exit; tests without one */
-        struct action_result r = {-ENOTSUP, 1, "restart-pod: this agent cannot exit on request"};
+        struct action_result r = {-ENOTSUP, 1, "restart-pod: this agent cannot exit on request", 0};
         done(ud, ACTION_RESTART_POD, &r);
         return;
     }
@@ -116,7 +116,7 @@ static void restartpod_start(struct action_env *env, const struct action_params 
                     rec.exit_code, rec.files ? rec.files : "?");
     }
     int code = rec.exit_code; /* p is freed by done */
-    struct action_result ok = {0, 0, NULL};
+    struct action_result ok = {0, 0, NULL, 0};
     done(ud, ACTION_RESTART_POD, &ok);
     env->exit_request(env->exit_ud, code);
 }

@@ -139,6 +139,7 @@ static void part_done(void *ud, enum action action, const struct action_result *
     if (!ok) {
         e->parts_failed++;
         e->permanent |= res->permanent;
+        e->held |= res->held;
         snprintf(e->last_error, sizeof e->last_error, "%s: %s", action_name(action), err);
     }
     if (--e->parts_left > 0) return;
@@ -252,6 +253,8 @@ static void build_params(struct engine *e, unsigned mask, struct action_params *
         .restart_timeout_ms = ra_ms_of_ns(c->restart_timeout_ns),
         .hash_annotation = ra_strdup(c->hash_annotation),
         .rollout_jitter_ms = ra_ms_of_ns(c->rollout_jitter_ns),
+        .storm_max = c->storm_max,
+        .storm_window_ms = ra_ms_of_ns(c->storm_window_ns),
         .min_interval_ms = ra_ms_of_ns(c->min_interval_ns),
         .restart_pod_exit_code = c->restart_pod_exit_code,
         .state_dir = c->state_dir && *c->state_dir ? ra_strdup(c->state_dir) : NULL,
@@ -269,6 +272,7 @@ static void build_params(struct engine *e, unsigned mask, struct action_params *
  * safe flow's steps, then the actions (engine__run_actions). */
 static void start_attempt(struct engine *e, unsigned mask)
 {
+    e->held = 0;
     e->inflight = 1;
     e->inflight_mask = mask;
     e->attempt++;

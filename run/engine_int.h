@@ -75,6 +75,7 @@ struct engine {
     int parts_left; /* actions of the current attempt still running */
     int parts_failed;
     int permanent; /* a failing part said a retry cannot help */
+    int held;      /* a part was held back by the replicas' storm limit (rollout) */
     int attempt;
     int started;
     int have_last_start;

@@ -251,6 +251,24 @@ int safeflow_storm_allows(struct engine *e)
     return 0;
 }
 
+/* The rollout found the workload rolled --storm-limit times within the
+ * window by its replicas (the workload got the Event): this agent's
+ * breaker holds as if it had counted them, until the content is stable. */
+static void storm_held(struct engine *e)
+{
+    int64_t now = storm_now_ms();
+    if (!e->storm.halted) {
+        storm_trip(&e->storm, now);
+        metrics_storm(1);
+        step_log(e, RA_LOG_WARN, "storm-halted",
+                 "%s; not acting on further changes until the content has been stable for "
+                 "%llds",
+                 e->last_error, (long long)(e->storm.window_ms / 1000));
+    }
+    storm_arm(e);
+    engine__end(e, END_DROP);
+}
+
 void safeflow_observed(struct engine *e)
 {
     storm_content_changed(&e->storm, storm_now_ms());
@@ -639,6 +657,10 @@ void safeflow_actions_done(struct engine *e, int ok)
     const struct config *c = e->cfg;
     if (e->phase == PHASE_ROLLBACK) {
         rolled_back(e, ok);
+        return;
+    }
+    if (!ok && e->held && !e->closing) {
+        storm_held(e);
         return;
     }
     if (!ok) {

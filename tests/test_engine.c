@@ -327,7 +327,8 @@ struct fake_run {
 static void fake_finish(enum action a, int fail, const struct action_params *p, action_done done,
                         void *ud)
 {
-    struct action_result r = {fail ? -EIO : 0, fail && F.permanent, fail ? "fake failure" : NULL};
+    struct action_result r = {fail ? -EIO : 0, fail && F.permanent, fail ? "fake failure" : NULL,
+                              0};
     if (a == ACTION_HTTP) snprintf(F.seen_url, sizeof F.seen_url, "%s", p->http_url);
     F.results[a]++;
     done(ud, a, &r);

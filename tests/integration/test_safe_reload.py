@@ -19,7 +19,9 @@ import time
 
 from lib import TestFailure, check, free_port, http_get, wait_until
 from test_engine import lines_of, pid_appender, update, volume
-from test_k8s import fake_for, kube_args, kube_events, wait_kube_event
+from test_k8s import fake_for, kube_args, kube_events, put_object, requests, stored
+from test_k8s import start as start_k8s
+from test_k8s import wait_kube_event
 from test_validator import Validator, alive
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -377,6 +379,36 @@ def test_storm_count_survives_an_agent_restart(env):
     b.wait_event("storm-halted", timeout=5)
     b.quiet(QUIET)
     check(len(lines_of(out)) == 2, "actions: %r" % lines_of(out))
+
+
+def test_rollout_storm_is_counted_on_the_workload(env):
+    """rollout's default storm limit (5/10m) counts the workload's rollouts
+    by every replica, in its metadata (recent-rollouts): each pod a rollout
+    creates starts a fresh agent, so a count of its own would never trip.
+    A rollout writes its time there; with 5 within the window the next is
+    held back (Event ReloadStormHalted on the workload, no PATCH)."""
+    fake = fake_for(env)
+    vol = volume(env, {"app.conf": "v0\n"})
+    a = start_k8s(env, fake, vol)
+    update(env, vol, {"app.conf": "v1\n"})
+    a.wait_match("rollout", timeout=15, result="patched")
+    ann = stored(fake, "deployments", "web")["metadata"]["annotations"]
+    times = ann["reload-agent.io/recent-rollouts"].split(",")
+    check(len(times) == 1 and abs(int(times[0]) - time.time()) < 60, ann)
+    # four more rollouts by other replicas within the window
+    obj = stored(fake, "deployments", "web")
+    now = int(time.time())
+    obj["metadata"]["annotations"]["reload-agent.io/recent-rollouts"] = ",".join(
+        str(now - 60 * i) for i in range(5))
+    put_object(fake, "deployments", obj)
+    patches = len(requests(fake, "PATCH"))
+    update(env, vol, {"app.conf": "v2\n"})
+    a.wait_match("rollout", timeout=15, result="storm")
+    a.wait_event("storm-halted", timeout=5)
+    ev = wait_kube_event(fake, "ReloadStormHalted", "Deployment", "web")[0]
+    check("rolled 5 times within 600s" in ev["message"], ev["message"])
+    a.quiet(QUIET)
+    check(len(requests(fake, "PATCH")) == patches, "patched during a storm")
 
 
 # ---- dry run ----
