@@ -157,6 +157,12 @@ static int decode_ran(const cJSON *o, struct vproto_result *r, char **store, cha
         snprintf(why, n, "a reply needs \"exit\", \"signal\", \"timed_out\" and \"output\"");
         return -EINVAL;
     }
+    /* an exit status is a byte (-1 when there is none); a signal is 0 to 64 */
+    if (ex->valuedouble < -1 || ex->valuedouble > 255 || sig->valuedouble < 0 ||
+        sig->valuedouble > 64) {
+        snprintf(why, n, "\"exit\" or \"signal\" is out of range");
+        return -EINVAL;
+    }
     *store = ra_strdup(out->valuestring);
     r->ran = 1;
     r->exit_status = (int64_t)ex->valuedouble;

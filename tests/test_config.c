@@ -480,6 +480,8 @@ static const struct {
     {"retry-max", "1ms", "24h", "0", "24h1ns", "1ms to 24h", 0},
     {"min-interval", "0", "24h", NULL, "24h1ns", "0 to 24h", 0},
     {"sched-slice", "100us", "100ms", "99us", "100ms1ns", "0 or 100us to 100ms", 1},
+    {"validate-timeout", "100ms", "1h", "99ms", "1h1ns", "100ms to 1h", 0},
+    {"verify-timeout", "100ms", "1h", "99ms", "1h1ns", "100ms to 1h", 0},
 };
 
 /* Issue 9 F6: the largest duration Go accepts passed every option and
