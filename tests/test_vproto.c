@@ -135,8 +135,11 @@ static void test_reply_refused_and_described(void **state)
 {
     (void)state;
     const char *bad[] = {"nope", "{}", "{\"exit\":0}",
-                         "{\"exit\":0,\"signal\":0,\"timed_out\":1,"
-                         "\"output\":\"\"}"};
+                         "{\"exit\":0,\"signal\":0,\"timed_out\":1,\"output\":\"\"}",
+                         /* found by fuzz_vproto: a number no int64 holds */
+                         "{\"exit\":555555555555555555555555555555,\"signal\":1,\"timed_out\":"
+                         "false,\"output\":\"\"}",
+                         "{\"exit\":1,\"signal\":99,\"timed_out\":false,\"output\":\"\"}"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         struct vproto_result r;
         char *store, why[256];
