@@ -321,8 +321,11 @@ void safeflow_start(struct engine *e, const struct hash_manifest *baseline, int 
                             "content once validated, and the agent is ready then");
         return;
     }
-    for (size_t i = 0; !had_record && i < e->nlkg; i++) {
-        /* no record of what was applied: the copies say what the app reads */
+    /* no record of what was applied (and not a start that acts anyway, nor
+     * one after restart-pod, where every container read the copies): the
+     * copies say what the app reads */
+    int from_copies = !had_record && !e->pod_restarted && e->cfg->on_start != ON_START_RELOAD;
+    for (size_t i = 0; from_copies && i < e->nlkg; i++) {
         struct hash_manifest m;
         if (lastgood_manifest(&e->applied, e->lkg[i].src, e->lkg[i].live, &m, err, sizeof err) <
             0) {

@@ -265,6 +265,26 @@ def test_keep_last_good_not_ready_until_a_valid_content(env):
     check(r.returncode == 1 and b"gone" in r.stderr, r.stderr)
 
 
+def test_keep_last_good_copy_says_what_the_app_has(env):
+    """An agent that starts again without a record of what it applied (the
+    record was lost) takes what the copy shows as applied: a change made
+    while no agent ran is validated, swapped in and acted on, not taken as
+    done while the app still reads the old copy."""
+    vol = volume(env, {"app.conf": "200 v1\n"})
+    lkg, state = env.path("lkg"), env.path("state")
+    os.mkdir(state)
+    out = env.path("actions")
+    a, _ = lkg_agent(env, vol, lkg, state)
+    a.stop()
+    h2 = update(env, vol, {"app.conf": "200 v2\n"})
+    os.unlink(os.path.join(state, "applied.json"))
+    b, _ = lkg_agent(env, vol, lkg, state, "--action", "exec", "--exec-command",
+                     pid_appender(out))
+    b.wait_match("action", action="exec", result="success", hash=h2)
+    check(read(os.path.join(lkg, "live", "app.conf")) == "200 v2\n", "live")
+    check(len(lines_of(out)) == 1, "actions: %r" % lines_of(out))
+
+
 # ---- verify ----
 
 def test_verify_failure_rolls_back_and_repeats_the_action(env):
