@@ -137,8 +137,7 @@ static void test_reply_refused_and_described(void **state)
     const char *bad[] = {"nope", "{}", "{\"exit\":0}",
                          "{\"exit\":0,\"signal\":0,\"timed_out\":1,\"output\":\"\"}",
                          /* found by fuzz_vproto: a number no int64 holds */
-                         "{\"exit\":555555555555555555555555555555,\"signal\":1,\"timed_out\":"
-                         "false,\"output\":\"\"}",
+                         "{\"exit\":5e300,\"signal\":1,\"timed_out\":false,\"output\":\"\"}",
                          "{\"exit\":1,\"signal\":99,\"timed_out\":false,\"output\":\"\"}"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         struct vproto_result r;
