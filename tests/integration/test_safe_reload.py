@@ -489,6 +489,18 @@ def test_copy_self_and_ready(env):
     check(r.returncode == 1 and b"cannot write" in r.stderr, r.stderr)
     r = env.run([env.binary, "copy-self"])
     check(r.returncode == 2 and b"no DEST" in r.stderr, r.stderr)
+    # --prepare: the copies' directories, made as this user
+    lkg = env.path("lkg")
+    os.mkdir(lkg)
+    r = env.run([env.binary, "copy-self", dest, "--prepare", lkg])
+    check(r.returncode == 0, r.stderr)
+    for sub in ("live", "candidate"):
+        st = os.stat(os.path.join(lkg, sub))
+        check(st.st_uid == os.getuid() and st.st_mode & 0o777 == 0o755, (sub, oct(st.st_mode)))
+    r = env.run([env.binary, "copy-self", dest, "--prepare", "relative"])
+    check(r.returncode == 2 and b"not an absolute path" in r.stderr, r.stderr)
+    r = env.run([env.binary, "copy-self", dest, "--prepare", env.path("nodir")])
+    check(r.returncode == 1 and b"cannot create" in r.stderr, r.stderr)
     r = env.run([env.binary, "ready", "--state-dir", env.path("bin")])
     check(r.returncode == 1 and b"not ready yet" in r.stderr, r.stderr)
     r = env.run([env.binary, "ready"])
