@@ -92,12 +92,12 @@ void action_start(struct action_env *env, enum action a, const struct action_par
                   action_done done, void *ud)
 {
     if (!valid(a)) {
-        struct action_result r = {-EINVAL, 1, "unknown action"};
+        struct action_result r = {-EINVAL, 1, "unknown action", 0};
         done(ud, a, &r);
         return;
     }
     if (p->dry_run) {
-        struct action_result r = {0, 0, NULL};
+        struct action_result r = {0, 0, NULL, 0};
         done(ud, a, &r);
         return;
     }
@@ -161,7 +161,7 @@ void action_params_free(struct action_params *p)
 static void none_start(struct action_env *env, const struct action_params *p, action_done done,
                        void *ud)
 {
-    struct action_result r = {0, 0, NULL};
+    struct action_result r = {0, 0, NULL, 0};
     (void)env;
     (void)p;
     done(ud, ACTION_NONE, &r);

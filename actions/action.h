@@ -42,6 +42,8 @@ struct action_result {
     int status;        /* 0 on success, else a negative errno (-EIO if nothing better) */
     int permanent;     /* a retry cannot help: wait for the next content change */
     const char *error; /* one line when status < 0 (else NULL); valid during the callback */
+    int held;          /* the action was held back by the storm limit shared by the replicas
+               * (rollout: the workload's own count): the engine's breaker takes over */
 };
 
 /* Runs exactly once per started run, on the loop. */
@@ -75,8 +77,10 @@ struct action_params {
     char *hash_annotation;
     uint64_t rollout_jitter_ms;
     uint64_t min_interval_ms;
-    char rollout_hash[65]; /* 64 hex of the content's rollout hash */
-    char *rollout_files;   /* JSON map path -> digest prefix, or NULL */
+    char rollout_hash[65];    /* 64 hex of the content's rollout hash */
+    char *rollout_files;      /* JSON map path -> digest prefix, or NULL */
+    int storm_max;            /* --storm-limit N, 0 = off: the workload's count of rollouts */
+    uint64_t storm_window_ms; /* --storm-limit's window */
     /* restart-pod */
     int restart_pod_exit_code; /* --restart-pod-exit-code */
     char *state_dir;           /* --state-dir, NULL if unset */

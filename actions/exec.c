@@ -20,19 +20,26 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define EXEC_KILL_GRACE_MS 2000
 
 struct exec_job {
     uv_process_t proc;
     uv_timer_t timer;
+    uv_pipe_t out; /* with capture: the read end of stdout and stderr */
     exec_done cb;
     void *ud;
     struct exec_result res;
     int open_handles; /* handles not yet closed */
     int exited;       /* exit_cb ran, or the spawn failed */
     int term_sent;    /* SIGTERM sent because of the timeout */
+    int capture;      /* out is open */
+    int out_closing;  /* out is closing (EOF, error, or drained) */
     uint64_t timeout_ms;
+    char *buf; /* with capture: capture_max + 1 bytes */
+    size_t len, max;
+    char rbuf[4096];
 };
 
 /* A growing byte buffer for the word being built. */
@@ -154,14 +161,38 @@ static void on_close(uv_handle_t *h)
 {
     struct exec_job *job = h->data;
     if (--job->open_handles > 0) return;
+    if (job->capture) {
+        job->buf[job->len] = '\0';
+        job->res.output = job->buf;
+        job->res.output_len = job->len;
+    }
     job->cb(job->ud, &job->res);
+    free(job->buf);
     free(job);
 }
 
+/* The output pipe is done (EOF, a read error, or the drain time after the
+ * exit ran out). */
+static void close_out(struct exec_job *job)
+{
+    if (!job->capture || job->out_closing) return;
+    job->out_closing = 1;
+    uv_close((uv_handle_t *)&job->out, on_close);
+    if (job->exited) uv_close((uv_handle_t *)&job->timer, on_close);
+}
+
+static void on_drained(uv_timer_t *t) { close_out(t->data); }
+
+/* The process is gone: its handle closes; the timer too, unless the output
+ * pipe is still being read (then it bounds that, EXEC_DRAIN_MS). */
 static void finish(struct exec_job *job)
 {
     job->exited = 1;
     uv_close((uv_handle_t *)&job->proc, on_close);
+    if (job->capture && !job->out_closing) {
+        uv_timer_start(&job->timer, on_drained, EXEC_DRAIN_MS, 0);
+        return;
+    }
     uv_close((uv_handle_t *)&job->timer, on_close);
 }
 
@@ -171,6 +202,27 @@ static void on_proc_exit(uv_process_t *proc, int64_t exit_status, int term_signa
     job->res.exit_status = exit_status;
     job->res.term_signal = term_signal;
     finish(job);
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
+{
+    struct exec_job *job = h->data;
+    (void)suggested;
+    *b = uv_buf_init(job->rbuf, sizeof job->rbuf);
+}
+
+/* Keeps the first max bytes; the rest is read and dropped. */
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
+{
+    struct exec_job *job = s->data;
+    if (n < 0) {
+        close_out(job);
+        return;
+    }
+    size_t take = (size_t)n <= job->max - job->len ? (size_t)n : job->max - job->len;
+    memcpy(job->buf + job->len, b->base, take);
+    job->len += take;
+    if (take < (size_t)n) job->res.output_truncated = 1;
 }
 
 /* Signals the child's process group, or the child alone if it left it.
@@ -185,17 +237,104 @@ static void on_timer(uv_timer_t *t)
 {
     struct exec_job *job = t->data;
     if (!job->term_sent) {
-        log_warn("exec action timed out after %llu ms: sending SIGTERM to pid %d",
+        log_warn("command timed out after %llu ms: sending SIGTERM to pid %d",
                  (unsigned long long)job->timeout_ms, job->proc.pid);
         job->res.timed_out = 1;
         job->term_sent = 1;
         send_signal(job, SIGTERM);
         uv_timer_start(&job->timer, on_timer, EXEC_KILL_GRACE_MS, 0);
     } else {
-        log_warn("exec action still running %d ms after SIGTERM: sending SIGKILL to pid %d",
+        log_warn("command still running %d ms after SIGTERM: sending SIGKILL to pid %d",
                  EXEC_KILL_GRACE_MS, job->proc.pid);
         send_signal(job, SIGKILL);
     }
+}
+
+/* The pipe both stdout and stderr of the child write into: fds[0] becomes
+ * job->out (counted in open_handles once initialised), fds[1] goes to the
+ * child only. Returns 0 or a UV_E* code (then nothing is left open but
+ * job->out, when job->capture says it was initialised). */
+static int open_capture(uv_loop_t *loop, struct exec_job *job, size_t max, uv_file fds[2])
+{
+    int rc = uv_pipe(fds, UV_NONBLOCK_PIPE, 0);
+    if (rc < 0) return rc;
+    job->buf = malloc(max + 1);
+    if (!job->buf) ra_oom();
+    job->max = max;
+    uv_pipe_init(loop, &job->out, 0);
+    job->out.data = job;
+    job->capture = 1;
+    job->open_handles++;
+    if ((rc = uv_pipe_open(&job->out, fds[0])) < 0) {
+        close(fds[0]);
+        close(fds[1]);
+    }
+    return rc;
+}
+
+/* Spawns the child; a failure is reported through the callback. */
+static void spawn(uv_loop_t *loop, struct exec_job *job, const struct exec_opts *o, uv_file wfd)
+{
+    uv_stdio_container_t stdio[3] = {
+        {.flags = UV_IGNORE}, /* libuv opens /dev/null for an ignored stdin */
+        {.flags = UV_INHERIT_FD, .data.fd = job->capture ? wfd : 1},
+        {.flags = UV_INHERIT_FD, .data.fd = job->capture ? wfd : 2},
+    };
+    uv_process_options_t opt = {
+        .exit_cb = on_proc_exit,
+        .file = o->argv[0],
+        .args = (char **)o->argv,
+        .flags = UV_PROCESS_DETACHED,
+        .stdio_count = 3,
+        .stdio = stdio,
+    };
+    job->open_handles++; /* uv_spawn initialises the handle even when it fails */
+    int r = uv_spawn(loop, &job->proc, &opt);
+    if (job->capture) {
+        close(wfd); /* the child holds its copy: EOF comes when the last writer ends */
+        uv_read_start((uv_stream_t *)&job->out, on_alloc, on_read);
+    }
+    if (r < 0) {
+        /* The close callbacks run on a later loop iteration: that is the
+         * asynchronous report of the spawn failure. */
+        job->res.spawn_error = r;
+        close_out(job);
+        finish(job);
+    } else if (o->timeout_ms > 0) {
+        uv_update_time(loop); /* count from now, not from the loop's cached time */
+        uv_timer_start(&job->timer, on_timer, o->timeout_ms, 0);
+    }
+}
+
+int exec_run(uv_loop_t *loop, const struct exec_opts *o, exec_done cb, void *ud,
+             struct exec_job **jobp)
+{
+    uv_file fds[2] = {-1, -1};
+    if (!o->argv || !o->argv[0]) return -EINVAL;
+    struct exec_job *job = calloc(1, sizeof *job);
+    if (!job) ra_oom();
+    job->cb = cb;
+    job->ud = ud;
+    job->timeout_ms = o->timeout_ms;
+    job->open_handles = 1; /* the timer; the pipe and the process count when made */
+    uv_timer_init(loop, &job->timer);
+    job->timer.data = job;
+    job->proc.data = job;
+    int r = o->capture_max ? open_capture(loop, job, o->capture_max, fds) : 0;
+    if (r < 0) {
+        /* reported like a spawn failure, through the callback */
+        job->res.spawn_error = r;
+        job->exited = 1;
+        if (job->capture) {
+            job->out_closing = 1;
+            uv_close((uv_handle_t *)&job->out, on_close);
+        }
+        uv_close((uv_handle_t *)&job->timer, on_close);
+    } else {
+        spawn(loop, job, o, fds[1]);
+    }
+    *jobp = job;
+    return 0;
 }
 
 int exec_start(uv_loop_t *loop, const char *cmd, uint64_t timeout_ms, exec_done cb, void *ud,
@@ -204,45 +343,10 @@ int exec_start(uv_loop_t *loop, const char *cmd, uint64_t timeout_ms, exec_done 
     char **argv;
     int r = exec_split(cmd, &argv);
     if (r < 0) return r;
-    struct exec_job *job = calloc(1, sizeof *job);
-    if (!job) {
-        exec_argv_free(argv);
-        return -ENOMEM;
-    }
-    job->cb = cb;
-    job->ud = ud;
-    job->timeout_ms = timeout_ms;
-    job->open_handles = 2;
-    uv_timer_init(loop, &job->timer);
-    job->timer.data = job;
-    job->proc.data = job;
-
-    uv_stdio_container_t stdio[3] = {
-        {.flags = UV_IGNORE}, /* libuv opens /dev/null for an ignored stdin */
-        {.flags = UV_INHERIT_FD, .data.fd = 1},
-        {.flags = UV_INHERIT_FD, .data.fd = 2},
-    };
-    uv_process_options_t opt = {
-        .exit_cb = on_proc_exit,
-        .file = argv[0],
-        .args = argv,
-        .flags = UV_PROCESS_DETACHED,
-        .stdio_count = 3,
-        .stdio = stdio,
-    };
-    r = uv_spawn(loop, &job->proc, &opt);
+    struct exec_opts o = {.argv = argv, .timeout_ms = timeout_ms};
+    r = exec_run(loop, &o, cb, ud, jobp);
     exec_argv_free(argv);
-    if (r < 0) {
-        /* The close callbacks run on a later loop iteration: that is the
-         * asynchronous report of the spawn failure. */
-        job->res.spawn_error = r;
-        finish(job);
-    } else if (timeout_ms > 0) {
-        uv_update_time(loop); /* count from now, not from the loop's cached time */
-        uv_timer_start(&job->timer, on_timer, timeout_ms, 0);
-    }
-    *jobp = job;
-    return 0;
+    return r;
 }
 
 void exec_kill(struct exec_job *job)
@@ -281,7 +385,7 @@ static void exec_run_done(void *ud, const struct exec_result *res)
     } else {
         status = 0;
     }
-    struct action_result r = {status, 0, status < 0 ? buf : NULL};
+    struct action_result r = {status, 0, status < 0 ? buf : NULL, 0};
     run.done(run.ud, ACTION_EXEC, &r);
 }
 
@@ -297,7 +401,7 @@ static void exec_action_start(struct action_env *env, const struct action_params
         char buf[768];
         free(run);
         snprintf(buf, sizeof buf, "cannot parse --exec-command \"%s\"", p->exec_command);
-        struct action_result r = {rc, 1, buf};
+        struct action_result r = {rc, 1, buf, 0};
         done(ud, ACTION_EXEC, &r);
     }
 }

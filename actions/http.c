@@ -41,7 +41,7 @@ static int is_expected(const struct action_params *p, long status)
 
 static void report(action_done done, void *ud, int status, const char *err)
 {
-    struct action_result r = {status, 0, status < 0 ? err : NULL};
+    struct action_result r = {status, 0, status < 0 ? err : NULL, 0};
     done(ud, ACTION_HTTP, &r);
 }
 

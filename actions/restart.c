@@ -122,7 +122,7 @@ static void restart_run_done(void *ud, int ok, const char *err)
 {
     struct restart_run run = *(struct restart_run *)ud;
     free(ud);
-    struct action_result r = {ok ? 0 : -EIO, 0, ok ? NULL : err};
+    struct action_result r = {ok ? 0 : -EIO, 0, ok ? NULL : err, 0};
     run.done(run.ud, ACTION_RESTART, &r);
 }
 

@@ -42,7 +42,7 @@ static void restartpod_start(struct action_env *env, const struct action_params 
                              action_done done, void *ud)
 {
     if (!env->exit_request) { /* only the daemon can exit; tests without one */
-        struct action_result r = {-ENOTSUP, 1, "restart-pod: this agent cannot exit on request"};
+        struct action_result r = {-ENOTSUP, 1, "restart-pod: this agent cannot exit on request", 0};
         done(ud, ACTION_RESTART_POD, &r);
         return;
     }
@@ -57,7 +57,7 @@ static void restartpod_start(struct action_env *env, const struct action_params 
              * pod restart from a crash: it would act on the change again and
              * restart the pod again, and again. Not exiting is the failure. */
             snprintf(msg, sizeof msg, "%s; not restarting the pod without it", err);
-            struct action_result r = {rc, 0, msg};
+            struct action_result r = {rc, 0, msg, 0};
             done(ud, ACTION_RESTART_POD, &r);
             return;
         }
@@ -75,7 +75,7 @@ static void restartpod_start(struct action_env *env, const struct action_params 
                     code, p->restart_pod_files ? p->restart_pod_files : "?");
     }
     /* p is freed by done */
-    struct action_result ok = {0, 0, NULL};
+    struct action_result ok = {0, 0, NULL, 0};
     done(ud, ACTION_RESTART_POD, &ok);
     env->exit_request(env->exit_ud, code);
 }

@@ -32,6 +32,7 @@ struct rollout {
     int have_params;
     char hash[65];
     char *files;
+    char *recent; /* the owner's recent-rollouts annotation, as last read */
     rollout_cb cb;
     void *ud;
     /* startup resolution */
@@ -52,8 +53,8 @@ struct req_ctx {
 /* Name of a result: "patched", "already-current", "failed", "blocked". */
 static const char *result_name(enum rollout_result r)
 {
-    static const char *const n[] = {"patched", "already-current", "failed", "blocked"};
-    return (unsigned)r < 4 ? n[r] : "?";
+    static const char *const n[] = {"patched", "already-current", "failed", "blocked", "storm"};
+    return (unsigned)r < 5 ? n[r] : "?";
 }
 
 int rollout_create(uv_loop_t *loop, struct kube *k, struct kevents *ev, struct rollout **out)
@@ -132,6 +133,8 @@ static void finish_about(struct rollout *r, const struct owner_info *o, enum rol
         owner_event(r, o, "Normal", "RolloutTriggered", msg);
     } else if (res == ROLLOUT_BLOCKED) {
         owner_event(r, o, "Warning", "RolloutSkipped", err ? err : "rollout not possible");
+    } else if (res == ROLLOUT_STORM) {
+        owner_event(r, o, "Warning", "ReloadStormHalted", err ? err : "too many rollouts");
     }
     r->busy = 0;
     r->gen++;
@@ -192,6 +195,14 @@ static void do_patch(struct rollout *r)
     cJSON *p = cJSON_CreateObject();
     cJSON *mda = cJSON_AddObjectToObject(cJSON_AddObjectToObject(p, "metadata"), "annotations");
     cJSON_AddStringToObject(mda, lk, when);
+    if (r->p.storm_max > 0) { /* the workload's count of rollouts, for every replica */
+        char *rk = rollout__recent_key(r->p.hash_annotation);
+        char *list = rollout__recent_list(r->recent, now, r->p.storm_max,
+                                          (int64_t)(r->p.storm_window_ms / 1000));
+        cJSON_AddStringToObject(mda, rk, list);
+        free(rk);
+        free(list);
+    }
     cJSON *ta = cJSON_AddObjectToObject(
         cJSON_AddObjectToObject(
             cJSON_AddObjectToObject(cJSON_AddObjectToObject(p, "spec"), "template"), "metadata"),
@@ -255,7 +266,11 @@ static void on_got(void *ud, const struct kube_resp *resp)
                                .min_interval_ms = r->p.min_interval_ms,
                                .now = time(NULL),
                                .guard = &r->guard,
-                               .flip_counted = r->flip_counted};
+                               .flip_counted = r->flip_counted,
+                               .storm_max = r->p.storm_max,
+                               .storm_window_s = (int64_t)(r->p.storm_window_ms / 1000)};
+    free(r->recent);
+    r->recent = ra_strdup(st.recent);
     struct rollout_decision *d = malloc(sizeof *d);
     if (!d) ra_oom();
     rollout__decide(&st, &in, d);
@@ -266,6 +281,7 @@ static void on_got(void *ud, const struct kube_resp *resp)
     }
     switch (d->verdict) {
     case ROLLOUT_V_CURRENT: finish(r, ROLLOUT_ALREADY_CURRENT, NULL); break;
+    case ROLLOUT_V_STORM: finish(r, ROLLOUT_STORM, d->reason); break;
     case ROLLOUT_V_BLOCKED:
         if (d->owner_blocks) { /* resolve the owner again at the next apply */
             struct owner_info *o = r->owner;
@@ -405,6 +421,7 @@ static void on_closed(uv_handle_t *h)
     void *ud = r->close_ud;
     if (r->owner) owner_info_free(r->owner);
     free(r->files);
+    free(r->recent);
     free((char *)r->p.hash_annotation);
     free(r);
     if (done) done(ud);
@@ -433,7 +450,8 @@ static void rollout_run_done(void *ud, enum rollout_result res, const char *err)
     struct rollout_run run = *(struct rollout_run *)ud;
     free(ud);
     int ok = res == ROLLOUT_PATCHED || res == ROLLOUT_ALREADY_CURRENT;
-    struct action_result r = {ok ? 0 : -EIO, res == ROLLOUT_BLOCKED, ok ? NULL : err};
+    struct action_result r = {ok ? 0 : -EIO, res == ROLLOUT_BLOCKED || res == ROLLOUT_STORM,
+                              ok ? NULL : err, res == ROLLOUT_STORM};
     run.done(run.ud, ACTION_ROLLOUT, &r);
 }
 
@@ -449,6 +467,8 @@ static void rollout_action_start(struct action_env *env, const struct action_par
         .jitter_ms = p->rollout_jitter_ms,
         .min_interval_ms = p->min_interval_ms,
         .events = p->events,
+        .storm_max = p->storm_max,
+        .storm_window_ms = p->storm_window_ms,
     };
     if (!env->ro)
         err = "no Kubernetes API client (internal error)";
@@ -456,7 +476,7 @@ static void rollout_action_start(struct action_env *env, const struct action_par
         err = "cannot start the rollout";
     if (err) {
         free(run);
-        struct action_result r = {-EIO, 0, err};
+        struct action_result r = {-EIO, 0, err, 0};
         done(ud, ACTION_ROLLOUT, &r);
     }
 }

@@ -45,11 +45,12 @@ enum rollout_result {
     ROLLOUT_ALREADY_CURRENT,
     ROLLOUT_FAILED,  /* transient (API error, conflict): worth a retry */
     ROLLOUT_BLOCKED, /* permanent: no owner that can roll, or oscillation */
+    ROLLOUT_STORM,   /* the workload was rolled --storm-limit times within the window */
 };
 
 struct rollout;
 
-/* err: one line when FAILED or BLOCKED, valid during the callback. */
+/* err: one line when FAILED, BLOCKED or STORM, valid during the callback. */
 typedef void (*rollout_cb)(void *ud, enum rollout_result r, const char *err);
 
 /* ev may be NULL (--events=false). k and ev must outlive the rollout. */
@@ -62,6 +63,8 @@ struct rollout_params {
     uint64_t jitter_ms;          /* --rollout-jitter */
     uint64_t min_interval_ms;    /* --min-interval, per owner */
     int events;                  /* --events: post Events on the owner */
+    int storm_max;               /* --storm-limit N (0: off), counted on the workload */
+    uint64_t storm_window_ms;    /* --storm-limit's window */
 };
 
 /* Resolves the owner now (at start: the reconcile needs the pod's

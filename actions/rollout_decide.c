@@ -30,6 +30,64 @@ char *rollout__last_key(const char *hash_key)
     return ra_asprintf("%.*slast-rollout", plen, hash_key);
 }
 
+char *rollout__recent_key(const char *hash_key)
+{
+    const char *slash = strchr(hash_key, '/');
+    int plen = slash ? (int)(slash - hash_key) + 1 : 0;
+
+    return ra_asprintf("%.*srecent-rollouts", plen, hash_key);
+}
+
+/* The next time of a recent list at *p (skipping what is not a number);
+ * 0 and -1 at the end. */
+static int next_time(const char **p, long long *t)
+{
+    while (**p) {
+        char *end;
+        long long v = strtoll(*p, &end, 10);
+        int ok = end != *p && v > 0;
+        *p = end;
+        while (**p && **p != ',') (*p)++;
+        if (**p == ',') (*p)++;
+        if (ok) {
+            *t = v;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int in_window(long long t, time_t now, int64_t window_s)
+{
+    return t > (long long)now - window_s && t <= (long long)now + window_s;
+}
+
+size_t rollout__recent_count(const char *recent, time_t now, int64_t window_s)
+{
+    size_t n = 0;
+    long long t;
+    for (const char *p = recent ? recent : ""; next_time(&p, &t) == 0;)
+        if (in_window(t, now, window_s)) n++;
+    return n;
+}
+
+char *rollout__recent_list(const char *recent, time_t now, int max, int64_t window_s)
+{
+    long long keep[1024], t;
+    size_t n = 0;
+    for (const char *p = recent ? recent : ""; next_time(&p, &t) == 0 && n < 1023;)
+        if (in_window(t, now, window_s)) keep[n++] = t;
+    keep[n++] = (long long)now;
+    size_t from = max > 0 && n > (size_t)max ? n - (size_t)max : 0;
+    char *out = ra_strdup("");
+    for (size_t i = from; i < n; i++) {
+        char *next = ra_asprintf("%s%s%lld", out, i > from ? "," : "", keep[i]);
+        free(out);
+        out = next;
+    }
+    return out;
+}
+
 static const char *json_str(const cJSON *obj, const char *const *path, size_t n)
 {
     for (size_t i = 0; i < n && obj; i++) obj = cJSON_GetObjectItemCaseSensitive(obj, path[i]);
@@ -47,14 +105,18 @@ int rollout__parse_state(const char *body, size_t body_len, const char *hash_ann
         return -EINVAL;
     }
     char *fk = rollout__files_key(hash_annotation), *lk = rollout__last_key(hash_annotation);
+    char *rk = rollout__recent_key(hash_annotation);
     const char *hp[] = {"spec", "template", "metadata", "annotations", hash_annotation};
     const char *fp[] = {"spec", "template", "metadata", "annotations", fk};
     const char *lp[] = {"metadata", "annotations", lk};
+    const char *rp[] = {"metadata", "annotations", rk};
     st->current = json_str(st->root, hp, 5);
     st->their_files = json_str(st->root, fp, 5);
     st->last_rollout = json_str(st->root, lp, 3);
+    st->recent = json_str(st->root, rp, 3);
     free(fk);
     free(lk);
+    free(rk);
     return 0;
 }
 
@@ -161,6 +223,19 @@ void rollout__decide(const struct rollout_state *st, const struct rollout_input 
             d->verdict = ROLLOUT_V_BLOCKED;
             return;
         }
+    }
+    /* --storm-limit, counted on the owner: every replica's rollouts. */
+    size_t rolled =
+        in->storm_max > 0 ? rollout__recent_count(st->recent, in->now, in->storm_window_s) : 0;
+    if (in->storm_max > 0 && rolled >= (size_t)in->storm_max) {
+        d->verdict = ROLLOUT_V_STORM;
+        snprintf(d->reason, sizeof d->reason,
+                 "the workload was rolled %zu times within %llds (--storm-limit %d/%llds, "
+                 "counted across its replicas): not rolling until the content has been "
+                 "stable for %llds",
+                 rolled, (long long)in->storm_window_s, in->storm_max,
+                 (long long)in->storm_window_s, (long long)in->storm_window_s);
+        return;
     }
     /* --min-interval per owner, shared by all replicas through the owner. */
     d->wait_ms = interval_left(st->last_rollout, in->min_interval_ms, in->now);

@@ -25,6 +25,8 @@ struct rollout_state {
     const char *current;      /* spec.template.metadata.annotations[hash annotation] */
     const char *their_files;  /* ... [files annotation] */
     const char *last_rollout; /* metadata.annotations[<prefix>/last-rollout] */
+    const char *recent;       /* metadata.annotations[<prefix>/recent-rollouts]: the times
+                               * (unix seconds, comma-separated) of the last rollouts */
 };
 
 /* The oscillation guard's memory, kept by the rollout across applies. */
@@ -42,8 +44,10 @@ struct rollout_input {
     uint64_t min_interval_ms;      /* --min-interval, 0 = none */
     time_t now;                    /* wall-clock seconds */
     const struct rollout_guard *guard;
-    int flip_counted; /* this apply already recorded the replaced hash
+    int flip_counted;       /* this apply already recorded the replaced hash
                                          it saw (it then waited for --min-interval) */
+    int storm_max;          /* --storm-limit N, 0 = off */
+    int64_t storm_window_s; /* --storm-limit's window */
 };
 
 enum rollout_verdict {
@@ -51,6 +55,7 @@ enum rollout_verdict {
     ROLLOUT_V_CURRENT,   /* the template already carries our hash */
     ROLLOUT_V_BLOCKED,   /* do not patch: reason says why (permanent for this content) */
     ROLLOUT_V_WAIT,      /* --min-interval: GET again after wait_ms */
+    ROLLOUT_V_STORM,     /* rolled storm_max times within the window (by any replica) */
 };
 
 struct rollout_decision {
@@ -70,6 +75,16 @@ struct rollout_decision {
  * and "<prefix>/last-rollout". malloc'd (abort on OOM). */
 char *rollout__files_key(const char *hash_annotation);
 char *rollout__last_key(const char *hash_annotation);
+/* "<prefix>/recent-rollouts", malloc'd. */
+char *rollout__recent_key(const char *hash_annotation);
+
+/* The times of recent (as the owner holds them, may be NULL) within the
+ * window before now, and now, the newest max of them, comma-separated:
+ * what the PATCH writes. malloc'd. */
+char *rollout__recent_list(const char *recent, time_t now, int max, int64_t window_s);
+
+/* How many times of recent lie within the window before now. */
+size_t rollout__recent_count(const char *recent, time_t now, int64_t window_s);
 
 /* Parses the owner's GET reply (body of body_len bytes, not necessarily
  * terminated). Returns 0 and *st (free with rollout__state_free), or
@@ -81,7 +96,9 @@ void rollout__state_free(struct rollout_state *st);
 /* The decision. Pure: reads st and in only, writes *d. Order: a blocking
  * kinds_not_rolling reason; already current; the oscillation guard (a
  * replaced hash, ROLLOUT_FLIP_LIMIT times within ROLLOUT_FLIP_WINDOW_S,
- * counting this one); --min-interval since last-rollout; else PATCH. */
+ * counting this one); the storm limit (storm_max rollouts of the workload
+ * within the window, by any replica: ROLLOUT_V_STORM); --min-interval since
+ * last-rollout; else PATCH. */
 void rollout__decide(const struct rollout_state *st, const struct rollout_input *in,
                      struct rollout_decision *d);
 

@@ -87,7 +87,7 @@ static int signal_cached(struct signal_state *s, const struct action_params *p,
 
 static void report(action_done done, void *ud, int status, const char *err)
 {
-    struct action_result r = {status, 0, status < 0 ? err : NULL};
+    struct action_result r = {status, 0, status < 0 ? err : NULL, 0};
     done(ud, ACTION_SIGNAL, &r);
 }
 

@@ -183,6 +183,7 @@ int ra_write_file_atomic(const char *path, const void *data, size_t len, unsigne
     char tmp[4200];
     int fd = open_temp(path, mode, tmp, sizeof tmp), rc = fd < 0 ? fd : 0;
     if (rc == 0) rc = write_all(fd, data, len);
+    if (rc == 0 && fchmod(fd, (mode_t)mode) < 0) rc = -errno; /* mode exactly, whatever the umask */
     if (rc == 0 && fsync(fd) < 0) rc = -errno;
     if (fd >= 0 && close(fd) < 0 && rc == 0) rc = -errno;
     if (rc == 0 && rename(tmp, path) < 0) rc = -errno;

@@ -40,7 +40,8 @@ void ra_path_in(const char *dir, const char *name, char *out, size_t n);
 
 /* Replaces the file at path with len bytes of data, atomically: they are
  * written to a temporary file of its own in the same directory ("PATH.tmp-"
- * and 12 random hex digits, created with mode by O_CREAT|O_EXCL|O_NOFOLLOW,
+ * and 12 random hex digits, created with mode, exactly (the umask does not apply), by
+ * O_CREAT|O_EXCL|O_NOFOLLOW,
  * so a link planted there is never written through), flushed (fsync), and
  * renamed over path, so a reader sees the old file or the new one, never a
  * part. Returns 0, or -errno with a one-line reason starting "cannot write

@@ -1,6 +1,7 @@
 /*
  * main.c - subcommand dispatch: run (default), hash, inject, webhook (and
- * webhook certs, through cmd_webhook), version. Each subcommand parses its
+ * webhook certs, through cmd_webhook), validator, ready, copy-self,
+ * version. Each subcommand parses its
  * own flags in cmd/cmd_<name>.c.
  */
 #include <malloc.h>
@@ -10,10 +11,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cmd/cmd_copyself.h"
 #include "cmd/cmd_hash.h"
+#include "cmd/cmd_ready.h"
 #include "cmd/cmd_inject.h"
 #include "cmd/cmd_webhook.h"
 #include "cmd/cmd_run.h"
+#include "cmd/cmd_validator.h"
 #include "base/backoff.h"
 
 static void usage(FILE *f)
@@ -25,6 +29,10 @@ static void usage(FILE *f)
            "                                        add the sidecar to manifests\n"
            "       reload-agent webhook [flags]     serve the injection webhook\n"
            "       reload-agent webhook certs ...   create the webhook's TLS Secret, set caBundle\n"
+           "       reload-agent validator --socket PATH  run the agent's checks in the app's "
+           "image\n"
+           "       reload-agent ready --state-dir DIR  exit 0 once the agent is ready\n"
+           "       reload-agent copy-self DEST      copy this binary to DEST (mode 0755)\n"
            "       reload-agent version             print version and git commit\n"
            "       reload-agent SUBCOMMAND --help\n");
 }
@@ -44,6 +52,9 @@ int main(int argc, char **argv)
     if (argc >= 2 && strcmp(argv[1], "hash") == 0) return cmd_hash(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "inject") == 0) return cmd_inject(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "webhook") == 0) return cmd_webhook(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "validator") == 0) return cmd_validator(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "ready") == 0) return cmd_ready(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "copy-self") == 0) return cmd_copyself(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "run") == 0) return cmd_run(argc - 2, argv + 2);
     if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
                       strcmp(argv[1], "help") == 0)) {

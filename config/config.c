@@ -28,6 +28,7 @@
 #include "base/redact.h"
 #include "base/text.h"
 #include "config/goquote.h"
+#include "config/safeopts.h"
 #include "config/value.h"
 
 /* A value Go-quoted for an error message: control characters and bytes that
@@ -236,6 +237,42 @@ static const struct opt_def OPTIONS[] = {
      "while it was away; restart-pod records there why it restarted the pod, and the agent "
      "that starts again reports it.",
      NO_RANGE},
+    {"validate", OPT_STR, NULL, F(validate), NULL, 0, "COMMAND",
+     "The app's own checker, run on new content before any action, as the app would read it "
+     "(e.g. 'nginx -t'; split into words like --exec-command, no shell): exit 0 accepts; "
+     "anything else, or --validate-timeout, rejects the content: no action, the app keeps "
+     "what it has, Event ConfigRejected, not retried (a later different content is). See "
+     "docs/safe-reload.md.",
+     CHECKED(check_command)},
+    {"validate-timeout", OPT_DURATION, "10s", F(validate_timeout_ns), NULL, 0, "DURATION",
+     "The checker is killed (its process group) after this long, and the content rejected.",
+     RANGE(100 * NS_MS, NS_H)},
+    {"validator-socket", OPT_STR, NULL, F(validator_socket), NULL, 0, "PATH",
+     "Run --validate (and a command --verify) through `reload-agent validator` listening on "
+     "this unix socket: the injector's validator container, in the app's own image, with the "
+     "app's mounts (default: the agent runs them itself).",
+     CHECKED(safeopts_check_socket)},
+    {"keep-last-good", OPT_LIST, NULL, F(keep_last_good), NULL,
+     OPT_REPEAT | OPT_NO_ANNOT | OPT_RESTART_ONLY, "SRC=DIR",
+     "The app reads SRC (a --watch root, the agent's mirror of a ConfigMap or Secret) from "
+     "DIR/live, a copy in the kubelet's ..data layout that the agent swaps only to validated "
+     "content (checked first in DIR/candidate), and swaps back when --verify fails: a restarted "
+     "app starts on the last good content. Repeatable; needs --state-dir; the injector writes it "
+     "for the annotation " CFG_ANNOT_KEEP_LAST_GOOD ": \"true\".",
+     NO_RANGE},
+    {"verify", OPT_STR, NULL, F(verify), NULL, 0, "URL|COMMAND",
+     "After an in-place action, the app must answer 2xx to this http(s) URL (GET), or the "
+     "command must exit 0, within --verify-timeout (tried every 500ms); if not, with "
+     "--keep-last-good the previous copy is restored and the action repeated (Event "
+     "ConfigRolledBack), else Event ConfigVerifyFailed.",
+     CHECKED(safeopts_check_verify)},
+    {"verify-timeout", OPT_DURATION, "10s", F(verify_timeout_ns), NULL, 0, "DURATION",
+     "How long --verify may take to pass.", RANGE(100 * NS_MS, NS_H)},
+    {"storm-limit", OPT_STR, "auto", F(storm_limit), NULL, 0, "N/DURATION",
+     "Storm breaker: after N actions within DURATION the agent stops acting (Event "
+     "ReloadStormHalted) until the content has been stable for DURATION, then acts on it "
+     "once; off; auto: 5/10m when an action in use is rollout, else off.",
+     CHECKED(safeopts_check_storm_limit)},
     {"retry-initial", OPT_DURATION, "500ms", F(retry_initial_ns), NULL, 0, "DURATION",
      "First retry delay after a failed action; doubles per failure, with jitter.",
      RANGE(NS_MS, NS_DAY)},
@@ -292,6 +329,7 @@ const char *const cfg_injector_annotations[] = {CFG_ANNOT_INJECT,
                                                 CFG_ANNOT_SIDECAR_MEMORY_LIMIT,
                                                 CFG_ANNOT_SIDECAR_RUN_AS_USER,
                                                 CFG_ANNOT_SYNC,
+                                                CFG_ANNOT_KEEP_LAST_GOOD,
                                                 NULL};
 
 int cfg_is_injector_annotation(const char *key)
@@ -879,6 +917,7 @@ static int validate(struct config *c, const struct cfg_env *env, char *err, size
                  "--env-watch root) that uses rollout");
         return -EINVAL;
     }
+    if (safeopts_validate(c, mask, err, errlen) < 0) return -EINVAL;
     build_path_rules(c);
     return 0;
 }

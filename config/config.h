@@ -89,6 +89,16 @@ struct config {
     int restart_pod_exit_code;  /* --restart-pod-exit-code */
     char *restart_policy_rules; /* --restart-policy-rules: the container's rules, JSON */
     char *state_dir;            /* --state-dir: a pod-lifetime directory, NULL if unset */
+    /* Safe reload (docs/safe-reload.md; the checks: config/safeopts.c). */
+    char *validate;                /* --validate: the app's checker, NULL if unset */
+    int64_t validate_timeout_ns;   /* --validate-timeout */
+    char *validator_socket;        /* --validator-socket: run commands there, NULL = here */
+    struct strlist keep_last_good; /* --keep-last-good: "SRC=DIR" */
+    char *verify;                  /* --verify: an http(s) URL or a command, NULL if unset */
+    int64_t verify_timeout_ns;     /* --verify-timeout */
+    char *storm_limit;             /* --storm-limit: "auto", "off" or "N/DURATION" */
+    int storm_max;                 /* derived from storm_limit: 0 = off */
+    int64_t storm_window_ns;       /* derived from storm_limit */
     int print_config;
 };
 
@@ -120,6 +130,10 @@ struct cfg_layer {
 #define CFG_ANNOT_SIDECAR_MEMORY_LIMIT CFG_ANNOTATION_PREFIX "sidecar-memory-limit"
 #define CFG_ANNOT_SIDECAR_RUN_AS_USER CFG_ANNOTATION_PREFIX "sidecar-run-as-user"
 #define CFG_ANNOT_SYNC CFG_ANNOTATION_PREFIX "sync"
+/* keep-last-good: "true" asks the injector for the copies the app reads
+ * (docs/safe-reload.md); the agent's own flag --keep-last-good SRC=DIR,
+ * which the injector writes, cannot be set by annotation. */
+#define CFG_ANNOT_KEEP_LAST_GOOD CFG_ANNOTATION_PREFIX "keep-last-good"
 
 /* Every CFG_ANNOT_* key above (whole keys), NULL-terminated. The agent
  * skips them in the annotations file. */

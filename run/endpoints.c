@@ -18,6 +18,27 @@ static void text(struct httpd_resp *resp, int status, const char *body)
     resp->body_len = resp->body ? strlen(body) : 0;
 }
 
+/* The safe-reload steps (docs/safe-reload.md): what was refused, and the
+ * storm breaker. */
+static void add_safe_reload(cJSON *root, const struct engine_status *st)
+{
+    cJSON *sr = cJSON_AddObjectToObject(root, "safe_reload");
+    cJSON_AddStringToObject(sr, "rejected_hash", st->rejected_hash);
+    cJSON_AddStringToObject(sr, "rejected_reason", st->rejected_reason);
+    cJSON_AddStringToObject(sr, "verify_failed_hash", st->verify_failed_hash);
+    cJSON_AddStringToObject(sr, "verify_error", st->verify_error);
+    cJSON_AddStringToObject(sr, "rolled_back_hash", st->rolled_back_hash);
+    cJSON_AddStringToObject(sr, "halted_hash", st->halted_hash);
+    cJSON_AddBoolToObject(sr, "keep_last_good", st->keep_last_good);
+    cJSON_AddBoolToObject(sr, "copies_ready", st->copies_ready);
+    cJSON *storm = cJSON_AddObjectToObject(sr, "storm");
+    cJSON_AddNumberToObject(storm, "limit", st->storm_limit);
+    cJSON_AddNumberToObject(storm, "window_ms", (double)st->storm_window_ms);
+    cJSON_AddNumberToObject(storm, "actions_in_window", st->storm_actions);
+    cJSON_AddBoolToObject(storm, "halted", st->storm_halted);
+    cJSON_AddNumberToObject(storm, "resume_in_ms", (double)st->storm_resume_in_ms);
+}
+
 static char *status_json(const struct endpoints_ctx *c)
 {
     cJSON *root = cJSON_CreateObject(), *roots = cJSON_AddArrayToObject(root, "roots");
@@ -56,6 +77,9 @@ static char *status_json(const struct endpoints_ctx *c)
         cJSON_AddNumberToObject(pr, "due_in_ms", (double)st.retry_in_ms);
         cJSON_AddBoolToObject(root, "action_in_flight", st.inflight);
         cJSON_AddStringToObject(root, "last_error", st.last_error);
+        cJSON_AddStringToObject(root, "phase", st.phase);
+        cJSON_AddStringToObject(root, "rejected_hash", st.rejected_hash);
+        add_safe_reload(root, &st);
     }
     cJSON_AddStringToObject(root, "last_config_error", c->last_config_error);
     if (c->fs && *c->fs) fastsync_status(*c->fs, root);

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "actions/action.h"
+#include "run/engine_int.h"
 #include "run/metrics.h"
 #include "run/statedir.h"
 #include "base/backoff.h"
@@ -26,48 +27,6 @@
 #include "kube/owner.h"
 
 #define ENGINE_FILES_MAX (64 * 1024)
-
-struct engine {
-    uv_loop_t *loop;
-    const struct config *cfg;
-    struct action_env env; /* the actions' shared state */
-    uv_timer_t timer;      /* retry backoff or min-interval wait */
-    struct hash_manifest applied;
-    struct hash_manifest observed;
-    struct hash_manifest inflight_target;
-    struct action_params params; /* the attempt in flight's copy */
-    unsigned failed_mask;        /* actions of the failed job awaiting retry */
-    int inflight;
-    unsigned inflight_mask;
-    int parts_left; /* actions of the current attempt still running */
-    int parts_failed;
-    int permanent; /* a failing part said a retry cannot help */
-    int attempt;
-    int started;
-    int have_last_start;
-    uint64_t last_start_ms;
-    /* --restart-delay (restart, restart-pod): the content first needed one
-     * at hold_since_ms (loop time) since the last attempt. */
-    int holding;
-    uint64_t hold_since_ms;
-    /* the last failed attempt: its content, and when its retry is due
-     * (loop ms; 0 when none is armed) */
-    unsigned char failed_total[HASH_LEN];
-    uint64_t retry_at_ms;
-    int pod_restarted; /* engine_pod_restarted: every container started with the baseline */
-    int state_read;    /* the first engine_start read --state-dir's applied state */
-    int state_warned;  /* a failed save of the applied state was logged */
-    uint64_t attempt_start_ns;
-    const char *last_action;
-    const char *last_result;
-    char last_error[512];
-    struct kube *kube;  /* NULL outside a cluster */
-    struct kevents *ev; /* NULL when Events are off */
-    struct ra_rng *rng; /* the retry jitter's generator */
-    int closing;
-    void (*done)(void *);
-    void *done_ud;
-};
 
 /* Actions needed to go from the applied state to the observed one. */
 static unsigned needed_mask(struct engine *e)
@@ -91,7 +50,7 @@ static unsigned needed_mask(struct engine *e)
 }
 
 static void schedule(struct engine *e);
-static void on_timer_closed(uv_handle_t *h);
+static void close_handles(struct engine *e);
 
 #define RESTART_CLASS (ACTION_BIT(ACTION_RESTART) | ACTION_BIT(ACTION_RESTART_POD))
 
@@ -101,9 +60,11 @@ static void log_action(struct engine *e, int action, int ok, double secs, const 
 {
     char hex[HASH_HEX_LEN + 1];
     struct log_rec r;
-    hash_hex(e->inflight_target.total, hex);
+    /* a rollback acts on the restored copy: the applied content */
+    hash_hex(e->phase == PHASE_ROLLBACK ? e->applied.total : e->inflight_target.total, hex);
     if (log_rec_begin(&r, ok ? RA_LOG_INFO : RA_LOG_WARN, "action")) {
         log_rec_str(&r, "action", action_name(action));
+        if (e->phase == PHASE_ROLLBACK) log_rec_bool(&r, "rollback", 1);
         log_rec_str(&r, "result", ok ? "success" : "failure");
         log_rec_int(&r, "attempt", e->attempt);
         log_rec_str(&r, "hash", hex);
@@ -115,21 +76,30 @@ static void log_action(struct engine *e, int action, int ok, double secs, const 
     }
 }
 
+void engine__event(struct engine *e, const char *type, const char *reason, const char *msg)
+{
+    const struct owner_info *o = action_env_owner(&e->env);
+    if (!e->ev || !e->kube || !e->cfg->events || e->cfg->dry_run) return;
+    struct kev_object obj = {"v1", "Pod", kube_pod_name(e->kube), kube_namespace(e->kube),
+                             o && o->have_pod ? o->pod.uid : NULL};
+    kev_post(e->ev, &obj, type, reason, msg);
+}
+
 /* Normal Reloaded / Warning ReloadFailed on the agent's own pod. */
 static void pod_event(struct engine *e, int action, int ok, const char *err)
 {
-    const struct owner_info *o = action_env_owner(&e->env);
-    if (!e->ev || !e->kube || !e->params.events) return;
-    struct kev_object obj = {"v1", "Pod", kube_pod_name(e->kube), kube_namespace(e->kube),
-                             o && o->have_pod ? o->pod.uid : NULL};
     char msg[700];
     char hex[HASH_HEX_LEN + 1];
+    if (!e->params.events) return;
     hash_hex(e->inflight_target.total, hex);
-    if (ok)
+    if (e->phase == PHASE_ROLLBACK)
+        snprintf(msg, sizeof msg, "%s reload of the restored copy %s%s", action_name(action),
+                 ok ? "" : "failed: ", ok ? "" : (err ? err : ""));
+    else if (ok)
         snprintf(msg, sizeof msg, "%s reload for content hash %.12s", action_name(action), hex);
     else
         snprintf(msg, sizeof msg, "%s reload failed: %s", action_name(action), err ? err : "");
-    kev_post(e->ev, &obj, ok ? "Normal" : "Warning", ok ? "Reloaded" : "ReloadFailed", msg);
+    engine__event(e, ok ? "Normal" : "Warning", ok ? "Reloaded" : "ReloadFailed", msg);
 }
 
 /* The attempt failed: retry after the backoff, unless a part said a retry
@@ -172,17 +142,23 @@ static void part_done(void *ud, enum action action, const struct action_result *
     if (!ok) {
         e->parts_failed++;
         e->permanent |= res->permanent;
+        e->held |= res->held;
         snprintf(e->last_error, sizeof e->last_error, "%s: %s", action_name(action), err);
     }
     if (--e->parts_left > 0) return;
+    safeflow_actions_done(e, e->parts_failed == 0);
+}
 
+void engine__end(struct engine *e, enum engine_end how)
+{
     /* The attempt is over: its parameters go. A restart-pod that succeeded
      * is an exit: the pod restart applies the content, and the agent that
      * starts again and takes its record commits it (issue 24 U3). */
     int exiting = (e->inflight_mask & ACTION_BIT(ACTION_RESTART_POD)) && !e->params.dry_run;
     e->inflight = 0;
+    e->phase = PHASE_IDLE;
     action_params_free(&e->params);
-    if (e->parts_failed == 0) {
+    if (how == END_COMMIT) {
         e->last_result = "success";
         hash_manifest_free(&e->applied);
         e->applied = e->inflight_target;
@@ -190,20 +166,25 @@ static void part_done(void *ud, enum action action, const struct action_result *
         if (!exiting) save_state(e);
         e->failed_mask = 0;
         e->attempt = 0;
-    } else {
+    } else if (how == END_FAILED) {
         e->last_result = "failure";
         e->failed_mask = e->inflight_mask;
         memcpy(e->failed_total, e->inflight_target.total, HASH_LEN);
         hash_manifest_free(&e->inflight_target);
+    } else {
+        if (how == END_DROP) e->last_result = "failure";
+        e->failed_mask = 0;
+        e->attempt = 0;
+        hash_manifest_free(&e->inflight_target);
     }
     if (e->closing) {
-        uv_close((uv_handle_t *)&e->timer, on_timer_closed);
+        close_handles(e);
         return;
     }
-    if (e->parts_failed == 0)
-        schedule(e); /* the content may have moved on meanwhile */
-    else
+    if (how == END_FAILED)
         arm_retry(e);
+    else
+        schedule(e); /* the content may have moved on meanwhile */
 }
 
 /* The files annotation: rollout-class path -> 16 hex of its digest; NULL
@@ -280,6 +261,8 @@ static void build_params(struct engine *e, unsigned mask, struct action_params *
         .restart_timeout_ms = ra_ms_of_ns(c->restart_timeout_ns),
         .hash_annotation = ra_strdup(c->hash_annotation),
         .rollout_jitter_ms = ra_ms_of_ns(c->rollout_jitter_ns),
+        .storm_max = c->storm_max,
+        .storm_window_ms = ra_ms_of_ns(c->storm_window_ns),
         .min_interval_ms = ra_ms_of_ns(c->min_interval_ns),
         .restart_pod_exit_code = c->restart_pod_exit_code,
         .state_dir = c->state_dir && *c->state_dir ? ra_strdup(c->state_dir) : NULL,
@@ -297,20 +280,32 @@ static void build_params(struct engine *e, unsigned mask, struct action_params *
     }
 }
 
-/* Starts an attempt of the actions in mask on the observed state. */
+/* Starts an attempt of the actions in mask on the observed state: the
+ * safe flow's steps, then the actions (engine__run_actions). */
 static void start_attempt(struct engine *e, unsigned mask)
 {
+    e->held = 0;
     e->inflight = 1;
     e->inflight_mask = mask;
     e->attempt++;
     e->parts_failed = 0;
     e->permanent = 0;
     e->parts_left = 0;
-    for (int a = 0; a < ACTION__COUNT; a++)
-        if (mask & ACTION_BIT(a)) e->parts_left++;
     hash_manifest_free(&e->inflight_target);
     if (hash_manifest_copy(&e->observed, &e->inflight_target) < 0) ra_oom();
     build_params(e, mask, &e->params);
+    safeflow_begin(e);
+}
+
+void engine__run_actions(struct engine *e)
+{
+    unsigned mask = e->inflight_mask;
+    if (e->phase != PHASE_ROLLBACK) e->phase = PHASE_ACTION;
+    e->parts_failed = 0;
+    e->permanent = 0;
+    e->parts_left = 0;
+    for (int a = 0; a < ACTION__COUNT; a++)
+        if (mask & ACTION_BIT(a)) e->parts_left++;
     e->have_last_start = 1;
     uv_update_time(e->loop); /* hashing may have run since the loop cached its time */
     e->last_start_ms = uv_now(e->loop);
@@ -358,8 +353,14 @@ static void schedule(struct engine *e)
 {
     if (e->inflight || e->closing || !e->started) return;
     unsigned mask = action_strongest(needed_mask(e));
-    if (!mask || (memcmp(e->applied.total, e->observed.total, HASH_LEN) == 0 && !e->failed_mask)) {
-        e->holding = 0; /* nothing to do (the content may have reverted) */
+    if (!mask || (memcmp(e->applied.total, e->observed.total, HASH_LEN) == 0 && !e->failed_mask) ||
+        (safeflow_is_bad(e, e->observed.total) && !e->failed_mask)) {
+        e->holding = 0; /* nothing to do (the content may have reverted, or was refused) */
+        return;
+    }
+    if (e->filling) { /* an empty copy is filled at once: no action, nothing to space */
+        uv_timer_stop(&e->timer);
+        start_attempt(e, mask);
         return;
     }
     uv_update_time(e->loop);
@@ -375,9 +376,12 @@ static void schedule(struct engine *e)
         return;
     }
     uv_timer_stop(&e->timer);
+    if (!safeflow_storm_allows(e)) return;
     e->holding = 0;
     start_attempt(e, mask);
 }
+
+void engine__schedule(struct engine *e) { schedule(e); }
 
 int engine_create(uv_loop_t *loop, const struct config *cfg, struct engine **out)
 {
@@ -391,7 +395,9 @@ int engine_create(uv_loop_t *loop, const struct config *cfg, struct engine **out
     hash_empty(e->applied.total);
     hash_empty(e->observed.total);
     uv_timer_init(loop, &e->timer);
-    e->timer.data = e;
+    uv_timer_init(loop, &e->storm_timer);
+    e->timer.data = e->storm_timer.data = e;
+    e->open_handles = 2;
     *out = e;
     return 0;
 }
@@ -480,10 +486,10 @@ static void save_state(struct engine *e)
 
 void engine_start(struct engine *e, const struct hash_manifest *baseline)
 {
+    int first = !e->state_read, had_record = 0;
     hash_manifest_free(&e->observed);
     if (hash_manifest_copy(baseline, &e->observed) < 0) ra_oom();
-    int had_state = read_state(e, baseline); /* and saved it again */
-    if (had_state) {
+    if ((had_record = read_state(e, baseline))) { /* and saved it again */
         /* applied is the previous agent's; the diff decides */
     } else if (e->cfg->on_start != ON_START_RELOAD || e->pod_restarted) {
         hash_manifest_free(&e->applied);
@@ -494,7 +500,8 @@ void engine_start(struct engine *e, const struct hash_manifest *baseline)
          * agent restarted); restarting would only loop */
         applied_restart_pod_files(e, baseline);
     }
-    if (!had_state) save_state(e);
+    if (first) safeflow_start(e, baseline, had_record);
+    if (!had_record) save_state(e);
     e->started = 1;
     schedule(e);
 }
@@ -511,6 +518,7 @@ void engine_observe(struct engine *e, const struct hash_manifest *cur)
 {
     hash_manifest_free(&e->observed);
     if (hash_manifest_copy(cur, &e->observed) < 0) ra_oom();
+    safeflow_observed(e);
     if (!e->inflight) {
         /* A newer change supersedes a pending retry: attempt it now (a
          * restart's retry keeps its time: schedule). */
@@ -554,6 +562,7 @@ void engine_config_changed(struct engine *e)
      * retried; the files it was for are still unapplied, so the diff maps
      * them to whatever action the new rules give them. */
     e->failed_mask &= cfg_used_actions(e->cfg);
+    safeflow_config_changed(e);
     if (!e->inflight) schedule(e);
 }
 
@@ -568,11 +577,26 @@ void engine_get_status(const struct engine *e, struct engine_status *st)
     st->retry_pending = uv_is_active((const uv_handle_t *)&e->timer);
     st->retry_in_ms = st->retry_pending ? uv_timer_get_due_in(&e->timer) : 0;
     hash_hex(e->applied.total, st->applied);
+    static const char *const phases[] = {"idle",   "validate", "stage",
+                                         "action", "verify",   "rollback"};
+    st->phase = phases[e->phase];
+    safeflow_status(e, st);
 }
 
-static void on_timer_closed(uv_handle_t *h)
+void engine_set_stage(struct engine *e, struct stage *s) { e->stage = s; }
+
+int engine_is_ready(const struct engine *e) { return !e->filling; }
+
+void engine_set_ready_cb(struct engine *e, void (*fn)(void *ud), void *ud)
+{
+    e->ready_cb = fn;
+    e->ready_ud = ud;
+}
+
+static void on_handle_closed(uv_handle_t *h)
 {
     struct engine *e = h->data;
+    if (--e->open_handles > 0) return;
     void (*done)(void *) = e->done;
     void *ud = e->done_ud;
     hash_manifest_free(&e->applied);
@@ -580,8 +604,16 @@ static void on_timer_closed(uv_handle_t *h)
     hash_manifest_free(&e->inflight_target);
     action_params_free(&e->params);
     action_env_release(&e->env);
+    safeflow_free(e);
     free(e);
     if (done) done(ud);
+}
+
+static void close_handles(struct engine *e)
+{
+    if (uv_is_closing((uv_handle_t *)&e->timer)) return;
+    uv_close((uv_handle_t *)&e->timer, on_handle_closed);
+    uv_close((uv_handle_t *)&e->storm_timer, on_handle_closed);
 }
 
 void engine_close(struct engine *e, void (*done)(void *), void *ud)
@@ -590,11 +622,13 @@ void engine_close(struct engine *e, void (*done)(void *), void *ud)
     e->done = done;
     e->done_ud = ud;
     uv_timer_stop(&e->timer);
-    /* Actions that can be aborted end now: their part_done runs inside the
-     * abort and, for the last part, closes the timer. The others finish or
-     * time out on their own; the last part_done closes the timer then. */
+    uv_timer_stop(&e->storm_timer);
+    /* A step of the safe flow in flight (validate, stage, verify) is given
+     * up now. Actions that can be aborted end now: their part_done runs
+     * inside the abort and, for the last part, ends the attempt, which
+     * closes the handles. The others finish or time out on their own. */
+    if (e->inflight && safeflow_cancel(e)) return;
     for (int a = 0; a < ACTION__COUNT && e->inflight; a++)
         if (e->inflight_mask & ACTION_BIT(a)) action_abort(&e->env, (enum action)a);
-    if (!e->inflight && !uv_is_closing((uv_handle_t *)&e->timer))
-        uv_close((uv_handle_t *)&e->timer, on_timer_closed);
+    if (!e->inflight) close_handles(e);
 }

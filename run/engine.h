@@ -23,6 +23,11 @@
  * The actions are looked up in the table of actions/action.h; each attempt
  * runs on its own copy of the options its actions read, so a live
  * configuration change applies to the next attempt, never to one in flight.
+ *
+ * Around the action, the safe-reload steps of docs/safe-reload.md
+ * (run/safeflow.c): the storm breaker, --validate (a rejected content is
+ * never acted on nor retried), the stage gate (run/stage.h), the swap of
+ * the --keep-last-good copies, --verify, and the rollback.
  */
 #ifndef RA_ENGINE_H
 #define RA_ENGINE_H
@@ -44,6 +49,21 @@ struct engine_status {
     int retry_pending;       /* a retry timer is armed */
     uint64_t retry_in_ms;    /* time until it fires */
     char applied[HASH_HEX_LEN + 1];
+    const char *phase; /* "idle", "validate", "stage", "action", "verify", "rollback" */
+    /* safe reload: "" when none */
+    const char *rejected_hash;      /* the last content --validate rejected */
+    const char *rejected_reason;    /* the checker's verdict and first lines */
+    const char *verify_failed_hash; /* the last content whose --verify failed */
+    const char *verify_error;
+    const char *rolled_back_hash; /* ... and was rolled back (--keep-last-good) */
+    const char *halted_hash;      /* the stage gate halted it for the workload */
+    int keep_last_good;           /* copies are kept */
+    int copies_ready;             /* ... and hold validated content */
+    int storm_limit;              /* --storm-limit N (0: off) */
+    uint64_t storm_window_ms;
+    int storm_actions; /* actions within the window */
+    int storm_halted;
+    uint64_t storm_resume_in_ms; /* while halted: at the earliest, if the content stays */
 };
 
 /* Creates the engine. cfg must stay valid (the caller updates it in place
@@ -90,6 +110,18 @@ void engine_reconcile(struct engine *e, const char *pod_hash);
 void engine_config_changed(struct engine *e);
 
 void engine_get_status(const struct engine *e, struct engine_status *st);
+
+struct stage;
+
+/* Gives the engine the stage gate (run/stage.h; NULL: no staging, the
+ * default). Call before engine_start. */
+void engine_set_stage(struct engine *e, struct stage *s);
+
+/* 1 once the engine is ready: always, except with --keep-last-good while a
+ * copy the app reads is still empty (the first accepted content fills it).
+ * fn(ud) runs once when a not-ready engine becomes ready. */
+int engine_is_ready(const struct engine *e);
+void engine_set_ready_cb(struct engine *e, void (*fn)(void *ud), void *ud);
 
 /* Stops scheduling. An action in flight that has an abort (the rollout) ends
  * now; the others finish or time out (bounded by --http-timeout /

@@ -39,6 +39,12 @@ static struct {
     uint64_t unwatched_dirs;
     int fast_sync;
     uint64_t fs_budget[METRICS_FS__COUNT];
+    uint64_t validations[3]; /* accepted, rejected, error */
+    double validation_seconds;
+    uint64_t verifications[2]; /* failure, success */
+    uint64_t rollbacks;
+    uint64_t storm_halts;
+    int storm_halted;
 } M;
 
 static const char *const FS_LIMITS[METRICS_FS__COUNT] = {"backoff", "nudge_floor"};
@@ -92,6 +98,22 @@ void metrics_event_suppressed(void *ud)
 }
 void metrics_set_unwatched_directories(uint64_t n) { M.unwatched_dirs = n; }
 
+void metrics_validation(int result, double seconds)
+{
+    if (result < 0 || result > 2) return;
+    M.validations[result]++;
+    M.validation_seconds += seconds;
+}
+
+void metrics_verification(int ok) { M.verifications[ok ? 1 : 0]++; }
+void metrics_rollback(void) { M.rollbacks++; }
+
+void metrics_storm(int halted)
+{
+    if (halted && !M.storm_halted) M.storm_halts++;
+    M.storm_halted = halted;
+}
+
 const char *metrics_fs_limit_name(enum metrics_fs_limit l)
 {
     return l >= 0 && l < METRICS_FS__COUNT ? FS_LIMITS[l] : "unknown";
@@ -137,6 +159,31 @@ char *metrics_render(size_t *len)
                (double)M.unwatched_dirs);
     prom_histogram(&b, "reload_agent_action_duration_seconds", "Duration of action attempts.",
                    &DURATION, &M.duration);
+    static const char *const vres[] = {"accepted", "rejected", "error"};
+    prom_family(
+        &b, "reload_agent_validations_total", "counter",
+        "Validations of new content (--validate) by result: rejected content is never acted "
+        "on; error: the checker could not run (retried).");
+    for (int i = 0; i < 3; i++) {
+        char labels[32];
+        snprintf(labels, sizeof labels, "result=\"%s\"", vres[i]);
+        prom_sample(&b, "reload_agent_validations_total", labels, M.validations[i]);
+    }
+    prom_family(&b, "reload_agent_validation_seconds_total", "counter",
+                "Time spent validating new content.");
+    buf_printf(&b, "reload_agent_validation_seconds_total %.6f\n", M.validation_seconds);
+    prom_family(&b, "reload_agent_verifications_total", "counter",
+                "Verifications after an action (--verify) by result.");
+    prom_sample(&b, "reload_agent_verifications_total", "result=\"success\"", M.verifications[1]);
+    prom_sample(&b, "reload_agent_verifications_total", "result=\"failure\"", M.verifications[0]);
+    prom_counter(&b, "reload_agent_rollbacks_total",
+                 "Rollbacks to the last good copy after a failed verification (--keep-last-good).",
+                 M.rollbacks);
+    prom_counter(&b, "reload_agent_storm_halts_total",
+                 "Times the storm breaker (--storm-limit) stopped the agent acting.",
+                 M.storm_halts);
+    prom_gauge(&b, "reload_agent_storm_halted",
+               "1 while the storm breaker holds actions back, else 0.", M.storm_halted);
     if (M.api) {
         prom_family(&b, "reload_agent_api_requests_total", "counter",
                     "Kubernetes API requests by HTTP status code (0: no response).");
@@ -149,9 +196,10 @@ char *metrics_render(size_t *len)
                      "Kubernetes Events not sent because of the rate limit.", M.events_suppressed);
     }
     if (M.fast_sync) {
-        prom_family(&b, "reload_agent_fast_sync_budget_hits_total", "counter",
-                    "Requests fast sync's API budget held back: a list or watch waiting the backoff "
-                    "after repeated failures, a nudge waiting the floor between two.");
+        prom_family(
+            &b, "reload_agent_fast_sync_budget_hits_total", "counter",
+            "Requests fast sync's API budget held back: a list or watch waiting the backoff "
+            "after repeated failures, a nudge waiting the floor between two.");
         for (int l = 0; l < METRICS_FS__COUNT; l++) {
             char labels[48];
             snprintf(labels, sizeof labels, "limit=\"%s\"", FS_LIMITS[l]);

@@ -64,6 +64,19 @@ void metrics_fast_sync_budget_hit(enum metrics_fs_limit l);
  * pushes it whenever the count changes). */
 void metrics_set_unwatched_directories(uint64_t n);
 
+/* Safe reload (docs/safe-reload.md). One validation of new content:
+ * result 0 accepted, 1 rejected, 2 error (the checker could not run). */
+void metrics_validation(int result, double seconds);
+
+/* One verification after an action: passed or not. */
+void metrics_verification(int ok);
+
+/* One rollback to the last good copy. */
+void metrics_rollback(void);
+
+/* The storm breaker tripped (halted 1) or resumed (halted 0). */
+void metrics_storm(int halted);
+
 /* Renders all families into a malloc'd buffer (*len bytes). Returns NULL
  * on ENOMEM. */
 char *metrics_render(size_t *len);

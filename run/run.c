@@ -21,6 +21,7 @@
 #include "run/engine.h"
 #include "run/fastsync.h"
 #include "run/injectnote.h"
+#include "run/safestate.h"
 #include "net/httpc.h"
 #include "net/httpd.h"
 #include "kube/kevents.h"
@@ -54,6 +55,7 @@ static struct {
     struct annot_set annots; /* the annotations file as last read (pod annotations) */
     struct endpoints_ctx ep;
     int ready;
+    int baseline_seen; /* the monitor's first baseline was taken */
     char last_config_error[1024];
     uv_signal_t sigterm, sigint, sighup;
     int stopping;
@@ -212,6 +214,9 @@ static int start_kube(char *err, size_t errlen)
     if (R.cfg.events && kev_create(R.kube, &R.kev) < 0) ra_oom();
     if (rollout_create(&R.loop, R.kube, R.kev, &R.ro) < 0) ra_oom();
     engine_set_kube(R.eng, R.kube, R.ro, R.kev);
+    /* issue 26, --stage: the stage gate (run/stage.h) is made here, on this
+     * client, and given to the engine with engine_set_stage (NULL, the
+     * default, means no staging). */
     if (R.cfg.fast_sync) {
         struct fastsync_opts fo = {.objects = (const char *const *)R.cfg.fast_sync_objects.v,
                                    .nobjects = R.cfg.fast_sync_objects.n,
@@ -224,21 +229,41 @@ static int start_kube(char *err, size_t errlen)
 
 static void on_annot_event(void *ud, size_t root, enum watch_why why);
 
-/* The monitor's baseline is taken (at start, or after a --watch change):
- * the engine starts from it; the first one makes the agent ready. */
-static void on_baseline(void *ud, const struct hash_manifest *base)
+/* The agent is ready: the baseline is taken and (with --keep-last-good)
+ * the copies the app reads hold validated content. Once. */
+static void mark_ready(void)
 {
-    (void)ud;
-    if (R.eng) engine_start(R.eng, base);
+    char err[512];
     if (R.ready || R.stopping) return;
     start_reconcile();
     struct log_rec r;
     R.ready = 1;
+    if (R.cfg.state_dir && *R.cfg.state_dir &&
+        safestate_set_ready(R.cfg.state_dir, 1, err, sizeof err) < 0)
+        log_warn("%s; `reload-agent ready` will not see this agent ready", err);
     if (log_rec_begin(&r, RA_LOG_INFO, "ready")) {
         log_rec_str(&r, "action", cfg_action_name(R.cfg.action));
         if (R.srv) log_rec_int(&r, "port", httpd_port(R.srv));
         log_rec_end(&r, "watching %zu roots", R.mon ? monitor_root_count(R.mon) : 0);
     }
+}
+
+/* The engine filled the --keep-last-good copies. */
+static void on_engine_ready(void *ud)
+{
+    (void)ud;
+    if (R.baseline_seen) mark_ready();
+}
+
+/* The monitor's baseline is taken (at start, or after a --watch change):
+ * the engine starts from it; the first one makes the agent ready, unless
+ * the engine still fills the copies the app reads. */
+static void on_baseline(void *ud, const struct hash_manifest *base)
+{
+    (void)ud;
+    if (R.eng) engine_start(R.eng, base);
+    R.baseline_seen = 1;
+    if (!R.eng || engine_is_ready(R.eng)) mark_ready();
 }
 
 static int start_monitor(void)
@@ -476,6 +501,11 @@ static int start_all(void)
         log_error("cannot initialise the loop: %s", uv_strerror(rc));
         return -1;
     }
+    /* a ready marker is this agent's to write (one left by an agent that
+     * ran before in the pod says nothing about this one) */
+    if (R.cfg.state_dir && *R.cfg.state_dir &&
+        safestate_set_ready(R.cfg.state_dir, 0, err, sizeof err) < 0)
+        log_warn("%s", err);
     uv_timer_init(&R.loop, &R.annot_timer);
     uv_signal_init(&R.loop, &R.sigterm);
     uv_signal_init(&R.loop, &R.sigint);
@@ -503,6 +533,7 @@ static int start_all(void)
         rc = 2;
     } else {
         engine_set_exit(R.eng, on_exit_request, NULL);
+        engine_set_ready_cb(R.eng, on_engine_ready, NULL);
         if (statedir_restart_report(R.cfg.state_dir, R.cfg.pod_name, R.kev,
                                     R.kube ? kube_pod_name(R.kube) : NULL,
                                     R.kube ? kube_namespace(R.kube) : NULL))

@@ -481,6 +481,8 @@ static const struct {
     {"retry-max", "1ms", "24h", "0", "24h1ns", "1ms to 24h", 0},
     {"min-interval", "0", "24h", NULL, "24h1ns", "0 to 24h", 0},
     {"sched-slice", "100us", "100ms", "99us", "100ms1ns", "0 or 100us to 100ms", 1},
+    {"validate-timeout", "100ms", "1h", "99ms", "1h1ns", "100ms to 1h", 0},
+    {"verify-timeout", "100ms", "1h", "99ms", "1h1ns", "100ms to 1h", 0},
 };
 
 /* Issue 9 F6: the largest duration Go accepts passed every option and
@@ -1114,11 +1116,138 @@ static void test_fast_sync_objects_one_grammar(void **state)
     }
 }
 
+/* The safe-reload options (config/safeopts.c): each combination that
+ * cannot work is an error naming the option; the storm limit's "auto"
+ * means 5/10m only when rollout is in use. */
+struct safe_case {
+    const char *args[12];
+    const char *err; /* a part of the message, or NULL: accepted */
+};
+
+static void build_case(const struct safe_case *c, struct config *out, char *err, size_t n, int *rc)
+{
+    struct cfg_layer l;
+    int help, argc = 0;
+    while (c->args[argc]) argc++;
+    assert_int_equal(cfg_layer_init(&l, CFG_SRC_FLAG), 0);
+    assert_int_equal(cfg_parse_args(argc, (char **)c->args, &l, &help, err, n), 0);
+    *rc = cfg_build(&l, NULL, out, err, n);
+    cfg_layer_free(&l);
+}
+
+static void test_safe_reload_options(void **state)
+{
+    (void)state;
+    static const struct safe_case cases[] = {
+        {{"--watch", "/v", "--validate", "nginx -t", "--keep-last-good", "/v=/lkg", "--state-dir",
+          "/s", "--verify", "http://127.0.0.1/", NULL},
+         NULL},
+        {{"--watch", "/v/", "--keep-last-good", "/v=/lkg", "--state-dir", "/s", NULL}, NULL},
+        {{"--watch", "/v", "--keep-last-good", "/v=/lkg", NULL}, "needs --state-dir"},
+        {{"--watch", "/v", "--keep-last-good", "/w=/lkg", "--state-dir", "/s", NULL},
+         "SRC must be one of the --watch roots"},
+        {{"--watch", "/v", "--keep-last-good", "/v", "--state-dir", "/s", NULL}, "want SRC=DIR"},
+        {{"--watch", "/v", "--keep-last-good", "/v=lkg", "--state-dir", "/s", NULL},
+         "DIR must be an absolute path"},
+        {{"--watch", "/v", "--keep-last-good", "/v=/v/lkg", "--state-dir", "/s", NULL}, "overlap"},
+        {{"--watch", "/v", "--keep-last-good", "/v=/", "--state-dir", "/s", NULL}, "overlap"},
+        {{"--watch", "/v", "--watch", "/w", "--keep-last-good", "/v=/lkg", "--keep-last-good",
+          "/w=/lkg/x", "--state-dir", "/s", NULL},
+         "given twice"},
+        {{"--watch", "/v", "--env-watch", "/e", "--keep-last-good", "/e=/lkg", "--state-dir", "/s",
+          NULL},
+         "--env-watch root"},
+        {{"--watch", "/v", "--verify", "http://x/", "--action", "rollout", NULL},
+         "roll the workload"},
+        {{"--watch", "/v", "--verify", "curl -f x", "--action", "restart-pod",
+          "--restart-policy-rules",
+          "[{\"action\":\"RestartAllContainers\",\"exitCodes\":{\"operator\":\"In\","
+          "\"values\":[88]}}]",
+          NULL},
+         "restart the pod"},
+        {{"--watch", "/v", "--verify", "curl 'x", NULL}, "unterminated single quote"},
+        {{"--watch", "/v", "--validate", "nginx \"-t", NULL}, "unterminated double quote"},
+        {{"--watch", "/v", "--storm-limit", "3", NULL}, "want N/DURATION"},
+        {{"--watch", "/v", "--storm-limit", "0/1m", NULL}, "N from 1 to 1000"},
+        {{"--watch", "/v", "--storm-limit", "3/100ms", NULL}, "1s to 24h"},
+        {{"--watch", "/v", "--storm-limit", "3/x", NULL}, "the window"},
+        {{"--watch", "/v", "--validate-timeout", "1ms", NULL}, "out of range"},
+        {{"--watch", "/v", "--validator-socket",
+          "/a/very/long/socket/path/that/is/longer/than/the/one/hundred/and/seven/bytes/a/unix/"
+          "socket/address/can/hold/x.sock",
+          NULL},
+         "at most 107 bytes"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct config c;
+        char err[1024];
+        int rc;
+        build_case(&cases[i], &c, err, sizeof err, &rc);
+        if (!cases[i].err) {
+            if (rc != 0) fail_msg("case %zu: %s", i, err);
+            cfg_free(&c);
+        } else if (rc == 0) {
+            cfg_free(&c);
+            fail_msg("case %zu accepted, want an error with \"%s\"", i, cases[i].err);
+        } else if (!strstr(err, cases[i].err)) {
+            fail_msg("case %zu: \"%s\" lacks \"%s\"", i, err, cases[i].err);
+        }
+    }
+}
+
+static void test_storm_limit_values(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *args[6];
+        int max;
+        int64_t window_s;
+    } v[] = {
+        {{"--watch", "/v", NULL}, 0, 0},
+        {{"--watch", "/v", "--action", "rollout", NULL}, 5, 600},
+        {{"--watch", "/v", "--action", "rollout", "--storm-limit", "off"}, 0, 0},
+        {{"--watch", "/v", "--storm-limit", "3/1m", NULL}, 3, 60},
+        {{"--watch", "/v", "--env-watch", "/e", "--storm-limit", "auto"}, 5, 600},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        struct safe_case sc = {{0}, NULL};
+        for (int a = 0; a < 6 && v[i].args[a]; a++) sc.args[a] = v[i].args[a];
+        struct config c;
+        char err[512];
+        int rc;
+        build_case(&sc, &c, err, sizeof err, &rc);
+        if (rc) fail_msg("case %zu: %s", i, err);
+        assert_int_equal(c.storm_max, v[i].max);
+        assert_int_equal(c.storm_window_ns, v[i].window_s * 1000000000LL);
+        cfg_free(&c);
+    }
+}
+
+/* keep-last-good as an annotation is the injector's ("true"), skipped by
+ * the agent: it never reaches the flag. */
+static void test_keep_last_good_annotation_is_the_injectors(void **state)
+{
+    struct fixture *f = *state;
+    assert_true(cfg_is_injector_annotation("reload-agent.io/keep-last-good"));
+    assert_int_equal(annots(f, "reload-agent.io/keep-last-good=\"true\"\n"
+                               "reload-agent.io/validate=\"nginx -t\""),
+                     0);
+    char *argv[] = {"--watch", "/v"};
+    assert_int_equal(parse(f, 2, argv), 0);
+    assert_int_equal(cfg_build(&f->flags, &f->annots, &f->cfg, f->err, sizeof f->err), 0);
+    assert_int_equal(f->cfg.keep_last_good.n, 0);
+    assert_string_equal(f->cfg.validate, "nginx -t");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_defaults, setup, teardown),
         cmocka_unit_test_setup_teardown(test_injector_annotations_skipped, setup, teardown),
+        cmocka_unit_test(test_safe_reload_options),
+        cmocka_unit_test(test_storm_limit_values),
+        cmocka_unit_test_setup_teardown(test_keep_last_good_annotation_is_the_injectors, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_is_same, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flags_override_defaults, setup, teardown),
         cmocka_unit_test_setup_teardown(test_annotations_override_flags, setup, teardown),

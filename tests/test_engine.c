@@ -312,7 +312,8 @@ struct fake_run {
 static void fake_finish(enum action a, int fail, const struct action_params *p, action_done done,
                         void *ud)
 {
-    struct action_result r = {fail ? -EIO : 0, fail && F.permanent, fail ? "fake failure" : NULL};
+    struct action_result r = {fail ? -EIO : 0, fail && F.permanent, fail ? "fake failure" : NULL,
+                              0};
     if (a == ACTION_HTTP) snprintf(F.seen_url, sizeof F.seen_url, "%s", p->http_url);
     F.results[a]++;
     done(ud, a, &r);
@@ -725,7 +726,7 @@ static void test_fake_restart_delay_coalesces(void **state)
 /* Runs the loop until the fake restart started n times (bounded: 5 s). */
 static void run_until_restarts(uv_loop_t *loop, int n)
 {
-    for (int i = 0; i < 100 && F.starts[ACTION_RESTART] < n; i++) run_ms(loop, 50);
+    for (int i = 0; i < 100 && F.starts[ACTION_RESTART] < n; i++) run_for(loop, 50);
     assert_int_equal(F.starts[ACTION_RESTART], n);
 }
 
@@ -740,30 +741,30 @@ static void test_fake_restart_failure_keeps_delay_and_backoff(void **state)
     const char *args[] = {FAKE_ARGS, "--restart-delay", "300ms", "--retry-initial",
                           "400ms",   "--retry-max",     "400ms"};
     struct hash_manifest m0 = {0}, m1 = {0}, m2 = {0}, m3 = {0};
-    write_file("c.rst", "1");
+    put_file("c.rst", "1");
     manifest(&m0);
     ctx_open(&x, args, NARGS(args));
     engine_start(x.e, &m0);
     F.fail_left = 1;
-    write_file("c.rst", "2");
+    put_file("c.rst", "2");
     manifest(&m1);
     engine_observe(x.e, &m1);
     run_until_restarts(&x.loop, 1); /* held 300 ms, then fails at once */
     assert_int_equal(F.results[ACTION_RESTART], 1);
     uv_update_time(&x.loop);
     uint64_t tf = uv_now(&x.loop);
-    write_file("c.rst", "3");
+    put_file("c.rst", "3");
     manifest(&m2);
     engine_observe(x.e, &m2);
-    run_ms(&x.loop, 100);
+    run_for(&x.loop, 100);
     assert_int_equal(F.starts[ACTION_RESTART], 1); /* not at once */
-    write_file("c.rst", "4");
+    put_file("c.rst", "4");
     manifest(&m3);
     engine_observe(x.e, &m3);
     run_until_restarts(&x.loop, 2);
     assert_true(F.start_ms[1] >= tf + 300);            /* --restart-delay */
     assert_true(F.start_ms[1] >= F.start_ms[0] + 200); /* the backoff (equal jitter: >= 1/2) */
-    run_ms(&x.loop, 500);
+    run_for(&x.loop, 500);
     assert_int_equal(F.starts[ACTION_RESTART], 2); /* one restart for the three changes */
     applied_is(x.e, &m3);
     ctx_close(&x);

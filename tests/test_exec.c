@@ -138,11 +138,20 @@ struct run {
     uint64_t t0;
 };
 
+static char g_output[8192]; /* the last captured output */
+
 static void on_done(void *ud, const struct exec_result *res)
 {
     struct run *r = ud;
     r->calls++;
     r->res = *res;
+    g_output[0] = '\0';
+    if (res->output) {
+        assert_true(res->output_len < sizeof g_output);
+        assert_int_equal(strlen(res->output), res->output_len);
+        memcpy(g_output, res->output, res->output_len + 1);
+    }
+    r->res.output = NULL;
     r->elapsed_ms = (uv_hrtime() - r->t0) / 1000000;
 }
 
@@ -159,8 +168,11 @@ static void on_killer(uv_timer_t *t)
     exec_kill(r->job);
 }
 
-/* Runs cmd to completion; kill_after_ms > 0 calls exec_kill then. */
-static void run_cmd(struct run *r, const char *cmd, uint64_t timeout_ms, uint64_t kill_after_ms)
+/* Runs cmd to completion; kill_after_ms > 0 calls exec_kill then;
+ * capture_max > 0 runs it through exec_run with its output captured into
+ * g_output. */
+static void run_cmd_capture(struct run *r, const char *cmd, uint64_t timeout_ms,
+                            uint64_t kill_after_ms, size_t capture_max)
 {
     memset(r, 0, sizeof *r);
     assert_int_equal(uv_loop_init(&r->loop), 0);
@@ -173,7 +185,15 @@ static void run_cmd(struct run *r, const char *cmd, uint64_t timeout_ms, uint64_
     uv_unref((uv_handle_t *)&r->killer);
 
     r->t0 = uv_hrtime();
-    assert_int_equal(exec_start(&r->loop, cmd, timeout_ms, on_done, r, &r->job), 0);
+    if (capture_max) {
+        char **argv;
+        assert_int_equal(exec_split(cmd, &argv), 0);
+        struct exec_opts o = {.argv = argv, .timeout_ms = timeout_ms, .capture_max = capture_max};
+        assert_int_equal(exec_run(&r->loop, &o, on_done, r, &r->job), 0);
+        exec_argv_free(argv);
+    } else {
+        assert_int_equal(exec_start(&r->loop, cmd, timeout_ms, on_done, r, &r->job), 0);
+    }
     assert_int_equal(r->calls, 0); /* never synchronously */
     uv_run(&r->loop, UV_RUN_DEFAULT);
     if (r->watchdog_fired && r->calls == 0) {
@@ -186,6 +206,11 @@ static void run_cmd(struct run *r, const char *cmd, uint64_t timeout_ms, uint64_
     assert_int_equal(uv_loop_close(&r->loop), 0);
     assert_int_equal(r->watchdog_fired, 0);
     assert_int_equal(r->calls, 1);
+}
+
+static void run_cmd(struct run *r, const char *cmd, uint64_t timeout_ms, uint64_t kill_after_ms)
+{
+    run_cmd_capture(r, cmd, timeout_ms, kill_after_ms, 0);
 }
 
 static void test_exit_codes(void **state)
@@ -358,6 +383,54 @@ static void test_exec_kill(void **state)
     assert_int_equal(r.res.term_signal, SIGKILL);
 }
 
+/* exec_run with capture: stdout and stderr in one bounded buffer, the
+ * rest read and dropped (a writer of more than a pipe's worth does not
+ * block), a background child that keeps the pipe open does not hold the
+ * result past EXEC_DRAIN_MS, and a spawn failure still reports once. */
+static void test_capture(void **state)
+{
+    (void)state;
+    struct run r;
+    run_cmd_capture(&r, "sh -c 'echo out; echo err >&2; exit 3'", 5000, 0, 4096);
+    assert_int_equal(r.res.exit_status, 3);
+    assert_string_equal(g_output, "out\nerr\n");
+    assert_int_equal(r.res.output_truncated, 0);
+
+    /* 1 MiB written, 100 bytes kept */
+    run_cmd_capture(&r, "sh -c 'head -c 1048576 /dev/zero | tr \"\\\\0\" x'", 10000, 0, 100);
+    assert_int_equal(r.res.exit_status, 0);
+    assert_int_equal(strlen(g_output), 100);
+    assert_int_equal(r.res.output_truncated, 1);
+    assert_int_equal(g_output[0], 'x');
+
+    /* nothing written: an empty string, not NULL */
+    run_cmd_capture(&r, "true", 5000, 0, 64);
+    assert_string_equal(g_output, "");
+
+    /* a child left behind with the pipe open: the result comes after the
+     * drain time, not after the child */
+    run_cmd_capture(&r, "sh -c 'echo first; sleep 3 & exit 0'", 5000, 0, 64);
+    assert_int_equal(r.res.exit_status, 0);
+    assert_string_equal(g_output, "first\n");
+    assert_true(r.elapsed_ms < 2500);
+
+    run_cmd_capture(&r, "/nonexistent/reload-agent-no-such-binary", 5000, 0, 64);
+    assert_int_equal(r.res.spawn_error, UV_ENOENT);
+    assert_string_equal(g_output, "");
+}
+
+/* A timeout with capture: the process group is killed and what it wrote
+ * before is kept. */
+static void test_capture_timeout(void **state)
+{
+    (void)state;
+    struct run r;
+    run_cmd_capture(&r, "sh -c 'echo started; exec sleep 30'", 200, 0, 256);
+    assert_int_equal(r.res.timed_out, 1);
+    assert_int_equal(r.res.term_signal, SIGTERM);
+    assert_string_equal(g_output, "started\n");
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -371,6 +444,8 @@ int main(void)
         cmocka_unit_test(test_timeout_sigkill_after_grace),
         cmocka_unit_test(test_timeout_kills_process_group),
         cmocka_unit_test(test_exec_kill),
+        cmocka_unit_test(test_capture),
+        cmocka_unit_test(test_capture_timeout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -228,6 +228,65 @@ static void test_decide_table(void **state)
     }
 }
 
+/* --storm-limit counted on the owner (issue 26): the times of the
+ * workload's last rollouts, by any replica, in its metadata annotation
+ * recent-rollouts; storm_max of them within the window hold the rollout
+ * back; older ones, junk and an absent list do not; the list the PATCH
+ * writes keeps the window's and adds now, the newest storm_max. */
+static void test_storm_limit_on_the_owner(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *recent; /* NULL: no annotation */
+        int max;
+        enum rollout_verdict want;
+    } cases[] = {
+        {NULL, 3, ROLLOUT_V_PATCH},
+        {"1767225001,1767225300,1767225599", 3, ROLLOUT_V_STORM}, /* 3 within 10 min */
+        {"1767225001,1767225300,1767225599", 4, ROLLOUT_V_PATCH},
+        {"1767225001,1767225300,1767225599", 0, ROLLOUT_V_PATCH}, /* off */
+        {"1767224000,1767225300,1767225599", 3, ROLLOUT_V_PATCH}, /* one is older */
+        {"x,,1767225300,junk,1767225599,-5", 2, ROLLOUT_V_STORM},
+        {"", 1, ROLLOUT_V_PATCH},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char body[512];
+        struct rollout_state st;
+        struct rollout_decision d;
+        if (cases[i].recent)
+            snprintf(body, sizeof body,
+                     "{\"metadata\":{\"annotations\":{\"reload-agent.io/recent-rollouts\":"
+                     "\"%s\"}}," TPL("") "}}",
+                     cases[i].recent);
+        else
+            snprintf(body, sizeof body, "{" TPL("") "}}");
+        struct rollout_input in = {.kind = kinds_named("Deployment"),
+                                   .hash = OURS,
+                                   .now = NOW,
+                                   .storm_max = cases[i].max,
+                                   .storm_window_s = 600};
+        assert_int_equal(rollout__parse_state(body, strlen(body), KEY, &st), 0);
+        rollout__decide(&st, &in, &d);
+        rollout__state_free(&st);
+        if (d.verdict != cases[i].want)
+            fail_msg("case %zu: verdict %d, want %d (%s)", i, d.verdict, cases[i].want, d.reason);
+        if (d.verdict == ROLLOUT_V_STORM)
+            assert_non_null(strstr(d.reason, "counted across its replicas"));
+    }
+    char *l = rollout__recent_list("1767224000,1767225300,x,1767225599", NOW, 3, 600);
+    assert_string_equal(l, "1767225300,1767225599,1767225600");
+    free(l);
+    l = rollout__recent_list("1767225300,1767225599", NOW, 2, 600);
+    assert_string_equal(l, "1767225599,1767225600");
+    free(l);
+    l = rollout__recent_list(NULL, NOW, 5, 600);
+    assert_string_equal(l, "1767225600");
+    free(l);
+    char *k = rollout__recent_key("example.com/web-hash");
+    assert_string_equal(k, "example.com/recent-rollouts");
+    free(k);
+}
+
 static void test_parse_state(void **state)
 {
     struct rollout_state st;
@@ -507,7 +566,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decide_table), cmocka_unit_test(test_parse_state),
         cmocka_unit_test(test_keys),         cmocka_unit_test(test_guard_flip),
-        cmocka_unit_test(test_chain_table),
+        cmocka_unit_test(test_chain_table),  cmocka_unit_test(test_storm_limit_on_the_owner),
     };
 
     log_configure(RA_LOG_ERROR, RA_LOG_FORMAT_TEXT);

@@ -52,6 +52,8 @@ static const struct {
     {offsetof(struct config, retry_max_ns), MS, DAY, 0},
     {offsetof(struct config, min_interval_ns), 0, DAY, 0},
     {offsetof(struct config, sched_slice_ns), 100 * 1000, 100 * MS, 1},
+    {offsetof(struct config, validate_timeout_ns), 100 * MS, HOUR, 0},
+    {offsetof(struct config, verify_timeout_ns), 100 * MS, HOUR, 0},
 };
 
 static void check_error(const char *err)

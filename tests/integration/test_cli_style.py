@@ -1,12 +1,13 @@
 """One argv style for every subcommand (issue 17, item 5): run, hash,
-inject, webhook and webhook certs reject an unknown flag, a flag without its
+inject, webhook, webhook certs, validator, ready and copy-self reject an unknown flag, a flag without its
 value and a bad log level with exit status 2 and the same words, and -h and
 --help print a usage generated from the subcommand's table, exit 0.
 """
 from tests.lib.proc import check
 
-SUBCOMMANDS = (["run"], ["hash"], ["inject"], ["webhook"], ["webhook", "certs"])
-LOGGED = (["run"], ["webhook"], ["webhook", "certs"])  # the ones with --log-level
+SUBCOMMANDS = (["run"], ["hash"], ["inject"], ["webhook"], ["webhook", "certs"], ["validator"],
+               ["ready"], ["copy-self"])
+LOGGED = (["run"], ["webhook"], ["webhook", "certs"], ["validator"])  # the ones with --log-level
 
 
 def run(env, args):
