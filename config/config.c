@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "actions/exec.h"
+#include "kube/lease.h"
 #include "kube/podrefs.h"
 #include "kube/restartrules.h"
 #include "actions/rollout_decide.h"
@@ -114,6 +115,51 @@ static const char *const ENV_ACTIONS[] = {"rollout", "restart", "restart-pod", "
 static int check_restart_rules(const char *v, char *why, size_t n)
 {
     return *v ? restartrules_check(v, why, n) : 0;
+}
+
+/* --stage: "auto", "off", N (1-1000) or P% (1-100). Sets *count or
+ * *percent (both 0 for auto and off); returns 0 or -EINVAL. */
+static int parse_stage(const char *v, int *count, int *percent, int *is_auto)
+{
+    *count = *percent = *is_auto = 0;
+    if (strcmp(v, "auto") == 0) {
+        *is_auto = 1;
+        return 0;
+    }
+    if (strcmp(v, "off") == 0) return 0;
+    char *end;
+    if (v[0] < '0' || v[0] > '9') return -EINVAL;
+    long n = strtol(v, &end, 10);
+    if (*end == '%' && end[1] == '\0' && n >= 1 && n <= 100) {
+        *percent = (int)n;
+        return 0;
+    }
+    if (*end == '\0' && n >= 1 && n <= 1000) {
+        *count = (int)n;
+        return 0;
+    }
+    return -EINVAL;
+}
+
+static int check_stage(const char *v, char *why, size_t n)
+{
+    int c, p, a;
+    if (parse_stage(v, &c, &p, &a) == 0) return 0;
+    snprintf(why, n,
+             "want N (1-1000 replicas at a time), P%% (1-100%% of the replicas), auto or "
+             "off");
+    return -EINVAL;
+}
+
+static int check_stage_workload(const char *v, char *why, size_t n)
+{
+    const struct kinds_kind *ki;
+    const char *name;
+    if (!*v || lease_parse_workload(v, &ki, &name) == 0) return 0;
+    snprintf(why, n,
+             "want KIND/NAME with KIND deployment, statefulset, daemonset or rollout and "
+             "NAME an object name");
+    return -EINVAL;
 }
 
 #define F(field) offsetof(struct config, field)
@@ -237,6 +283,21 @@ static const struct opt_def OPTIONS[] = {
      "while it was away; restart-pod records there why it restarted the pod, and the agent "
      "that starts again reports it.",
      NO_RANGE},
+    {"stage", OPT_STR, "auto", F(stage), NULL, OPT_RESTART_ONLY, "N|P%",
+     "The replicas of the pod's workload apply a change N (or P% of the replicas, rounded up) "
+     "at a time, each after the ones before it verified it; a rejection or a failed "
+     "verification anywhere halts the change for the whole workload. Coordinated through one "
+     "Lease per workload (its Role: docs/staging.md). auto: 1 when restart or restart-pod is "
+     "in use, else off. A pod that cannot reach the API acts alone and says so.",
+     CHECKED(check_stage)},
+    {"stage-workload", OPT_STR, NULL, F(stage_workload), NULL, OPT_RESTART_ONLY, "KIND/NAME",
+     "The workload whose replicas take turns (reload-agent inject writes it), e.g. "
+     "deployment/web; default: the pod's owner chain, read from the API.",
+     CHECKED(check_stage_workload)},
+    {"stage-ttl", OPT_DURATION, "30s", F(stage_ttl_ns), NULL, OPT_RESTART_ONLY, "DURATION",
+     "A replica's turn is renewed every third of this; one not renewed this long (its pod "
+     "died mid-stage) is taken over by the next replica.",
+     RANGE(NS_S, NS_H)},
     {"validate", OPT_STR, NULL, F(validate), NULL, 0, "COMMAND",
      "The app's own checker, run on new content before any action, as the app would read it "
      "(e.g. 'nginx -t'; split into words like --exec-command, no shell): exit 0 accepts; "
@@ -867,6 +928,30 @@ static void build_path_rules(struct config *c)
         path_rules_add_glob(r, c->rules[i].glob, c->rules[i].action);
 }
 
+/* --stage resolved: auto is one at a time when restart or restart-pod is
+ * in use; an explicit stage needs an in-place action (the rollout action
+ * is staged by the workload's controller, maxUnavailable). */
+static int check_stage_use(struct config *c, const int *used, char *err, size_t errlen)
+{
+    int is_auto;
+    if (parse_stage(c->stage ? c->stage : "auto", &c->stage_count, &c->stage_percent, &is_auto) < 0)
+        return -EINVAL; /* the row's check said so already */
+    c->stage_default = is_auto && (used[ACTION_RESTART] || used[ACTION_RESTART_POD]);
+    if (c->stage_default) c->stage_count = 1;
+    int in_place = 0;
+    for (int a = 0; a < ACTION__COUNT; a++)
+        in_place |= used[a] && a != ACTION_ROLLOUT && a != ACTION_NONE;
+    if ((c->stage_count || c->stage_percent) && !is_auto && !in_place) {
+        snprintf(err, errlen,
+                 "--stage %s needs an action that acts in place (signal, http, exec, restart, "
+                 "restart-pod): the rollout action is staged by the workload's controller "
+                 "(maxUnavailable)",
+                 c->stage);
+        return -EINVAL;
+    }
+    return 0;
+}
+
 static int validate(struct config *c, const struct cfg_env *env, char *err, size_t errlen)
 {
     /* --env-watch roots may overlap --watch roots: the env root wins for
@@ -909,6 +994,7 @@ static int validate(struct config *c, const struct cfg_env *env, char *err, size
         snprintf(err, errlen, "--retry-initial must be > 0 and <= --retry-max");
         return -EINVAL;
     }
+    if (check_stage_use(c, used, err, errlen) < 0) return -EINVAL;
     if (c->on_start == ON_START_AUTO)
         c->on_start = used[ACTION_ROLLOUT] ? ON_START_RECONCILE : ON_START_SKIP;
     if (c->on_start == ON_START_RECONCILE && !used[ACTION_ROLLOUT]) {

@@ -89,6 +89,13 @@ struct config {
     int restart_pod_exit_code;  /* --restart-pod-exit-code */
     char *restart_policy_rules; /* --restart-policy-rules: the container's rules, JSON */
     char *state_dir;            /* --state-dir: a pod-lifetime directory, NULL if unset */
+    char *stage;                /* --stage as given: "auto", "off", "N" or "P%" */
+    char *stage_workload;       /* --stage-workload KIND/NAME, NULL: the owner chain */
+    int64_t stage_ttl_ns;       /* --stage-ttl: a slot not renewed this long expires */
+    /* --stage resolved by cfg_build: N at a time (stage_count) or P% of the
+     * replicas (stage_percent); both 0: no staging. stage_default: "auto"
+     * chose one at a time (restart or restart-pod is in use). */
+    int stage_count, stage_percent, stage_default;
     /* Safe reload (docs/safe-reload.md; the checks: config/safeopts.c). */
     char *validate;                /* --validate: the app's checker, NULL if unset */
     int64_t validate_timeout_ns;   /* --validate-timeout */

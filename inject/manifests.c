@@ -57,6 +57,7 @@ struct run {
     const cJSON **rbac;           /* every Role and RoleBinding of the input, and those added */
     size_t nrbac, rbac_cap;
     int fast_sync; /* some workload runs fast sync */
+    int stage;     /* some workload's replicas take turns (staging) */
     char *err;
     size_t errlen;
 };
@@ -206,7 +207,9 @@ out:
 static int add_rbac_known(struct run *r, const cJSON *o)
 {
     const char *kind = str_at(o, "kind", NULL);
-    if (!kind || (strcmp(kind, "Role") != 0 && strcmp(kind, "RoleBinding") != 0)) return 0;
+    if (!kind || (strcmp(kind, "Role") != 0 && strcmp(kind, "RoleBinding") != 0 &&
+                  strcmp(kind, "Lease") != 0))
+        return 0;
     if (r->nrbac == r->rbac_cap) {
         size_t nc = r->rbac_cap ? r->rbac_cap * 2 : 8;
         const cJSON **v = realloc(r->rbac, nc * sizeof *v);
@@ -241,8 +244,12 @@ static int add_extra(struct run *r, struct file *f, cJSON *doc, const char *what
     object_name(doc, name, sizeof name);
     const cJSON *had = r->opts->output == MANIFESTS_OUT_RBAC ? NULL : rbac_present(r, doc);
     if (had) {
-        if (!cJSON_Compare(had, doc, 1))
-            report(r, "  warning: %s is in the input, but not as fast sync needs it (%s): kept",
+        /* a Lease in the input may hold a stage's state: any is fine */
+        int lease = !strcmp(str_at(doc, "kind", NULL), "Lease");
+        if (!lease && !cJSON_Compare(had, doc, 1))
+            report(r,
+                   "  warning: %s is in the input, but not as the injector writes it (%s): "
+                   "kept",
                    name, what);
         cJSON_Delete(doc);
         return 0;
@@ -287,6 +294,41 @@ static int add_fast_sync_rbac(struct run *r, struct file *f, const cJSON *obj,
     return add_extra(r, f, binding, what);
 }
 
+/* Staging's Role, RoleBinding and Lease (inject/rbac.h) for an injected
+ * (or already injected) workload whose sidecar names its workload. */
+static int add_stage_rbac(struct run *r, struct file *f, const cJSON *obj,
+                          const struct inject_result *res, const char *name)
+{
+    char perr[256], why[256], what[512];
+    cJSON *copy = cJSON_Duplicate(obj, 1), *role = NULL, *binding = NULL, *lease = NULL;
+    if (!copy) return -ENOMEM;
+    int rc =
+        cJSON_GetArraySize(res->ops) > 0 ? jsonpatch_apply(&copy, res->ops, perr, sizeof perr) : 0;
+    if (rc == 0) rc = rbac_stage(copy, res->prefix, &role, &binding, &lease, why, sizeof why);
+    cJSON_Delete(copy);
+    if (rc == -EINVAL) {
+        report(r, "%s stage: no Role, RoleBinding and Lease written: %s", name, why);
+        return 0;
+    }
+    if (rc <= 0) return rc;
+    r->stage = 1;
+    const cJSON *subj =
+        cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(binding, "subjects"), 0);
+    snprintf(what, sizeof what, "the stage of %s", name);
+    if ((rc = add_extra(r, f, role, what)) < 0) {
+        cJSON_Delete(binding);
+        cJSON_Delete(lease);
+        return rc;
+    }
+    snprintf(what, sizeof what, "the stage Role to serviceaccount %s", str_at(subj, "name", NULL));
+    if ((rc = add_extra(r, f, binding, what)) < 0) {
+        cJSON_Delete(lease);
+        return rc;
+    }
+    snprintf(what, sizeof what, "the Lease the replicas of %s take turns on", name);
+    return add_extra(r, f, lease, what);
+}
+
 /* Runs the transform on one object (a document, or an item of a List). */
 static int process_object(struct run *r, struct file *f, size_t di, const cJSON *obj,
                           const char *prefix)
@@ -327,6 +369,8 @@ static int process_object(struct run *r, struct file *f, size_t di, const cJSON 
     }
     if (was == INJECT_INJECTED || was == INJECT_UNCHANGED)
         rc = add_fast_sync_rbac(r, f, obj, &res, name);
+    if (rc == 0 && (was == INJECT_INJECTED || was == INJECT_UNCHANGED))
+        rc = add_stage_rbac(r, f, obj, &res, name);
 out:
     inject_result_free(&res);
     return rc;
@@ -919,6 +963,9 @@ int manifests_run(struct manifests_input *in, size_t n, const struct manifests_o
         goto fail;
     }
     if (r.fast_sync) fast_sync_notes(&r);
+    if (r.stage && r.opts->output == MANIFESTS_OUT_PATCH)
+        report(&r, "stage: patches cannot add objects: write the Roles, RoleBindings and Leases "
+                   "with --output rbac");
     if (out.oom || r.report.oom) {
         rc = -ENOMEM;
         goto fail;

@@ -1,9 +1,10 @@
 /*
  * rbac.c - the Role and RoleBinding of fast sync for one injected
  * workload (contract in rbac.h; the rules are manifests/fast-sync/
- * role.yaml's, docs/fast-sync.md). Key order is fixed, so the output is
- * byte-stable. A name longer than an object name may be (253) is
- * shortened with k8s_hashed_name (kube/k8sname.h).
+ * role.yaml's, docs/fast-sync.md), and staging's Role, RoleBinding and
+ * Lease (manifests/stage/role.yaml's rules, docs/staging.md). Key order is
+ * fixed, so the output is byte-stable. A name longer than an object name
+ * may be (253) is shortened with k8s_hashed_name (kube/k8sname.h).
  */
 #include "inject/rbac.h"
 
@@ -14,9 +15,12 @@
 #include <string.h>
 
 #include "kube/k8sname.h"
+#include "kube/kinds.h"
+#include "kube/lease.h"
 #include "yamldoc/jsonpatch.h"
 
 #define OBJ_ARG "--fast-sync-objects="
+#define STAGE_ARG "--stage-workload="
 #define RBAC_API "rbac.authorization.k8s.io"
 
 static const char *str_at(const cJSON *o, const char *key)
@@ -68,9 +72,19 @@ static void push_str(cJSON *a, const char *v, int *oom)
 }
 
 /* One rule {apiGroups: [group], resources: [res], resourceNames, verbs}
- * (names: NULL for none) appended to rules. */
+ * appended to rules; resourceNames (empty, for the caller to fill) for
+ * configmaps and secrets, or name when not NULL. */
+static cJSON *add_named_rule(cJSON *rules, const char *group, const char *res, const char *name,
+                             const char *verbs, int *oom);
+
 static cJSON *add_rule(cJSON *rules, const char *group, const char *res, const char *verbs,
                        int *oom)
+{
+    return add_named_rule(rules, group, res, NULL, verbs, oom);
+}
+
+static cJSON *add_named_rule(cJSON *rules, const char *group, const char *res, const char *name,
+                             const char *verbs, int *oom)
 {
     cJSON *r = *oom ? NULL : cJSON_CreateObject();
     if (!r || !cJSON_AddItemToArray(rules, r)) {
@@ -80,7 +94,9 @@ static cJSON *add_rule(cJSON *rules, const char *group, const char *res, const c
     }
     push_str(add_arr(r, "apiGroups", oom), group, oom);
     push_str(add_arr(r, "resources", oom), res, oom);
-    if (strcmp(res, "configmaps") == 0 || strcmp(res, "secrets") == 0)
+    if (name)
+        push_str(add_arr(r, "resourceNames", oom), name, oom);
+    else if (strcmp(res, "configmaps") == 0 || strcmp(res, "secrets") == 0)
         add_arr(r, "resourceNames", oom);
     cJSON *v = add_arr(r, "verbs", oom);
     for (const char *p = verbs; *p && !*oom;) {
@@ -94,17 +110,24 @@ static cJSON *add_rule(cJSON *rules, const char *group, const char *res, const c
     return r;
 }
 
-/* metadata {name, namespace, labels} of both objects. */
-static void add_meta(cJSON *o, const char *kind, const char *name, const char *ns, int *oom)
+/* apiVersion, kind and metadata {name, namespace, labels} of an object of
+ * component ("fast-sync", "stage"). */
+static void add_meta_of(cJSON *o, const char *api, const char *kind, const char *name,
+                        const char *ns, const char *component, int *oom)
 {
-    add_str(o, "apiVersion", RBAC_API "/v1", oom);
+    add_str(o, "apiVersion", api, oom);
     add_str(o, "kind", kind, oom);
     cJSON *m = add_obj(o, "metadata", oom);
     add_str(m, "name", name, oom);
     add_str(m, "namespace", ns, oom);
     cJSON *l = add_obj(m, "labels", oom);
     add_str(l, "app.kubernetes.io/name", "reload-agent", oom);
-    add_str(l, "app.kubernetes.io/component", "fast-sync", oom);
+    add_str(l, "app.kubernetes.io/component", component, oom);
+}
+
+static void add_meta(cJSON *o, const char *kind, const char *name, const char *ns, int *oom)
+{
+    add_meta_of(o, RBAC_API "/v1", kind, name, ns, "fast-sync", oom);
 }
 
 /* The Role: manifests/fast-sync/role.yaml's rules, the objects of args
@@ -135,11 +158,12 @@ static cJSON *make_role(const char *name, const char *ns, const cJSON *args, int
     return role;
 }
 
-static cJSON *make_binding(const char *name, const char *ns, const char *sa, int *oom)
+static cJSON *make_binding(const char *name, const char *ns, const char *sa, const char *component,
+                           int *oom)
 {
     cJSON *b = cJSON_CreateObject();
     if (!b) *oom = 1;
-    add_meta(b, "RoleBinding", name, ns, oom);
+    add_meta_of(b, RBAC_API "/v1", "RoleBinding", name, ns, component, oom);
     cJSON *ref = add_obj(b, "roleRef", oom);
     add_str(ref, "apiGroup", RBAC_API, oom);
     add_str(ref, "kind", "Role", oom);
@@ -179,7 +203,7 @@ int rbac_fast_sync(const cJSON *obj, const char *prefix, cJSON **role, cJSON **b
     if (!ns || !*ns) {
         snprintf(why, whylen,
                  "it has no metadata.namespace, which the RoleBinding's ServiceAccount subject "
-                 "needs: set it (or see README \"Fast sync\")");
+                 "needs: set it (or see docs/fast-sync.md)");
         return -EINVAL;
     }
     const cJSON *spec = cJSON_GetObjectItemCaseSensitive(tmpl, "spec");
@@ -199,12 +223,91 @@ int rbac_fast_sync(const cJSON *obj, const char *prefix, cJSON **role, cJSON **b
             : k8s_hashed_name(rname, K8S_DNS1123_SUBDOMAIN_MAX, rname, fit, sizeof fit);
     int oom = 0;
     *role = make_role(use, ns, args, &oom);
-    *binding = make_binding(use, ns, sa, &oom);
+    *binding = make_binding(use, ns, sa, "fast-sync", &oom);
     free(rname);
     if (oom) {
         cJSON_Delete(*role);
         cJSON_Delete(*binding);
         *role = *binding = NULL;
+        return -ENOMEM;
+    }
+    return 1;
+}
+
+/* The value of the sidecar's arg prefix (e.g. "--stage-workload="), or NULL. */
+static const char *arg_value(const cJSON *args, const char *prefix)
+{
+    const cJSON *a;
+    size_t n = strlen(prefix);
+    cJSON_ArrayForEach(a, (cJSON_IsArray(args) ? args : NULL))
+    {
+        if (cJSON_IsString(a) && strncmp(a->valuestring, prefix, n) == 0) return a->valuestring + n;
+    }
+    return NULL;
+}
+
+/* Staging's Role: the one Lease (list, watch and patch: the agent reads it
+ * by a watch and writes it with a compare-and-swap; it never creates it,
+ * the Lease is written beside the Role), the workload (get: its replicas,
+ * for "P%"), and Events (ConfigHalted). */
+static cJSON *make_stage_role(const char *name, const char *ns, const struct kinds_kind *ki,
+                              const char *workload, int *oom)
+{
+    cJSON *role = cJSON_CreateObject();
+    if (!role) *oom = 1;
+    add_meta_of(role, RBAC_API "/v1", "Role", name, ns, "stage", oom);
+    cJSON *rules = add_arr(role, "rules", oom);
+    add_named_rule(rules, LEASE_GROUP, LEASE_RESOURCE, name, "list,watch,patch", oom);
+    add_named_rule(rules, ki->group, ki->resource, workload, "get", oom);
+    add_rule(rules, "", "events", "create", oom);
+    return role;
+}
+
+static cJSON *make_lease(const char *name, const char *ns, int *oom)
+{
+    cJSON *l = cJSON_CreateObject();
+    if (!l) *oom = 1;
+    add_meta_of(l, LEASE_GROUP "/v1", "Lease", name, ns, "stage", oom);
+    add_obj(l, "spec", oom);
+    return l;
+}
+
+int rbac_stage(const cJSON *obj, const char *prefix, cJSON **role, cJSON **binding, cJSON **lease,
+               char *why, size_t whylen)
+{
+    *role = *binding = *lease = NULL;
+    const cJSON *tmpl = jsonpointer_get(obj, prefix, strlen(prefix));
+    const char *wl = arg_value(sidecar_args(tmpl), STAGE_ARG);
+    if (!wl) return 0;
+    const struct kinds_kind *ki;
+    const char *wname;
+    char name[LEASE_NAME_MAX + 1];
+    if (lease_parse_workload(wl, &ki, &wname) < 0 ||
+        lease_name_for(ki->kind, wname, name, sizeof name) < 0) {
+        snprintf(why, whylen, "its sidecar's %s%.100s is not KIND/NAME of a workload", STAGE_ARG,
+                 wl);
+        return -EINVAL;
+    }
+    const char *ns = str_at(cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "namespace");
+    if (!ns || !*ns) {
+        snprintf(why, whylen,
+                 "it has no metadata.namespace, which the RoleBinding's ServiceAccount subject "
+                 "needs: set it (or see docs/staging.md)");
+        return -EINVAL;
+    }
+    const cJSON *spec = cJSON_GetObjectItemCaseSensitive(tmpl, "spec");
+    const char *sa = str_at(spec, "serviceAccountName");
+    if (!sa || !*sa) sa = str_at(spec, "serviceAccount");
+    if (!sa || !*sa) sa = "default";
+    int oom = 0;
+    *role = make_stage_role(name, ns, ki, wname, &oom);
+    *binding = make_binding(name, ns, sa, "stage", &oom);
+    *lease = make_lease(name, ns, &oom);
+    if (oom) {
+        cJSON_Delete(*role);
+        cJSON_Delete(*binding);
+        cJSON_Delete(*lease);
+        *role = *binding = *lease = NULL;
         return -ENOMEM;
     }
     return 1;

@@ -1,5 +1,6 @@
 /*
- * rbac.h - the RBAC objects fast sync needs (issue 18 item 4), for
+ * rbac.h - the RBAC objects fast sync needs (issue 18 item 4), and those
+ * of staging (issue 26: a Role, its RoleBinding and the Lease; below), for
  * `reload-agent inject`: per injected workload whose sidecar runs
  * --fast-sync=true, a Role in the workload's namespace and a RoleBinding
  * of it to the pod template's ServiceAccount, both named
@@ -32,5 +33,19 @@
  * ServiceAccount subject needs); -ENOMEM. */
 int rbac_fast_sync(const cJSON *obj, const char *prefix, cJSON **role, cJSON **binding, char *why,
                    size_t whylen);
+
+/* Staging's objects (docs/staging.md) for the injected workload obj (its
+ * operations applied), whose pod template is at prefix: when the
+ * template's reload-agent container has the arg
+ * --stage-workload=KIND/NAME, returns 1 with *role, *binding and *lease new
+ * objects (the caller owns them), all named lease_name_for(KIND, NAME)
+ * ("reload-agent-stage-deployment-web"): the Role grants list, watch and
+ * patch on that one Lease, get on the workload, create on Events; the
+ * RoleBinding binds it to the template's ServiceAccount; the Lease exists
+ * so that the agent needs no create. 0 without the arg; -EINVAL with the
+ * reason in why (no metadata.namespace, or an arg that names no workload);
+ * -ENOMEM. */
+int rbac_stage(const cJSON *obj, const char *prefix, cJSON **role, cJSON **binding, cJSON **lease,
+               char *why, size_t whylen);
 
 #endif

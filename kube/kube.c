@@ -440,7 +440,11 @@ static void rbac_hint(const char *msg, enum kube_role role, char *out, size_t ou
     if (p) p += sizeof sa - 1;
     const char *colon = p && q ? memchr(p, ':', (size_t)(q - p)) : NULL;
     int known = colon && colon > p && q - colon > 1 && q - p < 320;
-    if (role == KUBE_ROLE_FAST_SYNC)
+    if (role == KUBE_ROLE_STAGE)
+        snprintf(out, outlen,
+                 KUBE_RBAC_HINT_STAGE ": `reload-agent inject -o rbac` writes it, its RoleBinding "
+                                      "and the Lease for the workload; docs/staging.md)");
+    else if (role == KUBE_ROLE_FAST_SYNC)
         rbac_hint_fast_sync(known ? p : NULL, known ? (int)(colon - p) : 0, p,
                             known ? (int)(q - p) : 0, out, outlen);
     else if (known)

@@ -39,11 +39,16 @@
  * PATCH): the Role `reload-agent inject` writes for the workload (or
  * --output rbac prints for a webhook user), else manifests/fast-sync/. */
 #define KUBE_RBAC_HINT_FAST_SYNC " (grant it fast sync's Role, with the objects as resourceNames"
+/* The same for staging's requests (the Lease list, watch, patch and
+ * create, the workload's GET): the Role `reload-agent inject -o rbac`
+ * writes with the Lease (docs/staging.md). */
+#define KUBE_RBAC_HINT_STAGE " (grant it staging's Role, with the Lease as resourceName"
 
 /* Which Role a 403's hint names. */
 enum kube_role {
     KUBE_ROLE_AGENT,     /* manifests/role.yaml: rollout, Events, the owner chain */
     KUBE_ROLE_FAST_SYNC, /* manifests/fast-sync/role.yaml, or the one inject writes */
+    KUBE_ROLE_STAGE,     /* staging's: the one inject -o rbac writes beside the Lease */
 };
 
 #define KUBE_MAX_TRIES 6

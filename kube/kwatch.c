@@ -41,7 +41,20 @@
 
 enum phase { PH_WAIT, PH_LIST, PH_WATCH };
 
+/* The resources a watch may follow: where their collection is. */
+struct kw_res {
+    const char *resource, *group, *api; /* api: the collection's prefix before /namespaces */
+    int table;                          /* Secrets: a Table without objects */
+};
+static const struct kw_res RESOURCES[] = {
+    {"configmaps", "", "/api/v1", 0},
+    {"secrets", "", "/api/v1", 1},
+    {"leases", "coordination.k8s.io", "/apis/coordination.k8s.io/v1", 0},
+};
+
 struct kwatch {
+    const struct kw_res *res;
+    enum kube_role role; /* the Role a 403 names */
     struct kube *k;
     kwatch_cb cb;
     void *ud;
@@ -196,14 +209,28 @@ static void event_name(const cJSON *obj, int table, char *out, size_t n)
 int kwatch__parse_event(const char *line, size_t len, int table, struct kwatch__event *ev,
                         char *err, size_t errlen)
 {
+    return kwatch__parse_event_meta(line, len, table, ev, NULL, err, errlen);
+}
+
+/* Detaches obj's metadata into *meta (when meta is not NULL). */
+static void take_meta(cJSON *obj, cJSON **meta)
+{
+    if (!meta) return;
+    *meta = cJSON_DetachItemFromObjectCaseSensitive(obj, "metadata");
+}
+
+int kwatch__parse_event_meta(const char *line, size_t len, int table, struct kwatch__event *ev,
+                             cJSON **meta, char *err, size_t errlen)
+{
     const char *want = table ? "Table" : "PartialObjectMetadata";
     static const char *const types[] = {"ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"};
     cJSON *j = cJSON_ParseWithLength(line, len);
-    const cJSON *obj = cJSON_GetObjectItemCaseSensitive(j, "object");
+    cJSON *obj = cJSON_GetObjectItemCaseSensitive(j, "object");
     const char *type = str_at(j, "type");
     int rc = -EINVAL;
 
     memset(ev, 0, sizeof *ev);
+    if (meta) *meta = NULL;
     if (!cJSON_IsObject(j)) {
         snprintf(err, errlen, "a watch event is not a JSON object (%zu bytes)", len);
         goto out;
@@ -251,6 +278,7 @@ int kwatch__parse_event(const char *line, size_t len, int table, struct kwatch__
         goto out;
     }
     if (ev->type != KWATCH__BOOKMARK) event_name(obj, table, ev->name, sizeof ev->name);
+    if (!table && (ev->type == KWATCH__ADDED || ev->type == KWATCH__MODIFIED)) take_meta(obj, meta);
     rc = 0;
 out:
     cJSON_Delete(j);
@@ -282,14 +310,24 @@ static int table_list(const cJSON *j, const char *name, int *exists, char *err, 
 int kwatch__parse_list(const char *body, size_t len, const char *name, int table, char *list_rv,
                        size_t rvlen, int *exists, char *obj_rv, char *err, size_t errlen)
 {
+    return kwatch__parse_list_meta(body, len, name, table, list_rv, rvlen, exists, obj_rv, NULL,
+                                   err, errlen);
+}
+
+int kwatch__parse_list_meta(const char *body, size_t len, const char *name, int table,
+                            char *list_rv, size_t rvlen, int *exists, char *obj_rv, cJSON **meta,
+                            char *err, size_t errlen)
+{
     const char *want = table ? "Table" : "PartialObjectMetadataList";
     cJSON *j = cJSON_ParseWithLength(body, len);
-    const cJSON *items = cJSON_GetObjectItemCaseSensitive(j, "items"), *it;
+    const cJSON *items = cJSON_GetObjectItemCaseSensitive(j, "items");
+    cJSON *it, *found = NULL;
     const char *kind = str_at(j, "kind");
     int rc = -EINVAL;
 
     *exists = 0;
     obj_rv[0] = '\0';
+    if (meta) *meta = NULL;
     if (!cJSON_IsObject(j)) {
         snprintf(err, errlen, "the list reply is not a JSON object (%zu bytes)", len);
         goto out;
@@ -314,15 +352,17 @@ int kwatch__parse_list(const char *body, size_t len, const char *name, int table
     const cJSON *arr = cJSON_IsArray(items) ? items : NULL;
     cJSON_ArrayForEach(it, arr)
     {
-        const cJSON *meta = cJSON_GetObjectItemCaseSensitive(it, "metadata");
-        const char *n = str_at(meta, "name");
+        const cJSON *m = cJSON_GetObjectItemCaseSensitive(it, "metadata");
+        const char *n = str_at(m, "name");
         if (!n || strcmp(n, name) != 0) continue; /* the field selector should have left it out */
-        if (copy_rv(obj_rv, rvlen, str_at(meta, "resourceVersion")) < 0) {
+        if (copy_rv(obj_rv, rvlen, str_at(m, "resourceVersion")) < 0) {
             snprintf(err, errlen, "the listed object has no valid metadata.resourceVersion");
             goto out;
         }
         *exists = 1;
+        found = it;
     }
+    if (found) take_meta(found, meta);
     rc = 0;
 out:
     cJSON_Delete(j);
@@ -333,7 +373,7 @@ out:
 
 static void attempt(struct kwatch *w);
 
-static void report_state(struct kwatch *w, int changed, int initial, int relist)
+static void report_state(struct kwatch *w, int changed, int initial, int relist, const cJSON *meta)
 {
     struct kwatch_event ev = {.what = KWATCH_STATE,
                               .exists = w->exists,
@@ -341,7 +381,8 @@ static void report_state(struct kwatch *w, int changed, int initial, int relist)
                               .rv_unknown = w->exists && w->rv_unknown,
                               .initial = initial,
                               .relist = relist,
-                              .changed = changed && w->exists && !initial};
+                              .changed = changed && w->exists && !initial,
+                              .meta = w->exists ? meta : NULL};
     w->cb(w->ud, &ev);
 }
 
@@ -393,20 +434,22 @@ static void fail_reply(struct kwatch *w, const char *verb, const struct httpc_re
         return;
     }
     char path[512], err[1536];
-    snprintf(path, sizeof path, "/api/v1/namespaces/%s/%s", kube_namespace(w->k), w->resource);
+    snprintf(path, sizeof path, "%s/namespaces/%s/%s", w->res->api, kube_namespace(w->k),
+             w->resource);
     struct kube_req req = {.verb = verb,
                            .resource = w->resource,
-                           .group = "",
+                           .group = w->res->group,
                            .method = "GET",
                            .path = path,
-                           .role = KUBE_ROLE_FAST_SYNC};
+                           .role = w->role};
     kube__http_error(w->k, &req, res->status, res->body, res->body_len, err, sizeof err);
     fail(w, 0, "%s %s %s: %s", verb, w->resource, w->name, err);
 }
 
 /* The list's state: a change only when it was already listed and the
  * object is at a version never seen (a Table says none: never). */
-static void list_state(struct kwatch *w, const char *list_rv, int exists, const char *obj_rv)
+static void list_state(struct kwatch *w, const char *list_rv, int exists, const char *obj_rv,
+                       const cJSON *meta)
 {
     int initial = !w->listed;
     int changed = !initial && exists && !w->table && kwatch__rvs_is_new(&w->rvs, obj_rv, 0);
@@ -418,7 +461,7 @@ static void list_state(struct kwatch *w, const char *list_rv, int exists, const 
     w->exists = exists;
     snprintf(w->rv, sizeof w->rv, "%s", exists ? obj_rv : "");
     w->rv_unknown = w->table && exists; /* a Table row has no resourceVersion */
-    report_state(w, changed, initial, !initial);
+    report_state(w, changed, initial, !initial, meta);
 }
 
 static void on_list_done(void *ud, const struct httpc_result *res)
@@ -426,6 +469,7 @@ static void on_list_done(void *ud, const struct httpc_result *res)
     struct kwatch *w = ud;
     char err[1536], list_rv[128], obj_rv[128];
     int exists;
+    cJSON *meta = NULL;
 
     w->xfer = NULL;
     kube__count_response(w->k, res->ok ? res->status : 0);
@@ -433,12 +477,13 @@ static void on_list_done(void *ud, const struct httpc_result *res)
         fail_reply(w, "list", res);
         return;
     }
-    if (kwatch__parse_list(res->body, res->body_len, w->name, w->table, list_rv, sizeof list_rv,
-                           &exists, obj_rv, err, sizeof err) < 0) {
+    if (kwatch__parse_list_meta(res->body, res->body_len, w->name, w->table, list_rv,
+                                sizeof list_rv, &exists, obj_rv, &meta, err, sizeof err) < 0) {
         fail(w, 0, "list %s %s: %s", w->resource, w->name, err);
         return;
     }
-    list_state(w, list_rv, exists, obj_rv);
+    list_state(w, list_rv, exists, obj_rv, meta);
+    cJSON_Delete(meta);
     if (!w->closing) attempt(w); /* the watch of the same step */
 }
 
@@ -459,7 +504,7 @@ static int stream_fail(struct kwatch *w, int relist, const char *fmt, ...)
 /* ADDED, MODIFIED or DELETED: checked against the watched name; a change
  * when its version is new (the first event of a resync may be the old
  * state: only a version known to be newer is a change). */
-static int on_object_event(struct kwatch *w, const struct kwatch__event *ev)
+static int on_object_event(struct kwatch *w, const struct kwatch__event *ev, const cJSON *meta)
 {
     if (strcmp(ev->name, w->name) != 0) {
         char q[300];
@@ -482,7 +527,7 @@ static int on_object_event(struct kwatch *w, const struct kwatch__event *ev)
     w->exists = exists;
     snprintf(w->rv, sizeof w->rv, "%s", exists ? ev->rv : "");
     w->rv_unknown = 0;
-    report_state(w, changed, 0, first_of_resync);
+    report_state(w, changed, 0, first_of_resync, meta);
     return w->closing ? 1 : 0;
 }
 
@@ -493,10 +538,11 @@ static int on_line(struct kwatch *w, const char *line, size_t len)
 {
     struct kwatch__event ev;
     char err[1536];
+    cJSON *meta = NULL;
 
     while (len > 0 && (line[len - 1] == '\r' || line[len - 1] == ' ')) len--;
     if (len == 0) return 0;
-    if (kwatch__parse_event(line, len, w->table, &ev, err, sizeof err) < 0)
+    if (kwatch__parse_event_meta(line, len, w->table, &ev, &meta, err, sizeof err) < 0)
         return stream_fail(w, 1, "watch %s %s: %s", w->resource, w->name, err);
     switch (ev.type) {
     case KWATCH__BOOKMARK:
@@ -514,7 +560,11 @@ static int on_line(struct kwatch *w, const char *line, size_t len)
         }
         return stream_fail(w, 0, "watch %s %s: the server sent an error (code %ld): %s",
                            w->resource, w->name, ev.code, ev.message);
-    default: return on_object_event(w, &ev);
+    default: {
+        int stop = on_object_event(w, &ev, meta);
+        cJSON_Delete(meta);
+        return stop;
+    }
     }
 }
 
@@ -661,11 +711,12 @@ static char *attempt_url(const struct kwatch *w, int list, const char *rv)
     const char *base = kube_base_url(w->k), *ns = kube_namespace(w->k);
     const char *none = w->table ? "&includeObject=None" : "";
     if (list)
-        return ra_asprintf("%s/api/v1/namespaces/%s/%s?fieldSelector=metadata.name%%3D%s%s", base,
-                           ns, w->resource, w->name, none);
-    return ra_asprintf("%s/api/v1/namespaces/%s/%s?fieldSelector=metadata.name%%3D%s%s&watch=1"
+        return ra_asprintf("%s%s/namespaces/%s/%s?fieldSelector=metadata.name%%3D%s%s", base,
+                           w->res->api, ns, w->resource, w->name, none);
+    return ra_asprintf("%s%s/namespaces/%s/%s?fieldSelector=metadata.name%%3D%s%s&watch=1"
                        "&allowWatchBookmarks=true&resourceVersion=%s&timeoutSeconds=%llu",
-                       base, ns, w->resource, w->name, none, rv, (unsigned long long)w->timeout_s);
+                       base, w->res->api, ns, w->resource, w->name, none, rv,
+                       (unsigned long long)w->timeout_s);
 }
 
 /* Starts the list, the resync or the watch, whichever is due. */
@@ -720,8 +771,10 @@ int kwatch_start(struct kube *k, const struct kwatch_opts *o, kwatch_cb cb, void
                  struct kwatch **out)
 {
     if (!k || !o || !cb || !o->resource || !o->name) return -EINVAL;
-    if (strcmp(o->resource, "configmaps") != 0 && strcmp(o->resource, "secrets") != 0)
-        return -EINVAL;
+    const struct kw_res *res = NULL;
+    for (size_t i = 0; i < sizeof RESOURCES / sizeof RESOURCES[0]; i++)
+        if (strcmp(o->resource, RESOURCES[i].resource) == 0) res = &RESOURCES[i];
+    if (!res) return -EINVAL;
     if (!k8s_is_dns1123_subdomain(o->name)) return -EINVAL;
     struct kwatch *w = calloc(1, sizeof *w);
     if (!w) ra_oom();
@@ -730,7 +783,9 @@ int kwatch_start(struct kube *k, const struct kwatch_opts *o, kwatch_cb cb, void
     w->ud = ud;
     w->resource = ra_strdup(o->resource);
     w->name = ra_strdup(o->name);
-    w->table = strcmp(o->resource, "secrets") == 0;
+    w->res = res;
+    w->role = o->role;
+    w->table = res->table;
     w->timeout_s =
         o->watch_timeout_s ? o->watch_timeout_s : 1800 + ra_rng_below(ra_rng_process(), 1801);
     w->policy = (struct backoff){o->retry_base_ms ? o->retry_base_ms : KWATCH_RETRY_BASE_MS,

@@ -10,8 +10,8 @@
  * on_data. It asks for bookmarks, so a reconnect resumes from a recent
  * resourceVersion. A 401 re-reads the token (kube/kube.c) before the next
  * attempt, so a rotated token is used on the next connection. A 403's
- * error names fast sync's Role (KUBE_ROLE_FAST_SYNC), the one whose
- * resourceNames grant the watch. A watch never gives up: it says what
+ * error names the Role the caller says grants the watch (fast sync's,
+ * staging's: their resourceNames grant it). A watch never gives up: it says what
  * failed through the callback and tries again.
  *
  * The API budget (docs/fast-sync.md). Every failure - a request without a
@@ -36,6 +36,10 @@
  * digits), and otherwise only for equality with the last KWATCH_SEEN
  * values seen. A relist of an unchanged object, a bookmark, a DELETED
  * event and an event for another name are never a change.
+ *
+ * Besides ConfigMaps and Secrets (fast sync), it watches one Lease
+ * (coordination.k8s.io/v1, staging: run/stage.c), whose state is in its
+ * annotations: the metadata of each state is handed to the callback.
  *
  * A Secret's metadata can carry its data: client-side `kubectl apply`
  * stores the whole manifest, values included, in the annotation
@@ -79,6 +83,7 @@
 #define KWATCH_SEEN 8                /* resourceVersions remembered for equality */
 
 struct kwatch;
+struct cJSON;
 
 enum kwatch_what {
     KWATCH_STATE, /* the object's state: exists and rv (after a list, or an event) */
@@ -101,18 +106,25 @@ struct kwatch_event {
     int failures;      /* KWATCH_ERROR: failures in a row, this one included */
     uint64_t retry_ms; /* KWATCH_ERROR: the backoff before the next request */
     int gone;          /* KWATCH_ERROR: a 410 Gone (a relist follows) */
+    /* KWATCH_STATE of an object that exists, watched as PartialObjectMetadata
+     * (not a Table): its metadata as the server sent it (labels,
+     * annotations, ...), valid during the callback; else NULL. */
+    const struct cJSON *meta;
 };
 
 /* Runs on the loop thread. It may call kwatch_close(w) on its own watch. */
 typedef void (*kwatch_cb)(void *ud, const struct kwatch_event *ev);
 
 struct kwatch_opts {
-    const char *resource;     /* "configmaps" or "secrets" (core group) */
+    const char *resource;     /* "configmaps" or "secrets" (core group), or "leases"
+                                 (coordination.k8s.io/v1: staging's Lease) */
     const char *name;         /* a valid object name */
     uint64_t watch_timeout_s; /* the server's timeoutSeconds; 0 = a random
                                    1800..3600 s (as the kubelet's reflectors) */
     uint64_t retry_base_ms;   /* first retry delay; 0 = KWATCH_RETRY_BASE_MS */
     uint64_t retry_cap_ms;    /* delay cap; 0 = KWATCH_RETRY_CAP_MS */
+    enum kube_role role;      /* the Role a 403's error names (zero: the agent's; fast sync
+                                 passes KUBE_ROLE_FAST_SYNC) */
 };
 
 /* Counts and state, for /status and the tests. */
@@ -132,8 +144,8 @@ struct kwatch_stats {
 
 /* Starts listing and watching o->name in kube_namespace(k). All of o is
  * copied. Returns 0 and *out (cb runs later, never from inside this call),
- * or -EINVAL for a resource that is not configmaps/secrets or a name that
- * is not an object name. k must outlive the watch (close it first). */
+ * or -EINVAL for a resource that is not configmaps/secrets/leases or a name
+ * that is not an object name. k must outlive the watch (close it first). */
 int kwatch_start(struct kube *k, const struct kwatch_opts *o, kwatch_cb cb, void *ud,
                  struct kwatch **out);
 
@@ -200,11 +212,23 @@ void kwatch__rvs_note(struct kwatch__rvs *r, const char *rv);
  * at it or older), when comparable. */
 void kwatch__rvs_raise(struct kwatch__rvs *r, const char *rv);
 
+/* The same; with meta not NULL and an ADDED or MODIFIED event of a
+ * PartialObjectMetadata, *meta is its metadata, detached (the caller
+ * frees it with cJSON_Delete), else NULL. */
+int kwatch__parse_event_meta(const char *line, size_t len, int table, struct kwatch__event *ev,
+                             struct cJSON **meta, char *err, size_t errlen);
+
 /* Parses a list reply (PartialObjectMetadataList; with table, a Table
  * without objects). Returns 0 with the list's resourceVersion in list_rv
  * and, when the list holds the object, *exists = 1 and its resourceVersion
  * in obj_rv ("" with table); or -EINVAL with err. */
 int kwatch__parse_list(const char *body, size_t len, const char *name, int table, char *list_rv,
                        size_t rvlen, int *exists, char *obj_rv, char *err, size_t errlen);
+
+/* The same; with meta not NULL and the object listed (not a Table), *meta
+ * is its metadata, detached (free with cJSON_Delete), else NULL. */
+int kwatch__parse_list_meta(const char *body, size_t len, const char *name, int table,
+                            char *list_rv, size_t rvlen, int *exists, char *obj_rv,
+                            struct cJSON **meta, char *err, size_t errlen);
 
 #endif

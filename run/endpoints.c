@@ -83,6 +83,7 @@ static char *status_json(const struct endpoints_ctx *c)
     }
     cJSON_AddStringToObject(root, "last_config_error", c->last_config_error);
     if (c->fs && *c->fs) fastsync_status(*c->fs, root);
+    if (c->stage && *c->stage) stage_status(*c->stage, root);
     char *s = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     return s;

@@ -10,6 +10,7 @@
 #include "run/fastsync.h"
 #include "net/httpd.h"
 #include "run/monitor.h"
+#include "run/stage.h"
 
 /* What the routes read. The pointers are re-read on every request, so the
  * owner may replace the monitor (live --watch change) at any time. */
@@ -20,6 +21,7 @@ struct endpoints_ctx {
                                  * the monitor (baseline taken, every directory watched) */
     const char *last_config_error; /* "" if none */
     struct fastsync **fs;          /* may be NULL, or point to NULL: no fast sync */
+    struct stage **stage;          /* may be NULL, or point to NULL: no staging */
 };
 
 /* An httpd_handler; ud is a struct endpoints_ctx. */

@@ -419,7 +419,8 @@ static void start_watches(struct fastsync *f, const struct podrefs *refs)
         o->name = ra_strdup(refs->v[i].name);
         struct kwatch_opts wo = {.resource = podrefs_resource(o->kind),
                                  .name = o->name,
-                                 .watch_timeout_s = f->watch_timeout_s};
+                                 .watch_timeout_s = f->watch_timeout_s,
+                                 .role = KUBE_ROLE_FAST_SYNC};
         if (kwatch_start(f->k, &wo, on_watch, o, &o->w) < 0) {
             o->w = NULL; /* cannot happen: the name was checked */
             continue;

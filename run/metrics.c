@@ -6,6 +6,7 @@
  */
 #include "run/metrics.h"
 
+#include "run/stage.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,9 @@ static struct {
     uint64_t unwatched_dirs;
     int fast_sync;
     uint64_t fs_budget[METRICS_FS__COUNT];
+    int stage; /* staging is on: show its families */
+    uint64_t stage_verdicts[3];
+    double stage_wait_sum;
     uint64_t validations[3]; /* accepted, rejected, error */
     double validation_seconds;
     uint64_t verifications[2]; /* failure, success */
@@ -98,6 +102,15 @@ void metrics_event_suppressed(void *ud)
 }
 void metrics_set_unwatched_directories(uint64_t n) { M.unwatched_dirs = n; }
 
+void metrics_stage(int verdict, double wait_seconds)
+{
+    M.stage = 1;
+    if (verdict < 0 || verdict > 2) return;
+    M.stage_verdicts[verdict]++;
+    M.stage_wait_sum += wait_seconds;
+}
+
+void metrics_stage_enabled(void) { M.stage = 1; }
 void metrics_validation(int result, double seconds)
 {
     if (result < 0 || result > 2) return;
@@ -128,83 +141,115 @@ void metrics_fast_sync_budget_hit(enum metrics_fs_limit l)
     M.fs_budget[l]++;
 }
 
-char *metrics_render(size_t *len)
+/* The actions and what set them off. */
+static void render_core(struct buf *b)
 {
-    struct buf b = {0};
-    prom_family(&b, "reload_agent_reloads_total", "counter",
+    prom_family(b, "reload_agent_reloads_total", "counter",
                 "Finished action attempts by action and result.");
     for (int a = 0; a < ACTION__COUNT; a++)
         for (int r = 1; r >= 0; r--) {
             char labels[96];
             snprintf(labels, sizeof labels, "action=\"%s\",result=\"%s\"", cfg_action_name(a),
                      r ? "success" : "failure");
-            prom_sample(&b, "reload_agent_reloads_total", labels, M.reloads[a][r]);
+            prom_sample(b, "reload_agent_reloads_total", labels, M.reloads[a][r]);
         }
-    prom_gauge(&b, "reload_agent_last_reload_successful",
+    prom_gauge(b, "reload_agent_last_reload_successful",
                "1 if the last action attempt succeeded (or none ran yet), else 0.",
                M.have_result ? M.last_ok : 1);
-    prom_gauge(&b, "reload_agent_last_reload_success_timestamp_seconds",
+    prom_gauge(b, "reload_agent_last_reload_success_timestamp_seconds",
                "Unix time of the last successful action, 0 if none.", M.last_success_ts);
-    prom_counter(&b, "reload_agent_changes_total",
+    prom_counter(b, "reload_agent_changes_total",
                  "Real content changes detected (the canonical hash changed).", M.changes);
-    prom_counter(&b, "reload_agent_watch_events_total", "Raw inotify events read.", M.watch_events);
-    prom_counter(&b, "reload_agent_retries_total", "Retries scheduled after failed actions.",
+    prom_counter(b, "reload_agent_watch_events_total", "Raw inotify events read.", M.watch_events);
+    prom_counter(b, "reload_agent_retries_total", "Retries scheduled after failed actions.",
                  M.retries);
-    prom_counter(&b, "reload_agent_config_errors_total",
+    prom_counter(b, "reload_agent_config_errors_total",
                  "Rejected configuration updates (the last good configuration stayed in force).",
                  M.config_errors);
-    prom_gauge(&b, "reload_agent_unwatched_directories",
+    prom_gauge(b, "reload_agent_unwatched_directories",
                "Directories under the watch roots that could not be watched (e.g. the "
                "fs.inotify.max_user_watches limit): changes there are missed until they are.",
                (double)M.unwatched_dirs);
-    prom_histogram(&b, "reload_agent_action_duration_seconds", "Duration of action attempts.",
+    prom_histogram(b, "reload_agent_action_duration_seconds", "Duration of action attempts.",
                    &DURATION, &M.duration);
+}
+
+/* Safe reload's steps: validation, verification, rollback, the breaker. */
+static void render_safe(struct buf *b)
+{
     static const char *const vres[] = {"accepted", "rejected", "error"};
     prom_family(
-        &b, "reload_agent_validations_total", "counter",
+        b, "reload_agent_validations_total", "counter",
         "Validations of new content (--validate) by result: rejected content is never acted "
         "on; error: the checker could not run (retried).");
     for (int i = 0; i < 3; i++) {
         char labels[32];
         snprintf(labels, sizeof labels, "result=\"%s\"", vres[i]);
-        prom_sample(&b, "reload_agent_validations_total", labels, M.validations[i]);
+        prom_sample(b, "reload_agent_validations_total", labels, M.validations[i]);
     }
-    prom_family(&b, "reload_agent_validation_seconds_total", "counter",
+    prom_family(b, "reload_agent_validation_seconds_total", "counter",
                 "Time spent validating new content.");
-    buf_printf(&b, "reload_agent_validation_seconds_total %.6f\n", M.validation_seconds);
-    prom_family(&b, "reload_agent_verifications_total", "counter",
+    buf_printf(b, "reload_agent_validation_seconds_total %.6f\n", M.validation_seconds);
+    prom_family(b, "reload_agent_verifications_total", "counter",
                 "Verifications after an action (--verify) by result.");
-    prom_sample(&b, "reload_agent_verifications_total", "result=\"success\"", M.verifications[1]);
-    prom_sample(&b, "reload_agent_verifications_total", "result=\"failure\"", M.verifications[0]);
-    prom_counter(&b, "reload_agent_rollbacks_total",
+    prom_sample(b, "reload_agent_verifications_total", "result=\"success\"", M.verifications[1]);
+    prom_sample(b, "reload_agent_verifications_total", "result=\"failure\"", M.verifications[0]);
+    prom_counter(b, "reload_agent_rollbacks_total",
                  "Rollbacks to the last good copy after a failed verification (--keep-last-good).",
                  M.rollbacks);
-    prom_counter(&b, "reload_agent_storm_halts_total",
+    prom_counter(b, "reload_agent_storm_halts_total",
                  "Times the storm breaker (--storm-limit) stopped the agent acting.",
                  M.storm_halts);
-    prom_gauge(&b, "reload_agent_storm_halted",
+    prom_gauge(b, "reload_agent_storm_halted",
                "1 while the storm breaker holds actions back, else 0.", M.storm_halted);
+}
+
+/* The API: requests, Events, fast sync's budget, the stage gate. */
+static void render_api(struct buf *b)
+{
     if (M.api) {
-        prom_family(&b, "reload_agent_api_requests_total", "counter",
+        prom_family(b, "reload_agent_api_requests_total", "counter",
                     "Kubernetes API requests by HTTP status code (0: no response).");
         for (size_t i = 0; i < M.ncodes; i++) {
             char labels[32];
             snprintf(labels, sizeof labels, "code=\"%ld\"", M.codes[i].code);
-            prom_sample(&b, "reload_agent_api_requests_total", labels, M.codes[i].n);
+            prom_sample(b, "reload_agent_api_requests_total", labels, M.codes[i].n);
         }
-        prom_counter(&b, "reload_agent_events_suppressed_total",
+        prom_counter(b, "reload_agent_events_suppressed_total",
                      "Kubernetes Events not sent because of the rate limit.", M.events_suppressed);
     }
     if (M.fast_sync) {
         prom_family(
-            &b, "reload_agent_fast_sync_budget_hits_total", "counter",
+            b, "reload_agent_fast_sync_budget_hits_total", "counter",
             "Requests fast sync's API budget held back: a list or watch waiting the backoff "
             "after repeated failures, a nudge waiting the floor between two.");
         for (int l = 0; l < METRICS_FS__COUNT; l++) {
             char labels[48];
             snprintf(labels, sizeof labels, "limit=\"%s\"", FS_LIMITS[l]);
-            prom_sample(&b, "reload_agent_fast_sync_budget_hits_total", labels, M.fs_budget[l]);
+            prom_sample(b, "reload_agent_fast_sync_budget_hits_total", labels, M.fs_budget[l]);
         }
     }
+    if (M.stage) {
+        prom_family(b, "reload_agent_stage_verdicts_total", "counter",
+                    "Answers of the stage gate (--stage): go (this replica's turn), halted (the "
+                    "change was halted for the workload), alone (no coordination).");
+        for (int v = 0; v < 3; v++) {
+            char labels[32];
+            snprintf(labels, sizeof labels, "verdict=\"%s\"",
+                     stage_verdict_name((enum stage_verdict)v));
+            prom_sample(b, "reload_agent_stage_verdicts_total", labels, M.stage_verdicts[v]);
+        }
+        prom_family(b, "reload_agent_stage_wait_seconds_total", "counter",
+                    "Time changes waited at the stage gate for their turn.");
+        buf_printf(b, "reload_agent_stage_wait_seconds_total %.3f\n", M.stage_wait_sum);
+    }
+}
+
+char *metrics_render(size_t *len)
+{
+    struct buf b = {0};
+    render_core(&b);
+    render_safe(&b);
+    render_api(&b);
     return buf_take(&b, len);
 }

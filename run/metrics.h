@@ -64,6 +64,13 @@ void metrics_fast_sync_budget_hit(enum metrics_fs_limit l);
  * pushes it whenever the count changes). */
 void metrics_set_unwatched_directories(uint64_t n);
 
+/* Counts one verdict of the stage gate (enum stage_verdict, run/stage.h)
+ * and the time its acquire waited; the first call (or
+ * metrics_stage_enabled) makes the stage families appear. */
+void metrics_stage(int verdict, double wait_seconds);
+
+/* Shows the stage families (at zero): staging is on. */
+void metrics_stage_enabled(void);
 /* Safe reload (docs/safe-reload.md). One validation of new content:
  * result 0 accepted, 1 rejected, 2 error (the checker could not run). */
 void metrics_validation(int result, double seconds);

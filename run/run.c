@@ -21,6 +21,7 @@
 #include "run/engine.h"
 #include "run/fastsync.h"
 #include "run/injectnote.h"
+#include "run/stage.h"
 #include "run/safestate.h"
 #include "net/httpc.h"
 #include "net/httpd.h"
@@ -52,6 +53,7 @@ static struct {
     struct kevents *kev;
     struct rollout *ro;
     struct fastsync *fs;     /* --fast-sync, or NULL */
+    struct stage *stage;     /* --stage (or its default for restart), or NULL */
     struct annot_set annots; /* the annotations file as last read (pod annotations) */
     struct endpoints_ctx ep;
     int ready;
@@ -181,13 +183,15 @@ static void on_token_event(void *ud, size_t root, enum watch_why why)
     if (R.kube) kube_token_stale(R.kube);
 }
 
+static int staged(const struct config *c) { return c->stage_count || c->stage_percent; }
+
 /* The Kubernetes client: required by rollout and fast sync, optional for
- * Events. */
+ * Events and staging. */
 static int start_kube(char *err, size_t errlen)
 {
     int need = uses_rollout(&R.cfg) || R.cfg.fast_sync;
-    int want_events =
-        R.cfg.events && ((R.cfg.kube_api && *R.cfg.kube_api) || getenv("KUBERNETES_SERVICE_HOST"));
+    int want_events = (R.cfg.events || staged(&R.cfg)) &&
+                      ((R.cfg.kube_api && *R.cfg.kube_api) || getenv("KUBERNETES_SERVICE_HOST"));
     if (!need && !want_events) return 0;
     int rc = httpc_create(&R.loop, &R.hc);
     if (rc < 0) {
@@ -214,9 +218,6 @@ static int start_kube(char *err, size_t errlen)
     if (R.cfg.events && kev_create(R.kube, &R.kev) < 0) ra_oom();
     if (rollout_create(&R.loop, R.kube, R.kev, &R.ro) < 0) ra_oom();
     engine_set_kube(R.eng, R.kube, R.ro, R.kev);
-    /* issue 26, --stage: the stage gate (run/stage.h) is made here, on this
-     * client, and given to the engine with engine_set_stage (NULL, the
-     * default, means no staging). */
     if (R.cfg.fast_sync) {
         struct fastsync_opts fo = {.objects = (const char *const *)R.cfg.fast_sync_objects.v,
                                    .nobjects = R.cfg.fast_sync_objects.n,
@@ -225,6 +226,21 @@ static int start_kube(char *err, size_t errlen)
         metrics_fast_sync_enabled();
     }
     return 0;
+}
+
+/* The stage gate: with the client; without one only when asked for
+ * (it then says it acts alone), not for the default of restart. */
+static int start_stage(char *err, size_t errlen)
+{
+    if (!staged(&R.cfg) || (!R.kube && R.cfg.stage_default)) return 0;
+    struct stage_opts so = {.count = R.cfg.stage_count,
+                            .percent = R.cfg.stage_percent,
+                            .is_default = R.cfg.stage_default,
+                            .workload = R.cfg.stage_workload,
+                            .ttl_ms = ra_ms_of_ns(R.cfg.stage_ttl_ns)};
+    int rc = stage_create(&R.loop, R.kube, R.kev, &so, &R.stage, err, errlen);
+    if (rc == 0) engine_set_stage(R.eng, R.stage);
+    return rc;
 }
 
 static void on_annot_event(void *ud, size_t root, enum watch_why why);
@@ -383,9 +399,10 @@ static void on_annot_event(void *ud, size_t root, enum watch_why why)
 
 static void on_closed_noop(uv_handle_t *h) { (void)h; }
 
-/* The rollout is gone: its client and Events go next (kube_destroy cancels
- * the requests still pending, whose replies the rollout already ignores). */
-static void on_rollout_closed(void *ud)
+/* The stage gate is gone: the client and Events go next (kube_destroy
+ * cancels the requests still pending, whose replies the rollout and the
+ * gate already ignore). */
+static void on_stage_closed(void *ud)
 {
     (void)ud;
     if (R.kev) kev_destroy(R.kev);
@@ -394,6 +411,19 @@ static void on_rollout_closed(void *ud)
     R.kube = NULL;
     if (R.hc) httpc_close(R.hc, NULL, NULL);
     R.hc = NULL;
+}
+
+/* The rollout is gone: the stage gate next (it may still be reading the
+ * owner chain: its requests end with the client, right after it). */
+static void on_rollout_closed(void *ud)
+{
+    (void)ud;
+    struct stage *s = R.stage;
+    R.stage = NULL;
+    if (s)
+        stage_close(s, on_stage_closed, NULL);
+    else
+        on_stage_closed(NULL);
 }
 
 static void on_engine_closed(void *ud)
@@ -447,6 +477,8 @@ static void on_signal(uv_signal_t *s, int signum)
 static void on_exit_request(void *ud, int code)
 {
     (void)ud;
+    /* the turn of the stage stays with the pod: its next agent ends it */
+    if (R.stage) stage_keep_turn(R.stage);
     R.exit_status = code;
     shutdown_all();
 }
@@ -519,6 +551,7 @@ static int start_all(void)
     R.ep.ready = &R.ready;
     R.ep.last_config_error = R.last_config_error;
     R.ep.fs = &R.fs;
+    R.ep.stage = &R.stage;
     if ((rc = engine_create(&R.loop, &R.cfg, &R.eng)) < 0) {
         log_error("cannot initialise: %s", uv_strerror(rc));
         rc = 1;
@@ -531,13 +564,21 @@ static int start_all(void)
                 R.cfg.fast_sync && !uses_rollout(&R.cfg) ? "--fast-sync" : "the rollout action",
                 err);
         rc = 2;
+    } else if ((rc = start_stage(err, sizeof err)) < 0) {
+        fprintf(stderr, "reload-agent: %s\n", err);
+        rc = 2;
     } else {
         engine_set_exit(R.eng, on_exit_request, NULL);
         engine_set_ready_cb(R.eng, on_engine_ready, NULL);
+        char hash[HASH_HEX_LEN + 1];
+        /* after a restart-pod, every container started on the content: the
+         * stage turn the previous agent kept ends here */
         if (statedir_restart_report(R.cfg.state_dir, R.cfg.pod_name, R.kev,
                                     R.kube ? kube_pod_name(R.kube) : NULL,
-                                    R.kube ? kube_namespace(R.kube) : NULL))
+                                    R.kube ? kube_namespace(R.kube) : NULL, hash, sizeof hash)) {
             engine_pod_restarted(R.eng);
+            if (R.stage) stage_release(R.stage, hash, 1, "");
+        }
         if (start_monitor() < 0) rc = 1;
     }
     if (rc != 0) {

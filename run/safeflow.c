@@ -537,7 +537,12 @@ void safeflow_begin(struct engine *e)
 /* The target is applied (and verified where that applies). */
 static void finish_ok(struct engine *e)
 {
-    stage_release_if(e, 1, "");
+    /* restart-pod: the agent ends with the action; its stage turn is kept
+     * (run.c: stage_keep_turn) and the agent of the restarted pod ends it */
+    if (e->inflight_mask & ACTION_BIT(ACTION_RESTART_POD))
+        e->acquired = 0;
+    else
+        stage_release_if(e, 1, "");
     lkg_commit(e);
     engine__end(e, END_COMMIT);
 }

@@ -401,7 +401,7 @@ static void report(const struct statedir_restart *rec, struct kevents *ev, const
 }
 
 int statedir_restart_report(const char *dir, const char *self, struct kevents *ev, const char *pod,
-                            const char *ns)
+                            const char *ns, char *hash, size_t hashlen)
 {
     struct statedir_restart rec;
     char err[4800];
@@ -413,6 +413,7 @@ int statedir_restart_report(const char *dir, const char *self, struct kevents *e
                  err);
     if (rc <= 0) return 0;
     report(&rec, ev, pod, ns);
+    if (hash && hashlen) snprintf(hash, hashlen, "%s", rec.hash);
     statedir_restart_free(&rec);
     return 1;
 }

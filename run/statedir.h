@@ -94,8 +94,10 @@ struct kevents;
  * ev, pod and ns are all non-NULL). A record that cannot be read is logged
  * at warn level and removed. Returns 1 if there was a record (this start
  * is the pod restart the previous agent asked for: every container started
- * with the content now mounted), else 0. */
+ * with the content now mounted), with the content hash it restarted for in
+ * hash (hashlen bytes; NULL: not wanted; the stage gate's turn of that hash
+ * ends with it), else 0. */
 int statedir_restart_report(const char *dir, const char *self, struct kevents *ev, const char *pod,
-                            const char *ns);
+                            const char *ns, char *hash, size_t hashlen);
 
 #endif

@@ -940,6 +940,71 @@ static void test_print_config_one_line_per_option(void **state)
 /* restart-pod exits the agent: accepted only when --restart-policy-rules
  * says the exit code restarts every container (first match decides), at
  * start and on a live update alike; each refusal names what is missing. */
+/* --stage (issue 26 item 4): N, P%, auto, off; auto is one at a time for
+ * restart and restart-pod; an explicit stage needs an in-place action;
+ * --stage-workload is KIND/NAME of a workload that stages. */
+static void test_stage_options(void **state)
+{
+    struct fixture *f = *state;
+    struct config c;
+    build_into((const char *const[]){"--watch", "/w", "--action", "exec", "--exec-command", "x",
+                                     "--stage", "25%", NULL},
+               &c);
+    assert_int_equal(c.stage_percent, 25);
+    assert_int_equal(c.stage_count, 0);
+    assert_int_equal(c.stage_default, 0);
+    assert_int_equal(c.stage_ttl_ns, INT64_C(30000000000));
+    cfg_free(&c);
+    build_into(
+        (const char *const[]){"--watch", "/w", "--action", "restart", "--process", "app", NULL},
+        &c);
+    assert_int_equal(c.stage_count, 1);
+    assert_int_equal(c.stage_default, 1);
+    cfg_free(&c);
+    build_into((const char *const[]){"--watch", "/w", "--action", "restart", "--process", "app",
+                                     "--stage", "off", NULL},
+               &c);
+    assert_int_equal(c.stage_count + c.stage_percent, 0);
+    cfg_free(&c);
+    build_into(
+        (const char *const[]){"--watch", "/w", "--action", "signal", "--process", "app", NULL}, &c);
+    assert_int_equal(c.stage_count + c.stage_percent, 0); /* auto: off for signal */
+    cfg_free(&c);
+    build_into((const char *const[]){"--watch", "/w", "--action", "signal", "--process", "app",
+                                     "--stage", "3", "--stage-workload", "StatefulSet/db",
+                                     "--stage-ttl", "5s", NULL},
+               &c);
+    assert_int_equal(c.stage_count, 3);
+    assert_string_equal(c.stage_workload, "StatefulSet/db");
+    assert_int_equal(c.stage_ttl_ns, INT64_C(5000000000));
+    cfg_free(&c);
+
+    static const char *const bad[] = {"0", "1001", "0%", "101%", "25%%", "x", "-1", "1.5", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(
+            build_args(f, (const char *const[]){"--watch", "/w", "--action", "signal", "--process",
+                                                "app", "--stage", bad[i], NULL}),
+            -EINVAL);
+        assert_non_null(strstr(f->err, "--stage"));
+        assert_non_null(strstr(f->err, "P%"));
+    }
+    assert_int_equal(build_args(f, (const char *const[]){"--watch", "/w", "--action", "rollout",
+                                                         "--stage", "1", NULL}),
+                     -EINVAL);
+    assert_non_null(strstr(f->err, "maxUnavailable"));
+    /* rollout alone with the default: no stage, no error */
+    assert_int_equal(
+        build_args(f, (const char *const[]){"--watch", "/w", "--action", "rollout", NULL}), 0);
+    assert_int_equal(
+        build_args(f, (const char *const[]){"--watch", "/w", "--stage-workload", "job/x", NULL}),
+        -EINVAL);
+    assert_non_null(strstr(f->err, "--stage-workload"));
+    assert_non_null(strstr(f->err, "KIND/NAME"));
+    assert_int_equal(annots(f, "reload-agent.io/stage=\"50%\""), 0);
+    assert_int_equal(cfg_build(NULL, &f->annots, &f->cfg, f->err, sizeof f->err), -EINVAL);
+    assert_non_null(strstr(f->err, "maxUnavailable")); /* the default action is none */
+}
+
 static void test_restart_pod_needs_the_rule(void **state)
 {
     struct fixture *f = *state;
@@ -1243,6 +1308,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_defaults, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stage_options, setup, teardown),
         cmocka_unit_test_setup_teardown(test_injector_annotations_skipped, setup, teardown),
         cmocka_unit_test(test_safe_reload_options),
         cmocka_unit_test(test_storm_limit_values),

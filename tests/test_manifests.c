@@ -380,8 +380,8 @@ static void test_fast_sync_rbac(void **state)
         run(again, (const char *[]){edited}, 1, MANIFESTS_OUT_YAML, &res2, err, sizeof err), 0);
     assert_false(again[0].changed);
     assert_true(has_line(res2.report, "  warning: role/reload-agent-fast-sync-deployment-web is in "
-                                      "the input, but not as fast sync needs it (the fast sync of "
-                                      "deployment/web): kept"));
+                                      "the input, but not as the injector writes it (the fast "
+                                      "sync of deployment/web): kept"));
     manifests_free(again, 1, &res2);
 
     /* --output rbac: only the two, even when the input holds them */
@@ -509,8 +509,8 @@ static void test_fast_sync_rbac_edges(void **state)
     assert_int_equal(cJSON_GetArraySize(docs), 1);
     assert_true(has_line(res.report, "deployment/web fast sync: no Role and RoleBinding written: "
                                      "it has no metadata.namespace, which the RoleBinding's "
-                                     "ServiceAccount subject needs: set it (or see README \"Fast "
-                                     "sync\")"));
+                                     "ServiceAccount subject needs: set it (or see "
+                                     "docs/fast-sync.md)"));
     cJSON_Delete(docs);
     manifests_free(in, 1, &res);
     free(nons);

@@ -58,13 +58,16 @@ RESOURCES = {
     ("", "v1", "secrets"): ("Secret", {"GET"}, {"POST", "GET"}),
     ("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations"):
         ("MutatingWebhookConfiguration", {"GET", "PATCH"}, set()),
+    # staging's Lease: list/watch by name, PATCH (a merge patch with
+    # metadata.resourceVersion is a compare-and-swap: 409 when it moved), POST
+    ("coordination.k8s.io", "v1", "leases"): ("Lease", {"GET", "PATCH"}, {"GET", "POST"}),
 }
 # cluster-scoped resources: /apis/G/V/PLURAL/NAME, stored under namespace ""
 CLUSTER_SCOPED = {"mutatingwebhookconfigurations"}
 # resources without a status (a PATCH does not add one)
-NO_STATUS = {"secrets", "configmaps", "mutatingwebhookconfigurations"}
+NO_STATUS = {"secrets", "configmaps", "mutatingwebhookconfigurations", "leases"}
 # resources a watch can follow (their changes go to State.watch_log)
-WATCHABLE = {"configmaps", "secrets"}
+WATCHABLE = {"configmaps", "secrets", "leases"}
 AS_META = "as=PartialObjectMetadata;"
 AS_META_LIST = "as=PartialObjectMetadataList;"
 AS_TABLE = "as=Table;"
@@ -646,6 +649,46 @@ class Api:
     def create_secret(self, route, ctype, query, body, user_agent):
         return _create_secret(self, route, ctype, query, body, user_agent)
 
+    def create_lease(self, route, ctype, query, body, user_agent):
+        """POST …/leases: 201 with the Lease, 409 AlreadyExists, 400/415/422 for
+        malformed ones (staging's agent creates its Lease when it may)."""
+        group, version, plural, ns, _ = route
+        if ctype not in ("application/json", ""):
+            raise ApiError(415, "the body of the request was in an unknown format - accepted "
+                           "media types include: application/json, application/yaml")
+        try:
+            lease = json.loads(body.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as e:
+            raise ApiError(400, "error decoding Lease: %s" % e)
+        if not isinstance(lease, dict) or not isinstance(lease.get("metadata", {}), dict):
+            raise ApiError(400, "the Lease must be a JSON object with an object metadata")
+        for f, want in (("apiVersion", group + "/" + version), ("kind", "Lease")):
+            if lease.get(f) not in (None, want):
+                raise ApiError(400, "the %s in the data (%s) does not match the expected %s (%s)"
+                               % (f, lease.get(f), f, want))
+        meta = lease.setdefault("metadata", {})
+        if meta.get("namespace", "") not in ("", ns):
+            raise ApiError(400, "the namespace of the provided object does not match the "
+                           "namespace sent on the request")
+        name = meta.get("name") or ""
+        if not name or not DNS_SUBDOMAIN.match(name) or len(name) > 253:
+            raise invalid("Lease", group, plural, name, [
+                ("metadata.name", "FieldValueInvalid" if name else "FieldValueRequired",
+                 "Invalid value: %s" % json.dumps(name))])
+        manager = query.get("fieldManager") or (user_agent or "unknown").split("/")[0] or "unknown"
+        with self.st.lock:
+            if (plural, ns, name) in self.st.objects:
+                raise ApiError(409, 'leases.%s "%s" already exists' % (group, name),
+                               {"name": name, "group": group, "kind": plural}, "AlreadyExists")
+            lease["apiVersion"], lease["kind"] = group + "/" + version, "Lease"
+            lease.setdefault("spec", {})
+            meta.update({"namespace": ns, "uid": str(uuid.uuid4()),
+                         "creationTimestamp": now_rfc3339(), "resourceVersion": self.st.next_rv(),
+                         "managedFields": [{"manager": manager, "operation": "Update",
+                                            "apiVersion": group + "/" + version}]})
+            self.st.store(plural, copy.deepcopy(lease))
+        return 201, lease
+
     def create_event(self, route, ctype, body):
         group, version, _, ns, _ = route
         if ctype not in ("application/json", ""):
@@ -1121,6 +1164,8 @@ class ApiHandler(Handler):
             return api.patch(route, ctype, query, body, self.headers.get("User-Agent"))
         if route[2] == "secrets":
             return api.create_secret(route, ctype, query, body, self.headers.get("User-Agent"))
+        if route[2] == "leases":
+            return api.create_lease(route, ctype, query, body, self.headers.get("User-Agent"))
         return api.create_event(route, ctype, body)
 
     def reply_status(self, rec, e):

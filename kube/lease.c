@@ -1,0 +1,165 @@
+/*
+ * lease.c - the Lease of a workload's stage: its name, its creation and a
+ * compare-and-swap of one annotation (contract in lease.h).
+ */
+#include "kube/lease.h"
+
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/log.h"
+#include "kube/k8sname.h"
+#include "kube/kinds.h"
+
+#define HASH_SUFFIX_LEN 11 /* "-" and 10 hex digits */
+
+/* FNV-1a, 64 bits: only to keep cut names distinct, not for security. */
+static uint64_t fnv1a(const char *a, const char *b)
+{
+    uint64_t h = UINT64_C(14695981039346656037);
+    for (const char *s = a; *s; s++) h = (h ^ (unsigned char)*s) * UINT64_C(1099511628211);
+    h = (h ^ '/') * UINT64_C(1099511628211);
+    for (const char *s = b; *s; s++) h = (h ^ (unsigned char)*s) * UINT64_C(1099511628211);
+    return h;
+}
+
+int lease_name_for(const char *kind, const char *name, char *out, size_t n)
+{
+    if (!kind || !*kind || !name || !k8s_is_dns1123_subdomain(name) || n < LEASE_NAME_MAX + 1)
+        return -EINVAL;
+    char lower[64];
+    size_t k = strlen(kind);
+    if (k >= sizeof lower) return -EINVAL;
+    for (size_t i = 0; i < k; i++) {
+        if (!isalpha((unsigned char)kind[i])) return -EINVAL;
+        lower[i] = (char)tolower((unsigned char)kind[i]);
+    }
+    lower[k] = '\0';
+    int len = snprintf(out, n, "%s%s-%s", LEASE_PREFIX, lower, name);
+    if (len > 0 && (size_t)len <= LEASE_NAME_MAX) return 0;
+    /* Cut: keep the prefix, the kind and what fits of the name, never
+     * ending a label on '-' or '.' before the suffix. */
+    size_t keep = LEASE_NAME_MAX - HASH_SUFFIX_LEN;
+    out[keep] = '\0';
+    while (keep > 0 && (out[keep - 1] == '-' || out[keep - 1] == '.')) out[--keep] = '\0';
+    snprintf(out + keep, n - keep, "-%010llx",
+             (unsigned long long)(fnv1a(lower, name) & UINT64_C(0xffffffffff)));
+    return 0;
+}
+
+static const char *const STAGED_KINDS[] = {"Deployment", "StatefulSet", "DaemonSet", "Rollout"};
+
+int lease_parse_workload(const char *v, const struct kinds_kind **ki, const char **name)
+{
+    const char *slash = v ? strchr(v, '/') : NULL;
+    if (!slash) return -EINVAL;
+    size_t klen = (size_t)(slash - v);
+    for (size_t i = 0; i < sizeof STAGED_KINDS / sizeof STAGED_KINDS[0]; i++)
+        if (strlen(STAGED_KINDS[i]) == klen && strncasecmp(v, STAGED_KINDS[i], klen) == 0) {
+            *ki = kinds_named(STAGED_KINDS[i]);
+            *name = slash + 1;
+            return *ki && k8s_is_dns1123_subdomain(*name) ? 0 : -EINVAL;
+        }
+    return -EINVAL;
+}
+
+char *lease_path(const struct kube *k, const char *lease)
+{
+    return ra_asprintf("/apis/" LEASE_GROUP "/v1/namespaces/%s/" LEASE_RESOURCE "/%s",
+                       kube_namespace(k), lease);
+}
+
+static char *print_or_die(cJSON *o)
+{
+    char *s = o ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    if (!s) ra_oom();
+    return s;
+}
+
+int lease_cas_annotation(struct kube *k, const char *lease, const char *rv, const char *key,
+                         const char *value, kube_cb cb, void *ud, void (*on_cancel)(void *))
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON *meta = cJSON_AddObjectToObject(o, "metadata");
+    cJSON *ann = cJSON_AddObjectToObject(meta, "annotations");
+    if (!ann || !cJSON_AddStringToObject(meta, "resourceVersion", rv) ||
+        !(value ? cJSON_AddStringToObject(ann, key, value) : cJSON_AddNullToObject(ann, key)))
+        ra_oom();
+    char *body = print_or_die(o);
+    char *base = lease_path(k, lease);
+    char *path = ra_asprintf("%s?fieldManager=reload-agent", base);
+    struct kube_req req = {.verb = "patch",
+                           .resource = LEASE_RESOURCE,
+                           .group = LEASE_GROUP,
+                           .method = "PATCH",
+                           .path = path,
+                           .content_type = "application/merge-patch+json",
+                           .body = body,
+                           .body_len = strlen(body),
+                           .on_cancel = on_cancel,
+                           .role = KUBE_ROLE_STAGE};
+    int rc = kube_request(k, &req, cb, ud);
+    free(path);
+    free(base);
+    free(body);
+    return rc;
+}
+
+int lease_create(struct kube *k, const char *lease, kube_cb cb, void *ud, void (*on_cancel)(void *))
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON *meta = NULL, *labels = NULL;
+    if (!o || !cJSON_AddStringToObject(o, "apiVersion", LEASE_GROUP "/v1") ||
+        !cJSON_AddStringToObject(o, "kind", "Lease") ||
+        !(meta = cJSON_AddObjectToObject(o, "metadata")) ||
+        !cJSON_AddStringToObject(meta, "name", lease) ||
+        !(labels = cJSON_AddObjectToObject(meta, "labels")) ||
+        !cJSON_AddStringToObject(labels, "app.kubernetes.io/name", "reload-agent") ||
+        !cJSON_AddStringToObject(labels, "app.kubernetes.io/component", "stage") ||
+        !cJSON_AddObjectToObject(o, "spec"))
+        ra_oom();
+    char *body = print_or_die(o);
+    char *path = ra_asprintf("/apis/" LEASE_GROUP "/v1/namespaces/%s/" LEASE_RESOURCE
+                             "?fieldManager=reload-agent",
+                             kube_namespace(k));
+    struct kube_req req = {.verb = "create",
+                           .resource = LEASE_RESOURCE,
+                           .group = LEASE_GROUP,
+                           .method = "POST",
+                           .path = path,
+                           .content_type = "application/json",
+                           .body = body,
+                           .body_len = strlen(body),
+                           .on_cancel = on_cancel,
+                           .role = KUBE_ROLE_STAGE};
+    int rc = kube_request(k, &req, cb, ud);
+    free(path);
+    free(body);
+    return rc;
+}
+
+int lease_parse_reply(const char *body, size_t len, const char *key, char *rv, size_t rvlen,
+                      char **value)
+{
+    *value = NULL;
+    cJSON *j = body ? cJSON_ParseWithLength(body, len) : NULL;
+    const cJSON *meta = cJSON_GetObjectItemCaseSensitive(j, "metadata");
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(meta, "resourceVersion");
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(meta, "annotations"), key);
+    int rc = -EINVAL;
+    if (cJSON_IsString(r) && r->valuestring[0] && strlen(r->valuestring) < rvlen) {
+        snprintf(rv, rvlen, "%s", r->valuestring);
+        if (cJSON_IsString(a)) *value = ra_strdup(a->valuestring);
+        rc = 0;
+    }
+    cJSON_Delete(j);
+    return rc;
+}
