@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The cost of staging against the API double: N replicas' stage gates
-(build/tools/stagedrive: run/stage.c over real TLS to tests/k8s/fakeapi.py)
+(build/tools/stagedrive: run/stage.c over real TLS to tests/lib/fakeapi.py)
 each hold their "action" for --hold ms. Printed per scenario: the time from
 the first replica's go to the last one's release, beside the ideal of the
 same run's stage (rounds x hold: what the turns cost with no coordination
@@ -8,29 +8,25 @@ overhead at all), the ratio, and the API requests the stage made, by kind,
 per replica. The API double is not a real API server: the requests are
 what the agent sends, the times include the double's latency.
 
-usage: stagebudget.py --tools build/tools [--hold 500] [--runs 10x1,10x25%,4x1]
+usage: python3 -m tests.bench.stagebudget --tools build/tools [--hold 500] [--runs 10x1,10x25%,4x1]
 """
 import argparse
 import collections
 import math
 import os
-import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "integration"))
-sys.path.insert(0, os.path.join(HERE, "..", "k8s"))
-import lib  # noqa: E402
-import test_stage  # noqa: E402
+from tests.lib import stage as st_lib
+from tests.lib.agent import Env
 
 
 def scenario(tools, n, stage, hold):
-    env = lib.Env("", tools, "stagebudget")
+    env = Env("", tools, "stagebudget")
     try:
-        fake = test_stage.launch(env, n)
-        reps = [test_stage.Replica(env, fake, p, stage, [test_stage.H1], "--hold", str(hold))
+        fake = st_lib.launch(env, n)
+        reps = [st_lib.Replica(env, fake, p, stage, [st_lib.H1], "--hold", str(hold))
                 for p in fake.info["pods"]]
-        test_stage.wait_all(reps, lambda r: r.events("release"), 300, "every release")
-        iv = test_stage.intervals(reps)
+        st_lib.wait_all(reps, lambda r: r.events("release"), 300, "every release")
+        iv = st_lib.intervals(reps)
         took = (iv[-1][1] - iv[0][0]) / 1000.0
         st, rs = fake.ctl("GET", "/requests")
         kinds = collections.Counter()

@@ -17,13 +17,8 @@ from tests.lib import agent as lib
 from tests.lib.agent import annotations_text, annotations_volume, start, update, volume
 from tests.lib.proc import check, wait_until
 
-CODE = 91
-RULES = json.dumps([{"action": "RestartAllContainers", "exitCodes": {"operator": "In", "values": [CODE]}}])
-
-
-def restart_pod_args(state):
-    return ["--action", "restart-pod", "--restart-pod-exit-code", str(CODE), "--restart-policy-rules", RULES,
-            "--state-dir", state, "--annotations", ""]
+from tests.lib.agent import RESTART_POD_CODE as CODE, RESTART_POD_RULES as RULES
+from tests.lib.agent import restart_pod_args
 
 
 def test_restart_pod_exits_with_its_code_and_records_why(env):

@@ -451,3 +451,16 @@ class SmallFs:
 
     def free(self):
         os.unlink(self.inside("filler"))
+
+
+# ---- restart-pod ----
+
+RESTART_POD_CODE = 91
+RESTART_POD_RULES = json.dumps([{"action": "RestartAllContainers",
+                                 "exitCodes": {"operator": "In", "values": [RESTART_POD_CODE]}}])
+
+
+def restart_pod_args(state):
+    """The flags of a restart-pod agent recording into state (no annotations file)."""
+    return ["--action", "restart-pod", "--restart-pod-exit-code", str(RESTART_POD_CODE),
+            "--restart-policy-rules", RESTART_POD_RULES, "--state-dir", state, "--annotations", ""]

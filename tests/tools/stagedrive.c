@@ -1,6 +1,6 @@
 /*
  * stagedrive.c - one replica's stage gate (run/stage.c) driven alone, for
- * the staging tests against the API double (tests/k8s/fakeapi.py): several
+ * the staging tests against the API double (tests/lib/fakeapi.py): several
  * of these processes are the replicas of one workload. It does what the
  * engine does around an action: stage_acquire(HASH), and on GO holds its
  * "action" for --hold (the action and its verification), then
