@@ -7,7 +7,6 @@
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <errno.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,18 +15,6 @@
 #include "base/log.h"
 #include "kube/k8sname.h"
 #include "kube/kinds.h"
-
-#define HASH_SUFFIX_LEN 11 /* "-" and 10 hex digits */
-
-/* FNV-1a, 64 bits: only to keep cut names distinct, not for security. */
-static uint64_t fnv1a(const char *a, const char *b)
-{
-    uint64_t h = UINT64_C(14695981039346656037);
-    for (const char *s = a; *s; s++) h = (h ^ (unsigned char)*s) * UINT64_C(1099511628211);
-    h = (h ^ '/') * UINT64_C(1099511628211);
-    for (const char *s = b; *s; s++) h = (h ^ (unsigned char)*s) * UINT64_C(1099511628211);
-    return h;
-}
 
 int lease_name_for(const char *kind, const char *name, char *out, size_t n)
 {
@@ -43,13 +30,13 @@ int lease_name_for(const char *kind, const char *name, char *out, size_t n)
     lower[k] = '\0';
     int len = snprintf(out, n, "%s%s-%s", LEASE_PREFIX, lower, name);
     if (len > 0 && (size_t)len <= LEASE_NAME_MAX) return 0;
-    /* Cut: keep the prefix, the kind and what fits of the name, never
-     * ending a label on '-' or '.' before the suffix. */
-    size_t keep = LEASE_NAME_MAX - HASH_SUFFIX_LEN;
-    out[keep] = '\0';
-    while (keep > 0 && (out[keep - 1] == '-' || out[keep - 1] == '.')) out[--keep] = '\0';
-    snprintf(out + keep, n - keep, "-%010llx",
-             (unsigned long long)(fnv1a(lower, name) & UINT64_C(0xffffffffff)));
+    /* Too long: the one shortening of a derived name (k8s_hashed_name), keyed
+     * by the kind and the name so two long names stay apart. */
+    char *full = ra_asprintf("%s%s-%s", LEASE_PREFIX, lower, name);
+    char *key = ra_asprintf("%s/%s", lower, name);
+    k8s_hashed_name(full, LEASE_NAME_MAX, key, out, n);
+    free(key);
+    free(full);
     return 0;
 }
 

@@ -27,8 +27,8 @@
 /* Writes the Lease name of the workload kind/name ("Deployment", "web")
  * into out (n bytes): LEASE_PREFIX + the kind in lower case + "-" + name
  * ("reload-agent-stage-deployment-web"). A name too long for 253
- * characters is cut and "-" plus 10 hex digits of a hash of "kind/name"
- * appended, so cut names stay distinct. Returns 0, or -EINVAL when kind is
+ * characters is cut by k8s_hashed_name (keyed by "kind/name"), so cut
+ * names stay distinct. Returns 0, or -EINVAL when kind is
  * empty or not letters, name is not an object name (RFC 1123 subdomain),
  * or n is below LEASE_NAME_MAX + 1. */
 int lease_name_for(const char *kind, const char *name, char *out, size_t n);
