@@ -51,7 +51,7 @@ RA_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I. $(PKG_CFLAGS) \
             -DRA_VERSION='"$(VERSION)"' -DRA_GIT_COMMIT='"$(GIT_COMMIT)"'
 LDLIBS   += $(PKG_LIBS) -lm -ldl -lpthread -lrt
 
-SRC_DIRS := cmd run webhook inject actions kube net config watch hash yamldoc base
+SRC_DIRS := cmd run webhook sync inject actions kube net config watch hash yamldoc base
 LIB_SRC  := $(filter-out cmd/main.c,$(wildcard $(SRC_DIRS:%=%/*.c)))
 LIB_HDR  := $(wildcard $(SRC_DIRS:%=%/*.h))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
