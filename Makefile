@@ -179,6 +179,7 @@ bench: deps
 	python3 -m tests.bench.hashbench --binary $(BUILD)/reload-agent
 	python3 -m tests.bench.stall --binary $(BUILD)/reload-agent
 	python3 -m tests.bench.injectbench --binary $(BUILD)/reload-agent
+	python3 -m tests.bench.syncbench --binary $(BUILD)/reload-agent
 	python3 -m tests.bench.webhookbench --binary $(BUILD)/reload-agent
 	python3 -m tests.bench.webhookworst --binary $(BUILD)/reload-agent
 	python3 -m tests.bench.memory --binary $(BUILD)/reload-agent --tools $(BUILD)/tools
