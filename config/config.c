@@ -392,6 +392,7 @@ const char *const cfg_injector_annotations[] = {CFG_ANNOT_INJECT,
                                                 CFG_ANNOT_SYNC,
                                                 CFG_ANNOT_SYNC_OBJECTS,
                                                 CFG_ANNOT_KEEP_LAST_GOOD,
+                                                CFG_ANNOT_EXTRA_SOURCES,
                                                 NULL};
 
 int cfg_is_injector_annotation(const char *key)
