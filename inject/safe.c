@@ -117,11 +117,14 @@ static int pick_validator_app(struct inject__ctx *x, const char *why)
 
 /* ---- keep-last-good: the kept volumes ---- */
 
-/* 1 if the volume (spec.volumes item) holds a Secret: a secret volume or
- * a projection with a secret source. */
+/* 1 if the volume (spec.volumes item) holds a Secret: a secret volume, a
+ * CSI volume (only the Secrets Store driver's are mirrored) or a
+ * projection with a secret source. */
 static int holds_secret(const cJSON *vol)
 {
-    if (cJSON_GetObjectItemCaseSensitive(vol, "secret")) return 1;
+    if (cJSON_GetObjectItemCaseSensitive(vol, "secret") ||
+        cJSON_GetObjectItemCaseSensitive(vol, "csi")) /* the Secrets Store CSI driver's */
+        return 1;
     const cJSON *pj = cJSON_GetObjectItemCaseSensitive(vol, "projected"), *s;
     const cJSON *sources = cJSON_GetObjectItemCaseSensitive(pj, "sources");
     cJSON_ArrayForEach(s, (cJSON_IsArray(sources) ? sources : NULL))

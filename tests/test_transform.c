@@ -90,6 +90,7 @@ static const struct gcase CASES[] = {
     {"admission-safe-reload", 1, 0, NULL},
     {"keep-last-good-subpath", 0, 0, NULL},
     {"validate-two-containers", 0, 0, NULL},
+    {"csi-secrets", 0, 0, NULL},
 };
 
 /* The cases injected for another Kubernetes version than the default
