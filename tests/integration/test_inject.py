@@ -173,7 +173,8 @@ def report(err):
     """{"kind/name": outcome line} from the report (warnings skipped)."""
     rep = {}
     for line in err.splitlines():
-        if line.startswith("  warning: ") or re.match(r"^\S+/\S+ (not )?stamped", line):
+        if line.startswith("  warning: ") or re.match(r"^\S+/\S+ (not )?stamped", line) or \
+                re.match(r"^Kubernetes 1\.\d+ assumed ", line):
             continue
         m = re.match(r"^(\S+/\S+) (injected|passed through|skipped: .+|unchanged: .+|updated: .+)$",
                      line)
