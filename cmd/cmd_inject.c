@@ -481,14 +481,7 @@ static int run(struct args *a, char **bufs)
         status = 1;
     }
     if (status == 0 && in->skipped) fputs(in->skipped, stderr);
-    if (status == 0 && res.reportlen) {
-        fwrite(res.report, 1, res.reportlen, stderr);
-        if (a->o.inject.kube_minor > 0)
-            fprintf(stderr, "Kubernetes 1.%d assumed (--kube-version)\n", a->o.inject.kube_minor);
-        else
-            fprintf(stderr, "Kubernetes 1.%d assumed (the default; --kube-version sets it)\n",
-                    INJECT_KUBE_MINOR_DEFAULT);
-    }
+    if (status == 0 && res.reportlen) fwrite(res.report, 1, res.reportlen, stderr);
     manifests_free(in->v, in->n, &res);
     return status;
 }
