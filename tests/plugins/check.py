@@ -12,7 +12,8 @@ and kustomize: `make plugins` runs it, `make test` too.
    ConfigMap changes the stamp, one they do not (replicas, logLevel) leaves
    it; --post-renderer-args reach inject (--image); the output without the
    plugin equals `reload-agent inject` of `helm template` (the plugin adds
-   nothing of its own); an inject error (a workload whose volumes is not a list,
+   nothing of its own); inject's report reaches $RELOAD_AGENT_REPORT (Helm
+   drops a post-renderer's stderr); an inject error (a workload whose volumes is not a list,
    with --set broken=true) fails the helm command.
 2. kustomize: a kustomization whose `transformers:` names the KRM exec
    function plugins/kustomize/reload-agent-inject, built with `kustomize
@@ -148,9 +149,18 @@ def check_helm(binary, home):
     check(img == "registry.example/reload-agent:9", "--post-renderer-args --image: sidecar image %r" % img)
     print("ok helm: --post-renderer-args reach inject")
 
+    report = os.path.join(home, "report.txt")
+    helm.env["RELOAD_AGENT_REPORT"] = report
+    helm.template("--post-renderer", "reload-agent")
+    with open(report) as f:
+        text = f.read()
+    check("deployment/web injected" in text, "RELOAD_AGENT_REPORT holds %r" % text)
     rc, _, err = helm.template("--post-renderer", "reload-agent", "--set", "broken=true", ok=False)
     check(rc != 0, "helm succeeded though inject refused its input")
-    check("volumes" in err, "helm's error does not carry inject's: %s" % err)
+    with open(report) as f:
+        text = f.read()
+    check("spec.template.spec.volumes" in text, "RELOAD_AGENT_REPORT lacks inject's error: %r" % text)
+    del helm.env["RELOAD_AGENT_REPORT"]
     print("ok helm: an inject error fails helm (exit %d)" % rc)
 
 
