@@ -329,6 +329,22 @@ static int add_stage_rbac(struct run *r, struct file *f, const cJSON *obj,
     return add_extra(r, f, lease, what);
 }
 
+/* A ConfigMap or Secret with immutable: true can never change (the API
+ * server refuses any update of its data): watching it is pointless, and a
+ * new content is a new object, which changes the pod template itself.
+ * Warned about in the report (issue 29, docs/inject-cli.md). */
+static void warn_immutable(struct run *r, const cJSON *obj, const char *name)
+{
+    const char *kind = str_at(obj, "kind", NULL);
+    if (!kind || (strcmp(kind, "ConfigMap") != 0 && strcmp(kind, "Secret") != 0)) return;
+    if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(obj, "immutable"))) return;
+    report(r,
+           "  warning: %s is immutable: it can never change, so no agent will ever see it "
+           "change; a new content needs a new name, and the new name in the pod template rolls "
+           "the workload by itself",
+           name);
+}
+
 /* Runs the transform on one object (a document, or an item of a List). */
 static int process_object(struct run *r, struct file *f, size_t di, const cJSON *obj,
                           const char *prefix)
@@ -358,7 +374,10 @@ static int process_object(struct run *r, struct file *f, size_t di, const cJSON 
             report(r, "%s unchanged: already injected", name);
         break;
     case INJECT_SKIPPED: report(r, "%s skipped: %s", name, res.reason); break;
-    case INJECT_NOT_WORKLOAD: report(r, "%s passed through", name); break;
+    case INJECT_NOT_WORKLOAD:
+        report(r, "%s passed through", name);
+        warn_immutable(r, obj, name);
+        break;
     }
     if (*sline) report(r, "%s", sline);
     for (size_t i = 0; i < res.nwarnings; i++) report(r, "  warning: %s", res.warnings[i]);

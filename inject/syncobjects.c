@@ -1,5 +1,5 @@
 /*
- * fastsync.c - fast sync in the injection transform (transform_int.h,
+ * syncobjects.c - fast sync in the injection transform (transform_int.h,
  * issue 18 item 4): when the template opts in (reload-agent.io/fast-sync
  * true, judged by the agent's own parser), the objects the sidecar's fast
  * sync watches, as --fast-sync-objects values: "configmap/NAME" and

@@ -190,6 +190,16 @@ cJSON *inject__env_volume(struct inject__ctx *x, const struct inject__envref *e)
 
 void inject__plan_free(struct inject__ctx *x);
 
+/* ---- csi.c: Secrets Store CSI volumes ---- */
+
+/* The driver whose volumes are mirrored (docs/csi-secrets.md). */
+#define INJECT_CSI_SECRETS_DRIVER "secrets-store.csi.k8s.io"
+
+/* 1 if vol (a pod volume) is a csi volume of INJECT_CSI_SECRETS_DRIVER:
+ * mirrored into the sidecar as a ConfigMap volume is (the app's own
+ * volume, read-only); 0 for anything else. */
+int inject__is_csi_secrets(const cJSON *vol);
+
 /* ---- fastsync.c: fast sync's objects ---- */
 
 /* Fills x->fast with the objects fast sync watches: the ConfigMaps and

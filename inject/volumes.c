@@ -1,7 +1,7 @@
 /*
  * volumes.c - which volumes the injected sidecar mounts (transform_int.h):
  * the read-only mirrors of the app's ConfigMap, Secret and projected
- * volumes, and the agent-only volumes of the ConfigMaps and Secrets the
+ * volumes (and Secrets Store CSI volumes, csi.c), and the agent-only volumes of the ConfigMaps and Secrets the
  * app reads through env.
  *
  * Mirrors: in the order of spec.volumes, each mirrorable volume an app
@@ -61,11 +61,13 @@ static int is_token_volume(const cJSON *vol)
 }
 
 /* 1 if the volume is a ConfigMap, Secret or projected volume that is not a
- * service-account token (kube-api-access-*, serviceAccountToken source). */
+ * service-account token (kube-api-access-*, serviceAccountToken source),
+ * or a Secrets Store CSI volume (csi.c). */
 static int is_mirrorable(const cJSON *vol)
 {
     if (is_token_volume(vol)) return 0;
-    return cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(vol, "configMap")) ||
+    return inject__is_csi_secrets(vol) ||
+           cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(vol, "configMap")) ||
            cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(vol, "secret")) ||
            cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(vol, "projected"));
 }

@@ -70,6 +70,21 @@ static char *print_or_die(cJSON *o)
     return s;
 }
 
+/* Sends req (verb, method, path and content type set; path and body are
+ * this call's to free) as a request on the Leases of the stage's role. */
+static int send_owned(struct kube *k, struct kube_req *req, char *body, kube_cb cb, void *ud)
+{
+    req->resource = LEASE_RESOURCE;
+    req->group = LEASE_GROUP;
+    req->role = KUBE_ROLE_STAGE;
+    req->body = body;
+    req->body_len = strlen(body);
+    int rc = kube_request(k, req, cb, ud);
+    free((char *)req->path);
+    free(body);
+    return rc;
+}
+
 int lease_cas_annotation(struct kube *k, const char *lease, const char *rv, const char *key,
                          const char *value, kube_cb cb, void *ud, void (*on_cancel)(void *))
 {
@@ -79,24 +94,15 @@ int lease_cas_annotation(struct kube *k, const char *lease, const char *rv, cons
     if (!ann || !cJSON_AddStringToObject(meta, "resourceVersion", rv) ||
         !(value ? cJSON_AddStringToObject(ann, key, value) : cJSON_AddNullToObject(ann, key)))
         ra_oom();
-    char *body = print_or_die(o);
     char *base = lease_path(k, lease);
     char *path = ra_asprintf("%s?fieldManager=reload-agent", base);
+    free(base);
     struct kube_req req = {.verb = "patch",
-                           .resource = LEASE_RESOURCE,
-                           .group = LEASE_GROUP,
                            .method = "PATCH",
                            .path = path,
                            .content_type = "application/merge-patch+json",
-                           .body = body,
-                           .body_len = strlen(body),
-                           .on_cancel = on_cancel,
-                           .role = KUBE_ROLE_STAGE};
-    int rc = kube_request(k, &req, cb, ud);
-    free(path);
-    free(base);
-    free(body);
-    return rc;
+                           .on_cancel = on_cancel};
+    return send_owned(k, &req, print_or_die(o), cb, ud);
 }
 
 int lease_create(struct kube *k, const char *lease, kube_cb cb, void *ud, void (*on_cancel)(void *))
@@ -112,24 +118,15 @@ int lease_create(struct kube *k, const char *lease, kube_cb cb, void *ud, void (
         !cJSON_AddStringToObject(labels, "app.kubernetes.io/component", "stage") ||
         !cJSON_AddObjectToObject(o, "spec"))
         ra_oom();
-    char *body = print_or_die(o);
     char *path = ra_asprintf("/apis/" LEASE_GROUP "/v1/namespaces/%s/" LEASE_RESOURCE
                              "?fieldManager=reload-agent",
                              kube_namespace(k));
     struct kube_req req = {.verb = "create",
-                           .resource = LEASE_RESOURCE,
-                           .group = LEASE_GROUP,
                            .method = "POST",
                            .path = path,
                            .content_type = "application/json",
-                           .body = body,
-                           .body_len = strlen(body),
-                           .on_cancel = on_cancel,
-                           .role = KUBE_ROLE_STAGE};
-    int rc = kube_request(k, &req, cb, ud);
-    free(path);
-    free(body);
-    return rc;
+                           .on_cancel = on_cancel};
+    return send_owned(k, &req, print_or_die(o), cb, ud);
 }
 
 int lease_parse_reply(const char *body, size_t len, const char *key, char *rv, size_t rvlen,

@@ -606,6 +606,36 @@ static void test_fast_sync_rbac_long_names(void **state)
     free(got);
 }
 
+/* issue 29 item 5: an immutable ConfigMap or Secret is warned about (it
+ * can never change); immutable: false and a mutable one are not; output
+ * is unchanged by the warning. */
+static void test_immutable_warned(void **state)
+{
+    (void)state;
+    const char *text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: frozen}\nimmutable: "
+                       "true\ndata: {a: b}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: "
+                       "key}\nimmutable: true\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: "
+                       "{name: open}\nimmutable: false\n---\napiVersion: v1\nkind: Service\n"
+                       "metadata: {name: s}\nimmutable: true\n";
+    struct manifests_input in[1];
+    struct manifests_result res;
+    char err[512];
+    assert_int_equal(run(in, (const char *[]){text}, 1, MANIFESTS_OUT_YAML, &res, err, sizeof err),
+                     0);
+    assert_false(in[0].changed);
+    const char *w = "  warning: %s is immutable: it can never change, so no agent will ever see "
+                    "it change; a new content needs a new name, and the new name in the pod "
+                    "template rolls the workload by itself";
+    char line[512];
+    snprintf(line, sizeof line, w, "configmap/frozen");
+    assert_true(has_line(res.report, line));
+    snprintf(line, sizeof line, w, "secret/key");
+    assert_true(has_line(res.report, line));
+    assert_null(strstr(res.report, "configmap/open is immutable"));
+    assert_null(strstr(res.report, "service/s is immutable"));
+    manifests_free(in, 1, &res);
+}
+
 int main(void)
 {
     setup_log();
@@ -619,6 +649,7 @@ int main(void)
         cmocka_unit_test(test_fast_sync_rbac_outputs),
         cmocka_unit_test(test_fast_sync_rbac_edges),
         cmocka_unit_test(test_fast_sync_rbac_long_names),
+        cmocka_unit_test(test_immutable_warned),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -86,6 +86,7 @@ static const struct gcase CASES[] = {
     {"admission-fast-sync", 1, 0, NULL},
     {"admission-no-token-fast-sync", 1, 0, NULL},
     {"reinvocation-fast-sync", 1, 0, NULL},
+    {"csi-secrets", 0, 0, NULL},
 };
 
 /* The cases injected for another Kubernetes version than the default

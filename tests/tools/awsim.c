@@ -27,6 +27,13 @@
  *       --seed makes the random orders (and ts-dir suffixes) reproducible;
  *       --mode is the file mode (default 0644); --pause-ms sleeps after
  *       steps 8, 9, 10 and 11; --legacy runs step 10 before steps 8-9.
+ *   --csi: the Secrets Store CSI driver's writer instead of the kubelet's
+ *       (sigs.k8s.io/secrets-store-csi-driver pkg/util/fileutil: WritePayloads
+ *       on its AtomicWriter vendored from kubernetes v1.20.6;
+ *       docs/csi-secrets.md): first every top-level entry of the payload
+ *       that is not a symlink (a file a provider wrote itself) is removed
+ *       (cleanupProviderFiles), then the --legacy order, no fsGroup walk, and
+ *       an unchanged payload writes nothing at all (step 4 returns).
  *
  * Exit status 0 on success, 1 with a message on stderr on any error.
  */
@@ -65,7 +72,7 @@ struct strv {
 struct opts {
     const char *dir, *payload, *stamps;
     uint64_t seed;
-    int have_seed, have_fsgroup, legacy, noop;
+    int have_seed, have_fsgroup, legacy, noop, csi;
     gid_t fsgroup;
     mode_t mode;
     long pause_ms, count, interval_ms, files, size;
@@ -531,6 +538,26 @@ static int remove_user_paths(const char *dir, const struct strv *rm)
 /* One AtomicWriter Write(payload) on o->dir, steps 2-12 (docs/kubernetes-api.md). *switched_ns
  * gets the CLOCK_MONOTONIC time right after step 9, or 0 if the write was
  * skipped (content unchanged). Returns 0 or -1 (message printed). */
+/* --csi: the driver's cleanupProviderFiles: the first element of each
+ * payload path, when it is there and not a symlink (written by a provider
+ * directly, before the driver wrote through its AtomicWriter), removed
+ * whole. */
+static int cleanup_provider_files(const char *dir, const struct payload *p)
+{
+    for (size_t i = 0; i < p->n; i++) {
+        char first[256 + 1], path[PATH_MAX];
+        struct stat st;
+        snprintf(first, sizeof first, "%.*s", (int)strcspn(p->v[i].path, "/"), p->v[i].path);
+        if (join(path, dir, first) != 0) return -1;
+        if (lstat(path, &st) != 0) {
+            if (errno == ENOENT) continue;
+            return fail("lstat", path, errno);
+        }
+        if (!S_ISLNK(st.st_mode) && walk_post(path, remove_entry, NULL) != 0) return -1;
+    }
+    return 0;
+}
+
 static int aw_write(const struct opts *o, const struct payload *p, uint64_t *switched_ns)
 {
     const char *dir = o->dir;
@@ -541,6 +568,7 @@ static int aw_write(const struct opts *o, const struct payload *p, uint64_t *swi
     int rc = -1;
     *switched_ns = 0;
     if (join(datalink, dir, "..data") != 0 || join(tmplink, dir, "..data_tmp") != 0) return -1;
+    if (o->csi && cleanup_provider_files(dir, p) != 0) return -1;
 
     /* 2: readlink ..data */
     ssize_t n = readlink(datalink, oldts, sizeof oldts - 1);
@@ -558,8 +586,8 @@ static int aw_write(const struct opts *o, const struct payload *p, uint64_t *swi
             should_write = d;
         }
     }
-    if (!should_write) { /* nothing to do but step 10 */
-        rc = create_user_links(dir, p);
+    if (!should_write) { /* nothing to do but step 10 (the CSI driver's: nothing) */
+        rc = o->csi ? 0 : create_user_links(dir, p);
         goto out;
     }
 
@@ -679,7 +707,7 @@ static void usage(FILE *f)
     fputs("usage: awsim --dir VOL --payload SRC [options]\n"
           "       awsim --dir VOL --count N [--interval-ms MS] [--files K] [--size BYTES]\n"
           "             [--stamps FILE] [--noop] [options]\n"
-          "options: --seed N  --fsgroup GID  --pause-ms MS  --legacy  --mode OCTAL\n",
+          "options: --seed N  --fsgroup GID  --pause-ms MS  --legacy  --csi  --mode OCTAL\n",
           f);
 }
 
@@ -713,6 +741,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
         }
         if (!strcmp(a, "--noop")) {
             o->noop = 1;
+            continue;
+        }
+        if (!strcmp(a, "--csi")) {
+            o->csi = o->legacy = 1;
             continue;
         }
         if (i + 1 >= argc) {
@@ -761,6 +793,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
         err = "--noop and --stamps need --count";
     else if (o->count >= 0 && o->files < 1)
         err = "--files must be at least 1";
+    else if (o->csi && o->have_fsgroup)
+        err = "--csi takes no --fsgroup (the CSI driver's writer has no fsGroup walk)";
     if (err) {
         fprintf(stderr, "awsim: %s\n", err);
         usage(stderr);
