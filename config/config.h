@@ -148,6 +148,10 @@ struct cfg_layer {
  * (docs/safe-reload.md); the agent's own flag --keep-last-good SRC=DIR,
  * which the injector writes, cannot be set by annotation. */
 #define CFG_ANNOT_KEEP_LAST_GOOD CFG_ANNOTATION_PREFIX "keep-last-good"
+/* extra-sources: "configmap/a,secret/b", objects the app neither mounts nor
+ * reads through env, mirrored into the sidecar only (inject/extra.c,
+ * docs/extra-sources.md). */
+#define CFG_ANNOT_EXTRA_SOURCES CFG_ANNOTATION_PREFIX "extra-sources"
 
 /* Every CFG_ANNOT_* key above (whole keys), NULL-terminated. The agent
  * skips them in the annotations file. */

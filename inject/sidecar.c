@@ -66,7 +66,8 @@ char **inject__sidecar_args(struct inject__ctx *x, const struct inject__sidecar 
     for (size_t i = 0; i < x->nmirrors; i++)
         v[k++] = inject__printf(x, "--watch=%s", x->mirrors[i].mount_path);
     for (size_t i = 0; i < x->nenvs; i++)
-        v[k++] = inject__printf(x, "--env-watch=%s", x->envs[i].mount_path);
+        v[k++] = inject__printf(x, "%s=%s", x->envs[i].extra ? "--watch" : "--env-watch",
+                                x->envs[i].mount_path);
     for (size_t i = 0; i < x->nmirrors; i++) {
         char *g = inject__nested_ignore(x, x->mirrors[i].mount_path, &paths);
         if (g) v[k++] = inject__printf(x, "--ignore=%s", g);

@@ -51,6 +51,10 @@
 #include "inject/transform.h"
 #include "kube/k8sname.h"
 
+/* The names of the injector's extra-source volumes start so
+ * (inject/volumes.c). */
+#define STAMP_EXTRA_VOLUME_PREFIX "reload-agent-extra-"
+
 /* One file of a volume's payload: path relative to the volume. */
 struct pfile {
     char *path;
@@ -300,8 +304,12 @@ static int source_payload(struct ctx *c, const cJSON *src, int secret, const cha
     snprintf(what, sizeof what, "%s/%s", secret ? "secret" : "configmap", name);
     const cJSON *obj = find_source(c, kind, name);
     if (!obj) {
-        /* the kubelet mounts an empty directory for an optional one */
-        if (optional) return 1;
+        /* the kubelet mounts an empty directory for an optional one; an
+         * extra source (inject/extra.c) is optional only so that the app
+         * starts without it: one missing from the input is most often
+         * kept elsewhere, and its content is not known */
+        if (optional && strncmp(vol, STAMP_EXTRA_VOLUME_PREFIX, strlen(STAMP_EXTRA_VOLUME_PREFIX)))
+            return 1;
         const char *other = other_namespace(c, kind, name);
         if (other)
             return NOSTAMP(c,

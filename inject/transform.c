@@ -766,10 +766,11 @@ struct fresh {
 /* The env volumes and the mirrors. */
 static int plan_volumes(struct inject__ctx *x, struct inject_result *out)
 {
-    int rc = inject__plan_env(x);
+    int rc = inject__plan_mirrors(x, NULL, 0, NULL, 0, 1);
+    if (rc < 0) return rc;
+    rc = inject__plan_env(x); /* after the mirrors: the extra sources read them */
     if (rc == -EEXIST) return skip(out, "%s", x->err);
     if (rc < 0) return rc;
-    if ((rc = inject__plan_mirrors(x, NULL, 0, NULL, 0, 1)) < 0) return rc;
     if (too_many_roots(x, 0, out)) return 0;
     if (inject__volume(x, INJECT__PODINFO_VOLUME))
         return skip(out, "the pod already has a volume named %s that reload-agent did not add",

@@ -80,6 +80,7 @@ struct inject__envref {
     char *volume;      /* owned: reload-agent-env-cm-<name>, ... */
     char *mount_path;  /* owned: /reload-agent/env/configmap/<name>, ... */
     int whole;         /* referenced by envFrom: the whole object */
+    int extra;         /* an extra source (extra.c): --watch, not --env-watch */
     int optional;      /* some reference is optional */
     const char **keys; /* keyRef keys, sorted, unique (borrowed strings) */
     size_t nkeys, keys_cap;
@@ -105,6 +106,8 @@ struct inject__ctx {
      * apps mount only with subPath (and at), the first token-only
      * projected volume they mount (kube-api-access-* aside) */
     const char *subpath_only, *subpath_at, *token_only;
+
+    char *extra_text; /* extra.c: the extra-sources value the envs' names point into */
 
     /* fast sync (fastsync.c): "configmap/NAME", "secret/NAME" (owned) */
     char **fast;
@@ -180,10 +183,26 @@ const cJSON *inject__volume(const struct inject__ctx *x, const char *name);
 int inject__plan_mirrors(struct inject__ctx *x, const char *const *skip, size_t nskip,
                          const char *const *taken, size_t ntaken, int warn_subpath);
 
-/* Plans the env volumes from the apps' envFrom and valueFrom references.
- * Fills x->envs. Returns 0, -EINVAL, -ENOMEM, or -EEXIST with the reason
- * in x->err when a name cannot be made unique. */
+/* Plans the env volumes from the apps' envFrom and valueFrom references,
+ * then the extra sources (inject__plan_extra; after inject__plan_mirrors,
+ * which it reads). Fills x->envs. Returns 0, -EINVAL, -ENOMEM, or -EEXIST
+ * with the reason in x->err when refused: a name cannot be made unique, or
+ * the extra-sources annotation is not valid. */
 int inject__plan_env(struct inject__ctx *x);
+
+/* The env reference of (secret, name) in x->envs, added (zeroed but for
+ * secret and name, which is borrowed) when it is not there: *out. Returns
+ * 1 (added), 0 (there) or -ENOMEM. */
+int inject__envref_add(struct inject__ctx *x, int secret, const char *name,
+                       struct inject__envref **out);
+
+/* ---- extra.c: reload-agent.io/extra-sources ---- */
+
+/* Adds one env reference per entry of the annotation (extra, whole,
+ * optional); an object already in x->envs or in a mirror (x->mirrors) is
+ * warned about instead. Returns 0, -ENOMEM, or -EEXIST with the reason in
+ * x->err (a bad entry, too many). */
+int inject__plan_extra(struct inject__ctx *x);
 
 /* The volume of one env reference (a new cJSON object, or NULL on OOM). */
 cJSON *inject__env_volume(struct inject__ctx *x, const struct inject__envref *e);

@@ -28,6 +28,8 @@
 
 #define ENV_CM_PREFIX "reload-agent-env-cm-"
 #define ENV_SECRET_PREFIX "reload-agent-env-secret-"
+#define EXTRA_CM_PREFIX "reload-agent-extra-cm-"
+#define EXTRA_SECRET_PREFIX "reload-agent-extra-secret-"
 
 const cJSON *inject__volume(const struct inject__ctx *x, const char *name)
 {
@@ -477,21 +479,9 @@ static int plan_volume(struct inject__ctx *x, struct planner *p, const cJSON *vo
 
 /* ---- env ---- */
 
-/* Records one reference: key NULL = the whole object (envFrom). */
-static int record_ref(struct inject__ctx *x, const struct inject__app *a, int secret,
-                      const char *name, const char *key, int optional)
+int inject__envref_add(struct inject__ctx *x, int secret, const char *name,
+                       struct inject__envref **out)
 {
-    const char *kind = secret ? "secret" : "configMap";
-    if (!name || !k8s_is_dns1123_subdomain(name)) {
-        inject__warn(x, "container %s: %s name \"%.80s\" is not a valid name: not watched", a->name,
-                     kind, name ? name : "");
-        return x->oom ? -ENOMEM : 0;
-    }
-    if (key && !k8s_is_configmap_key(key)) {
-        inject__warn(x, "container %s: key \"%.80s\" of %s %s is not a valid key: not watched",
-                     a->name, key, kind, name);
-        return x->oom ? -ENOMEM : 0;
-    }
     size_t at;
     int rc = inject__names_put(&x->env_idx[secret], name, x->nenvs, &at);
     if (rc < 0) return rc;
@@ -508,7 +498,28 @@ static int record_ref(struct inject__ctx *x, const struct inject__app *a, int se
         x->envs[at].secret = secret;
         x->envs[at].name = name;
     }
-    struct inject__envref *e = &x->envs[at];
+    *out = &x->envs[at];
+    return rc;
+}
+
+/* Records one reference: key NULL = the whole object (envFrom). */
+static int record_ref(struct inject__ctx *x, const struct inject__app *a, int secret,
+                      const char *name, const char *key, int optional)
+{
+    const char *kind = secret ? "secret" : "configMap";
+    if (!name || !k8s_is_dns1123_subdomain(name)) {
+        inject__warn(x, "container %s: %s name \"%.80s\" is not a valid name: not watched", a->name,
+                     kind, name ? name : "");
+        return x->oom ? -ENOMEM : 0;
+    }
+    if (key && !k8s_is_configmap_key(key)) {
+        inject__warn(x, "container %s: key \"%.80s\" of %s %s is not a valid key: not watched",
+                     a->name, key, kind, name);
+        return x->oom ? -ENOMEM : 0;
+    }
+    struct inject__envref *e;
+    int rc = inject__envref_add(x, secret, name, &e);
+    if (rc < 0) return rc;
     e->optional |= optional;
     if (!key) {
         e->whole = 1;
@@ -609,8 +620,9 @@ static int name_env_volume(struct inject__ctx *x, size_t i, const struct inject_
 {
     struct inject__envref *e = &x->envs[i];
     char plain[512], hashed[K8S_DNS1123_LABEL_MAX + 1];
-    int n = snprintf(plain, sizeof plain, "%s%s", e->secret ? ENV_SECRET_PREFIX : ENV_CM_PREFIX,
-                     e->name);
+    const char *prefix = e->extra ? (e->secret ? EXTRA_SECRET_PREFIX : EXTRA_CM_PREFIX)
+                                  : (e->secret ? ENV_SECRET_PREFIX : ENV_CM_PREFIX);
+    int n = snprintf(plain, sizeof plain, "%s%s", prefix, e->name);
     for (char *p = plain; *p; p++)
         if (*p == '.') *p = '-';
     const char *pick = NULL;
@@ -621,12 +633,12 @@ static int name_env_volume(struct inject__ctx *x, size_t i, const struct inject_
         if (!name_taken(vols, named, hashed)) pick = hashed;
     }
     if (!pick) {
-        snprintf(x->err, x->errlen, "cannot name the env volume of %s %s: %s is taken",
-                 e->secret ? "secret" : "configmap", e->name, hashed);
+        snprintf(x->err, x->errlen, "cannot name the %s volume of %s %s: %s is taken",
+                 e->extra ? "extra" : "env", e->secret ? "secret" : "configmap", e->name, hashed);
         return -EEXIST;
     }
     e->volume = strdup(pick);
-    e->mount_path = inject__printf(x, INJECT__OWN_ROOT "/env/%s/%s",
+    e->mount_path = inject__printf(x, INJECT__OWN_ROOT "/%s/%s/%s", e->extra ? "extra" : "env",
                                    e->secret ? "secret" : "configmap", e->name);
     if (!e->volume || !e->mount_path) return -ENOMEM;
     return inject__names_put(named, e->volume, i, NULL) < 0 ? -ENOMEM : 0;
@@ -650,6 +662,9 @@ int inject__plan_env(struct inject__ctx *x)
         if (rc < 0) return rc;
         if (x->oom) return -ENOMEM;
     }
+    int erc = inject__plan_extra(x);
+    if (erc < 0) return erc;
+    if (x->oom) return -ENOMEM;
     struct inject__names vols = {0}, named = {0};
     int rc = inject__names_init(&vols, (size_t)cJSON_GetArraySize(x->volumes)) < 0 ||
                      inject__names_init(&named, x->nenvs) < 0
@@ -707,4 +722,6 @@ void inject__plan_free(struct inject__ctx *x)
     x->nenvs = x->envs_cap = 0;
     inject__names_free(&x->env_idx[0]);
     inject__names_free(&x->env_idx[1]);
+    free(x->extra_text);
+    x->extra_text = NULL;
 }

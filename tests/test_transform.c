@@ -87,6 +87,9 @@ static const struct gcase CASES[] = {
     {"admission-no-token-fast-sync", 1, 0, NULL},
     {"reinvocation-fast-sync", 1, 0, NULL},
     {"csi-secrets", 0, 0, NULL},
+    {"extra-sources", 0, 0, NULL},
+    {"extra-sources-only", 0, 0, NULL},
+    {"extra-sources-bad", 0, 0, NULL},
 };
 
 /* The cases injected for another Kubernetes version than the default
@@ -1612,6 +1615,55 @@ static void test_fast_sync_limits(void **state)
     cJSON_Delete(pod);
 }
 
+/* reload-agent.io/extra-sources (inject/extra.c) beyond its goldens: an
+ * empty entry and too many entries refuse, fast sync watches the extra
+ * objects too, a volume name the pod has already is cut and hashed. */
+static void test_extra_sources_edges(void **state)
+{
+    (void)state;
+    struct inject_opts o = {0};
+    struct inject_result r;
+    cJSON *pod = inject_pod(POD_HEAD OPT_IN ",\"reload-agent.io/extra-sources\":\"configmap/a,,"
+                                            "secret/b\"}},\"spec\":{" APP_CM "}}",
+                            &o, &r);
+    assert_int_equal(r.outcome, INJECT_SKIPPED);
+    assert_string_equal(r.reason, "annotation reload-agent.io/extra-sources: entry 2: \"\": "
+                                  "expected configmap/NAME or secret/NAME");
+    inject_result_free(&r);
+    cJSON_Delete(pod);
+
+    char big[2048] = POD_HEAD OPT_IN ",\"reload-agent.io/extra-sources\":\"";
+    for (int i = 0; i < 65; i++)
+        snprintf(big + strlen(big), sizeof big - strlen(big), "%sconfigmap/c%d", i ? "," : "", i);
+    snprintf(big + strlen(big), sizeof big - strlen(big), "\"}},\"spec\":{" APP_CM "}}");
+    pod = inject_pod(big, &o, &r);
+    assert_int_equal(r.outcome, INJECT_SKIPPED);
+    assert_string_equal(r.reason, "annotation reload-agent.io/extra-sources: more than 64 entries");
+    inject_result_free(&r);
+    cJSON_Delete(pod);
+
+    pod = inject_pod(POD_HEAD OPT_IN
+                     ",\"reload-agent.io/fast-sync\":\"true\","
+                     "\"reload-agent.io/extra-sources\":\"configmap/flags\"}},\"spec\":{"
+                     "\"containers\":[{\"name\":\"app\",\"image\":\"x\",\"volumeMounts\":[{"
+                     "\"name\":\"cfg\",\"mountPath\":\"/etc/app\"}]}],\"volumes\":[{\"name\":"
+                     "\"cfg\",\"configMap\":{\"name\":\"app\"}},{\"name\":\"reload-agent-extra-cm-"
+                     "flags\",\"emptyDir\":{}}]}}",
+                     &o, &r);
+    assert_int_equal(r.outcome, INJECT_INJECTED);
+    const cJSON *side = find_sidecar(pod);
+    assert_true(has_arg(side, "--fast-sync-objects=configmap/app"));
+    assert_true(has_arg(side, "--fast-sync-objects=configmap/flags"));
+    assert_true(has_arg(side, "--watch=/reload-agent/extra/configmap/flags"));
+    const cJSON *m = sidecar_mount(side, "/reload-agent/extra/configmap/flags");
+    assert_non_null(m);
+    const char *vname = cJSON_GetObjectItem(m, "name")->valuestring;
+    assert_string_not_equal(vname, "reload-agent-extra-cm-flags");
+    assert_int_equal(strncmp(vname, "reload-agent-extra-cm-flags-", 28), 0);
+    inject_result_free(&r);
+    cJSON_Delete(pod);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1645,6 +1697,7 @@ int main(void)
         cmocka_unit_test(test_rollout_without_a_rollable_owner),
         cmocka_unit_test(test_fast_sync_args),
         cmocka_unit_test(test_fast_sync_limits),
+        cmocka_unit_test(test_extra_sources_edges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
