@@ -381,6 +381,7 @@ static int process_object(struct run *r, struct file *f, size_t di, const cJSON 
     }
     if (*sline) report(r, "%s", sline);
     for (size_t i = 0; i < res.nwarnings; i++) report(r, "  warning: %s", res.warnings[i]);
+    for (size_t i = 0; i < res.nnotes; i++) report(r, "  %s", res.notes[i]);
     if (res.ops && cJSON_GetArraySize(res.ops) > 0) {
         if ((rc = add_ops(&f->docs[di].ops, res.ops, prefix)) < 0) goto out;
         if (r->opts->output == MANIFESTS_OUT_PATCH && (rc = add_patch(r, obj, res.ops)) < 0)

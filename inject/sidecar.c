@@ -55,7 +55,7 @@ char **inject__sidecar_args(struct inject__ctx *x, const struct inject__sidecar 
 {
     /* the mirrors' --watch and --ignore, the env volumes', --events, the
      * restart rules, --state-dir, --fast-sync and its objects */
-    size_t cap = 2 * x->nmirrors + x->nenvs + 4 + x->nfast, k = 0;
+    size_t cap = 2 * x->nmirrors + x->nenvs + 4 + x->nfast + 2 + x->nlkg, k = 0;
     char **v = calloc(cap, sizeof *v);
     struct inject__names paths;
     if (!v || inject__mirror_paths(x, &paths) < 0) {
@@ -78,6 +78,7 @@ char **inject__sidecar_args(struct inject__ctx *x, const struct inject__sidecar 
     if (s->restart_rules) v[k++] = inject__printf(x, "--restart-policy-rules=%s", s->restart_rules);
     if (s->state_dir) v[k++] = inject__printf(x, "--state-dir=%s", INJECT__STATE_PATH);
     if (s->fast_sync) k += inject__fast_sync_args(x, v + k);
+    k += inject__safe_args(x, v + k);
     *n = k;
     if (x->oom) {
         inject__args_free(v, k);
@@ -132,6 +133,18 @@ static cJSON *state_mount(struct inject__ctx *x)
     return m;
 }
 
+/* The sidecar's resources. */
+static cJSON *resources(struct inject__ctx *x, const struct inject__sidecar *s)
+{
+    cJSON *res = inject__new_obj(x), *req = inject__new_obj(x), *lim = inject__new_obj(x);
+    inject__add(x, req, "cpu", inject__str(x, s->cpu_request));
+    inject__add(x, req, "memory", inject__str(x, s->memory_request));
+    inject__add(x, lim, "memory", inject__str(x, s->memory_limit));
+    inject__add(x, res, "requests", req);
+    inject__add(x, res, "limits", lim);
+    return res;
+}
+
 cJSON *inject__sidecar_container(struct inject__ctx *x, const struct inject__sidecar *s)
 {
     cJSON *c = inject__new_obj(x);
@@ -151,14 +164,7 @@ cJSON *inject__sidecar_container(struct inject__ctx *x, const struct inject__sid
     inject__push(x, env, field_env(x, "POD_NAMESPACE", "metadata.namespace"));
     inject__add(x, c, "env", env);
 
-    cJSON *res = inject__new_obj(x), *req = inject__new_obj(x), *lim = inject__new_obj(x);
-    inject__add(x, req, "cpu", inject__str(x, s->cpu_request));
-    inject__add(x, req, "memory", inject__str(x, s->memory_request));
-    inject__add(x, lim, "memory", inject__str(x, s->memory_limit));
-    inject__add(x, res, "requests", req);
-    inject__add(x, res, "limits", lim);
-    inject__add(x, c, "resources", res);
-
+    inject__add(x, c, "resources", resources(x, s));
     inject__add(x, c, "securityContext", security_context(x, s));
 
     cJSON *mounts = inject__new_arr(x);
@@ -168,6 +174,7 @@ cJSON *inject__sidecar_container(struct inject__ctx *x, const struct inject__sid
         inject__push(x, mounts, inject__mount(x, x->envs[i].volume, x->envs[i].mount_path));
     inject__push(x, mounts, inject__mount(x, INJECT__PODINFO_VOLUME, INJECT__PODINFO_PATH));
     if (s->state_dir) inject__push(x, mounts, state_mount(x));
+    inject__safe_agent_mounts(x, mounts);
     if (s->token_mount) {
         cJSON *tm = cJSON_Duplicate(s->token_mount, 1);
         if (!tm) x->oom = 1;
@@ -175,6 +182,7 @@ cJSON *inject__sidecar_container(struct inject__ctx *x, const struct inject__sid
     }
     inject__add(x, c, "volumeMounts", mounts);
     inject__add(x, c, "restartPolicy", inject__str(x, "Always"));
+    inject__safe_probe(x, c);
     if (s->restart_rules) { /* our own JSON: NULL only when out of memory */
         cJSON *rules = cJSON_Parse(s->restart_rules);
         if (!rules) x->oom = 1;
@@ -184,6 +192,19 @@ cJSON *inject__sidecar_container(struct inject__ctx *x, const struct inject__sid
         cJSON_Delete(c);
         return NULL;
     }
+    return c;
+}
+
+cJSON *inject__install_container(struct inject__ctx *x, const struct inject__sidecar *s)
+{
+    cJSON *c = inject__new_obj(x), *args = inject__new_arr(x), *mounts = inject__new_arr(x);
+    inject__add(x, c, "name", inject__str(x, INJECT__INSTALL_CONTAINER));
+    inject__add(x, c, "image", inject__str(x, s->image));
+    inject__safe_install_args(x, args, mounts);
+    inject__add(x, c, "args", args);
+    inject__add(x, c, "resources", resources(x, s));
+    inject__add(x, c, "securityContext", security_context(x, s));
+    inject__add(x, c, "volumeMounts", mounts);
     return c;
 }
 

@@ -64,6 +64,8 @@ void inject_result_free(struct inject_result *r)
     cJSON_Delete(r->ops);
     for (size_t i = 0; i < r->nwarnings; i++) free(r->warnings[i]);
     free(r->warnings);
+    for (size_t i = 0; i < r->nnotes; i++) free(r->notes[i]);
+    free(r->notes);
     memset(r, 0, sizeof *r);
 }
 
@@ -304,6 +306,8 @@ struct effective {
     int restart_pod_exit_code; /* --restart-pod-exit-code (the sidecar's rule) */
     int fast_sync;             /* reload-agent.io/fast-sync is true */
     int fast_annotated;        /* reload-agent.io/fast-sync-objects replaces the injected list */
+    int dry_run;               /* --dry-run */
+    int stage_count, stage_percent, stage_default; /* --stage resolved (config.h) */
 };
 
 /* A reload-agent.io/ignore annotation replaces the injected --ignore list
@@ -344,7 +348,8 @@ static int judge_config(struct inject__ctx *x, struct effective *eff)
     struct inject__sidecar none = {.run_as_user = -1,
                                    .run_as_group = -1,
                                    .run_as_asked = -1,
-                                   .restart_rules = INJECT__RULES_PROBE};
+                                   .restart_rules = INJECT__RULES_PROBE,
+                                   .state_dir = 1};
     size_t nargs = 0;
     char **args = inject__sidecar_args(x, &none, &nargs);
     if (!args) return -ENOMEM;
@@ -371,6 +376,10 @@ static int judge_config(struct inject__ctx *x, struct effective *eff)
     eff->restart_pod_exit_code = cfg.restart_pod_exit_code;
     eff->fast_sync = cfg.fast_sync;
     eff->fast_annotated = cfg_layer_get(&annots, "fast-sync-objects") != NULL;
+    eff->dry_run = cfg.dry_run;
+    eff->stage_count = cfg.stage_count;
+    eff->stage_percent = cfg.stage_percent;
+    eff->stage_default = cfg.stage_default;
     cfg_free(&cfg);
 out_set:
     free(set.v);
@@ -558,6 +567,7 @@ static char *status_json(struct inject__ctx *x, int state)
     inject__push(x, vols, inject__str(x, INJECT__PODINFO_VOLUME));
     for (size_t i = 0; i < x->nenvs; i++) inject__push(x, vols, inject__str(x, x->envs[i].volume));
     if (state) inject__push(x, vols, inject__str(x, INJECT__STATE_VOLUME));
+    inject__safe_volume_names(x, vols);
     for (size_t i = 0; i < x->nmirrors; i++)
         inject__push(x, mirs, inject__str(x, x->mirrors[i].volume));
     inject__add(x, st, "volumes", vols);
@@ -702,7 +712,8 @@ static void warn_unrollable(struct inject__ctx *x)
  * NULL when only Events want it) and has no token would exit 2 at start:
  * refused. Returns 0, 1 (refused: out says why) or -EINVAL. */
 static int plan_token(struct inject__ctx *x, const struct inject__app *app, int need_api,
-                      const char *required, struct inject__sidecar *s, struct inject_result *out)
+                      const char *required, int stage, struct inject__sidecar *s,
+                      struct inject_result *out)
 {
     int automount = -1;
     char sp[96];
@@ -721,10 +732,16 @@ static int plan_token(struct inject__ctx *x, const struct inject__app *app, int 
              required, app->name, why);
         return 1;
     }
-    inject__warn(x,
-                 "Events need the Kubernetes API, but container %s has no token mount%s: "
-                 "Events are off",
-                 app->name, why);
+    if (stage)
+        inject__warn(x,
+                     "staging needs the API; container %s has no token mount%s: replicas act "
+                     "alone",
+                     app->name, why);
+    else
+        inject__warn(x,
+                     "Events need the Kubernetes API, but container %s has no token mount%s: "
+                     "Events are off",
+                     app->name, why);
     return 0;
 }
 
@@ -754,7 +771,8 @@ struct fresh {
     struct inject__sidecar s;
     int need_pid; /* signal or restart: the app's UID and its process namespace */
     int rollout;
-    int need_api;                     /* rollout, fast sync, or Events asked for */
+    int need_api;                     /* rollout, fast sync, Events asked for, or stage */
+    int stage;                        /* an explicit --stage: the replicas take turns */
     int spn;                          /* shareProcessNamespace: -1 absent, 0 false, 1 true */
     char pod_rules[128];              /* restart-pod: the sidecar's rules (s.restart_rules) */
     struct inject__app_rule app_rule; /* restart: the app's Restart rule */
@@ -799,7 +817,7 @@ static int plan_config(struct inject__ctx *x, struct fresh *f, struct inject_res
 {
     int rc = judge_config(x, &f->eff);
     if (rc < 0) return rc;
-    if (rc == 1) return skip(out, "%s", x->err);
+    if (rc == 1 || inject__check_safe(x, f->eff.dry_run)) return skip(out, "%s", x->err);
     if (f->eff.nwatch == 0) {
         if (x->subpath_only)
             return skip(out,
@@ -819,8 +837,13 @@ static int plan_config(struct inject__ctx *x, struct fresh *f, struct inject_res
                      CFG_ANNOTATION_PREFIX, x->nmirrors);
     f->need_pid = (f->eff.actions & (ACTION_BIT(ACTION_SIGNAL) | ACTION_BIT(ACTION_RESTART))) != 0;
     f->rollout = (f->eff.actions & ACTION_BIT(ACTION_ROLLOUT)) != 0;
-    f->need_api = f->rollout || f->eff.fast_sync || f->eff.events_on;
+    /* an explicit stage asks for the API; the default of restart uses it
+     * where it is there (the CLI's pods get the plugin's token) */
+    f->stage = (f->eff.stage_count || f->eff.stage_percent) && !f->eff.stage_default;
+    f->need_api = f->rollout || f->eff.fast_sync || f->eff.events_on || f->stage;
     if (f->rollout) warn_unrollable(x);
+    inject__plan_stage(x, f->eff.stage_count, f->eff.stage_percent, f->eff.stage_default);
+    inject__safe_notes(x);
     if (f->eff.fast_sync) inject__plan_fast_sync(x, f->eff.fast_annotated);
     f->s.fast_sync = f->eff.fast_sync;
     return plan_restart_pod(x, f, out);
@@ -849,7 +872,7 @@ static int api_access(struct inject__ctx *x, const struct inject__app *app, stru
 {
     char sp[96];
     const char *required = f->rollout ? "rollout" : f->eff.fast_sync ? "fast sync" : NULL;
-    int rc = plan_token(x, app, f->need_api, required, &f->s, out);
+    int rc = plan_token(x, app, f->need_api, required, f->stage, &f->s, out);
     if (rc != 0) return rc < 0 ? rc : 0;
     snprintf(sp, sizeof sp, "%sspec", x->tpath);
     f->spn = -1;
@@ -860,12 +883,21 @@ static int api_access(struct inject__ctx *x, const struct inject__app *app, stru
     return 1;
 }
 
+/* Safe reload's validator and copies (safe.c). */
+static int plan_safe(struct inject__ctx *x, struct inject_result *out)
+{
+    int rc = inject__plan_safe(x);
+    if (rc < 0) return rc;
+    return rc ? skip(out, "%s", x->err) : 1;
+}
+
 /* Every decision of a first injection, in the order of the header. */
 static int plan_fresh(struct inject__ctx *x, const cJSON *containers, struct fresh *f,
                       struct inject_result *out)
 {
     const struct inject__app *app = NULL;
     int rc = plan_volumes(x, out);
+    if (rc > 0) rc = plan_safe(x, out);
     if (rc > 0) rc = plan_config(x, f, out);
     if (rc > 0 && sidecar_settings(x, &f->s)) rc = skip(out, "%s", x->err);
     if (rc > 0) rc = sidecar_identity(x, containers, f, &app, out);
@@ -901,7 +933,8 @@ static int emit_fresh(struct inject__ctx *x, const char *prefix, const struct fr
 {
     cJSON *ops = out->ops;
     char *spec_path = inject__printf(x, "%s/spec", prefix);
-    size_t nvols = 1 + x->nenvs + (f->s.state_dir ? 1 : 0);
+    size_t nbase = 1 + x->nenvs + (f->s.state_dir ? 1 : 0);
+    size_t nvols = nbase + inject__safe_nvolumes(x);
     cJSON **vols = calloc(nvols, sizeof *vols);
     if (!vols || !spec_path) {
         free(vols);
@@ -911,11 +944,20 @@ static int emit_fresh(struct inject__ctx *x, const char *prefix, const struct fr
     vols[0] = podinfo_volume(x);
     for (size_t i = 0; i < x->nenvs; i++) vols[1 + i] = inject__env_volume(x, &x->envs[i]);
     if (f->s.state_dir) vols[1 + x->nenvs] = inject__state_volume(x);
+    inject__safe_volumes(x, vols + nbase);
     op_append(x, ops, x->spec, spec_path, "volumes", vols, nvols);
     free(vols);
 
-    cJSON *side = inject__sidecar_container(x, &f->s);
-    op_append(x, ops, x->spec, spec_path, "initContainers", &side, 1);
+    /* the install init container, the validator, then the agent: the
+     * native sidecars start in order, the validator before the agent that
+     * asks it at start */
+    cJSON *inits[3];
+    size_t ninit = 0;
+    if (x->validator || x->keep) inits[ninit++] = inject__install_container(x, &f->s);
+    if (x->validator) inits[ninit++] = inject__validator_container(x, &f->s);
+    inits[ninit++] = inject__sidecar_container(x, &f->s);
+    op_append(x, ops, x->spec, spec_path, "initContainers", inits, ninit);
+    inject__safe_app_mounts(x, ops, spec_path);
     if (f->need_pid && f->spn != 1) {
         char *p = inject__printf(x, "%s/shareProcessNamespace", spec_path);
         inject__op(x, ops, "add", p, cJSON_CreateTrue());
@@ -1268,6 +1310,13 @@ int inject_object(const cJSON *obj, const struct inject_opts *opts, struct injec
         out->ops = cJSON_CreateArray();
         if (!out->ops) rc = -ENOMEM;
     }
+    if (rc == 0 && out->outcome == INJECT_INJECTED) { /* the notes belong to an injection */
+        out->notes = x.notes;
+        out->nnotes = x.nnotes;
+        x.notes = NULL;
+        x.nnotes = 0;
+    }
+    inject__safe_free(&x);
     inject__plan_free(&x);
     inject__fast_sync_free(&x);
     free(x.apps);

@@ -92,6 +92,10 @@ struct inject_result {
     cJSON *ops;      /* owned: the RFC 6902 operations (a JSON array, never NULL on success) */
     char **warnings; /* owned: one line each, <= 120 characters where possible */
     size_t nwarnings;
+    /* owned, INJECT_INJECTED only: what the safe-reload steps and staging
+     * will do, one line each (docs/safe-reload.md), for the CLI's report */
+    char **notes;
+    size_t nnotes;
     char reason
         [256]; /* INJECT_SKIPPED / INJECT_NOT_WORKLOAD: why, e.g. "hostPID pods are not injected" */
     const char

@@ -1,7 +1,7 @@
 /*
  * transform_int.h - what the files of the injection transform share
  * (inject/transform.c, inject/tjson.c, inject/volumes.c,
- * inject/sidecar.c, inject/names.c, inject/quantity.c); not an interface
+ * inject/sidecar.c, inject/names.c, inject/quantity.c, inject/safe.c); not an interface
  * for other files, not even inject/stamp.c and inject/manifests.c, which
  * use transform.h and cleanpath.h. Their internal names carry the
  * folder's prefix inject__.
@@ -113,11 +113,30 @@ struct inject__ctx {
     char **fast;
     size_t nfast, fast_over;
 
+    /* safe reload (safe.c) */
+    int keep;                                /* keep-last-good: "true" */
+    int validator;                           /* the validator container and its socket */
+    const struct inject__app *validator_app; /* the container it is made from */
+    struct inject__lkg *lkg;                 /* the kept volumes */
+    size_t nlkg;
+    char *stage_workload; /* --stage-workload's KIND/NAME (owned), or NULL */
+    char **notes;         /* what the safe-reload steps will do (the CLI's report) */
+    size_t nnotes;
+
     char **warnings;
     size_t nwarnings;
     int oom;
     char *err;
     size_t errlen;
+};
+
+/* One kept volume of keep-last-good (safe.c). */
+struct inject__lkg {
+    const char *volume; /* borrowed: the app's volume */
+    const char *src;    /* borrowed: its mirror's mount path, the --watch root */
+    char *name;         /* owned: the copies' emptyDir, reload-agent-lkg-<volume> */
+    char *dir;          /* owned: where the agent and install mount it */
+    int memory;         /* it holds a Secret: medium Memory */
 };
 
 /* ---- tjson.c: typed, path-checked reads and small builders ---- */
@@ -340,5 +359,67 @@ void inject__emit_app_rule(struct inject__ctx *x, cJSON *ops, const char *spec_p
 
 /* The state emptyDir (memory, 1Mi). */
 cJSON *inject__state_volume(struct inject__ctx *x);
+
+/* ---- safe.c: safe reload's containers, volumes and mounts (docs/safe-reload.md) ---- */
+
+#define INJECT__VALIDATOR_CONTAINER "reload-agent-validator"
+#define INJECT__INSTALL_CONTAINER "reload-agent-install"
+#define INJECT__BIN_VOLUME "reload-agent-bin"
+#define INJECT__BIN_PATH INJECT__OWN_ROOT "/bin"
+#define INJECT__SOCKET_VOLUME "reload-agent-validator"
+#define INJECT__SOCKET_DIR INJECT__OWN_ROOT "/validator"
+#define INJECT__SOCKET_PATH INJECT__SOCKET_DIR "/validator.sock"
+#define INJECT__LKG_PREFIX "reload-agent-lkg-"
+#define INJECT__LKG_ROOT INJECT__OWN_ROOT "/lkg"
+/* The agent's binary in its image (Dockerfile), for the exec probe. */
+#define INJECT__AGENT_BINARY "/usr/local/bin/reload-agent"
+/* The startup probe runs every second: the app waits at most this long
+ * for validated copies before the kubelet restarts the agent. */
+#define INJECT__STARTUP_FAILURES 300
+
+/* Appends a note (one line): what a step will do, for the CLI's report. */
+void inject__note(struct inject__ctx *x, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Reads keep-last-good, validate and verify from the annotations and
+ * plans the validator (x->validator, x->validator_app: the only regular
+ * container, or the one kubectl.kubernetes.io/default-container names)
+ * and the kept volumes (x->lkg: every mirror a regular container mounts
+ * whole; a subPath mount of one is refused). Needs the mirrors planned.
+ * Returns 0, 1 refused (the reason in x->err) or -ENOMEM. */
+int inject__plan_safe(struct inject__ctx *x);
+/* What needs the agent's judgment: keep-last-good with dry-run is refused.
+ * Returns 0 or 1 (x->err). */
+int inject__check_safe(struct inject__ctx *x, int dry_run);
+/* The agent stages (count or percent from its configuration; deflt: by
+ * the default of restart): --stage-workload for a Deployment,
+ * StatefulSet, DaemonSet or Rollout (x->stage_workload), and a note. */
+void inject__plan_stage(struct inject__ctx *x, int count, int percent, int deflt);
+/* The notes of validate, keep-last-good and verify. */
+void inject__safe_notes(struct inject__ctx *x);
+/* The agent's args: --validator-socket, --keep-last-good per kept volume,
+ * --stage-workload, into v (room for 2 + x->nlkg); returns how many. */
+size_t inject__safe_args(struct inject__ctx *x, char **v);
+/* How many volumes safe reload adds; inject__safe_volumes writes them
+ * into v (returns how many), inject__safe_volume_names their names into
+ * the array names (the status annotation's). */
+size_t inject__safe_nvolumes(const struct inject__ctx *x);
+size_t inject__safe_volumes(struct inject__ctx *x, cJSON **v);
+void inject__safe_volume_names(struct inject__ctx *x, cJSON *names);
+/* The agent's mounts of the copies and the socket; its startupProbe. */
+void inject__safe_agent_mounts(struct inject__ctx *x, cJSON *mounts);
+void inject__safe_probe(struct inject__ctx *x, cJSON *c);
+/* The replace operations that move the regular containers' mounts of kept
+ * volumes to the live copy (spec_path: "/spec/template/spec"). */
+void inject__safe_app_mounts(struct inject__ctx *x, cJSON *ops, const char *spec_path);
+/* The validator container (x->validator_app's image, securityContext,
+ * env and mounts; s: the sidecar's requests). */
+cJSON *inject__validator_container(struct inject__ctx *x, const struct inject__sidecar *s);
+/* The install container's args (copy-self, --prepare) and mounts. */
+void inject__safe_install_args(struct inject__ctx *x, cJSON *args, cJSON *mounts);
+/* The install init container (sidecar.c: the sidecar's image, resources
+ * and securityContext, so the copies' directories are the agent's). */
+cJSON *inject__install_container(struct inject__ctx *x, const struct inject__sidecar *s);
+void inject__safe_free(struct inject__ctx *x);
 
 #endif

@@ -86,6 +86,10 @@ static const struct gcase CASES[] = {
     {"admission-fast-sync", 1, 0, NULL},
     {"admission-no-token-fast-sync", 1, 0, NULL},
     {"reinvocation-fast-sync", 1, 0, NULL},
+    {"safe-reload", 0, 0, NULL},
+    {"admission-safe-reload", 1, 0, NULL},
+    {"keep-last-good-subpath", 0, 0, NULL},
+    {"validate-two-containers", 0, 0, NULL},
     {"csi-secrets", 0, 0, NULL},
     {"extra-sources", 0, 0, NULL},
     {"extra-sources-only", 0, 0, NULL},
@@ -148,16 +152,18 @@ static const char *outcome_name(enum inject_outcome o)
     return "?";
 }
 
-/* "outcome: ...\n" and the warnings, one line each. */
+/* "outcome: ...\n", the warnings and the notes, one line each. */
 static char *report_of(const struct inject_result *r)
 {
-    size_t cap = 512 + 300 * r->nwarnings, len = 0;
+    size_t cap = 512 + 300 * r->nwarnings + 420 * r->nnotes, len = 0;
     char *s = malloc(cap);
     assert_non_null(s);
     len += (size_t)snprintf(s + len, cap - len, "outcome: %s%s%s\n", outcome_name(r->outcome),
                             r->reason[0] ? ": " : "", r->reason);
     for (size_t i = 0; i < r->nwarnings; i++)
         len += (size_t)snprintf(s + len, cap - len, "warning: %s\n", r->warnings[i]);
+    for (size_t i = 0; i < r->nnotes; i++)
+        len += (size_t)snprintf(s + len, cap - len, "note: %s\n", r->notes[i]);
     return s;
 }
 
@@ -1340,6 +1346,106 @@ static void test_nothing_to_watch_says_why(void **state)
     }
 }
 
+/* Issue 26: what safe reload cannot set up is refused, saying why. */
+static void test_safe_reload_refusals(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *annots, *spec, *reason;
+    } T[] = {
+        {",\"reload-agent.io/keep-last-good\":\"yes\"", APP_CM,
+         "invalid reload-agent.io/keep-last-good \"yes\": want \"true\" or \"false\""},
+        {",\"reload-agent.io/keep-last-good\":\"true\",\"reload-agent.io/dry-run\":\"true\"",
+         APP_CM,
+         "keep-last-good with dry-run: the agent fills no copy, and the app would find its "
+         "configuration directories empty"},
+        {",\"reload-agent.io/validate\":\"app -t\",\"kubectl.kubernetes.io/default-container\":"
+         "\"nope\"",
+         APP_CM,
+         "validate: the validator runs the app's image, and annotation "
+         "kubectl.kubernetes.io/default-container names \"nope\", which is no container of the "
+         "pod"},
+        {",\"reload-agent.io/verify\":\"check-it\"",
+         "\"containers\":[{\"name\":\"app\",\"volumeMounts\":[{\"name\":\"cfg\",\"mountPath\":"
+         "\"/etc/app\"}]}],\"volumes\":[{\"name\":\"cfg\",\"configMap\":{\"name\":\"app\"}}]",
+         "a command verify: the validator runs the app's image, and container app has none"},
+        {",\"reload-agent.io/keep-last-good\":\"true\"",
+         "\"containers\":[{\"name\":\"app\",\"image\":\"x\",\"env\":[{\"name\":\"A\",\"valueFrom\":"
+         "{\"configMapKeyRef\":{\"name\":\"e\",\"key\":\"a\"}}}]}]",
+         "keep-last-good: no ConfigMap, Secret or projected volume is mounted whole by an app "
+         "container (env is read at start: nothing to keep)"},
+        {",\"reload-agent.io/validate\":\"app -t\"",
+         "\"initContainers\":[{\"name\":\"reload-agent-validator\",\"image\":\"y\"}]," APP_CM,
+         "a container named reload-agent-validator exists and was not injected"},
+        {",\"reload-agent.io/keep-last-good\":\"true\"",
+         "\"containers\":[{\"name\":\"app\",\"image\":\"x\",\"volumeMounts\":[{\"name\":"
+         "\"cfg\",\"mountPath\":\"/etc/app\"}]}],\"volumes\":[{\"name\":\"cfg\",\"configMap\":"
+         "{}},{\"name\":\"reload-agent-bin\",\"emptyDir\":{}}]",
+         "the pod already has a volume named reload-agent-bin that reload-agent did not add"},
+    };
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
+        char json[2048];
+        struct inject_result r;
+        snprintf(json, sizeof json, POD_HEAD OPT_IN "%s}},\"spec\":{%s}}", T[i].annots, T[i].spec);
+        cJSON *pod = inject_pod(json, NULL, &r);
+        if (r.outcome != INJECT_SKIPPED || strcmp(r.reason, T[i].reason) != 0)
+            print_error("case %zu: outcome %d reason \"%s\"\n", i, r.outcome, r.reason);
+        assert_int_equal(r.outcome, INJECT_SKIPPED);
+        assert_string_equal(r.reason, T[i].reason);
+        assert_int_equal(r.nnotes, 0);
+        inject_result_free(&r);
+        cJSON_Delete(pod);
+    }
+}
+
+/* The validator comes with validate or a command verify, not with a URL
+ * verify; --validator-socket with it; keep-last-good alone adds the copies,
+ * the install container and the probe but no validator. */
+static void test_safe_reload_parts(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *annots;
+        int validator, keep;
+    } T[] = {
+        {"", 0, 0},
+        {",\"reload-agent.io/verify\":\"http://127.0.0.1/ok\"", 0, 0},
+        {",\"reload-agent.io/verify\":\"check-it --now\"", 1, 0},
+        {",\"reload-agent.io/validate\":\"app -t\"", 1, 0},
+        {",\"reload-agent.io/keep-last-good\":\"true\"", 0, 1},
+        {",\"reload-agent.io/keep-last-good\":\"false\",\"reload-agent.io/validate\":\"a\"", 1, 0},
+    };
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++) {
+        char json[2048];
+        struct inject_result r;
+        snprintf(json, sizeof json, POD_HEAD OPT_IN "%s}},\"spec\":{" APP_CM "}}", T[i].annots);
+        cJSON *pod = inject_pod(json, NULL, &r);
+        assert_int_equal(r.outcome, INJECT_INJECTED);
+        const cJSON *spec = cJSON_GetObjectItem(pod, "spec"), *c;
+        int validator = 0, install = 0;
+        cJSON_ArrayForEach(c, cJSON_GetObjectItem(spec, "initContainers"))
+        {
+            const char *n = cJSON_GetObjectItem(c, "name")->valuestring;
+            validator += strcmp(n, "reload-agent-validator") == 0;
+            install += strcmp(n, "reload-agent-install") == 0;
+        }
+        const cJSON *side = find_sidecar(pod);
+        assert_int_equal(validator, T[i].validator);
+        assert_int_equal(install, T[i].validator || T[i].keep);
+        assert_int_equal(has_arg(side, "--validator-socket=/reload-agent/validator/validator.sock"),
+                         T[i].validator);
+        assert_int_equal(has_arg(side, "--keep-last-good=/etc/app=/reload-agent/lkg/cfg"),
+                         T[i].keep);
+        assert_int_equal(cJSON_GetObjectItem(side, "startupProbe") != NULL, T[i].keep);
+        const cJSON *app = cJSON_GetArrayItem(cJSON_GetObjectItem(spec, "containers"), 0);
+        const cJSON *m = cJSON_GetArrayItem(cJSON_GetObjectItem(app, "volumeMounts"), 0);
+        assert_string_equal(cJSON_GetObjectItem(m, "name")->valuestring,
+                            T[i].keep ? "reload-agent-lkg-cfg" : "cfg");
+        inject_result_free(&r);
+        cJSON_Delete(pod);
+    }
+}
+
 /* A default-container that does not exist: the first container, warned. */
 static void test_default_container_missing(void **state)
 {
@@ -1697,6 +1803,8 @@ int main(void)
         cmocka_unit_test(test_rollout_without_a_rollable_owner),
         cmocka_unit_test(test_fast_sync_args),
         cmocka_unit_test(test_fast_sync_limits),
+        cmocka_unit_test(test_safe_reload_refusals),
+        cmocka_unit_test(test_safe_reload_parts),
         cmocka_unit_test(test_extra_sources_edges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
