@@ -58,6 +58,7 @@ struct run {
     size_t nrbac, rbac_cap;
     int fast_sync; /* some workload runs fast sync */
     int stage;     /* some workload's replicas take turns (staging) */
+    int injected;  /* some workload was injected or its stamp replaced */
     char *err;
     size_t errlen;
 };
@@ -366,7 +367,10 @@ static int process_object(struct run *r, struct file *f, size_t di, const cJSON 
         (rc = stamp(r, f, di, obj, &res, name, sline, sizeof sline)) < 0)
         goto out;
     switch (was) {
-    case INJECT_INJECTED: report(r, "%s injected", name); break;
+    case INJECT_INJECTED:
+        r->injected = 1;
+        report(r, "%s injected", name);
+        break;
     case INJECT_UNCHANGED:
         if (cJSON_GetArraySize(res.ops) > 0) /* only the stamp's operation */
             report(r, "%s updated: already injected, its stamp replaced", name);
@@ -757,6 +761,19 @@ static void render_rbac(struct run *r, struct buf *b)
         }
 }
 
+/* The report's last line when a workload was injected: the Kubernetes
+ * version the injection is for (what restart-pod and a Job's restart rule
+ * depend on). */
+static void kube_version_note(struct run *r)
+{
+    int minor = r->opts->inject.kube_minor;
+    if (minor > 0)
+        report(r, "Kubernetes 1.%d assumed (--kube-version)", minor);
+    else
+        report(r, "Kubernetes 1.%d assumed (the default; --kube-version sets it)",
+               INJECT_KUBE_MINOR_DEFAULT);
+}
+
 /* The report's last lines when a workload runs fast sync: the policy,
  * which is cluster-scoped and never written; with --output patch, where
  * the Roles are. */
@@ -983,6 +1000,7 @@ int manifests_run(struct manifests_input *in, size_t n, const struct manifests_o
         goto fail;
     }
     if (r.fast_sync) fast_sync_notes(&r);
+    if (r.injected) kube_version_note(&r);
     if (r.stage && r.opts->output == MANIFESTS_OUT_PATCH)
         report(&r, "stage: patches cannot add objects: write the Roles, RoleBindings and Leases "
                    "with --output rbac");

@@ -32,6 +32,7 @@ struct webhook_server {
     char *cert_file, *key_file;
     char *image, *cpu_request, *memory_request, *memory_limit;
     struct inject_opts inject;
+    char *hold; /* why /readyz says 503 before the version is known, or NULL */
     int stopping;
     int open; /* things still to close: timers, watch, httpd */
     void (*done)(void *);
@@ -142,6 +143,8 @@ static void handle(void *ud, const struct httpd_req *req, struct httpd_resp *res
     } else if (strcmp(req->path, "/readyz") == 0) {
         if (s->stopping)
             text(resp, 503, "shutting down\n");
+        else if (s->hold)
+            text(resp, 503, s->hold);
         else
             text(resp, 200, "ready\n");
     } else {
@@ -219,6 +222,7 @@ static void server_free(struct webhook_server *s)
     free(s->cpu_request);
     free(s->memory_request);
     free(s->memory_limit);
+    free(s->hold);
     free(s);
 }
 
@@ -328,6 +332,23 @@ int webhook_server_start(uv_loop_t *loop, const struct webhook_opts *o, struct w
 }
 
 int webhook_server_port(const struct webhook_server *s) { return s->srv ? httpd_port(s->srv) : 0; }
+
+void webhook_server_set_kube_minor(struct webhook_server *s, int minor, const char *from)
+{
+    s->inject.kube_minor = minor;
+    s->inject.kube_from = from;
+}
+
+int webhook_server_kube_minor(const struct webhook_server *s)
+{
+    return s->inject.kube_minor > 0 ? s->inject.kube_minor : INJECT_KUBE_MINOR_DEFAULT;
+}
+
+void webhook_server_hold_ready(struct webhook_server *s, const char *why)
+{
+    free(s->hold);
+    s->hold = why ? ra_asprintf("%s\n", why) : NULL;
+}
 
 void webhook_server_shutdown(struct webhook_server *s, uint64_t grace_ms, void (*done)(void *),
                              void *ud)

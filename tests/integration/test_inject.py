@@ -173,7 +173,8 @@ def report(err):
     """{"kind/name": outcome line} from the report (warnings skipped)."""
     rep = {}
     for line in err.splitlines():
-        if line.startswith("  warning: ") or re.match(r"^\S+/\S+ (not )?stamped", line):
+        if line.startswith("  warning: ") or re.match(r"^\S+/\S+ (not )?stamped", line) or \
+                re.match(r"^Kubernetes 1\.\d+ assumed ", line):
             continue
         m = re.match(r"^(\S+/\S+) (injected|passed through|skipped: .+|unchanged: .+|updated: .+)$",
                      line)
@@ -291,6 +292,22 @@ def test_inject_upstream_manifests(env):
         check(again.decode() == out, "%s: a second inject changed the output" % rel)
         check("injected" not in report(err2).values(), "%s: injected twice" % rel)
     check(injected >= 7, "only %d upstream workloads were injected" % injected)
+
+
+def test_inject_report_names_the_kube_version(env):
+    """The report's last line says which Kubernetes version an injection
+    assumed (the default 1.36, or --kube-version's); nothing injected: no line."""
+    with open(env.path("web.yaml"), "w") as f:
+        f.write(WEB)
+    _, err = inject_ok(env, [env.path("web.yaml")])
+    check(err.splitlines()[-1] == "Kubernetes 1.36 assumed (the default; --kube-version sets it)",
+          "report: %s" % err)
+    _, err = inject_ok(env, ["--kube-version", "v1.34.4", env.path("web.yaml")])
+    check(err.splitlines()[-1] == "Kubernetes 1.34 assumed (--kube-version)", "report: %s" % err)
+    with open(env.path("cm.yaml"), "w") as f:
+        f.write("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {k: v}\n")
+    _, err = inject_ok(env, [env.path("cm.yaml")])
+    check("assumed" not in err, "report without an injection: %s" % err)
 
 
 def test_inject_opt_in_report_and_warnings(env):

@@ -74,6 +74,13 @@ AS_TABLE = "as=Table;"
 # plural -> (group, version) for stored objects (events are kept apart)
 OBJECT_GROUPS = {p: (g, v) for (g, v, p) in RESOURCES if p != "events"}
 
+# GET /version: k8s.io/apimachinery/pkg/version.Info as the real server fills it
+VERSION_INFO = {"major": "1", "minor": "36", "emulationMajor": "1", "emulationMinor": "36",
+                "minCompatibilityMajor": "1", "minCompatibilityMinor": "35",
+                "gitVersion": "v1.36.3", "gitCommit": "0" * 40, "gitTreeState": "clean",
+                "buildDate": "1970-01-01T00:00:00Z", "goVersion": "go1.26.8",
+                "compiler": "gc", "platform": "linux/amd64"}
+
 MERGE = "application/merge-patch+json"
 STRATEGIC = "application/strategic-merge-patch+json"
 JSONPATCH = "application/json-patch+json"
@@ -463,6 +470,7 @@ class State:
         self.watch_action = None
         self.open_watches = []  # dicts describing the open streams
         self.storms = {}        # (plural, ns, name) -> a storm spec (POST /storm): a watch fault
+        self.version = dict(VERSION_INFO)  # what GET /version answers (POST /version sets it)
 
     def next_rv(self):
         self.rv += 1
@@ -1150,6 +1158,12 @@ class ApiHandler(Handler):
         self.answer_json(code, obj)
 
     def route(self, api, route, query, ctype, body):
+        if route is None and self.path.split("?")[0] == "/version":
+            if self.command != "GET":
+                raise ApiError(405, "the server does not allow this method on the requested "
+                               "resource")
+            with app_state(self).lock:
+                return 200, copy.deepcopy(app_state(self).version)
         if route is None:
             raise ApiError(404, "the server could not find the requested resource")
         _, item_methods, coll_methods = RESOURCES[route[:3]]
@@ -1441,6 +1455,13 @@ class ControlHandler(Handler):
                                           else st.history.get(key, []))
         if method == "POST" and path == "/object":
             return 200, self.put_object(st, data)
+        if method == "POST" and path == "/version":
+            # the whole object GET /version answers from now on (any JSON object)
+            if not isinstance(data, dict):
+                raise ValueError("need a JSON object (the version.Info GET /version answers)")
+            with st.lock:
+                st.version = data
+            return 200, data
         if method == "POST" and path == "/object/delete":
             if not isinstance(data, dict) or data.get("resource") not in OBJECT_GROUPS:
                 raise ValueError('need {"resource": ..., "name": ...}')
