@@ -197,6 +197,11 @@ static const struct opt_def OPTIONS[] = {
      "Quiet period after the last filesystem event before the content is hashed; a burst "
      "is one evaluation. Capped at 10x the debounce (at least 1s) from the first event.",
      RANGE(0, NS_H)},
+    {"debounce-swaps", OPT_BOOL, "false", F(debounce_swaps), NULL, 0, "BOOL",
+     "Wait out --debounce after a kubelet ..data swap too. By default the swap (the "
+     "AtomicWriter's commit point) is acted on at once, 10ms after its last event, once the "
+     "volume shows the committed content; other writers are debounced.",
+     NO_RANGE},
     {"resync", OPT_DURATION, "3m", F(resync_ns), NULL, OPT_ZERO_OK, "DURATION",
      "Rehash everything this often as a safety net (0 disables).", RANGE(100 * NS_MS, 30 * NS_DAY)},
     {"log-format", OPT_ENUM, "text", F(log_format), log_format_names, 0, "FORMAT",

@@ -50,6 +50,7 @@ struct config {
      * --env-watch/--env-action, --rule, --action), built by cfg_build. */
     struct path_rules path_rules;
     int64_t debounce_ns;
+    int debounce_swaps; /* --debounce-swaps: a ..data swap waits out the debounce too */
     int64_t resync_ns;
     int log_level;  /* enum log_level */
     int log_format; /* enum log_format */

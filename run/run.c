@@ -305,6 +305,7 @@ static int start_monitor(void)
         .roots = roots,
         .nroots = nroots,
         .debounce_ns = R.cfg.debounce_ns,
+        .debounce_swaps = R.cfg.debounce_swaps,
         .resync_ns = R.cfg.resync_ns,
     };
     int rc = monitor_start(&R.loop, &o, on_change, NULL, &R.mon);
@@ -353,6 +354,7 @@ static void apply_config(struct config *next)
         monitor_close(old, on_old_monitor_closed, NULL);
     } else if (R.mon) {
         monitor_set_timing(R.mon, R.cfg.debounce_ns, R.cfg.resync_ns);
+        monitor_set_debounce_swaps(R.mon, R.cfg.debounce_swaps);
         monitor_set_rules(R.mon, &R.cfg.path_rules);
     }
     engine_config_changed(R.eng);
