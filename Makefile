@@ -51,7 +51,7 @@ RA_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I. $(PKG_CFLAGS) \
             -DRA_VERSION='"$(VERSION)"' -DRA_GIT_COMMIT='"$(GIT_COMMIT)"'
 LDLIBS   += $(PKG_LIBS) -lm -ldl -lpthread -lrt
 
-SRC_DIRS := cmd run webhook inject actions kube net config watch hash yamldoc base
+SRC_DIRS := cmd run webhook sync inject actions kube net config watch hash yamldoc base
 LIB_SRC  := $(filter-out cmd/main.c,$(wildcard $(SRC_DIRS:%=%/*.c)))
 LIB_HDR  := $(wildcard $(SRC_DIRS:%=%/*.h))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
@@ -184,6 +184,7 @@ bench: deps
 	python3 -m tests.bench.hashbench --binary $(BUILD)/reload-agent
 	python3 -m tests.bench.stall --binary $(BUILD)/reload-agent
 	python3 -m tests.bench.injectbench --binary $(BUILD)/reload-agent
+	python3 -m tests.bench.syncbench --binary $(BUILD)/reload-agent
 	python3 -m tests.bench.webhookbench --binary $(BUILD)/reload-agent
 	python3 -m tests.bench.webhookworst --binary $(BUILD)/reload-agent
 	python3 -m tests.bench.memory --binary $(BUILD)/reload-agent --tools $(BUILD)/tools

@@ -395,6 +395,7 @@ const char *const cfg_injector_annotations[] = {CFG_ANNOT_INJECT,
                                                 CFG_ANNOT_SIDECAR_MEMORY_LIMIT,
                                                 CFG_ANNOT_SIDECAR_RUN_AS_USER,
                                                 CFG_ANNOT_SYNC,
+                                                CFG_ANNOT_SYNC_OBJECTS,
                                                 CFG_ANNOT_KEEP_LAST_GOOD,
                                                 CFG_ANNOT_EXTRA_SOURCES,
                                                 NULL};

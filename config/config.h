@@ -138,6 +138,10 @@ struct cfg_layer {
 #define CFG_ANNOT_SIDECAR_MEMORY_LIMIT CFG_ANNOTATION_PREFIX "sidecar-memory-limit"
 #define CFG_ANNOT_SIDECAR_RUN_AS_USER CFG_ANNOTATION_PREFIX "sidecar-run-as-user"
 #define CFG_ANNOT_SYNC CFG_ANNOTATION_PREFIX "sync"
+/* The objects a pod depends on ("configmap/a,secret/b"), written by the
+ * injector and read by the cluster sync service (sync/, docs/sync.md),
+ * which so never reads a pod spec. */
+#define CFG_ANNOT_SYNC_OBJECTS CFG_ANNOTATION_PREFIX "sync-objects"
 /* keep-last-good: "true" asks the injector for the copies the app reads
  * (docs/safe-reload.md); the agent's own flag --keep-last-good SRC=DIR,
  * which the injector writes, cannot be set by annotation. */

@@ -14,7 +14,7 @@ from tests.lib.proc import check
 TOP = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 SCRIPT = os.path.join(TOP, "scripts", "levels.sh")
 DOC = os.path.join(TOP, "docs", "architecture.md")
-FOLDERS = ["cmd", "run", "webhook", "inject", "config", "actions", "kube", "net", "watch", "hash",
+FOLDERS = ["cmd", "run", "webhook", "sync", "inject", "config", "actions", "kube", "net", "watch", "hash",
            "yamldoc", "base"]
 
 

@@ -298,8 +298,12 @@ def test_webhook_injects_and_reinvocation(env):
     for op in ops3:
         p = op["path"]
         check(p.startswith("/spec/initContainers/%d/" % (len(later["spec"]["initContainers"]) - 1))
-              or p == "/metadata/annotations/reload-agent.io~1inject-status",
-              "a reinvocation op outside the sidecar and its status: %r" % op)
+              or p in ("/metadata/annotations/reload-agent.io~1inject-status",
+                       "/metadata/annotations/reload-agent.io~1sync-objects"),
+              "a reinvocation op outside the sidecar and its annotations: %r" % op)
+    objs = [op["value"] for op in ops3 if op["path"].endswith("sync-objects")]
+    check(len(objs) == 1 and objs[0].endswith(",secret/v"),
+          "the sync service's objects do not name the new Secret: %r" % objs)
     again = jsonpatch.apply_patch(later, ops3)
     sc = sidecar(again)
     check(any(m["mountPath"] == "/vault/secrets" for m in sc["volumeMounts"]), "no new mirror")
