@@ -107,6 +107,13 @@ struct config {
     char *storm_limit;             /* --storm-limit: "auto", "off" or "N/DURATION" */
     int storm_max;                 /* derived from storm_limit: 0 = off */
     int64_t storm_window_ns;       /* derived from storm_limit */
+    /* Notifications (run/notify.h, docs/notifications.md). */
+    char *notify_url;      /* --notify-url, NULL if unset */
+    char *notify_url_file; /* --notify-url-file, NULL if unset */
+    int notify_format;     /* enum notify_format (run/notifyfmt.h) */
+    int64_t notify_timeout_ns;
+    int notify_queue;
+    char *notify_ca_file;
     int print_config;
 };
 
