@@ -20,20 +20,34 @@
 #include "base/log.h"
 #include "config/value.h"
 #include "inject/transform.h"
+#include "webhook/kubever.h"
 #include "webhook/server.h"
 #include "webhook/whmetrics.h"
 
 #define DEFAULT_LISTEN ":8443"
 #define DEFAULT_SHUTDOWN_TIMEOUT "5s"
+#define DEFAULT_KUBE_REFRESH "10m"
 
 static struct {
     uv_loop_t loop;
     uv_signal_t sigterm, sigint;
     struct webhook_server *srv;
+    struct kubever *kv;
     int stopping;
 } W;
 
-enum { F_LISTEN = 1, F_CERT, F_KEY, F_IMAGE, F_SHUTDOWN, F_KUBE_VERSION };
+enum {
+    F_LISTEN = 1,
+    F_CERT,
+    F_KEY,
+    F_IMAGE,
+    F_SHUTDOWN,
+    F_KUBE_VERSION,
+    F_KUBE_REFRESH,
+    F_KUBE_API,
+    F_KUBE_CA,
+    F_KUBE_TOKEN
+};
 
 static const struct flag_def FLAGS[] = {
     {F_LISTEN, "listen", 0, FLAG_STR, "ADDR:PORT", NULL,
@@ -46,12 +60,25 @@ static const struct flag_def FLAGS[] = {
     {F_SHUTDOWN, "shutdown-timeout", 0, FLAG_STR, "DURATION", NULL,
      "how long SIGTERM waits for open requests (default " DEFAULT_SHUTDOWN_TIMEOUT ")"},
     {F_KUBE_VERSION, "kube-version", 0, FLAG_STR, "VERSION", NULL,
-     "the cluster's Kubernetes version, e.g. 1.35 (default\n"
-     "1.36): below 1.36 restart-pod pods are admitted without\n"
+     "the cluster's Kubernetes version, e.g. 1.35, instead of\n"
+     "the API server's (GET /version; 1.36 when it cannot be\n"
+     "read): below 1.36 restart-pod pods are admitted without\n"
      "the sidecar, below 1.35 restart's rule on the app is left out"},
+    {F_KUBE_REFRESH, "kube-version-refresh", 0, FLAG_STR, "DURATION", NULL,
+     "how often the API server's version is read again\n"
+     "(default " DEFAULT_KUBE_REFRESH "; 30 s after a failure)"},
+    {F_KUBE_API, "kube-api", 0, FLAG_STR, "URL", NULL,
+     "API server URL (https://) outside a cluster (default: the\n"
+     "in-cluster address from KUBERNETES_SERVICE_HOST/PORT)"},
+    {F_KUBE_CA, "kube-ca-file", 0, FLAG_STR, "PATH", NULL,
+     "the API server's CA bundle (default: the ServiceAccount's ca.crt)"},
+    {F_KUBE_TOKEN, "kube-token-file", 0, FLAG_STR, "PATH", NULL,
+     "bearer token file (default: the ServiceAccount's token)"},
 };
 
 _Static_assert(INJECT_KUBE_MINOR_DEFAULT == 36, "--kube-version's help names the default");
+_Static_assert(KUBEVER_REFRESH_MS_DEFAULT == 600000, "--kube-version-refresh's help names it");
+_Static_assert(KUBEVER_RETRY_MS == 30000, "--kube-version-refresh's help names the retry");
 
 static const struct flags_cmd CMD = {
     .name = "webhook",
@@ -76,8 +103,9 @@ static const struct flags_cmd CMD = {
 /* What the command line asks for. */
 struct args {
     const char *listen, *cert, *key, *image, *shutdown, *kube_version;
+    const char *kube_refresh, *kube_api, *kube_ca, *kube_token;
     struct flags_log log;
-    uint64_t grace_ms;
+    uint64_t grace_ms, refresh_ms;
     int kube_minor; /* --kube-version's minor, 0 when not given */
 };
 
@@ -92,6 +120,10 @@ static int on_arg(void *ud, const struct flag_def *def, const char *v, int choic
     case F_IMAGE: a->image = v; break;
     case F_SHUTDOWN: a->shutdown = v; break;
     case F_KUBE_VERSION: a->kube_version = v; break;
+    case F_KUBE_REFRESH: a->kube_refresh = v; break;
+    case F_KUBE_API: a->kube_api = v; break;
+    case F_KUBE_CA: a->kube_ca = v; break;
+    case F_KUBE_TOKEN: a->kube_token = v; break;
     }
     return 0;
 }
@@ -116,6 +148,14 @@ static int check_flags(struct args *a)
     if (val_duration(a->shutdown, &ns, err, sizeof err) != 0)
         return flags_usage_error(&CMD, "--shutdown-timeout: %s", err);
     a->grace_ms = (uint64_t)(ns / 1000000);
+    if (val_duration(a->kube_refresh, &ns, err, sizeof err) != 0)
+        return flags_usage_error(&CMD, "--kube-version-refresh: %s", err);
+    if (ns < 1000000000LL)
+        return flags_usage_error(&CMD, "--kube-version-refresh: \"%s\" is under 1s",
+                                 a->kube_refresh);
+    a->refresh_ms = (uint64_t)(ns / 1000000);
+    if (a->kube_api && *a->kube_api && strncmp(a->kube_api, "https://", 8) != 0)
+        return flags_usage_error(&CMD, "--kube-api: \"%s\" is not an https:// URL", a->kube_api);
     return 0;
 }
 
@@ -144,7 +184,31 @@ static void on_signal(uv_signal_t *sig, int signum)
     }
     uv_close((uv_handle_t *)&W.sigterm, on_closed);
     uv_close((uv_handle_t *)&W.sigint, on_closed);
+    kubever_stop(W.kv);
+    W.kv = NULL;
     if (W.srv) webhook_server_shutdown(W.srv, grace_ms, on_server_done, NULL);
+}
+
+/* The version injection is for: --kube-version, else the API server's
+ * (webhook/kubever.h). */
+static void start_kube_version(const struct args *a)
+{
+    if (a->kube_minor > 0) {
+        whmetrics_set_kube_version(a->kube_minor, "flag");
+        struct log_rec r;
+        if (log_rec_begin(&r, RA_LOG_INFO, "kube-version")) {
+            log_rec_int(&r, "minor", a->kube_minor);
+            log_rec_str(&r, "source", "flag");
+            log_rec_end(&r, "Kubernetes 1.%d in force for injection (--kube-version)",
+                        a->kube_minor);
+        }
+        return;
+    }
+    struct kubever_opts ko = {.api = a->kube_api,
+                              .ca_file = a->kube_ca,
+                              .token_file = a->kube_token,
+                              .refresh_ms = a->refresh_ms};
+    W.kv = kubever_start(&W.loop, &ko, W.srv);
 }
 
 /* Serves until SIGTERM/SIGINT; the exit status (cmd_webhook.h). */
@@ -192,6 +256,7 @@ static int serve(const struct args *a)
             log_rec_end(&r, "webhook serving HTTPS on %s (port %d)", a->listen,
                         webhook_server_port(W.srv));
         }
+        start_kube_version(a);
     }
     uv_run(&W.loop, UV_RUN_DEFAULT);
     if (uv_loop_close(&W.loop) != 0) {
@@ -209,6 +274,7 @@ int cmd_webhook(int argc, char **argv)
     if (argc >= 2 && strcmp(argv[1], "certs") == 0) return cmd_certs(argc - 1, argv + 1);
     a = (struct args){.listen = DEFAULT_LISTEN,
                       .shutdown = DEFAULT_SHUTDOWN_TIMEOUT,
+                      .kube_refresh = DEFAULT_KUBE_REFRESH,
                       .log = {RA_LOG_INFO, RA_LOG_FORMAT_TEXT}};
     if (flags_parse(&CMD, argc, argv, on_arg, &a, &status)) return status;
     if ((status = check_flags(&a)) != 0) return status;

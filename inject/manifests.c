@@ -58,6 +58,7 @@ struct run {
     size_t nrbac, rbac_cap;
     int fast_sync; /* some workload runs fast sync */
     int stage;     /* some workload's replicas take turns (staging) */
+    int injected;  /* some workload was injected or its stamp replaced */
     char *err;
     size_t errlen;
 };
@@ -366,7 +367,10 @@ static int process_object(struct run *r, struct file *f, size_t di, const cJSON 
         (rc = stamp(r, f, di, obj, &res, name, sline, sizeof sline)) < 0)
         goto out;
     switch (was) {
-    case INJECT_INJECTED: report(r, "%s injected", name); break;
+    case INJECT_INJECTED:
+        r->injected = 1;
+        report(r, "%s injected", name);
+        break;
     case INJECT_UNCHANGED:
         if (cJSON_GetArraySize(res.ops) > 0) /* only the stamp's operation */
             report(r, "%s updated: already injected, its stamp replaced", name);
@@ -608,12 +612,44 @@ static int put_extra(struct run *r, struct file *f, struct buf *b)
     return 0;
 }
 
+/* An input that is one List document (a kustomize KRM function's
+ * ResourceList, kubectl's List) must stay one document: its extra
+ * documents become items of the List ("add /items/-"), not documents
+ * after it (docs/render-plugins.md). Returns 0 or -ENOMEM. */
+static int extra_into_list(struct file *f)
+{
+    size_t list = f->ndocs, n = 0;
+    for (size_t i = 0; i < f->ndocs; i++) {
+        if (!f->docs[i].json || cJSON_IsNull(f->docs[i].json)) continue;
+        n++;
+        if (is_list(f->docs[i].json)) list = i;
+    }
+    if (!f->extra || n != 1 || list == f->ndocs) return 0;
+    struct doc *d = &f->docs[list];
+    if (!d->ops && !(d->ops = cJSON_CreateArray())) return -ENOMEM;
+    for (cJSON *e = f->extra->child; e; e = e->next) {
+        cJSON *op = cJSON_CreateObject(), *v = cJSON_Duplicate(e, 1);
+        if (!op || !v || !cJSON_AddStringToObject(op, "op", "add") ||
+            !cJSON_AddStringToObject(op, "path", "/items/-")) {
+            cJSON_Delete(op);
+            cJSON_Delete(v);
+            return -ENOMEM;
+        }
+        cJSON_AddItemToObject(op, "value", v);
+        cJSON_AddItemToArray(d->ops, op);
+    }
+    cJSON_Delete(f->extra);
+    f->extra = NULL;
+    return 0;
+}
+
 /* Renders one input in its own format (or as JSON). */
 static int render_file(struct run *r, struct file *f)
 {
     struct buf b = {0};
     const char *src = f->in->data;
-    int rc = 0;
+    int rc = extra_into_list(f);
+    if (rc < 0) return rc;
     int changed = 0;
     for (size_t i = 0; i < f->ndocs; i++) changed |= f->docs[i].ops != NULL;
     if (f->stream && changed && r->opts->output != MANIFESTS_OUT_JSON) {
@@ -755,6 +791,19 @@ static void render_rbac(struct run *r, struct buf *b)
             put_extra_doc(b, d, 0, 0, !first, "\n");
             first = 0;
         }
+}
+
+/* The report's last line when a workload was injected: the Kubernetes
+ * version the injection is for (what restart-pod and a Job's restart rule
+ * depend on). */
+static void kube_version_note(struct run *r)
+{
+    int minor = r->opts->inject.kube_minor;
+    if (minor > 0)
+        report(r, "Kubernetes 1.%d assumed (--kube-version)", minor);
+    else
+        report(r, "Kubernetes 1.%d assumed (the default; --kube-version sets it)",
+               INJECT_KUBE_MINOR_DEFAULT);
 }
 
 /* The report's last lines when a workload runs fast sync: the policy,
@@ -983,6 +1032,7 @@ int manifests_run(struct manifests_input *in, size_t n, const struct manifests_o
         goto fail;
     }
     if (r.fast_sync) fast_sync_notes(&r);
+    if (r.injected) kube_version_note(&r);
     if (r.stage && r.opts->output == MANIFESTS_OUT_PATCH)
         report(&r, "stage: patches cannot add objects: write the Roles, RoleBindings and Leases "
                    "with --output rbac");

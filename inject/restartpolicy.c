@@ -56,14 +56,20 @@ static int target_minor(const struct inject__ctx *x)
     return x->opts->kube_minor > 0 ? x->opts->kube_minor : INJECT_KUBE_MINOR_DEFAULT;
 }
 
+/* Where the version came from, for the messages. */
+static const char *kube_from(const struct inject__ctx *x)
+{
+    return x->opts->kube_from ? x->opts->kube_from : "--kube-version";
+}
+
 int inject__plan_restart_pod(struct inject__ctx *x, int code, char *rules, size_t n)
 {
     int minor = target_minor(x);
     if (minor < INJECT__KUBE_MINOR_RESTART_ALL) {
         snprintf(x->err, x->errlen,
-                 "restart-pod: Kubernetes 1.%d (--kube-version) rejects restartPolicyRules on "
+                 "restart-pod: Kubernetes 1.%d (%s) rejects restartPolicyRules on "
                  "the sidecar; RestartAllContainers (KEP-5532) is on by default from 1.%d",
-                 minor, INJECT__KUBE_MINOR_RESTART_ALL);
+                 minor, kube_from(x), INJECT__KUBE_MINOR_RESTART_ALL);
         return 0;
     }
     restartrules_for_code(code, rules, n);
@@ -128,9 +134,9 @@ int inject__plan_app_rule(struct inject__ctx *x, const struct inject__app *app, 
     int minor = target_minor(x);
     if (minor < INJECT__KUBE_MINOR_RESTART_RULES) {
         inject__warn(x,
-                     "restart: Kubernetes 1.%d (--kube-version) has no restartPolicyRules (1.%d+): "
+                     "restart: Kubernetes 1.%d (%s) has no restartPolicyRules (1.%d+): "
                      "container %s (restartPolicy %.20s) ends when restarted",
-                     minor, INJECT__KUBE_MINOR_RESTART_RULES, app->name, policy);
+                     minor, kube_from(x), INJECT__KUBE_MINOR_RESTART_RULES, app->name, policy);
         return 0;
     }
     if (sscanf(app->path, "spec.containers[%d]", &r->index) != 1) r->index = -1;

@@ -78,6 +78,9 @@ struct inject_opts {
      * RestartAllContainers on a sidecar; the restart action's rule on the
      * app container (KEP-5307) is left out, with a warning, below 1.35. */
     int kube_minor;
+    /* Where kube_minor came from, as the refusal and warning messages name
+     * it (a static string): NULL = "--kube-version". */
+    const char *kube_from;
 };
 
 enum inject_outcome {

@@ -32,6 +32,7 @@ struct webhook_server {
     char *cert_file, *key_file;
     char *image, *cpu_request, *memory_request, *memory_limit;
     struct inject_opts inject;
+    char *hold; /* why /readyz says 503 before the version is known, or NULL */
     int stopping;
     int open; /* things still to close: timers, watch, httpd */
     void (*done)(void *);
@@ -87,13 +88,19 @@ static void log_admission(const struct admission_info *in, double secs)
 
 static void release_body(void *ud) { httpd_req_release_body(ud); }
 
-static void mutate(struct webhook_server *s, const struct httpd_req *req, struct httpd_resp *resp)
+/* ns_wide: the review came through /mutate-namespace (the webhook entry of
+ * the namespaces labelled reload-agent.io/inject=enabled): a pod that says
+ * nothing is injected too (inject_opts.all); "false" still opts out. */
+static void mutate(struct webhook_server *s, const struct httpd_req *req, struct httpd_resp *resp,
+                   int ns_wide)
 {
     uint64_t t0 = uv_hrtime();
     struct admission_response out;
     struct admission_info info;
+    struct inject_opts opts = s->inject;
     size_t len = req->body_len;
-    int rc = admission_review_release(req->body, len, req->content_type, &s->inject, release_body,
+    opts.all = ns_wide;
+    int rc = admission_review_release(req->body, len, req->content_type, &opts, release_body,
                                       (void *)req, &out, &info);
     double secs = (double)(uv_hrtime() - t0) / 1e9;
     /* a large review leaves the heap fragmented: give the free pages back */
@@ -117,13 +124,14 @@ static void handle(void *ud, const struct httpd_req *req, struct httpd_resp *res
 {
     struct webhook_server *s = ud;
     int get = strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0;
-    if (strcmp(req->path, "/mutate") == 0) {
+    int ns_wide = strcmp(req->path, "/mutate-namespace") == 0;
+    if (ns_wide || strcmp(req->path, "/mutate") == 0) {
         if (strcmp(req->method, "POST") != 0) {
             text(resp, 405, "method not allowed: POST an AdmissionReview\n");
             resp->headers = "Allow: POST\r\n";
             return;
         }
-        mutate(s, req, resp);
+        mutate(s, req, resp, ns_wide);
         return;
     }
     int known = strcmp(req->path, "/healthz") == 0 || strcmp(req->path, "/readyz") == 0 ||
@@ -142,6 +150,8 @@ static void handle(void *ud, const struct httpd_req *req, struct httpd_resp *res
     } else if (strcmp(req->path, "/readyz") == 0) {
         if (s->stopping)
             text(resp, 503, "shutting down\n");
+        else if (s->hold)
+            text(resp, 503, s->hold);
         else
             text(resp, 200, "ready\n");
     } else {
@@ -219,6 +229,7 @@ static void server_free(struct webhook_server *s)
     free(s->cpu_request);
     free(s->memory_request);
     free(s->memory_limit);
+    free(s->hold);
     free(s);
 }
 
@@ -328,6 +339,23 @@ int webhook_server_start(uv_loop_t *loop, const struct webhook_opts *o, struct w
 }
 
 int webhook_server_port(const struct webhook_server *s) { return s->srv ? httpd_port(s->srv) : 0; }
+
+void webhook_server_set_kube_minor(struct webhook_server *s, int minor, const char *from)
+{
+    s->inject.kube_minor = minor;
+    s->inject.kube_from = from;
+}
+
+int webhook_server_kube_minor(const struct webhook_server *s)
+{
+    return s->inject.kube_minor > 0 ? s->inject.kube_minor : INJECT_KUBE_MINOR_DEFAULT;
+}
+
+void webhook_server_hold_ready(struct webhook_server *s, const char *why)
+{
+    free(s->hold);
+    s->hold = why ? ra_asprintf("%s\n", why) : NULL;
+}
 
 void webhook_server_shutdown(struct webhook_server *s, uint64_t grace_ms, void (*done)(void *),
                              void *ud)

@@ -7,9 +7,15 @@
  * Routes:
  *   POST /mutate     an AdmissionReview v1 (webhook/admission.h); bodies
  *                    over WEBHOOK_MAX_BODY get 413 from the server
+ *   POST /mutate-namespace  the same, for the webhook entry whose
+ *                    namespaceSelector picks the namespaces labelled
+ *                    reload-agent.io/inject=enabled: a pod that does not
+ *                    say reload-agent.io/inject is injected too
+ *                    (inject_opts.all); "false" still opts out
  *   GET  /healthz    200 "ok" while the process runs
  *   GET  /readyz     200 once the certificate is loaded and the socket
- *                    listens; 503 from the start of a shutdown
+ *                    listens (and no hold is set: webhook_server_hold_ready);
+ *                    503 from the start of a shutdown
  *   GET  /metrics    Prometheus text (webhook/whmetrics.h)
  * Other paths 404; a wrong method 405 with an Allow header.
  *
@@ -72,6 +78,16 @@ int webhook_server_start(uv_loop_t *loop, const struct webhook_opts *o, struct w
 
 /* The port actually bound. */
 int webhook_server_port(const struct webhook_server *s);
+
+/* The Kubernetes minor version the transform targets from the next review
+ * on (inject_opts.kube_minor; 0 = INJECT_KUBE_MINOR_DEFAULT) and where it
+ * came from (inject_opts.kube_from, a static string); and the one in force. */
+void webhook_server_set_kube_minor(struct webhook_server *s, int minor, const char *from);
+int webhook_server_kube_minor(const struct webhook_server *s);
+
+/* While why is set, /readyz answers 503 with it (webhook/kubever.c holds
+ * readiness until the API server's version is known); NULL releases. */
+void webhook_server_hold_ready(struct webhook_server *s, const char *why);
 
 /* Graceful stop: /readyz turns 503, the listener closes (no new
  * connections), idle connections close, and requests already being

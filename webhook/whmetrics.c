@@ -20,6 +20,8 @@ static struct {
     uint64_t reloads[2]; /* [ok] */
     int64_t not_after;
     uint64_t tls_failures;
+    int kube_minor;
+    char kube_source[16];
 } W;
 
 void whmetrics_reset(void) { memset(&W, 0, sizeof W); }
@@ -40,6 +42,12 @@ void whmetrics_tls_failure(void *ud, const char *reason)
     (void)ud;
     (void)reason;
     W.tls_failures++;
+}
+
+void whmetrics_set_kube_version(int minor, const char *source)
+{
+    W.kube_minor = minor;
+    snprintf(W.kube_source, sizeof W.kube_source, "%s", source);
 }
 
 char *whmetrics_render(size_t *len)
@@ -68,5 +76,13 @@ char *whmetrics_render(size_t *len)
                  "TLS handshakes that failed or were abandoned (timeout, protocol error, client "
                  "gone).",
                  W.tls_failures);
+    if (W.kube_minor > 0) {
+        char labels[48];
+        prom_family(&b, "reload_agent_webhook_kube_version_minor", "gauge",
+                    "The Kubernetes 1.x minor version injection is for, by where it came from "
+                    "(flag: --kube-version, server: GET /version, default: neither).");
+        snprintf(labels, sizeof labels, "source=\"%s\"", W.kube_source);
+        prom_sample(&b, "reload_agent_webhook_kube_version_minor", labels, (uint64_t)W.kube_minor);
+    }
     return buf_take(&b, len);
 }

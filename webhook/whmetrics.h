@@ -27,6 +27,10 @@ void whmetrics_set_cert_expiry(int64_t not_after);
  * tls_server_set_failure_hook hook: ud is unused. */
 void whmetrics_tls_failure(void *ud, const char *reason);
 
+/* The Kubernetes minor version the transform targets, and where it came
+ * from: "flag" (--kube-version), "server" (GET /version) or "default". */
+void whmetrics_set_kube_version(int minor, const char *source);
+
 /* Renders every family into a malloc'd buffer (*len bytes). NULL on OOM. */
 char *whmetrics_render(size_t *len);
 

@@ -274,6 +274,10 @@ def hooks(t):
 # path its message must name: (what, values, path in the message).
 INJECT_NL = "x\n      hostNetwork: true\n      hostPID: true"
 REFUSED = [
+    ("a sync namespace that is no namespace name", {"sync": {"namespaces": ["Shop"]}},
+     "/sync/namespaces/0"),
+    ("no sync replica", {"sync": {"replicas": 0}}, "/sync/replicas"),
+    ("a sync extraArg that is no flag", {"sync": {"extraArgs": ["qps=5"]}}, "/sync/extraArgs/0"),
     ("a newline in priorityClassName", {"webhook": {"priorityClassName": INJECT_NL}}, "/webhook/priorityClassName"),
     ("a priorityClassName that is no object name", {"webhook": {"priorityClassName": "High"}},
      "/webhook/priorityClassName"),
@@ -454,7 +458,8 @@ def names(t, binary):
         text = yaml.safe_dump_all(objs)
         for o in objs:
             m = o["metadata"]
-            if o["kind"] not in ("MutatingWebhookConfiguration", "ClusterRole", "ClusterRoleBinding"):
+            if o["kind"] not in ("MutatingWebhookConfiguration", "ClusterRole", "ClusterRoleBinding",
+                                 "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"):
                 check(m.get("namespace") in ("tools", "shop", "web"), "%s/%s in namespace %r" % (
                     o["kind"], m["name"], m.get("namespace")))
             check(m["name"].startswith("ra-reload-agent"), "%s/%s is not named after the release" % (
@@ -466,7 +471,8 @@ def names(t, binary):
         check(svc["namespace"] == "tools" and svc["name"] == "ra-reload-agent-webhook", "service %r" % svc)
         check("tools" in mwc["webhooks"][0]["namespaceSelector"]["matchExpressions"][0]["values"],
               "the release's namespace is not excluded")
-        dep = [o for o in objs if o["kind"] == "Deployment"][0]
+        dep = [o for o in objs if o["kind"] == "Deployment" and
+               o["metadata"]["name"].endswith("-webhook")][0]
         secret = dep["spec"]["template"]["spec"]["volumes"][0]["secret"]["secretName"]
         for o in objs:
             if o["kind"] == "Job":
@@ -476,7 +482,7 @@ def names(t, binary):
                           o["metadata"]["name"], args))
                 if any(a.startswith("--webhook-config=") for a in args):
                     check("--webhook-config=" + mwc["metadata"]["name"] in args, "--webhook-config: %r" % args)
-            if o["kind"] == "ClusterRole":
+            if o["kind"] == "ClusterRole" and not o["metadata"]["name"].endswith("-sync"):
                 check(o["rules"][0]["resourceNames"] == [mwc["metadata"]["name"]], "ClusterRole resourceNames")
             if o["kind"] == "Certificate" and o["metadata"]["name"] == svc["name"]:
                 check(o["spec"]["secretName"] == secret and "ra-reload-agent-webhook.tools.svc" in o["spec"]["dnsNames"],
@@ -492,13 +498,15 @@ def flags(objs, binary):
     helps = {
         "webhook": run([binary, "webhook", "--help"]),
         "certs": run([binary, "webhook", "certs", "--help"]),
+        "sync": run([binary, "sync", "--help"]),
     }
     known = {k: set(re.findall(r"^\s+(--[a-z][-a-z0-9]*)", v, re.M)) for k, v in helps.items()}
     for o in objs:
         if o["kind"] not in ("Deployment", "Job"):
             continue
         args = o["spec"]["template"]["spec"]["containers"][0]["args"]
-        which = "certs" if args[:2] == ["webhook", "certs"] else "webhook"
+        which = "certs" if args[:2] == ["webhook", "certs"] else "sync" if args[0] == "sync" \
+            else "webhook"
         for a in args:
             if a.startswith("--"):
                 f = a.split("=", 1)[0]

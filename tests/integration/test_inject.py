@@ -173,7 +173,8 @@ def report(err):
     """{"kind/name": outcome line} from the report (warnings skipped)."""
     rep = {}
     for line in err.splitlines():
-        if line.startswith("  warning: ") or re.match(r"^\S+/\S+ (not )?stamped", line):
+        if line.startswith("  warning: ") or re.match(r"^\S+/\S+ (not )?stamped", line) or \
+                re.match(r"^Kubernetes 1\.\d+ assumed ", line):
             continue
         m = re.match(r"^(\S+/\S+) (injected|passed through|skipped: .+|unchanged: .+|updated: .+)$",
                      line)
@@ -293,6 +294,22 @@ def test_inject_upstream_manifests(env):
     check(injected >= 7, "only %d upstream workloads were injected" % injected)
 
 
+def test_inject_report_names_the_kube_version(env):
+    """The report's last line says which Kubernetes version an injection
+    assumed (the default 1.36, or --kube-version's); nothing injected: no line."""
+    with open(env.path("web.yaml"), "w") as f:
+        f.write(WEB)
+    _, err = inject_ok(env, [env.path("web.yaml")])
+    check(err.splitlines()[-1] == "Kubernetes 1.36 assumed (the default; --kube-version sets it)",
+          "report: %s" % err)
+    _, err = inject_ok(env, ["--kube-version", "v1.34.4", env.path("web.yaml")])
+    check(err.splitlines()[-1] == "Kubernetes 1.34 assumed (--kube-version)", "report: %s" % err)
+    with open(env.path("cm.yaml"), "w") as f:
+        f.write("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {k: v}\n")
+    _, err = inject_ok(env, [env.path("cm.yaml")])
+    check("assumed" not in err, "report without an injection: %s" % err)
+
+
 def test_inject_opt_in_report_and_warnings(env):
     with open(env.path("web.yaml"), "w") as f:
         f.write(WEB)
@@ -336,7 +353,11 @@ def test_inject_opt_in_report_and_warnings(env):
     d = list(difflib.unified_diff(later.splitlines(), out5.decode().splitlines(), lineterm="",
                                   n=0))
     removed = [l for l in d if l.startswith("-") and not l.startswith("---")]
-    check(len(removed) == 1 and "inject-status" in removed[0], "changed lines: %s" % removed)
+    check(len(removed) == 2 and "inject-status" in removed[0] and "sync-objects" in removed[1],
+          "changed lines: %s" % removed)
+    added = [l for l in d if l.startswith("+") and "sync-objects" in l]
+    check(len(added) == 1 and "configmap/web-conf,secret/later" in added[0],
+          "the sync service's objects do not name the later Secret: %s" % added)
     agent = sidecar(yaml.safe_load_all(out5).__next__())
     check("--watch=/etc/later" in agent["args"] and
           {"name": "later", "mountPath": "/etc/later", "readOnly": True} in agent["volumeMounts"],

@@ -9,7 +9,9 @@ patch; a volume added by a later webhook: only mirror ops), malformed /
 wrong-type / oversized requests, a slowloris client and a stalled TLS
 handshake cut off while others are served, certificate rotation by an
 AtomicWriter `..data` swap (build/tools/awsim) and by a plain rewrite with
-no restart, an expired certificate served at start and then renewed, 200
+no restart, the API server's version read from the fake API server
+(tests/lib/fakeapi.py: served, changed, failing, unreachable; --kube-version
+overrides it), an expired certificate served at start and then renewed, 200
 concurrent reviews, SIGTERM with reviews in flight, and the command line
 (usage errors, bad certificates).
 """
@@ -26,7 +28,7 @@ import time
 
 import jsonpatch
 
-from tests.lib import agent
+from tests.lib import agent, fakeapi
 from tests.lib.proc import TestFailure, check, wait_until
 
 HOST = "127.0.0.1"
@@ -182,11 +184,11 @@ def review(uid, pod, op="CREATE", dry_run=False):
                         "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"}}}
 
 
-def mutate(s, wh, uid, pod, c=None, **kw):
-    """POSTs a review; checks the envelope (200, allowed, uid echoed, never
-    a status object); returns (response dict, patch ops or None)."""
-    st, hdrs, body = request(s, wh, "POST", "/mutate", json.dumps(review(uid, pod, **kw)), c=c)
-    check(st == 200, "POST /mutate: %d %r" % (st, body[:300]))
+def mutate(s, wh, uid, pod, c=None, path="/mutate", **kw):
+    """POSTs a review (to path); checks the envelope (200, allowed, uid
+    echoed, never a status object); returns (response dict, patch ops or None)."""
+    st, hdrs, body = request(s, wh, "POST", path, json.dumps(review(uid, pod, **kw)), c=c)
+    check(st == 200, "POST %s: %d %r" % (path, st, body[:300]))
     check(hdrs.get("Content-Type", "").startswith("application/json"), "type %r" % hdrs)
     doc = json.loads(body)
     check(doc["apiVersion"] == "admission.k8s.io/v1" and doc["kind"] == "AdmissionReview",
@@ -296,8 +298,12 @@ def test_webhook_injects_and_reinvocation(env):
     for op in ops3:
         p = op["path"]
         check(p.startswith("/spec/initContainers/%d/" % (len(later["spec"]["initContainers"]) - 1))
-              or p == "/metadata/annotations/reload-agent.io~1inject-status",
-              "a reinvocation op outside the sidecar and its status: %r" % op)
+              or p in ("/metadata/annotations/reload-agent.io~1inject-status",
+                       "/metadata/annotations/reload-agent.io~1sync-objects"),
+              "a reinvocation op outside the sidecar and its annotations: %r" % op)
+    objs = [op["value"] for op in ops3 if op["path"].endswith("sync-objects")]
+    check(len(objs) == 1 and objs[0].endswith(",secret/v"),
+          "the sync service's objects do not name the new Secret: %r" % objs)
     again = jsonpatch.apply_patch(later, ops3)
     sc = sidecar(again)
     check(any(m["mountPath"] == "/vault/secrets" for m in sc["volumeMounts"]), "no new mirror")
@@ -372,6 +378,31 @@ def read_reply(sock, limit=1 << 20):
             break
         out += b
     return out
+
+
+def test_webhook_namespace_wide(env):
+    """/mutate-namespace (the entry of the namespaces labelled
+    reload-agent.io/inject=enabled) injects a pod that says nothing, never
+    one that says "false"; /mutate still wants "true"."""
+    s = Setup(env)
+    wh = start(env, s)
+    quiet = app_pod()
+    del quiet["metadata"]["annotations"]["reload-agent.io/inject"]
+    resp, ops = mutate(s, wh, "uid-ns-1", quiet, path="/mutate-namespace")
+    check(ops, "no patch for a pod of an opted-in namespace: %r" % resp)
+    injected = jsonpatch.apply_patch(quiet, ops)
+    check("--watch=/etc/nginx/conf.d" in sidecar(injected)["args"], "no --watch of the volume")
+    check(wh.wait_match("admission", uid="uid-ns-1")["result"] == "injected", "result")
+    resp, ops = mutate(s, wh, "uid-ns-2", injected, path="/mutate-namespace")
+    check(ops is None, "the reinvocation patched again: %r" % ops)
+    out = app_pod({"reload-agent.io/inject": "false"})
+    resp, ops = mutate(s, wh, "uid-ns-3", out, path="/mutate-namespace")
+    check(ops is None and not resp.get("warnings"), "inject false was injected: %r" % resp)
+    check(wh.wait_match("admission", uid="uid-ns-3")["result"] == "skipped", "opt-out result")
+    resp, ops = mutate(s, wh, "uid-ns-4", quiet)
+    check(ops is None and not resp.get("warnings"), "/mutate injected a quiet pod: %r" % resp)
+    st, hdrs, _ = request(s, wh, "GET", "/mutate-namespace", ctype=None)
+    check(st == 405 and hdrs.get("Allow") == "POST", "GET /mutate-namespace: %d" % st)
 
 
 def test_webhook_bad_requests(env):
@@ -815,3 +846,126 @@ def test_webhook_bounds_held_bodies_and_huge_reviews(env):
     check(ops is None and any("JSON values, more than" in w for w in resp.get("warnings", [])),
           "a review of 200 000 values: %r" % resp)
     check(wh.stop() == 0, "exit status")
+
+
+# ---- the API server's version (GET /version, webhook/kubever.c) ----
+
+def restart_pod_pod():
+    return app_pod({"reload-agent.io/action": "restart-pod"})
+
+
+def version_webhook(env, s, fake, *extra):
+    return start(env, s, "--kube-api", fake.url, "--kube-token-file", fake.info["token_file"],
+                 "--kube-ca-file", fake.info["ca"], *extra)
+
+
+def set_version(fake, minor, git):
+    st, out = fake.ctl("POST", "/version", {"major": "1", "minor": minor, "gitVersion": git})
+    check(st == 200, "control POST /version: %s" % out)
+
+
+def version_metric(s, wh):
+    st, _, body = request(s, wh, "GET", "/metrics")
+    check(st == 200, "/metrics: %d" % st)
+    lines = [l for l in body.decode().splitlines()
+             if l.startswith("reload_agent_webhook_kube_version_minor{")]
+    check(len(lines) == 1, "the version gauge: %r" % lines)
+    return lines[0]
+
+
+def version_gets(fake):
+    st, reqs = fake.ctl("GET", "/requests")
+    check(st == 200, "control GET /requests")
+    return [r for r in reqs if r["path"] == "/version"]
+
+
+def test_webhook_reads_the_api_servers_version(env):
+    """Served (a provider's "34+"): restart-pod refused naming 1.34 and
+    where it came from; changed to 1.36 at the next refresh: injected;
+    failing: the version read before stays, with a warning; back: read."""
+    s = Setup(env)
+    fake = fakeapi.launch(env.path("kube"), fixture="none", spawn=env.spawn)
+    set_version(fake, "34+", "v1.34.4-eks-a1b2c3")
+    wh = version_webhook(env, s, fake, "--kube-version-refresh", "1s")
+    e = wh.wait_match("kube-version", timeout=20, minor=34)
+    check(e["source"] == "server" and e["git_version"] == "v1.34.4-eks-a1b2c3", "event %r" % e)
+    wait_until(lambda: request(s, wh, "GET", "/readyz")[0] == 200, 10, "/readyz 200")
+    check(version_metric(s, wh).endswith('{source="server"} 34'), version_metric(s, wh))
+    resp, ops = mutate(s, wh, "uid-v34", restart_pod_pod())
+    check(ops is None, "restart-pod injected on 1.34: %r" % ops)
+    warn = " ".join(resp.get("warnings", []))
+    check("1.34" in warn and "restartPolicyRules" in warn and "/version" in warn,
+          "warning %r" % warn)
+    e = wh.wait_match("admission", uid="uid-v34")
+    check(e["result"] == "skipped" and "from 1.36" in e["reason"], "log %r" % e)
+    gets = version_gets(fake)
+    check(gets and all(r["authorized"] and r["method"] == "GET" for r in gets), "requests %r" % gets)
+
+    set_version(fake, "36", "v1.36.3")
+    wh.wait_match("kube-version", timeout=15, minor=36, source="server")
+    resp, ops = mutate(s, wh, "uid-v36", restart_pod_pod())
+    check(ops and "RestartAllContainers" in json.dumps(ops), "restart-pod on 1.36: %r" % resp)
+
+    st, out = fake.ctl("POST", "/faults", [{"path_regex": "^/version$", "status": 500}])
+    check(st == 200, "faults: %s" % out)
+    e = wh.wait_for(lambda evs: next((x for x in evs if x.get("event") == "kube-version" and
+                                      x.get("level") == "warn"), None), 20, "a warning")
+    check("stays" in e["msg"] and e["minor"] == 36, "warning %r" % e)
+    check(version_metric(s, wh).endswith('{source="server"} 36'), version_metric(s, wh))
+    check(request(s, wh, "GET", "/readyz")[0] == 200, "/readyz after a failure")
+    resp, ops = mutate(s, wh, "uid-v36b", restart_pod_pod())
+    check(ops, "restart-pod after a failed refresh: %r" % resp)
+
+    fake.ctl("POST", "/faults/clear")
+    set_version(fake, "35", "v1.35.4")
+    wh.wait_match("kube-version", timeout=15, minor=35, source="server")
+
+
+def test_webhook_version_unreachable_keeps_the_default(env):
+    """No answer: /readyz 503 while waiting, then 1.36 assumed with a
+    warning (ready); once the server answers, its version."""
+    s = Setup(env)
+    fake = fakeapi.launch(env.path("kube"), fixture="none", spawn=env.spawn)
+    st, out = fake.ctl("POST", "/listener", {"up": False})
+    check(st == 200, "listener down: %s" % out)
+    set_version(fake, "34", "v1.34.4")
+    wh = version_webhook(env, s, fake, "--kube-version-refresh", "2s")
+    st, _, body = request(s, wh, "GET", "/readyz")
+    check(st == 503 and b"version" in body, "/readyz before the version: %d %r" % (st, body))
+    e = wh.wait_for(lambda evs: next((x for x in evs if x.get("event") == "kube-version" and
+                                      x.get("level") == "warn"), None), 30, "a warning")
+    check(e["minor"] == 36 and "assumed" in e["msg"], "warning %r" % e)
+    check(request(s, wh, "GET", "/readyz")[0] == 200, "/readyz after the failure")
+    check(version_metric(s, wh).endswith('{source="default"} 36'), version_metric(s, wh))
+    resp, ops = mutate(s, wh, "uid-def", restart_pod_pod())
+    check(ops, "restart-pod on the default 1.36: %r" % resp)
+    st, out = fake.ctl("POST", "/listener", {"up": True})
+    check(st == 200, "listener up: %s" % out)
+    wh.wait_match("kube-version", timeout=30, minor=34, source="server")
+    resp, ops = mutate(s, wh, "uid-34", restart_pod_pod())
+    check(ops is None, "restart-pod once 1.34 is read: %r" % ops)
+
+
+def test_webhook_kube_version_flag_overrides(env):
+    """--kube-version: no GET /version at all; outside a cluster without
+    --kube-api: one warning, 1.36, ready at once."""
+    s = Setup(env)
+    fake = fakeapi.launch(env.path("kube"), fixture="none", spawn=env.spawn)
+    set_version(fake, "34", "v1.34.4")
+    wh = version_webhook(env, s, fake, "--kube-version", "v1.35.2")
+    e = wh.wait_match("kube-version", timeout=10, source="flag")
+    check(e["minor"] == 35, "event %r" % e)
+    check(version_metric(s, wh).endswith('{source="flag"} 35'), version_metric(s, wh))
+    wh.quiet(1.5)
+    check(not version_gets(fake), "GET /version with --kube-version: %r" % version_gets(fake))
+
+    wh2 = start(env, s)
+    e = wh2.wait_match("kube-version", timeout=10, minor=36)
+    check(e["level"] == "warn" and "KUBERNETES_SERVICE_HOST" in e["error"], "event %r" % e)
+    check(request(s, wh2, "GET", "/readyz")[0] == 200, "/readyz without a cluster")
+    rc = env.run([env.binary, "webhook", "--tls-cert-file", s.cert_file, "--tls-key-file",
+                  s.key_file, "--kube-version-refresh", "500ms"]).returncode
+    check(rc == 2, "--kube-version-refresh 500ms: exit %d" % rc)
+    rc = env.run([env.binary, "webhook", "--tls-cert-file", s.cert_file, "--tls-key-file",
+                  s.key_file, "--kube-api", "http://127.0.0.1:1"]).returncode
+    check(rc == 2, "--kube-api http://: exit %d" % rc)

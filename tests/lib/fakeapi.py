@@ -43,7 +43,8 @@ PLAIN_429 = "Too many requests, please try again later."
 
 # (group, version, plural) -> (Kind, methods on an item, methods on the collection)
 RESOURCES = {
-    ("", "v1", "pods"): ("Pod", {"GET", "PATCH"}, set()),
+    # the collection: a watch of every pod's metadata (the cluster sync service)
+    ("", "v1", "pods"): ("Pod", {"GET", "PATCH"}, {"GET"}),
     # collection GET: list, or watch with ?watch=1 (fast sync; metadata only on request)
     ("", "v1", "configmaps"): ("ConfigMap", {"GET"}, {"GET"}),
     ("apps", "v1", "replicasets"): ("ReplicaSet", {"GET"}, set()),
@@ -67,12 +68,19 @@ CLUSTER_SCOPED = {"mutatingwebhookconfigurations"}
 # resources without a status (a PATCH does not add one)
 NO_STATUS = {"secrets", "configmaps", "mutatingwebhookconfigurations", "leases"}
 # resources a watch can follow (their changes go to State.watch_log)
-WATCHABLE = {"configmaps", "secrets", "leases"}
+WATCHABLE = {"configmaps", "secrets", "leases", "pods"}
 AS_META = "as=PartialObjectMetadata;"
 AS_META_LIST = "as=PartialObjectMetadataList;"
 AS_TABLE = "as=Table;"
 # plural -> (group, version) for stored objects (events are kept apart)
 OBJECT_GROUPS = {p: (g, v) for (g, v, p) in RESOURCES if p != "events"}
+
+# GET /version: k8s.io/apimachinery/pkg/version.Info as the real server fills it
+VERSION_INFO = {"major": "1", "minor": "36", "emulationMajor": "1", "emulationMinor": "36",
+                "minCompatibilityMajor": "1", "minCompatibilityMinor": "35",
+                "gitVersion": "v1.36.3", "gitCommit": "0" * 40, "gitTreeState": "clean",
+                "buildDate": "1970-01-01T00:00:00Z", "goVersion": "go1.26.8",
+                "compiler": "gc", "platform": "linux/amd64"}
 
 MERGE = "application/merge-patch+json"
 STRATEGIC = "application/strategic-merge-patch+json"
@@ -463,6 +471,7 @@ class State:
         self.watch_action = None
         self.open_watches = []  # dicts describing the open streams
         self.storms = {}        # (plural, ns, name) -> a storm spec (POST /storm): a watch fault
+        self.version = dict(VERSION_INFO)  # what GET /version answers (POST /version sets it)
 
     def next_rv(self):
         self.rv += 1
@@ -1150,6 +1159,12 @@ class ApiHandler(Handler):
         self.answer_json(code, obj)
 
     def route(self, api, route, query, ctype, body):
+        if route is None and self.path.split("?")[0] == "/version":
+            if self.command != "GET":
+                raise ApiError(405, "the server does not allow this method on the requested "
+                               "resource")
+            with app_state(self).lock:
+                return 200, copy.deepcopy(app_state(self).version)
         if route is None:
             raise ApiError(404, "the server could not find the requested resource")
         _, item_methods, coll_methods = RESOURCES[route[:3]]
@@ -1441,6 +1456,18 @@ class ControlHandler(Handler):
                                           else st.history.get(key, []))
         if method == "POST" and path == "/object":
             return 200, self.put_object(st, data)
+        if method == "POST" and path == "/objects":  # many at once: [{"resource", "object"}]
+            if not isinstance(data, list):
+                raise ValueError('need a list of {"resource": ..., "object": {...}}')
+            return 200, {"resourceVersions": [self.put_object(st, d)["metadata"]["resourceVersion"]
+                                              for d in data]}
+        if method == "POST" and path == "/version":
+            # the whole object GET /version answers from now on (any JSON object)
+            if not isinstance(data, dict):
+                raise ValueError("need a JSON object (the version.Info GET /version answers)")
+            with st.lock:
+                st.version = data
+            return 200, data
         if method == "POST" and path == "/object/delete":
             if not isinstance(data, dict) or data.get("resource") not in OBJECT_GROUPS:
                 raise ValueError('need {"resource": ..., "name": ...}')
