@@ -135,6 +135,35 @@ def test_sync_two_replicas_one_leader(env):
     other.stop()
 
 
+def test_sync_api_server_restart(env):
+    """The API server goes away (every connection cut, connections
+    refused) while an object changes, then comes back: the watches come
+    back after their backoff, the change is nudged once per referencing
+    pod, the service never exits."""
+    fake = launch(env)
+    objects(fake)
+    s = Sync(env, fake, "one")
+    ready(fake, s)
+    fake.ctl("POST", "/listener", {"up": False})
+    rv = put(fake, "configmaps", {"metadata": {"name": "a"}, "data": {"k": "down"}})
+    settle(1.5)
+    fake.ctl("POST", "/listener", {"up": True})
+    t_up = time.time()
+    wait_until(lambda: values(fake, "p1") == ["configmap/a@" + rv] and
+               values(fake, "p2") == ["configmap/a@" + rv], 20, "the change made while down")
+
+    def back():  # (the double may still list a cut stream as open until it writes to it)
+        got = {r["path"].rsplit("/", 1)[1] for r in requests(fake)
+               if r["time"] >= t_up and r["query"].get("watch") == "1" and
+               r["status"] in (None, 200)}  # a stream's status is recorded when it ends
+        return got == {"configmaps", "secrets", "pods"}
+    wait_until(back, 20, "the three watches back")
+    settle(1.5)
+    check(len(patches(fake)) == 2, "PATCHes: %r" % [(p["path"], p["body"]) for p in patches(fake)])
+    check(s.proc.poll() is None, "the service exited")
+    s.stop()
+
+
 def test_sync_usage_errors(env):
     """Bad values are refused by name, exit 2, before any request."""
     for args, want in ((["--namespaces", "Bad_NS"], '"Bad_NS" is not a namespace name'),
