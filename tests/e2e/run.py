@@ -13,7 +13,7 @@ diagnostic dump (pods, agent logs, events). Prints one line per test and closes 
 
 What a scenario needs (tests.lib.cluster.needs): below its minimum
 Kubernetes version its `below` function runs instead (named
-"NAME[below 1.N]": the documented behaviour of an older cluster), or it is
+"NAME_below_1_N": the documented behaviour of an older cluster), or it is
 skipped with the reason. E2E_CORE=1 runs the core scenarios only.
 K8S_VERSION (tests/cluster/versions.sh) picks the cluster's version.
 
@@ -54,7 +54,8 @@ def for_version(tests, minor):
             continue
         why = "needs Kubernetes 1.%d%s" % (need, ": " + f.needs_why if f.needs_why else "")
         if f.needs_below:
-            run.append(("%s[below 1.%d]" % (full, need), f.needs_below, limit, alone))
+            # the name makes the namespace: no brackets, no dots
+            run.append(("%s_below_1_%d" % (full, need), f.needs_below, limit, alone))
         else:
             skipped.append((full, why))
     return run, skipped

@@ -64,10 +64,10 @@ def test_webhook_reads_the_cluster_version(env):
     env.c.ensure_webhook()
     want = "Kubernetes 1.%d in force for injection (the API server says %s)" % (
         env.c.minor, env.c.version)
-    pods = env.c.get("pods", ns="reload-agent")["items"]
-    names = [p["metadata"]["name"] for p in pods
-             if p["metadata"].get("labels", {}).get("app.kubernetes.io/name") ==
-             "reload-agent-webhook"]
+    pods = [p for p in env.c.get("pods", ns="reload-agent")["items"]
+            if p["metadata"].get("labels", {}).get("app.kubernetes.io/name") ==
+            "reload-agent-webhook" and not p["metadata"].get("deletionTimestamp")]
+    names = [p["metadata"]["name"] for p in pods]
     check(len(names) == 2, "webhook pods %r" % names)
     wait_until(lambda: all(want in env.c.kubectl("logs", n, ns="reload-agent") for n in names), 60,
                "every webhook replica to log %r" % want)
