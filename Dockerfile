@@ -45,6 +45,7 @@ COPY actions/ actions/
 COPY inject/ inject/
 COPY yamldoc/ yamldoc/
 COPY webhook/ webhook/
+COPY sync/ sync/
 ARG GIT_COMMIT=unknown
 RUN make -j"$(nproc)" build/reload-agent GIT_COMMIT="${GIT_COMMIT}"
 

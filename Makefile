@@ -51,7 +51,7 @@ RA_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I. $(PKG_CFLAGS) \
             -DRA_VERSION='"$(VERSION)"' -DRA_GIT_COMMIT='"$(GIT_COMMIT)"'
 LDLIBS   += $(PKG_LIBS) -lm -ldl -lpthread -lrt
 
-SRC_DIRS := cmd run webhook inject actions kube net config watch hash yamldoc base
+SRC_DIRS := cmd run webhook sync inject actions kube net config watch hash yamldoc base
 LIB_SRC  := $(filter-out cmd/main.c,$(wildcard $(SRC_DIRS:%=%/*.c)))
 LIB_HDR  := $(wildcard $(SRC_DIRS:%=%/*.h))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
@@ -63,7 +63,7 @@ FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/fuzz/%)
 FUZZ_SECONDS ?= 240
 
-.PHONY: static-deps all test links unit integration fuzz fuzz-replay asan install deps clean bench demo image-test fmt fmt-check levels fnlen e2e loadtest cluster-up cluster-down chart chart-tools chart-golden bench-cluster
+.PHONY: static-deps all test links unit integration fuzz fuzz-replay asan install deps clean bench demo image-test fmt fmt-check levels fnlen e2e loadtest cluster-up cluster-down chart chart-tools chart-golden plugins bench-cluster
 
 all: $(BUILD)/reload-agent $(TOOL_BIN)
 
@@ -138,7 +138,7 @@ fuzz: $(FUZZ_BIN)
 	@sh tests/fuzz/run.sh $(BUILD)/fuzz $(FUZZ_SECONDS)
 
 test: deps chart-tools
-	$(MAKE) all unit fuzz-replay integration chart links
+	$(MAKE) all unit fuzz-replay integration chart plugins links
 
 # Every relative link and #anchor of every Markdown file resolves
 # (tests/linkcheck.py, GitHub's anchor rules; it checks itself first).
@@ -158,6 +158,10 @@ chart-tools:
 	@bash tests/cluster/build.sh kustomize
 chart: chart-tools $(BUILD)/reload-agent
 	python3 -m tests.chart.check --binary $(BUILD)/reload-agent
+# The render plugins (plugins/: Helm post-renderer, kustomize KRM function)
+# with the real helm and kustomize (tests/plugins/check.py).
+plugins: chart-tools $(BUILD)/reload-agent
+	python3 -m tests.plugins.check --binary $(BUILD)/reload-agent
 chart-golden: chart-tools
 	python3 -m tests.chart.check --update
 
@@ -175,10 +179,12 @@ demo: deps
 bench: deps
 	$(MAKE) all
 	python3 -m tests.bench.bench --binary $(BUILD)/reload-agent --tools $(BUILD)/tools
+	python3 -m tests.bench.swapbench --binary $(BUILD)/reload-agent --tools $(BUILD)/tools
 	python3 -m tests.bench.fleet --binary $(BUILD)/reload-agent --tools $(BUILD)/tools --agents 100
 	python3 -m tests.bench.hashbench --binary $(BUILD)/reload-agent
 	python3 -m tests.bench.stall --binary $(BUILD)/reload-agent
 	python3 -m tests.bench.injectbench --binary $(BUILD)/reload-agent
+	python3 -m tests.bench.syncbench --binary $(BUILD)/reload-agent
 	python3 -m tests.bench.webhookbench --binary $(BUILD)/reload-agent
 	python3 -m tests.bench.webhookworst --binary $(BUILD)/reload-agent
 	python3 -m tests.bench.memory --binary $(BUILD)/reload-agent --tools $(BUILD)/tools

@@ -125,3 +125,46 @@ size_t redact_text(const char *text, const char *url, char *out, size_t outlen)
     }
     return finish(&s);
 }
+
+size_t redact_url_origin(const char *url, char *out, size_t outlen)
+{
+    struct sink s = {out, outlen, 0};
+    struct url_parts p;
+    const char *u = url ? url : "";
+    split(u, &p);
+    size_t host = p.at != (size_t)-1 ? p.at + 1 : p.auth;
+    size_t end = p.auth + strcspn(u + p.auth, "/?#");
+    put(&s, u, p.auth);
+    put(&s, u + host, end - host);
+    if (end < p.len && strcmp(u + end, "/") != 0) puts_(&s, "/" REDACTED);
+    return finish(&s);
+}
+
+size_t redact_text_origin(const char *text, const char *url, char *out, size_t outlen)
+{
+    struct sink s = {out, outlen, 0};
+    struct url_parts p;
+    const char *t = text ? text : "", *u = url ? url : "";
+    char red[2048];
+    split(u, &p);
+    redact_url_origin(u, red, sizeof red);
+    size_t end = p.auth + strcspn(u + p.auth, "/?#");
+    struct {
+        const char *p;
+        size_t n;
+        const char *with;
+    } sec[3] = {{u, p.len, red},
+                {u + p.auth, p.at != (size_t)-1 ? p.at - p.auth : 0, REDACTED},
+                {u + end, p.len - end, "/" REDACTED}};
+    while (*t) {
+        int hit = 0;
+        for (int k = 0; k < 3 && !hit; k++)
+            if (sec[k].n > 1 && strncmp(t, sec[k].p, sec[k].n) == 0) {
+                puts_(&s, sec[k].with);
+                t += sec[k].n;
+                hit = 1;
+            }
+        if (!hit) put(&s, t++, 1);
+    }
+    return finish(&s);
+}

@@ -32,4 +32,15 @@ size_t redact_header(const char *h, char *out, size_t outlen);
  * length needed, like snprintf. */
 size_t redact_text(const char *text, const char *url, char *out, size_t outlen);
 
+/* The stricter form for a URL that is itself the credential (a Slack,
+ * Teams or Google Chat webhook: the secret is in the path): only
+ * "scheme://host[:port]", then "/<redacted>" when anything follows.
+ * Returns the length needed, like snprintf. */
+size_t redact_url_origin(const char *url, char *out, size_t outlen);
+
+/* redact_text with redact_url_origin's rule: the whole URL, its userinfo,
+ * and everything after its authority (path, query, fragment) are replaced
+ * wherever they occur in text. Returns the length needed, like snprintf. */
+size_t redact_text_origin(const char *text, const char *url, char *out, size_t outlen);
+
 #endif

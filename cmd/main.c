@@ -17,6 +17,7 @@
 #include "cmd/cmd_inject.h"
 #include "cmd/cmd_webhook.h"
 #include "cmd/cmd_run.h"
+#include "cmd/cmd_sync.h"
 #include "cmd/cmd_validator.h"
 #include "base/backoff.h"
 
@@ -32,6 +33,7 @@ static void usage(FILE *f)
            "       reload-agent validator --socket PATH  run the agent's checks in the app's "
            "image\n"
            "       reload-agent ready --state-dir DIR  exit 0 once the agent is ready\n"
+           "       reload-agent sync --namespaces NS  the cluster sync service (docs/sync.md)\n"
            "       reload-agent copy-self DEST      copy this binary to DEST (mode 0755)\n"
            "       reload-agent version             print version and git commit\n"
            "       reload-agent SUBCOMMAND --help\n");
@@ -53,6 +55,7 @@ int main(int argc, char **argv)
     if (argc >= 2 && strcmp(argv[1], "inject") == 0) return cmd_inject(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "webhook") == 0) return cmd_webhook(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "validator") == 0) return cmd_validator(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "sync") == 0) return cmd_sync(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "ready") == 0) return cmd_ready(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "copy-self") == 0) return cmd_copyself(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "run") == 0) return cmd_run(argc - 2, argv + 2);

@@ -105,6 +105,10 @@ static int check_command(const char *v, char *why, size_t n)
     return 0;
 }
 
+/* --notify-format: index = enum notify_format (run/notifyfmt.h; a unit
+ * test checks that the two lists agree). */
+static const char *const NOTIFY_FORMATS[] = {"json", "slack", "teams", "gchat", NULL};
+
 static const char *const ON_START[] = {"skip", "reload", "reconcile", "auto", NULL};
 /* --env-action: env is fixed when a container starts, so only actions that
  * start it again (or record the change) can apply. */
@@ -193,6 +197,11 @@ static const struct opt_def OPTIONS[] = {
      "Quiet period after the last filesystem event before the content is hashed; a burst "
      "is one evaluation. Capped at 10x the debounce (at least 1s) from the first event.",
      RANGE(0, NS_H)},
+    {"debounce-swaps", OPT_BOOL, "false", F(debounce_swaps), NULL, 0, "BOOL",
+     "Wait out --debounce after a kubelet ..data swap too. By default the swap (the "
+     "AtomicWriter's commit point) is acted on at once, 10ms after its last event, once the "
+     "volume shows the committed content; other writers are debounced.",
+     NO_RANGE},
     {"resync", OPT_DURATION, "3m", F(resync_ns), NULL, OPT_ZERO_OK, "DURATION",
      "Rehash everything this often as a safety net (0 disables).", RANGE(100 * NS_MS, 30 * NS_DAY)},
     {"log-format", OPT_ENUM, "text", F(log_format), log_format_names, 0, "FORMAT",
@@ -334,6 +343,29 @@ static const struct opt_def OPTIONS[] = {
      "ReloadStormHalted) until the content has been stable for DURATION, then acts on it "
      "once; off; auto: 5/10m when an action in use is rollout, else off.",
      CHECKED(safeopts_check_storm_limit)},
+    {"notify-url", OPT_STR, NULL, F(notify_url), NULL, OPT_RESTART_ONLY, "URL",
+     "POST a notification here after each action and each failure, rejection, rollback or "
+     "storm halt (docs/notifications.md). A chat webhook URL is a credential: prefer "
+     "--notify-url-file. Never logged whole.",
+     NO_RANGE},
+    {"notify-url-file", OPT_STR, NULL, F(notify_url_file), NULL, OPT_RESTART_ONLY, "PATH",
+     "Read the notification URL from this file (a Secret key mounted into the sidecar), "
+     "again at each send, so a rotated Secret applies.",
+     NO_RANGE},
+    {"notify-format", OPT_ENUM, "json", F(notify_format), NOTIFY_FORMATS, OPT_RESTART_ONLY,
+     "FORMAT",
+     "Body of a notification: json (any webhook), slack, teams (an Adaptive Card, for a "
+     "Workflows webhook) or gchat (Google Chat).",
+     NO_RANGE},
+    {"notify-timeout", OPT_DURATION, "5s", F(notify_timeout_ns), NULL, OPT_RESTART_ONLY, "DURATION",
+     "Timeout of one notification send; also how long the agent, when it stops, keeps "
+     "sending what is queued.",
+     RANGE(100 * NS_MS, 5 * 60 * NS_S)},
+    {"notify-queue", OPT_INT, "64", F(notify_queue), NULL, OPT_RESTART_ONLY, "N",
+     "Notifications waiting to be sent, at most; a new one beyond is dropped and counted.",
+     RANGE(1, 10000)},
+    {"notify-ca-file", OPT_STR, NULL, F(notify_ca_file), NULL, OPT_RESTART_ONLY, "PATH",
+     "PEM bundle to verify an https notification receiver with (default: the system's).", NO_RANGE},
     {"retry-initial", OPT_DURATION, "500ms", F(retry_initial_ns), NULL, 0, "DURATION",
      "First retry delay after a failed action; doubles per failure, with jitter.",
      RANGE(NS_MS, NS_DAY)},
@@ -390,6 +422,7 @@ const char *const cfg_injector_annotations[] = {CFG_ANNOT_INJECT,
                                                 CFG_ANNOT_SIDECAR_MEMORY_LIMIT,
                                                 CFG_ANNOT_SIDECAR_RUN_AS_USER,
                                                 CFG_ANNOT_SYNC,
+                                                CFG_ANNOT_SYNC_OBJECTS,
                                                 CFG_ANNOT_KEEP_LAST_GOOD,
                                                 CFG_ANNOT_EXTRA_SOURCES,
                                                 NULL};
@@ -738,6 +771,26 @@ static int check_fast_sync_objects(const struct config *c, char *err, size_t err
     return 0;
 }
 
+/* --notify-url: an http(s) URL, quoted only as scheme://host (the path of a
+ * chat webhook is its secret); not with --notify-url-file. */
+static int check_notify(const struct config *c, char *err, size_t errlen)
+{
+    const char *u = c->notify_url;
+    if (!u || !*u) return 0;
+    if (c->notify_url_file && *c->notify_url_file) {
+        snprintf(err, errlen, "--notify-url and --notify-url-file are exclusive: give one");
+        return -EINVAL;
+    }
+    if (strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0) {
+        char red[512];
+        redact_url_origin(u, red, sizeof red);
+        snprintf(err, errlen,
+                 "invalid value for --notify-url: \"%s\": want an http:// or https:// URL", red);
+        return -EINVAL;
+    }
+    return 0;
+}
+
 /* Each action that is in use needs its own options. */
 static int check_action_needs(const struct config *c, const int *used, char *err, size_t errlen)
 {
@@ -995,7 +1048,8 @@ static int validate(struct config *c, const struct cfg_env *env, char *err, size
         snprintf(err, errlen, "--retry-initial must be > 0 and <= --retry-max");
         return -EINVAL;
     }
-    if (check_stage_use(c, used, err, errlen) < 0) return -EINVAL;
+    if (check_stage_use(c, used, err, errlen) < 0 || check_notify(c, err, errlen) < 0)
+        return -EINVAL;
     if (c->on_start == ON_START_AUTO)
         c->on_start = used[ACTION_ROLLOUT] ? ON_START_RECONCILE : ON_START_SKIP;
     if (c->on_start == ON_START_RECONCILE && !used[ACTION_ROLLOUT]) {
@@ -1269,6 +1323,8 @@ void cfg_print(FILE *f, const struct config *c, const struct cfg_layer *flags,
         /* credentials in the reload endpoint's URL and headers are not shown */
         if (OPTIONS[i].off == F(http_url)) {
             redact_url(c->http_url, buf, sizeof buf);
+        } else if (OPTIONS[i].off == F(notify_url)) {
+            redact_url_origin(c->notify_url, buf, sizeof buf);
         } else if (OPTIONS[i].off == F(http_header)) {
             size_t len = 0;
             buf[0] = '\0';

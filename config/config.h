@@ -50,6 +50,7 @@ struct config {
      * --env-watch/--env-action, --rule, --action), built by cfg_build. */
     struct path_rules path_rules;
     int64_t debounce_ns;
+    int debounce_swaps; /* --debounce-swaps: a ..data swap waits out the debounce too */
     int64_t resync_ns;
     int log_level;  /* enum log_level */
     int log_format; /* enum log_format */
@@ -106,6 +107,13 @@ struct config {
     char *storm_limit;             /* --storm-limit: "auto", "off" or "N/DURATION" */
     int storm_max;                 /* derived from storm_limit: 0 = off */
     int64_t storm_window_ns;       /* derived from storm_limit */
+    /* Notifications (run/notify.h, docs/notifications.md). */
+    char *notify_url;      /* --notify-url, NULL if unset */
+    char *notify_url_file; /* --notify-url-file, NULL if unset */
+    int notify_format;     /* enum notify_format (run/notifyfmt.h) */
+    int64_t notify_timeout_ns;
+    int notify_queue;
+    char *notify_ca_file;
     int print_config;
 };
 
@@ -137,6 +145,10 @@ struct cfg_layer {
 #define CFG_ANNOT_SIDECAR_MEMORY_LIMIT CFG_ANNOTATION_PREFIX "sidecar-memory-limit"
 #define CFG_ANNOT_SIDECAR_RUN_AS_USER CFG_ANNOTATION_PREFIX "sidecar-run-as-user"
 #define CFG_ANNOT_SYNC CFG_ANNOTATION_PREFIX "sync"
+/* The objects a pod depends on ("configmap/a,secret/b"), written by the
+ * injector and read by the cluster sync service (sync/, docs/sync.md),
+ * which so never reads a pod spec. */
+#define CFG_ANNOT_SYNC_OBJECTS CFG_ANNOTATION_PREFIX "sync-objects"
 /* keep-last-good: "true" asks the injector for the copies the app reads
  * (docs/safe-reload.md); the agent's own flag --keep-last-good SRC=DIR,
  * which the injector writes, cannot be set by annotation. */

@@ -612,12 +612,44 @@ static int put_extra(struct run *r, struct file *f, struct buf *b)
     return 0;
 }
 
+/* An input that is one List document (a kustomize KRM function's
+ * ResourceList, kubectl's List) must stay one document: its extra
+ * documents become items of the List ("add /items/-"), not documents
+ * after it (docs/render-plugins.md). Returns 0 or -ENOMEM. */
+static int extra_into_list(struct file *f)
+{
+    size_t list = f->ndocs, n = 0;
+    for (size_t i = 0; i < f->ndocs; i++) {
+        if (!f->docs[i].json || cJSON_IsNull(f->docs[i].json)) continue;
+        n++;
+        if (is_list(f->docs[i].json)) list = i;
+    }
+    if (!f->extra || n != 1 || list == f->ndocs) return 0;
+    struct doc *d = &f->docs[list];
+    if (!d->ops && !(d->ops = cJSON_CreateArray())) return -ENOMEM;
+    for (cJSON *e = f->extra->child; e; e = e->next) {
+        cJSON *op = cJSON_CreateObject(), *v = cJSON_Duplicate(e, 1);
+        if (!op || !v || !cJSON_AddStringToObject(op, "op", "add") ||
+            !cJSON_AddStringToObject(op, "path", "/items/-")) {
+            cJSON_Delete(op);
+            cJSON_Delete(v);
+            return -ENOMEM;
+        }
+        cJSON_AddItemToObject(op, "value", v);
+        cJSON_AddItemToArray(d->ops, op);
+    }
+    cJSON_Delete(f->extra);
+    f->extra = NULL;
+    return 0;
+}
+
 /* Renders one input in its own format (or as JSON). */
 static int render_file(struct run *r, struct file *f)
 {
     struct buf b = {0};
     const char *src = f->in->data;
-    int rc = 0;
+    int rc = extra_into_list(f);
+    if (rc < 0) return rc;
     int changed = 0;
     for (size_t i = 0; i < f->ndocs; i++) changed |= f->docs[i].ops != NULL;
     if (f->stream && changed && r->opts->output != MANIFESTS_OUT_JSON) {

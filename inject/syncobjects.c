@@ -8,13 +8,20 @@
  * each once, at most INJECT_FAST_SYNC_MAX of them. The same list is the
  * resourceNames of the Role `reload-agent inject` writes (inject/rbac.c),
  * so the agent watches exactly what RBAC grants.
+ *
+ * Also the value of the annotation reload-agent.io/sync-objects that every
+ * injected pod carries (fast sync or not): the same objects, for the
+ * cluster sync service (sync/, docs/sync.md), which so never reads a pod
+ * spec.
  */
 #include "inject/transform_int.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config/config.h"
+#include "base/buf.h"
 #include "kube/k8sname.h"
 
 /* Adds kind/name to x->fast unless it is there. An invalid name (the API
@@ -140,4 +147,59 @@ void inject__fast_sync_free(struct inject__ctx *x)
     x->fast = NULL;
     x->nfast = 0;
     x->fast_over = 0;
+}
+
+/* ---- the sync-objects annotation (the cluster sync service) ---- */
+
+/* 1 if the comma-separated list have (n bytes) holds obj. */
+static int listed(const char *have, size_t n, const char *obj)
+{
+    size_t len = strlen(obj);
+    for (const char *p = have; p && p < have + n;) {
+        const char *c = memchr(p, ',', (size_t)(have + n - p));
+        size_t l = c ? (size_t)(c - p) : (size_t)(have + n - p);
+        if (l == len && memcmp(p, obj, len) == 0) return 1;
+        p = c ? c + 1 : have + n;
+    }
+    return 0;
+}
+
+/* Appends kind/name to b unless it is there or not an object name. */
+static void sync_add(struct buf *b, const char *kind, const char *name)
+{
+    char obj[300];
+    if (!name || !k8s_is_dns1123_subdomain(name)) return;
+    snprintf(obj, sizeof obj, "%s/%s", kind, name);
+    if (listed(buf_str(b), b->len, obj)) return;
+    if (b->len) buf_putc(b, ',');
+    buf_puts(b, obj);
+}
+
+char *inject__sync_objects(struct inject__ctx *x, const char *had)
+{
+    struct buf b = {0};
+    if (had) buf_puts(&b, had);
+    size_t before = b.len;
+    for (size_t i = 0; i < x->nmirrors; i++) {
+        const cJSON *vol = inject__volume(x, x->mirrors[i].volume);
+        sync_add(&b, "configmap", name_in(vol, "configMap", "name"));
+        sync_add(&b, "secret", name_in(vol, "secret", "secretName"));
+        const cJSON *pj = cJSON_GetObjectItemCaseSensitive(vol, "projected");
+        const cJSON *srcs =
+            cJSON_IsObject(pj) ? cJSON_GetObjectItemCaseSensitive(pj, "sources") : NULL;
+        const cJSON *src;
+        cJSON_ArrayForEach(src, (cJSON_IsArray(srcs) ? srcs : NULL))
+        {
+            sync_add(&b, "configmap", name_in(src, "configMap", "name"));
+            sync_add(&b, "secret", name_in(src, "secret", "name"));
+        }
+    }
+    for (size_t i = 0; i < x->nenvs; i++)
+        sync_add(&b, x->envs[i].secret ? "secret" : "configmap", x->envs[i].name);
+    if (b.oom) x->oom = 1;
+    if (b.oom || b.len == before) {
+        buf_free(&b);
+        return NULL;
+    }
+    return buf_take(&b, NULL);
 }

@@ -633,6 +633,26 @@ static void op_annotation(struct inject__ctx *x, cJSON *ops, const char *prefix,
     inject__push(x, ops, inject_annotation_op(x->meta, prefix, key, value));
 }
 
+/* Appends the ops that set the status annotation to st and, when so is not
+ * NULL, the sync-objects annotation to so: one op holding both when the
+ * template has no annotations yet (a second whole-map add would replace
+ * the first). */
+static void op_status_annotations(struct inject__ctx *x, cJSON *ops, const char *prefix,
+                                  const char *st, const char *so)
+{
+    cJSON *op = inject_annotation_op(x->meta, prefix, CFG_ANNOT_INJECT_STATUS, st);
+    const cJSON *annots = cJSON_GetObjectItemCaseSensitive(x->meta, "annotations");
+    if (!so || !op || cJSON_IsObject(annots)) {
+        inject__push(x, ops, op);
+        if (so) op_annotation(x, ops, prefix, CFG_ANNOT_SYNC_OBJECTS, so);
+        return;
+    }
+    cJSON *v = cJSON_GetObjectItemCaseSensitive(op, "value");
+    cJSON *map = cJSON_IsObject(x->meta) ? v : cJSON_GetObjectItemCaseSensitive(v, "annotations");
+    if (!cJSON_AddStringToObject(map, CFG_ANNOT_SYNC_OBJECTS, so)) x->oom = 1;
+    inject__push(x, ops, op);
+}
+
 /* Appends items (owned) to the array field of parent at ppath: one add
  * per item, or the whole array when the field is absent. */
 static void op_append(struct inject__ctx *x, cJSON *ops, const cJSON *parent, const char *ppath,
@@ -965,9 +985,10 @@ static int emit_fresh(struct inject__ctx *x, const char *prefix, const struct fr
     }
     inject__emit_app_rule(x, ops, spec_path, &f->app_rule);
     free(spec_path);
-    char *st = status_json(x, f->s.state_dir);
-    if (st) op_annotation(x, ops, prefix, CFG_ANNOT_INJECT_STATUS, st);
+    char *st = status_json(x, f->s.state_dir), *so = inject__sync_objects(x, NULL);
+    if (st) op_status_annotations(x, ops, prefix, st, so);
     free(st);
+    free(so);
     if (x->oom) return -ENOMEM;
     out->outcome = INJECT_INJECTED;
     return 0;
@@ -1120,8 +1141,10 @@ static int emit_reinvoke(struct inject__ctx *x, const char *prefix, int own, str
     free(newa);
     char *st = x->oom ? NULL : cJSON_PrintUnformatted(w->status);
     if (!st) x->oom = 1;
-    if (st) op_annotation(x, out->ops, prefix, CFG_ANNOT_INJECT_STATUS, st);
+    char *so = inject__sync_objects(x, annot(x, CFG_ANNOT_SYNC_OBJECTS));
+    if (st) op_status_annotations(x, out->ops, prefix, st, so);
     free(st);
+    free(so);
     if (x->oom) return -ENOMEM;
     out->outcome = INJECT_INJECTED;
     return 0;

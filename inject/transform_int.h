@@ -263,6 +263,15 @@ size_t inject__fast_sync_reinvoke_args(struct inject__ctx *x, const cJSON *args,
 /* Frees x->fast. */
 void inject__fast_sync_free(struct inject__ctx *x);
 
+/* The value of the sync-objects annotation (CFG_ANNOT_SYNC_OBJECTS, for
+ * the cluster sync service, docs/sync.md): had (the annotation's value
+ * before, or NULL) then "configmap/NAME" and "secret/NAME" of every mirror
+ * of x->mirrors and every env volume not in it, comma-separated, each
+ * once; names that are not object names are left out (the API server
+ * refuses the pod anyway). malloc'd; NULL when it would be empty or equal
+ * to had, or on OOM (x->oom). */
+char *inject__sync_objects(struct inject__ctx *x, const char *had);
+
 /* ---- sidecar.c: the container ---- */
 
 struct inject__sidecar {

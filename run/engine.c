@@ -146,6 +146,8 @@ static void part_done(void *ud, enum action action, const struct action_result *
         snprintf(e->last_error, sizeof e->last_error, "%s: %s", action_name(action), err);
     }
     if (--e->parts_left > 0) return;
+    if (e->phase != PHASE_ROLLBACK) /* a rollback's actions: the rollback's notification */
+        engine__notify(e, "reload", e->parts_failed == 0, e->parts_failed ? e->last_error : NULL);
     safeflow_actions_done(e, e->parts_failed == 0);
 }
 

@@ -111,6 +111,14 @@ void engine_config_changed(struct engine *e);
 
 void engine_get_status(const struct engine *e, struct engine_status *st);
 
+struct notify;
+
+/* Gives the engine the notifier (run/notify.h; NULL: none, the default):
+ * one notification after each attempt's actions and each rejection,
+ * rollback, failed verification, storm halt and stage halt. n must outlive
+ * the engine. */
+void engine_set_notify(struct engine *e, struct notify *n);
+
 struct stage;
 
 /* Gives the engine the stage gate (run/stage.h; NULL: no staging, the

@@ -1,12 +1,14 @@
 /*
  * engine_int.h - the engine's state, shared by its two files (internal:
- * nothing outside run/engine.c and run/safeflow.c includes it):
+ * nothing outside run/engine.c, run/safeflow.c and run/enginenotify.c
+ * includes it):
  *   engine.c    what to do for a change and when: the diff, the rules, the
  *               strongest action, --min-interval, --restart-delay, retries,
  *               the attempt's parameters, the actions, the commit;
  *   safeflow.c  the steps around the action of issue 26: validate, stage,
  *               swap the copy the app reads, verify, roll back, and the
- *               storm breaker (docs/safe-reload.md).
+ *               storm breaker (docs/safe-reload.md);
+ *   enginenotify.c  the notifications of both (--notify-url, run/notify.h).
  * The cross-file calls carry the engine__ marker (engine.c's) or the
  * safeflow_ prefix (safeflow.c's).
  */
@@ -56,6 +58,7 @@ struct stage;
 struct httpc;
 struct verify;
 struct safeflow_ticket;
+struct notify;
 
 struct engine {
     uv_loop_t *loop;
@@ -95,9 +98,10 @@ struct engine {
     const char *last_action;
     const char *last_result;
     char last_error[512];
-    struct kube *kube;  /* NULL outside a cluster */
-    struct kevents *ev; /* NULL when Events are off */
-    struct ra_rng *rng; /* the retry jitter's generator */
+    struct kube *kube;     /* NULL outside a cluster */
+    struct kevents *ev;    /* NULL when Events are off */
+    struct ra_rng *rng;    /* the retry jitter's generator */
+    struct notify *notify; /* --notify-url, NULL if none (engine_set_notify) */
     int closing;
     void (*done)(void *);
     void *done_ud;
@@ -145,6 +149,15 @@ void engine__end(struct engine *e, enum engine_end how);
 /* Posts an Event on the agent's own pod (nothing without a client, with
  * --events false, or in a dry run). */
 void engine__event(struct engine *e, const char *type, const char *reason, const char *msg);
+
+/* ---- enginenotify.c, for both ---- */
+
+/* Queues a notification (nothing without --notify-url): event is "reload"
+ * (ok: every action passed), "rejected", "rollback", "verify-failed",
+ * "storm-halted" or "stage-halted"; detail the error or the reason (may be
+ * NULL). Made from the attempt in flight, else from the observed content.
+ * Never waits. */
+void engine__notify(struct engine *e, const char *event, int ok, const char *detail);
 
 /* Re-evaluates what to do (after the storm breaker resumed). */
 void engine__schedule(struct engine *e);

@@ -49,9 +49,28 @@ static struct {
     uint64_t rollbacks;
     uint64_t storm_halts;
     int storm_halted;
+    int notify; /* notifications are on: show their families */
+    uint64_t notifications[METRICS_NOTIFY__COUNT];
+    uint64_t notify_retries;
 } M;
 
 static const char *const FS_LIMITS[METRICS_FS__COUNT] = {"backoff", "nudge_floor"};
+static const char *const NOTIFY_RESULTS[METRICS_NOTIFY__COUNT] = {"sent", "failed", "dropped"};
+
+void metrics_notify_enabled(void) { M.notify = 1; }
+
+void metrics_notification(enum metrics_notify_result r)
+{
+    if ((int)r < 0 || r >= METRICS_NOTIFY__COUNT) return;
+    M.notify = 1;
+    M.notifications[r]++;
+}
+
+void metrics_notify_retry(void)
+{
+    M.notify = 1;
+    M.notify_retries++;
+}
 
 void metrics_reset(void) { memset(&M, 0, sizeof M); }
 
@@ -245,11 +264,29 @@ static void render_api(struct buf *b)
     }
 }
 
+/* Notifications (--notify-url, docs/notifications.md). */
+static void render_notify(struct buf *b)
+{
+    if (!M.notify) return;
+    prom_family(b, "reload_agent_notifications_total", "counter",
+                "Notifications by outcome: sent (the receiver answered 2xx), failed (refused, "
+                "or no success within the retries), dropped (the queue was full, or the agent "
+                "stopped before it was sent).");
+    for (int r = 0; r < METRICS_NOTIFY__COUNT; r++) {
+        char labels[32];
+        snprintf(labels, sizeof labels, "result=\"%s\"", NOTIFY_RESULTS[r]);
+        prom_sample(b, "reload_agent_notifications_total", labels, M.notifications[r]);
+    }
+    prom_counter(b, "reload_agent_notification_retries_total",
+                 "Notification sends retried (no answer, 429 or 5xx).", M.notify_retries);
+}
+
 char *metrics_render(size_t *len)
 {
     struct buf b = {0};
     render_core(&b);
     render_safe(&b);
     render_api(&b);
+    render_notify(&b);
     return buf_take(&b, len);
 }

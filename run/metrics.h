@@ -84,6 +84,23 @@ void metrics_rollback(void);
 /* The storm breaker tripped (halted 1) or resumed (halted 0). */
 void metrics_storm(int halted);
 
+/* Notifications (run/notify.h): how one ended. */
+enum metrics_notify_result {
+    METRICS_NOTIFY_SENT,
+    METRICS_NOTIFY_FAILED,
+    METRICS_NOTIFY_DROPPED,
+    METRICS_NOTIFY__COUNT
+};
+
+/* Shows the notification families (at zero): --notify-url is set. */
+void metrics_notify_enabled(void);
+
+/* Counts one notification that ended as r. */
+void metrics_notification(enum metrics_notify_result r);
+
+/* Counts one notification send retried. */
+void metrics_notify_retry(void);
+
 /* Renders all families into a malloc'd buffer (*len bytes). Returns NULL
  * on ENOMEM. */
 char *metrics_render(size_t *len);

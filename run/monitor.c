@@ -13,6 +13,15 @@
  * A job's result comes back through a uv_async_t; its warnings are logged
  * there, on the loop thread. A hint (watch event) during a job makes its
  * result stale: it is dropped and the tree is hashed again.
+ *
+ * When: a hint (re)arms the debounce, except for the kubelet's ..data swap,
+ * AtomicWriter's commit point: when every hint since the last evaluation
+ * came from a swap (or from a later event on a root that swapped: the
+ * swap's own link changes) and every swapped root shows the committed
+ * content (watch/awlayout.h), the evaluation comes MONITOR_SWAP_QUIET_MS
+ * after the last event, at most MONITOR_SWAP_CAP_MS after the first swap
+ * (the other volumes of the same kubelet sync fold in), not debounce_ns
+ * (a debounce shorter than the quiet period is kept).
  */
 #include "run/monitor.h"
 
@@ -29,6 +38,7 @@
 #include "base/backoff.h"
 #include "base/log.h"
 #include "base/permhint.h"
+#include "watch/awlayout.h"
 #include "watch/watch.h"
 
 #define RETRY_MIN_MS 500
@@ -108,7 +118,14 @@ struct monitor {
     unsigned char *forget;    /* listings to forget once the job is done, per root */
     int forget_all;
     int swaps, others; /* hints since the last evaluation: ..data swaps, the rest */
-    int sized;         /* last_files/last_bytes describe a finished hash */
+    /* The swap path: a root's ..data swapped since the last evaluation;
+     * a hint that is no swap's since then; the swap path's timer is armed,
+     * since when; the path is off (--debounce-swaps). */
+    unsigned char *swapped;
+    int slow, fast;
+    uint64_t fast_start;
+    int debounce_swaps;
+    int sized; /* last_files/last_bytes describe a finished hash */
     uint64_t last_files, last_bytes;
     size_t unwatched;
     uint64_t changes;
@@ -360,6 +377,8 @@ static void evaluate(struct monitor *m)
     const char *small[8], **present = small;
     size_t np = 0;
     m->pending = 0;
+    m->slow = m->fast = 0;
+    memset(m->swapped, 0, m->nroots);
     if (m->job) { /* one hash at a time: this one runs when the job is done */
         m->again = 1;
         return;
@@ -508,6 +527,45 @@ static void hint(struct monitor *m)
     uv_timer_start(&m->debounce, on_debounce, delay, 0);
 }
 
+/* Every hint since the last evaluation is a swap's, and every root that
+ * swapped shows its committed content. */
+static int swaps_committed(const struct monitor *m)
+{
+    int any = 0;
+    if (m->debounce_swaps || m->slow) return 0;
+    for (size_t i = 0; i < m->nroots; i++) {
+        if (!m->swapped[i]) continue;
+        if (aw_layout_complete(m->roots[i]) != 1) return 0;
+        any = 1;
+    }
+    return any;
+}
+
+/* A swap's hint with the content committed: evaluate after the short quiet
+ * period, capped from the first swap, instead of the debounce. */
+static void swap_hint(struct monitor *m)
+{
+    uint64_t now = uv_now(m->loop), delay = MONITOR_SWAP_QUIET_MS;
+    if (m->debounce_ms < delay) { /* never later than the debounce would be */
+        hint(m);
+        return;
+    }
+    if (m->job) m->stale = 1;
+    if (!m->pending) {
+        m->pending = 1;
+        m->burst_start = now;
+    }
+    if (!m->fast) {
+        m->fast = 1;
+        m->fast_start = now;
+        log_debug("kubelet ..data swap committed: evaluating without the debounce");
+    }
+    uint64_t deadline = m->fast_start + MONITOR_SWAP_CAP_MS;
+    if (now + delay > deadline) delay = deadline > now ? deadline - now : 0;
+    if (m->hold_until > now + delay) delay = m->hold_until - now;
+    uv_timer_start(&m->debounce, on_debounce, delay, 0);
+}
+
 static void log_root(const char *event, enum log_level lvl, const char *root, const char *msg)
 {
     struct log_rec r;
@@ -522,10 +580,13 @@ static void on_watch(void *ud, size_t root, enum watch_why why)
     struct monitor *m = ud;
     /* anything but a ..data swap may have changed the root's top level */
     if (why != WATCH_DATA_LINK) forget_listing(m, root, 0);
-    if (why == WATCH_DATA_LINK)
+    if (why == WATCH_DATA_LINK) {
         m->swaps++;
-    else
+        m->swapped[root] = 1;
+    } else {
         m->others++;
+        if (why != WATCH_EVENT || !m->swapped[root]) m->slow = 1;
+    }
     switch (why) {
     case WATCH_EVENT:
     case WATCH_DATA_LINK: break;
@@ -547,7 +608,25 @@ static void on_watch(void *ud, size_t root, enum watch_why why)
         log_root("root-back", RA_LOG_INFO, m->roots[root], "is present again");
         break;
     }
-    hint(m);
+    if (swaps_committed(m))
+        swap_hint(m);
+    else
+        hint(m);
+}
+
+/* The per-root arrays and the root copies; -ENOMEM leaves what it made for
+ * monitor_start's fail path. */
+static int alloc_roots(struct monitor *m, const struct monitor_opts *o)
+{
+    m->roots = calloc(o->nroots + 1, sizeof *m->roots);
+    m->seen = calloc(o->nroots + 1, 1);
+    m->swapped = calloc(o->nroots + 1, 1);
+    m->forget = calloc(o->nroots + 1, 1);
+    m->cache = calloc(1, sizeof *m->cache);
+    if (!m->roots || !m->seen || !m->swapped || !m->forget || !m->cache) return -ENOMEM;
+    for (size_t i = 0; i < o->nroots; i++, m->nroots++)
+        if (!(m->roots[i] = strdup(o->roots[i]))) return -ENOMEM;
+    return 0;
 }
 
 int monitor_start(uv_loop_t *loop, const struct monitor_opts *o, monitor_change_cb cb, void *ud,
@@ -562,13 +641,8 @@ int monitor_start(uv_loop_t *loop, const struct monitor_opts *o, monitor_change_
     m->ud = ud;
     m->debounce_ms = ra_ms_of_ns(o->debounce_ns);
     m->resync_ms = ra_ms_of_ns(o->resync_ns);
-    m->roots = calloc(o->nroots + 1, sizeof *m->roots);
-    m->seen = calloc(o->nroots + 1, 1);
-    m->forget = calloc(o->nroots + 1, 1);
-    m->cache = calloc(1, sizeof *m->cache);
-    if (!m->roots || !m->seen || !m->forget || !m->cache) goto fail;
-    for (size_t i = 0; i < o->nroots; i++, m->nroots++)
-        if (!(m->roots[i] = strdup(o->roots[i]))) goto fail;
+    m->debounce_swaps = o->debounce_swaps;
+    if (alloc_roots(m, o) < 0) goto fail;
     if (o->rules) path_rules_copy(&m->rules, o->rules);
     hash_empty(m->cur.total);
     metrics_set_unwatched_directories(0);
@@ -621,6 +695,7 @@ fail:
     for (size_t i = 0; i < m->nroots; i++) free(m->roots[i]);
     free(m->roots);
     free(m->seen);
+    free(m->swapped);
     free(m->forget);
     free(m->cache);
     path_rules_free(&m->rules);
@@ -640,6 +715,8 @@ void monitor_set_timing(struct monitor *m, int64_t debounce_ns, int64_t resync_n
         if (rs) uv_timer_start(&m->resync, on_resync, rs, rs);
     }
 }
+
+void monitor_set_debounce_swaps(struct monitor *m, int on) { m->debounce_swaps = on; }
 
 void monitor_set_rules(struct monitor *m, const struct path_rules *rules)
 {
@@ -673,6 +750,7 @@ static void maybe_free(struct monitor *m)
     for (size_t i = 0; i < m->nroots; i++) free(m->roots[i]);
     free(m->roots);
     free(m->seen);
+    free(m->swapped);
     free(m->forget);
     path_rules_free(&m->rules);
     hash_manifest_free(&m->cur);

@@ -65,6 +65,11 @@ struct monitor_opts {
     size_t nroots;
     int64_t debounce_ns;
     int64_t resync_ns; /* 0 = no resync */
+    /* 0: a kubelet ..data swap is evaluated MONITOR_SWAP_QUIET_MS after its
+     * last event, once the swapped roots show the committed content
+     * (watch/awlayout.h), at most MONITOR_SWAP_CAP_MS after the first swap;
+     * 1: it waits out debounce_ns like any other event (--debounce-swaps). */
+    int debounce_swaps;
     /* The path -> action decision (config/rules.h), copied: an ignored
      * file is left out of the content, a rollout-class file also feeds
      * manifest.sub (the rollout hash). NULL: nothing is ignored and
@@ -92,6 +97,13 @@ const struct hash_manifest *monitor_current(const struct monitor *m);
 
 /* Changes debounce and resync at run time. */
 void monitor_set_timing(struct monitor *m, int64_t debounce_ns, int64_t resync_ns);
+
+/* The quiet period and cap of the swap path (monitor_opts.debounce_swaps). */
+#define MONITOR_SWAP_QUIET_MS 10
+#define MONITOR_SWAP_CAP_MS 40
+
+/* Changes monitor_opts.debounce_swaps at run time. */
+void monitor_set_debounce_swaps(struct monitor *m, int on);
 
 /* Replaces the path -> action decision (copied) for the hashes that start
  * from now on. The ignore globs change what the content is: when they

@@ -21,6 +21,7 @@
 #include "run/engine.h"
 #include "run/fastsync.h"
 #include "run/injectnote.h"
+#include "run/notify.h"
 #include "run/stage.h"
 #include "run/safestate.h"
 #include "net/httpc.h"
@@ -54,6 +55,7 @@ static struct {
     struct rollout *ro;
     struct fastsync *fs;     /* --fast-sync, or NULL */
     struct stage *stage;     /* --stage (or its default for restart), or NULL */
+    struct notify *notify;   /* --notify-url(-file), or NULL */
     struct annot_set annots; /* the annotations file as last read (pod annotations) */
     struct endpoints_ctx ep;
     int ready;
@@ -303,6 +305,7 @@ static int start_monitor(void)
         .roots = roots,
         .nroots = nroots,
         .debounce_ns = R.cfg.debounce_ns,
+        .debounce_swaps = R.cfg.debounce_swaps,
         .resync_ns = R.cfg.resync_ns,
     };
     int rc = monitor_start(&R.loop, &o, on_change, NULL, &R.mon);
@@ -351,6 +354,7 @@ static void apply_config(struct config *next)
         monitor_close(old, on_old_monitor_closed, NULL);
     } else if (R.mon) {
         monitor_set_timing(R.mon, R.cfg.debounce_ns, R.cfg.resync_ns);
+        monitor_set_debounce_swaps(R.mon, R.cfg.debounce_swaps);
         monitor_set_rules(R.mon, &R.cfg.path_rules);
     }
     engine_config_changed(R.eng);
@@ -413,6 +417,27 @@ static void on_stage_closed(void *ud)
     R.hc = NULL;
 }
 
+/* --notify-url or --notify-url-file: the notifier, given to the engine. */
+static int start_notify(void)
+{
+    const struct config *c = &R.cfg;
+    if (!(c->notify_url && *c->notify_url) && !(c->notify_url_file && *c->notify_url_file))
+        return 0;
+    struct notify_opts o = {.url = c->notify_url,
+                            .url_file = c->notify_url_file,
+                            .format = (enum notify_format)c->notify_format,
+                            .timeout_ms = ra_ms_of_ns(c->notify_timeout_ns),
+                            .queue_max = (size_t)c->notify_queue,
+                            .ca_file = c->notify_ca_file};
+    int rc = notify_create(&R.loop, &o, &R.notify);
+    if (rc < 0) {
+        log_error("cannot start notifications: %s", uv_strerror(rc));
+        return rc;
+    }
+    engine_set_notify(R.eng, R.notify);
+    return 0;
+}
+
 /* The rollout is gone: the stage gate next (it may still be reading the
  * owner chain: its requests end with the client, right after it). */
 static void on_rollout_closed(void *ud)
@@ -430,6 +455,9 @@ static void on_engine_closed(void *ud)
 {
     (void)ud;
     R.eng = NULL;
+    /* the last action's notification is still sent, within --notify-timeout */
+    if (R.notify) notify_close(R.notify, NULL, NULL);
+    R.notify = NULL;
     struct rollout *ro = R.ro;
     R.ro = NULL;
     if (ro)
@@ -567,6 +595,8 @@ static int start_all(void)
     } else if ((rc = start_stage(err, sizeof err)) < 0) {
         fprintf(stderr, "reload-agent: %s\n", err);
         rc = 2;
+    } else if (start_notify() < 0) {
+        rc = 1;
     } else {
         engine_set_exit(R.eng, on_exit_request, NULL);
         engine_set_ready_cb(R.eng, on_engine_ready, NULL);

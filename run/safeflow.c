@@ -248,6 +248,7 @@ int safeflow_storm_allows(struct engine *e)
         log_rec_end(&r, "%s", msg);
     }
     engine__event(e, "Warning", "ReloadStormHalted", msg);
+    engine__notify(e, "storm-halted", 0, msg);
     return 0;
 }
 
@@ -264,6 +265,7 @@ static void storm_held(struct engine *e)
                  "%s; not acting on further changes until the content has been stable for "
                  "%llds",
                  e->last_error, (long long)(e->storm.window_ms / 1000));
+        engine__notify(e, "storm-halted", 0, e->last_error);
     }
     storm_arm(e);
     engine__end(e, END_DROP);
@@ -361,6 +363,7 @@ static void rejected(struct engine *e, const struct validate_outcome *o)
         log_rec_end(&r, "%s", msg);
     }
     engine__event(e, "Warning", "ConfigRejected", msg);
+    engine__notify(e, "rejected", 0, e->rejected_reason);
     stage_release_if(e, 0, msg);
     mark_bad(e);
     fmt(e->last_error, sizeof e->last_error, "validate: %s", o->summary);
@@ -454,6 +457,8 @@ static void stage_verdict(struct engine *e, enum stage_verdict v)
                  "failed to verify it): not applied here; a later change is",
                  hex);
         fmt(e->last_error, sizeof e->last_error, "stage: the change was halted");
+        engine__notify(e, "stage-halted", 0,
+                       "a replica rejected the change or failed to verify it");
         mark_bad(e);
         engine__end(e, END_DROP);
         return;
@@ -570,6 +575,7 @@ static void rolled_back(struct engine *e, int ok)
         log_rec_end(&r, "%s", msg);
     }
     engine__event(e, "Warning", "ConfigRolledBack", msg);
+    engine__notify(e, "rollback", 0, msg);
     stage_release_if(e, 0, msg);
     mark_bad(e);
     e->swapped = 0;
@@ -615,6 +621,7 @@ static void verify_failed(struct engine *e, const char *detail)
         log_rec_end(&r, "%s", msg);
     }
     engine__event(e, "Warning", "ConfigVerifyFailed", msg);
+    engine__notify(e, "verify-failed", 0, msg);
     stage_release_if(e, 0, msg);
     lkg_commit(e);
     engine__end(e, END_COMMIT); /* the app runs it: it is applied */

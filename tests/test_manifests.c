@@ -636,6 +636,40 @@ static void test_immutable_warned(void **state)
     manifests_free(in, 1, &res);
 }
 
+/* A single List document (a kustomize KRM function's ResourceList) stays
+ * one document: fast sync's Role and RoleBinding become its items, and
+ * its other fields (functionConfig) are kept. */
+static void test_rbac_into_a_list(void **state)
+{
+    (void)state;
+    const char *text =
+        "apiVersion: config.kubernetes.io/v1\nkind: ResourceList\nitems:\n"
+        "- apiVersion: apps/v1\n  kind: Deployment\n  metadata: {name: web, namespace: prod}\n"
+        "  spec:\n    selector: {matchLabels: {app: web}}\n    template:\n      metadata:\n"
+        "        labels: {app: web}\n        annotations: {reload-agent.io/inject: \"true\", "
+        "reload-agent.io/fast-sync: \"true\"}\n      spec:\n        containers:\n"
+        "        - name: app\n          image: x\n          volumeMounts: [{name: c, mountPath: "
+        "/etc/c}]\n        volumes: [{name: c, configMap: {name: site}}]\n"
+        "functionConfig: {apiVersion: v1, kind: ConfigMap, metadata: {name: fn}}\n";
+    struct manifests_input in[1];
+    struct manifests_result res;
+    char err[512];
+    assert_int_equal(run(in, (const char *[]){text}, 1, MANIFESTS_OUT_YAML, &res, err, sizeof err),
+                     0);
+    cJSON *docs = docs_of(res.out, res.outlen);
+    assert_non_null(docs);
+    assert_int_equal(cJSON_GetArraySize(docs), 1);
+    const cJSON *k2 = jsonpointer_get(docs, "/0/items/1/kind", 15);
+    const cJSON *k3 = jsonpointer_get(docs, "/0/items/2/kind", 15);
+    assert_non_null(k2);
+    assert_non_null(k3);
+    assert_string_equal(k2->valuestring, "Role");
+    assert_string_equal(k3->valuestring, "RoleBinding");
+    assert_non_null(jsonpointer_get(docs, "/0/functionConfig/metadata/name", 31));
+    cJSON_Delete(docs);
+    manifests_free(in, 1, &res);
+}
+
 int main(void)
 {
     setup_log();
@@ -650,6 +684,7 @@ int main(void)
         cmocka_unit_test(test_fast_sync_rbac_edges),
         cmocka_unit_test(test_fast_sync_rbac_long_names),
         cmocka_unit_test(test_immutable_warned),
+        cmocka_unit_test(test_rbac_into_a_list),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

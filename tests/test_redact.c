@@ -91,13 +91,38 @@ static void test_truncation(void **s)
     assert_int_equal(redact_url("http://h", NULL, 0), strlen("http://h"));
 }
 
+/* A chat webhook's URL is its secret: only scheme://host[:port] stays. */
+static void test_origin(void **s)
+{
+    (void)s;
+    char out[512];
+    redact_url_origin("https://hooks.slack.com/services/T0/B0/XyZ", out, sizeof out);
+    assert_string_equal(out, "https://hooks.slack.com/<redacted>");
+    redact_url_origin("http://u:pw@127.0.0.1:8080/hook?k=v#f", out, sizeof out);
+    assert_string_equal(out, "http://127.0.0.1:8080/<redacted>");
+    redact_url_origin("http://h:1", out, sizeof out);
+    assert_string_equal(out, "http://h:1");
+    redact_url_origin("http://h/", out, sizeof out);
+    assert_string_equal(out, "http://h");
+    redact_url_origin("http://h?token=1", out, sizeof out);
+    assert_string_equal(out, "http://h/<redacted>");
+    redact_url_origin(NULL, out, sizeof out);
+    assert_string_equal(out, "");
+    const char *u = "https://chat.googleapis.com/v1/spaces/AAA/messages?key=K&token=T";
+    redact_text_origin("POST https://chat.googleapis.com/v1/spaces/AAA/messages?key=K&token=T "
+                       "failed; path /v1/spaces/AAA/messages?key=K&token=T",
+                       u, out, sizeof out);
+    assert_string_equal(out,
+                        "POST https://chat.googleapis.com/<redacted> failed; path /<redacted>");
+    assert_null(strstr(out, "AAA"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_url),
-        cmocka_unit_test(test_header),
-        cmocka_unit_test(test_text),
-        cmocka_unit_test(test_truncation),
+        cmocka_unit_test(test_url),    cmocka_unit_test(test_header),
+        cmocka_unit_test(test_text),   cmocka_unit_test(test_truncation),
+        cmocka_unit_test(test_origin),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1499,6 +1499,54 @@ static void test_reinvocation_status_without_mirrors(void **state)
     cJSON_Delete(pod);
 }
 
+static const char *sync_objects_of(const cJSON *pod)
+{
+    const cJSON *v = cJSON_GetObjectItem(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(pod, "metadata"), "annotations"),
+        "reload-agent.io/sync-objects");
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* The sync-objects annotation (the cluster sync service, docs/sync.md):
+ * every ConfigMap and Secret the pod's mirrors and env volumes read, each
+ * once, fast sync or not; a reinvocation appends the new ones. */
+static void test_sync_objects(void **state)
+{
+    (void)state;
+    struct inject_result r;
+    cJSON *pod = inject_pod(POD_HEAD OPT_IN
+                            "}},\"spec\":{\"containers\":[{\"name\":\"app\",\"image\":\"x\","
+                            "\"envFrom\":[{\"secretRef\":{\"name\":\"env-s\"}}],"
+                            "\"volumeMounts\":[{\"name\":\"cfg\",\"mountPath\":\"/etc/app\"},"
+                            "{\"name\":\"pj\",\"mountPath\":\"/etc/pj\"},"
+                            "{\"name\":\"cfg2\",\"mountPath\":\"/etc/app2\"}]}],"
+                            "\"volumes\":[{\"name\":\"cfg\",\"configMap\":{\"name\":\"app\"}},"
+                            "{\"name\":\"pj\",\"projected\":{\"sources\":[{\"configMap\":{\"name\":"
+                            "\"app\"}},{\"secret\":{\"name\":\"tls\"}}]}},"
+                            "{\"name\":\"cfg2\",\"configMap\":{\"name\":\"other\"}}]}}",
+                            NULL, &r);
+    assert_int_equal(r.outcome, INJECT_INJECTED);
+    assert_non_null(sync_objects_of(pod));
+    assert_string_equal(sync_objects_of(pod),
+                        "configmap/app,secret/tls,configmap/other,secret/env-s");
+    inject_result_free(&r);
+    /* a volume added since: a reinvocation appends its object */
+    cJSON *spec = cJSON_GetObjectItem(pod, "spec");
+    cJSON *app = cJSON_GetArrayItem(cJSON_GetObjectItem(spec, "containers"), 0);
+    cJSON_AddItemToArray(cJSON_GetObjectItem(app, "volumeMounts"),
+                         cJSON_Parse("{\"name\":\"late\",\"mountPath\":\"/etc/late\"}"));
+    cJSON_AddItemToArray(cJSON_GetObjectItem(spec, "volumes"),
+                         cJSON_Parse("{\"name\":\"late\",\"secret\":{\"secretName\":\"late\"}}"));
+    char err[256];
+    assert_int_equal(inject_object(pod, NULL, &r, err, sizeof err), 0);
+    assert_int_equal(r.outcome, INJECT_INJECTED);
+    assert_int_equal(jsonpatch_apply(&pod, r.ops, err, sizeof err), 0);
+    assert_string_equal(sync_objects_of(pod),
+                        "configmap/app,secret/tls,configmap/other,secret/env-s,secret/late");
+    inject_result_free(&r);
+    cJSON_Delete(pod);
+}
+
 /* rollout where the agent can roll nothing: warned, still injected. */
 static void test_rollout_without_a_rollable_owner(void **state)
 {
@@ -1802,6 +1850,7 @@ int main(void)
         cmocka_unit_test(test_reinvocation_status_without_mirrors),
         cmocka_unit_test(test_rollout_without_a_rollable_owner),
         cmocka_unit_test(test_fast_sync_args),
+        cmocka_unit_test(test_sync_objects),
         cmocka_unit_test(test_fast_sync_limits),
         cmocka_unit_test(test_safe_reload_refusals),
         cmocka_unit_test(test_safe_reload_parts),

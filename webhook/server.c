@@ -88,13 +88,19 @@ static void log_admission(const struct admission_info *in, double secs)
 
 static void release_body(void *ud) { httpd_req_release_body(ud); }
 
-static void mutate(struct webhook_server *s, const struct httpd_req *req, struct httpd_resp *resp)
+/* ns_wide: the review came through /mutate-namespace (the webhook entry of
+ * the namespaces labelled reload-agent.io/inject=enabled): a pod that says
+ * nothing is injected too (inject_opts.all); "false" still opts out. */
+static void mutate(struct webhook_server *s, const struct httpd_req *req, struct httpd_resp *resp,
+                   int ns_wide)
 {
     uint64_t t0 = uv_hrtime();
     struct admission_response out;
     struct admission_info info;
+    struct inject_opts opts = s->inject;
     size_t len = req->body_len;
-    int rc = admission_review_release(req->body, len, req->content_type, &s->inject, release_body,
+    opts.all = ns_wide;
+    int rc = admission_review_release(req->body, len, req->content_type, &opts, release_body,
                                       (void *)req, &out, &info);
     double secs = (double)(uv_hrtime() - t0) / 1e9;
     /* a large review leaves the heap fragmented: give the free pages back */
@@ -118,13 +124,14 @@ static void handle(void *ud, const struct httpd_req *req, struct httpd_resp *res
 {
     struct webhook_server *s = ud;
     int get = strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0;
-    if (strcmp(req->path, "/mutate") == 0) {
+    int ns_wide = strcmp(req->path, "/mutate-namespace") == 0;
+    if (ns_wide || strcmp(req->path, "/mutate") == 0) {
         if (strcmp(req->method, "POST") != 0) {
             text(resp, 405, "method not allowed: POST an AdmissionReview\n");
             resp->headers = "Allow: POST\r\n";
             return;
         }
-        mutate(s, req, resp);
+        mutate(s, req, resp, ns_wide);
         return;
     }
     int known = strcmp(req->path, "/healthz") == 0 || strcmp(req->path, "/readyz") == 0 ||

@@ -7,6 +7,11 @@
  * Routes:
  *   POST /mutate     an AdmissionReview v1 (webhook/admission.h); bodies
  *                    over WEBHOOK_MAX_BODY get 413 from the server
+ *   POST /mutate-namespace  the same, for the webhook entry whose
+ *                    namespaceSelector picks the namespaces labelled
+ *                    reload-agent.io/inject=enabled: a pod that does not
+ *                    say reload-agent.io/inject is injected too
+ *                    (inject_opts.all); "false" still opts out
  *   GET  /healthz    200 "ok" while the process runs
  *   GET  /readyz     200 once the certificate is loaded and the socket
  *                    listens (and no hold is set: webhook_server_hold_ready);

@@ -17,7 +17,8 @@
    kustomize-only Namespace (a chart installs into the release's namespace),
    the chart-only pre-install Job (the kustomize Job without
    --webhook-config) and the post-delete stand-in Secrets. The chart's
-   rbac.namespaces Role equals manifests/role.yaml.
+   rbac.namespaces Role equals manifests/role.yaml; fastSync.policy and
+   fastSync.namespaces render manifests/fast-sync/policy.yaml and role.yaml.
 4. The hooks are ordered as docs/webhook-install.md says; the schema rejects
    typos and bad values, each with a message that names the value (REFUSED),
    and takes the edges of its patterns (ACCEPTED); every string value is
@@ -242,7 +243,36 @@ def drift(t):
     check(r2["rules"] == [r for r in role["rules"] if r["apiGroups"] != ["argoproj.io"]],
           "rbac.argoRollouts=false must drop exactly the argoproj.io rule")
     notes.append("rbac.namespaces Role = manifests/role.yaml")
+    notes.append(fast_sync_no_drift(t))
     return "no drift: " + "; ".join(notes)
+
+
+def fast_sync_no_drift(t):
+    """fastSync.policy renders manifests/fast-sync/policy.yaml and
+    fastSync.namespaces the Role of manifests/fast-sync/role.yaml (beyond
+    Helm's labels), and neither is rendered by default."""
+    check(not [o for o in docs(t.template()) if "fast-sync" in o["metadata"]["name"]],
+          "fast-sync objects in the default render")
+    objs = {key(o): o for o in docs(t.template(
+        "--set", "fastSync.policy=true", "--set", "fastSync.namespaces[0].namespace=shop",
+        "--set", "fastSync.namespaces[0].serviceAccounts[0]=default"))}
+    name = "reload-agent-fast-sync"
+    with open(os.path.join(ROOT, "manifests", "fast-sync", "policy.yaml")) as f:
+        for want in yaml.safe_load_all(f):
+            got = strip_helm(objs[(want["kind"], "", name)])
+            check(got == want, "fastSync.policy: %s differs from manifests/fast-sync/policy.yaml:\n%s"
+                  % (want["kind"], diff_text(want, got, "manifests/fast-sync/policy.yaml", "chart")))
+    with open(os.path.join(ROOT, "manifests", "fast-sync", "role.yaml")) as f:
+        want = yaml.safe_load(f)
+    want["metadata"] = dict(want["metadata"], namespace="shop")
+    got = strip_helm(objs[("Role", "shop", name)])
+    check(got == want, "the fastSync.namespaces Role differs from manifests/fast-sync/role.yaml:\n" +
+          diff_text(want, got, "manifests/fast-sync/role.yaml", "chart"))
+    rb = objs[("RoleBinding", "shop", name)]
+    check(rb["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name} and
+          rb["subjects"] == [{"kind": "ServiceAccount", "name": "default", "namespace": "shop"}],
+          "the fastSync.namespaces RoleBinding: %r" % rb)
+    return "fastSync = manifests/fast-sync/{policy,role}.yaml"
 
 
 # ---- 4. hooks, schema, names, flags, README ----
@@ -274,6 +304,10 @@ def hooks(t):
 # path its message must name: (what, values, path in the message).
 INJECT_NL = "x\n      hostNetwork: true\n      hostPID: true"
 REFUSED = [
+    ("a sync namespace that is no namespace name", {"sync": {"namespaces": ["Shop"]}},
+     "/sync/namespaces/0"),
+    ("no sync replica", {"sync": {"replicas": 0}}, "/sync/replicas"),
+    ("a sync extraArg that is no flag", {"sync": {"extraArgs": ["qps=5"]}}, "/sync/extraArgs/0"),
     ("a newline in priorityClassName", {"webhook": {"priorityClassName": INJECT_NL}}, "/webhook/priorityClassName"),
     ("a priorityClassName that is no object name", {"webhook": {"priorityClassName": "High"}},
      "/webhook/priorityClassName"),
@@ -454,7 +488,8 @@ def names(t, binary):
         text = yaml.safe_dump_all(objs)
         for o in objs:
             m = o["metadata"]
-            if o["kind"] not in ("MutatingWebhookConfiguration", "ClusterRole", "ClusterRoleBinding"):
+            if o["kind"] not in ("MutatingWebhookConfiguration", "ClusterRole", "ClusterRoleBinding",
+                                 "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"):
                 check(m.get("namespace") in ("tools", "shop", "web"), "%s/%s in namespace %r" % (
                     o["kind"], m["name"], m.get("namespace")))
             check(m["name"].startswith("ra-reload-agent"), "%s/%s is not named after the release" % (
@@ -462,11 +497,14 @@ def names(t, binary):
         check(not re.search(r"namespace: reload-agent$|: reload-agent/|webhook\.reload-agent|^ *- reload-agent$", text, re.M),
               "a name of the default namespace is hard-coded")
         mwc = [o for o in objs if o["kind"] == "MutatingWebhookConfiguration"][0]
-        svc = mwc["webhooks"][0]["clientConfig"]["service"]
-        check(svc["namespace"] == "tools" and svc["name"] == "ra-reload-agent-webhook", "service %r" % svc)
-        check("tools" in mwc["webhooks"][0]["namespaceSelector"]["matchExpressions"][0]["values"],
-              "the release's namespace is not excluded")
-        dep = [o for o in objs if o["kind"] == "Deployment"][0]
+        for w in mwc["webhooks"]:  # the per-pod entry, and the namespace-wide one
+            svc = w["clientConfig"]["service"]
+            check(svc["namespace"] == "tools" and svc["name"] == "ra-reload-agent-webhook",
+                  "service %r" % svc)
+            check("tools" in w["namespaceSelector"]["matchExpressions"][0]["values"],
+                  "the release's namespace is not excluded")
+        dep = [o for o in objs if o["kind"] == "Deployment" and
+               o["metadata"]["name"].endswith("-webhook")][0]
         secret = dep["spec"]["template"]["spec"]["volumes"][0]["secret"]["secretName"]
         for o in objs:
             if o["kind"] == "Job":
@@ -476,7 +514,7 @@ def names(t, binary):
                           o["metadata"]["name"], args))
                 if any(a.startswith("--webhook-config=") for a in args):
                     check("--webhook-config=" + mwc["metadata"]["name"] in args, "--webhook-config: %r" % args)
-            if o["kind"] == "ClusterRole":
+            if o["kind"] == "ClusterRole" and not o["metadata"]["name"].endswith("-sync"):
                 check(o["rules"][0]["resourceNames"] == [mwc["metadata"]["name"]], "ClusterRole resourceNames")
             if o["kind"] == "Certificate" and o["metadata"]["name"] == svc["name"]:
                 check(o["spec"]["secretName"] == secret and "ra-reload-agent-webhook.tools.svc" in o["spec"]["dnsNames"],
@@ -492,13 +530,15 @@ def flags(objs, binary):
     helps = {
         "webhook": run([binary, "webhook", "--help"]),
         "certs": run([binary, "webhook", "certs", "--help"]),
+        "sync": run([binary, "sync", "--help"]),
     }
     known = {k: set(re.findall(r"^\s+(--[a-z][-a-z0-9]*)", v, re.M)) for k, v in helps.items()}
     for o in objs:
         if o["kind"] not in ("Deployment", "Job"):
             continue
         args = o["spec"]["template"]["spec"]["containers"][0]["args"]
-        which = "certs" if args[:2] == ["webhook", "certs"] else "webhook"
+        which = "certs" if args[:2] == ["webhook", "certs"] else "sync" if args[0] == "sync" \
+            else "webhook"
         for a in args:
             if a.startswith("--"):
                 f = a.split("=", 1)[0]

@@ -1,13 +1,13 @@
 """One argv style for every subcommand (issue 17, item 5): run, hash,
-inject, webhook, webhook certs, validator, ready and copy-self reject an unknown flag, a flag without its
+inject, webhook, webhook certs, validator, ready, copy-self and sync reject an unknown flag, a flag without its
 value and a bad log level with exit status 2 and the same words, and -h and
 --help print a usage generated from the subcommand's table, exit 0.
 """
 from tests.lib.proc import check
 
 SUBCOMMANDS = (["run"], ["hash"], ["inject"], ["webhook"], ["webhook", "certs"], ["validator"],
-               ["ready"], ["copy-self"])
-LOGGED = (["run"], ["webhook"], ["webhook", "certs"], ["validator"])  # the ones with --log-level
+               ["ready"], ["copy-self"], ["sync"])
+LOGGED = (["run"], ["webhook"], ["webhook", "certs"], ["validator"], ["sync"])  # the ones with --log-level
 
 
 def run(env, args):
@@ -31,7 +31,7 @@ def test_cli_unknown_flag_and_help_the_same_everywhere(env):
 
 def test_cli_missing_value_the_same_everywhere(env):
     for sub, flag in ((["run"], "--watch"), (["inject"], "--output"), (["webhook"], "--listen"),
-                      (["webhook", "certs"], "--secret-name")):
+                      (["webhook", "certs"], "--secret-name"), (["sync"], "--namespaces")):
         rc, _, err = run(env, sub + [flag])
         check(rc == 2 and ("flag %s needs a value" % flag) in err,
               "%s %s: exit %d, %r" % (" ".join(sub), flag, rc, err))

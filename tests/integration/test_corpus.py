@@ -96,6 +96,8 @@ def outcomes(report):
     for line in report.splitlines():
         if line.startswith("  warning: ") or re.match(r"^\S+ (not )?stamped", line):
             continue
+        if re.match(r"^Kubernetes 1\.\d+ assumed \(", line):
+            continue  # the version an injection assumed (issue 28), not an outcome
         m = OUTCOME.match(line)
         if m:
             out.append(m.group(2))

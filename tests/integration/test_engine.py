@@ -209,9 +209,14 @@ def test_rules_mixing_actions(env):
 # ---- coalescing ----
 
 def test_burst_is_debounced(env):
+    """A burst of writes is one debounce window. The writer here is the
+    AtomicWriter simulator, whose swaps are acted on at once by default
+    (watch/awlayout.c, tests/integration/test_swap.py): --debounce-swaps
+    makes them wait out --debounce like any other writer's."""
     runs = env.path("runs")
     vol = volume(env, {"key-0": "x\n"})
-    a = start(env, vol, "--action", "exec", "--exec-command", pid_appender(runs), debounce="200ms")
+    a = start(env, vol, "--action", "exec", "--exec-command", pid_appender(runs), "--debounce-swaps=true",
+              debounce="200ms")
     r = env.run([env.tool("awsim"), "--dir", vol, "--count", "100", "--files", "4"])
     check(r.returncode == 0, "awsim --count 100: %r" % r.stderr)
     want = env.hash_of(vol)

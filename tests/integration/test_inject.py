@@ -353,7 +353,11 @@ def test_inject_opt_in_report_and_warnings(env):
     d = list(difflib.unified_diff(later.splitlines(), out5.decode().splitlines(), lineterm="",
                                   n=0))
     removed = [l for l in d if l.startswith("-") and not l.startswith("---")]
-    check(len(removed) == 1 and "inject-status" in removed[0], "changed lines: %s" % removed)
+    check(len(removed) == 2 and "inject-status" in removed[0] and "sync-objects" in removed[1],
+          "changed lines: %s" % removed)
+    added = [l for l in d if l.startswith("+") and "sync-objects" in l]
+    check(len(added) == 1 and "configmap/web-conf,secret/later" in added[0],
+          "the sync service's objects do not name the later Secret: %s" % added)
     agent = sidecar(yaml.safe_load_all(out5).__next__())
     check("--watch=/etc/later" in agent["args"] and
           {"name": "later", "mountPath": "/etc/later", "readOnly": True} in agent["volumeMounts"],

@@ -14,7 +14,7 @@ from tests.lib.proc import check
 TOP = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 SCRIPT = os.path.join(TOP, "scripts", "levels.sh")
 DOC = os.path.join(TOP, "docs", "architecture.md")
-FOLDERS = ["cmd", "run", "webhook", "inject", "config", "actions", "kube", "net", "watch", "hash",
+FOLDERS = ["cmd", "run", "webhook", "sync", "inject", "config", "actions", "kube", "net", "watch", "hash",
            "yamldoc", "base"]
 
 
@@ -51,6 +51,19 @@ def test_levels_pass_on_the_tree(env):
     check(sorted(dirs) == sorted(FOLDERS), "SRC_DIRS %s, the test knows %s" % (dirs, FOLDERS))
     rc, out = levels(TOP, dirs)
     check(rc == 0, "make levels fails on the tree: %s" % out)
+
+
+def test_image_copies_every_source_folder(env):
+    """The image builds from SRC_DIRS: each folder is let into the build
+    context (.dockerignore) and copied (Dockerfile), or the image does not
+    build (sync/ was missed once)."""
+    makefile = open(os.path.join(TOP, "Makefile")).read()
+    dirs = re.search(r"^SRC_DIRS := (.*)$", makefile, re.M).group(1).split()
+    ignore = open(os.path.join(TOP, ".dockerignore")).read().split("\n")
+    docker = open(os.path.join(TOP, "Dockerfile")).read()
+    for d in dirs:
+        check("!%s/" % d in ignore, ".dockerignore keeps %s/ out of the image's build" % d)
+        check(re.search(r"^COPY %s/ %s/$" % (d, d), docker, re.M), "the Dockerfile copies no %s/" % d)
 
 
 def test_levels_fail_on_wrong_arrows(env):

@@ -184,11 +184,11 @@ def review(uid, pod, op="CREATE", dry_run=False):
                         "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"}}}
 
 
-def mutate(s, wh, uid, pod, c=None, **kw):
-    """POSTs a review; checks the envelope (200, allowed, uid echoed, never
-    a status object); returns (response dict, patch ops or None)."""
-    st, hdrs, body = request(s, wh, "POST", "/mutate", json.dumps(review(uid, pod, **kw)), c=c)
-    check(st == 200, "POST /mutate: %d %r" % (st, body[:300]))
+def mutate(s, wh, uid, pod, c=None, path="/mutate", **kw):
+    """POSTs a review (to path); checks the envelope (200, allowed, uid
+    echoed, never a status object); returns (response dict, patch ops or None)."""
+    st, hdrs, body = request(s, wh, "POST", path, json.dumps(review(uid, pod, **kw)), c=c)
+    check(st == 200, "POST %s: %d %r" % (path, st, body[:300]))
     check(hdrs.get("Content-Type", "").startswith("application/json"), "type %r" % hdrs)
     doc = json.loads(body)
     check(doc["apiVersion"] == "admission.k8s.io/v1" and doc["kind"] == "AdmissionReview",
@@ -298,8 +298,12 @@ def test_webhook_injects_and_reinvocation(env):
     for op in ops3:
         p = op["path"]
         check(p.startswith("/spec/initContainers/%d/" % (len(later["spec"]["initContainers"]) - 1))
-              or p == "/metadata/annotations/reload-agent.io~1inject-status",
-              "a reinvocation op outside the sidecar and its status: %r" % op)
+              or p in ("/metadata/annotations/reload-agent.io~1inject-status",
+                       "/metadata/annotations/reload-agent.io~1sync-objects"),
+              "a reinvocation op outside the sidecar and its annotations: %r" % op)
+    objs = [op["value"] for op in ops3 if op["path"].endswith("sync-objects")]
+    check(len(objs) == 1 and objs[0].endswith(",secret/v"),
+          "the sync service's objects do not name the new Secret: %r" % objs)
     again = jsonpatch.apply_patch(later, ops3)
     sc = sidecar(again)
     check(any(m["mountPath"] == "/vault/secrets" for m in sc["volumeMounts"]), "no new mirror")
@@ -374,6 +378,31 @@ def read_reply(sock, limit=1 << 20):
             break
         out += b
     return out
+
+
+def test_webhook_namespace_wide(env):
+    """/mutate-namespace (the entry of the namespaces labelled
+    reload-agent.io/inject=enabled) injects a pod that says nothing, never
+    one that says "false"; /mutate still wants "true"."""
+    s = Setup(env)
+    wh = start(env, s)
+    quiet = app_pod()
+    del quiet["metadata"]["annotations"]["reload-agent.io/inject"]
+    resp, ops = mutate(s, wh, "uid-ns-1", quiet, path="/mutate-namespace")
+    check(ops, "no patch for a pod of an opted-in namespace: %r" % resp)
+    injected = jsonpatch.apply_patch(quiet, ops)
+    check("--watch=/etc/nginx/conf.d" in sidecar(injected)["args"], "no --watch of the volume")
+    check(wh.wait_match("admission", uid="uid-ns-1")["result"] == "injected", "result")
+    resp, ops = mutate(s, wh, "uid-ns-2", injected, path="/mutate-namespace")
+    check(ops is None, "the reinvocation patched again: %r" % ops)
+    out = app_pod({"reload-agent.io/inject": "false"})
+    resp, ops = mutate(s, wh, "uid-ns-3", out, path="/mutate-namespace")
+    check(ops is None and not resp.get("warnings"), "inject false was injected: %r" % resp)
+    check(wh.wait_match("admission", uid="uid-ns-3")["result"] == "skipped", "opt-out result")
+    resp, ops = mutate(s, wh, "uid-ns-4", quiet)
+    check(ops is None and not resp.get("warnings"), "/mutate injected a quiet pod: %r" % resp)
+    st, hdrs, _ = request(s, wh, "GET", "/mutate-namespace", ctype=None)
+    check(st == 405 and hdrs.get("Allow") == "POST", "GET /mutate-namespace: %d" % st)
 
 
 def test_webhook_bad_requests(env):

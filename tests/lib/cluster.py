@@ -177,6 +177,18 @@ class Cluster:
             "app.kubernetes.io/name") == "reload-agent-webhook" for cs in p["status"].get("containerStatuses", [])]
         return want is None or any(i != want for i in ids)
 
+    def rerun_certs_if_entry_new(self):
+        """A reused cluster whose certs Job ran before a webhook entry was
+        added (the namespace-wide one, issue 27): the new entry has no
+        caBundle, so the Job runs again (a completed Job never reruns)."""
+        mwc = self.get("mutatingwebhookconfiguration", "reload-agent", check=False) or {}
+        job = self.get("job", "reload-agent-webhook-certs", ns="reload-agent", check=False) or {}
+        if (job.get("status", {}).get("succeeded") and
+                any("caBundle" not in w.get("clientConfig", {}) for w in mwc.get("webhooks", []))):
+            self.kubectl("delete", "job", "reload-agent-webhook-certs", "--wait=true",
+                         ns="reload-agent", timeout=120)
+            self.kubectl("apply", "-k", os.path.join(REPO, "manifests/webhook/certgen"), timeout=120)
+
     def ensure_webhook(self):
         """Installs the webhook exactly as docs/webhook-install.md says
         (kubectl apply -k manifests/webhook/certgen) once per run, and waits
@@ -189,6 +201,7 @@ class Cluster:
             # same tag: restart it then, so the webhook is the tree under test.
             if self.webhook_outdated():
                 self.kubectl("rollout", "restart", "deployment/reload-agent-webhook", ns="reload-agent")
+            self.rerun_certs_if_entry_new()
             wait_until(lambda: (self.get("job", "reload-agent-webhook-certs", ns="reload-agent")
                                 .get("status", {}).get("succeeded")),
                        180, "the webhook certs Job to succeed")

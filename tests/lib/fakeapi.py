@@ -43,7 +43,8 @@ PLAIN_429 = "Too many requests, please try again later."
 
 # (group, version, plural) -> (Kind, methods on an item, methods on the collection)
 RESOURCES = {
-    ("", "v1", "pods"): ("Pod", {"GET", "PATCH"}, set()),
+    # the collection: a watch of every pod's metadata (the cluster sync service)
+    ("", "v1", "pods"): ("Pod", {"GET", "PATCH"}, {"GET"}),
     # collection GET: list, or watch with ?watch=1 (fast sync; metadata only on request)
     ("", "v1", "configmaps"): ("ConfigMap", {"GET"}, {"GET"}),
     ("apps", "v1", "replicasets"): ("ReplicaSet", {"GET"}, set()),
@@ -67,7 +68,7 @@ CLUSTER_SCOPED = {"mutatingwebhookconfigurations"}
 # resources without a status (a PATCH does not add one)
 NO_STATUS = {"secrets", "configmaps", "mutatingwebhookconfigurations", "leases"}
 # resources a watch can follow (their changes go to State.watch_log)
-WATCHABLE = {"configmaps", "secrets", "leases"}
+WATCHABLE = {"configmaps", "secrets", "leases", "pods"}
 AS_META = "as=PartialObjectMetadata;"
 AS_META_LIST = "as=PartialObjectMetadataList;"
 AS_TABLE = "as=Table;"
@@ -1455,6 +1456,11 @@ class ControlHandler(Handler):
                                           else st.history.get(key, []))
         if method == "POST" and path == "/object":
             return 200, self.put_object(st, data)
+        if method == "POST" and path == "/objects":  # many at once: [{"resource", "object"}]
+            if not isinstance(data, list):
+                raise ValueError('need a list of {"resource": ..., "object": {...}}')
+            return 200, {"resourceVersions": [self.put_object(st, d)["metadata"]["resourceVersion"]
+                                              for d in data]}
         if method == "POST" and path == "/version":
             # the whole object GET /version answers from now on (any JSON object)
             if not isinstance(data, dict):

@@ -12,7 +12,7 @@
  * write/link/unlink order (seeded), an fsGroup walk (ATTRIB burst), pauses
  * between the late steps, and the pre-2021 "legacy" order.
  *
- *   awsim --dir VOL --payload SRC [common options]
+ *   awsim --dir VOL --payload SRC [--stamps FILE] [common options]
  *       one update: VOL ends up holding exactly the files under SRC.
  *   awsim --dir VOL --count N [--interval-ms MS] [--files K] [--size BYTES]
  *         [--stamps FILE] [--noop] [common options]
@@ -22,7 +22,8 @@
  *       first update differs from whatever VOL held). --noop instead rewrites
  *       the content VOL/..data already holds, N times (the skip path).
  *       --stamps writes one CLOCK_MONOTONIC nanosecond time per update, taken
- *       right before the rename(2) of step 9 (for --noop, after the update).
+ *       right before the rename(2) of step 9 (for --noop, after the update);
+ *       with --payload, the one update's.
  *   common: [--seed N] [--fsgroup GID] [--pause-ms MS] [--legacy] [--mode OCTAL]
  *       --seed makes the random orders (and ts-dir suffixes) reproducible;
  *       --mode is the file mode (default 0644); --pause-ms sleeps after
@@ -700,11 +701,25 @@ out:
     return rc;
 }
 
+/* --stamps of a --payload update: its one stamp. */
+static int write_stamp(const char *path, uint64_t t)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fail("fopen", path, errno);
+        return 1;
+    }
+    fprintf(f, "%" PRIu64 "\n", t);
+    if (fclose(f) == 0) return 0;
+    fail("write", path, errno);
+    return 1;
+}
+
 /* ---- command line ---- */
 
 static void usage(FILE *f)
 {
-    fputs("usage: awsim --dir VOL --payload SRC [options]\n"
+    fputs("usage: awsim --dir VOL --payload SRC [--stamps FILE] [options]\n"
           "       awsim --dir VOL --count N [--interval-ms MS] [--files K] [--size BYTES]\n"
           "             [--stamps FILE] [--noop] [options]\n"
           "options: --seed N  --fsgroup GID  --pause-ms MS  --legacy  --csi  --mode OCTAL\n",
@@ -789,8 +804,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
         err = "--dir is required";
     else if (!o->payload == (o->count < 0))
         err = "exactly one of --payload or --count is required";
-    else if (o->payload && (o->noop || o->stamps))
-        err = "--noop and --stamps need --count";
+    else if (o->payload && o->noop)
+        err = "--noop needs --count";
     else if (o->count >= 0 && o->files < 1)
         err = "--files must be at least 1";
     else if (o->csi && o->have_fsgroup)
@@ -822,5 +837,6 @@ int main(int argc, char **argv)
     uint64_t t;
     int rc = load_dir(o.payload, "", &p) == 0 && aw_write(&o, &p, &t) == 0 ? 0 : 1;
     payload_free(&p);
+    if (rc == 0 && o.stamps) rc = write_stamp(o.stamps, t ? t : mono_ns());
     return rc;
 }

@@ -1,0 +1,347 @@
+/*
+ * kcwatch.c - a collection watched from resourceVersion 0, metadata only
+ * (kube/kcwatch.h): one streamed request at a time through httpc's on_data,
+ * event lines parsed by kwatch's parser, kwatch's backoff and deadlines.
+ */
+#include "kube/kcwatch.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/backoff.h"
+#include "base/log.h"
+#include "base/text.h"
+#include "kube/k8sname.h"
+#include "kube/kwatch.h"
+#include "net/httpc.h"
+
+#define CLIENT_MARGIN_S 60
+#define MAX_FAILURES 1000
+
+struct kcwatch {
+    struct kube *k;
+    kcwatch_cb cb;
+    void *ud;
+    char *resource, *ns;
+    int table; /* Secrets: a Table without objects */
+    uint64_t timeout_s;
+    struct backoff policy;
+    uv_timer_t timer; /* the backoff, or the head and line deadlines */
+    struct httpc_xfer *xfer;
+    int fails, closing, in_data, from_zero;
+    unsigned token_gen;
+    uint64_t started;
+    int got_head, stream_failed, stream_gone;
+    char why[1024];
+    char watch_rv[128]; /* "" = start from 0 */
+    char *line;
+    size_t line_len, line_cap;
+    struct kcwatch_stats st;
+};
+
+static void attempt(struct kcwatch *w);
+static void on_timer(uv_timer_t *t) { attempt(t->data); }
+
+static void fail(struct kcwatch *w, int gone, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void fail(struct kcwatch *w, int gone, const char *fmt, ...)
+{
+    char raw[1536], msg[1536];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(raw, sizeof raw, fmt, ap);
+    va_end(ap);
+    ra_one_line(msg, sizeof msg, raw);
+    if (w->fails < MAX_FAILURES) w->fails++;
+    uint64_t ms = backoff_next(&w->policy, w->fails, ra_rng_process());
+    w->st.errors++;
+    struct kcwatch_event ev = {
+        .what = KCWATCH_ERROR, .error = msg, .gone = gone, .failures = w->fails, .retry_ms = ms};
+    w->cb(w->ud, &ev);
+    if (!w->closing) uv_timer_start(&w->timer, on_timer, ms, 0);
+}
+
+static int stream_fail(struct kcwatch *w, int restart, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int stream_fail(struct kcwatch *w, int restart, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(w->why, sizeof w->why, fmt, ap);
+    va_end(ap);
+    w->stream_failed = 1;
+    if (restart) w->watch_rv[0] = '\0';
+    return 1;
+}
+
+static void line_wipe(struct kcwatch *w)
+{
+    if (w->line) explicit_bzero(w->line, w->line_cap);
+    w->line_len = 0;
+}
+
+/* One object event: handed on; a resume point unless the stream started
+ * from 0 (its first events are the state in no order). */
+static int on_object(struct kcwatch *w, const struct kwatch__event *ev, const cJSON *meta)
+{
+    static const enum kcwatch_what WHAT[] = {KCWATCH_ADDED, KCWATCH_MODIFIED, KCWATCH_DELETED};
+    if (!ev->name[0] || !k8s_is_dns1123_subdomain(ev->name))
+        return stream_fail(w, 1, "watch %s in %s: an event names no valid object", w->resource,
+                           w->ns);
+    w->st.events++;
+    if (!w->from_zero) snprintf(w->watch_rv, sizeof w->watch_rv, "%s", ev->rv);
+    struct kcwatch_event e = {.what = WHAT[ev->type],
+                              .name = ev->name,
+                              .rv = ev->rv,
+                              .meta = meta,
+                              .initial = w->from_zero};
+    w->cb(w->ud, &e);
+    return w->closing;
+}
+
+static int on_line(struct kcwatch *w, const char *line, size_t len)
+{
+    struct kwatch__event ev;
+    char err[512];
+    cJSON *meta = NULL;
+    while (len > 0 && (line[len - 1] == '\r' || line[len - 1] == ' ')) len--;
+    if (len == 0) return 0;
+    if (kwatch__parse_event_meta(line, len, w->table, &ev, &meta, err, sizeof err) < 0)
+        return stream_fail(w, 1, "watch %s in %s: %s", w->resource, w->ns, err);
+    if (ev.type == KWATCH__BOOKMARK) {
+        w->st.bookmarks++;
+        snprintf(w->watch_rv, sizeof w->watch_rv, "%s", ev.rv);
+        w->from_zero = 0; /* a resume point: later events are news */
+        return 0;
+    }
+    if (ev.type == KWATCH__ERROR) {
+        if (ev.code == 410) {
+            w->st.gone++;
+            w->stream_gone = 1;
+            return stream_fail(w, 1, "watch %s in %s: 410 Gone (%s): starting again from 0",
+                               w->resource, w->ns, ev.message);
+        }
+        return stream_fail(w, 0, "watch %s in %s: the server sent an error (code %ld): %s",
+                           w->resource, w->ns, ev.code, ev.message);
+    }
+    int stop = on_object(w, &ev, meta);
+    cJSON_Delete(meta);
+    return stop;
+}
+
+static int on_data_lines(struct kcwatch *w, const char *data, size_t n)
+{
+    while (n > 0) {
+        const char *nl = memchr(data, '\n', n);
+        size_t take = nl ? (size_t)(nl - data) : n;
+        if (w->line_len + take > KWATCH_MAX_EVENT) {
+            line_wipe(w);
+            return stream_fail(w, 1, "watch %s in %s: an event exceeds %d bytes", w->resource,
+                               w->ns, KWATCH_MAX_EVENT);
+        }
+        if (w->line_len + take + 1 > w->line_cap) {
+            size_t cap = w->line_cap ? w->line_cap : 4096;
+            while (cap < w->line_len + take + 1) cap *= 2;
+            char *p = realloc(w->line, cap);
+            if (!p) ra_oom();
+            w->line = p;
+            w->line_cap = cap;
+        }
+        memcpy(w->line + w->line_len, data, take);
+        w->line_len += take;
+        data += take;
+        n -= take;
+        if (!nl) break;
+        data++, n--;
+        int stop = on_line(w, w->line, w->line_len);
+        line_wipe(w);
+        if (stop) return 1;
+    }
+    return 0;
+}
+
+static void on_stall(uv_timer_t *t);
+
+static int on_data(void *ud, const char *data, size_t n)
+{
+    struct kcwatch *w = ud;
+    w->in_data = 1;
+    if (!w->got_head) {
+        w->got_head = 1;
+        w->st.streaming = 1;
+        uv_timer_stop(&w->timer);
+    }
+    int stop = on_data_lines(w, data, n);
+    w->in_data = 0;
+    if (stop || w->closing) return 1;
+    if (w->line_len == 0)
+        uv_timer_stop(&w->timer);
+    else if (!uv_is_active((uv_handle_t *)&w->timer))
+        uv_timer_start(&w->timer, on_stall, KWATCH_LINE_TIMEOUT_MS, 0);
+    return 0;
+}
+
+static uint64_t min_stream_ms(const struct kcwatch *w)
+{
+    return w->timeout_s * 1000 < KWATCH_MIN_STREAM_MS ? w->timeout_s * 1000 : KWATCH_MIN_STREAM_MS;
+}
+
+static uint64_t stream_over(struct kcwatch *w)
+{
+    uint64_t lasted = uv_now(kube__loop(w->k)) - w->started;
+    w->xfer = NULL;
+    w->st.streaming = 0;
+    if (!w->closing) uv_timer_stop(&w->timer);
+    line_wipe(w);
+    if (w->got_head && lasted >= min_stream_ms(w)) w->fails = 0;
+    return lasted;
+}
+
+static void on_stall(uv_timer_t *t)
+{
+    struct kcwatch *w = t->data;
+    if (!w->xfer) return;
+    httpc_cancel(w->xfer);
+    int got_head = w->got_head;
+    stream_over(w);
+    kube__count_response(w->k, 0);
+    if (!got_head)
+        fail(w, 0, "watch %s in %s: no 2xx response head within %d s", w->resource, w->ns,
+             KWATCH_HEAD_TIMEOUT_MS / 1000);
+    else
+        fail(w, 0, "watch %s in %s: an event line did not complete within %d s", w->resource, w->ns,
+             KWATCH_LINE_TIMEOUT_MS / 1000);
+}
+
+/* A reply that is not a stream: the token, the Status, the RBAC hint. */
+static void fail_reply(struct kcwatch *w, const struct httpc_result *res)
+{
+    if (!res->ok) {
+        fail(w, 0, "watch %s in %s: %s", w->resource, w->ns, res->error);
+        return;
+    }
+    if (res->status == 401) kube__token_rejected(w->k, w->token_gen);
+    if (res->status == 410) {
+        w->st.gone++;
+        w->watch_rv[0] = '\0';
+    }
+    char path[512], err[1024];
+    snprintf(path, sizeof path, "/api/v1/namespaces/%s/%s", w->ns, w->resource);
+    struct kube_req req = {
+        .verb = "watch", .resource = w->resource, .group = "", .method = "GET", .path = path};
+    kube__http_error(w->k, &req, res->status, res->body, res->body_len, err, sizeof err);
+    fail(w, res->status == 410, "watch %s in %s: %s", w->resource, w->ns, err);
+}
+
+static void on_watch_done(void *ud, const struct httpc_result *res)
+{
+    struct kcwatch *w = ud;
+    uint64_t lasted = stream_over(w);
+    kube__count_response(w->k, res->ok ? res->status : 0);
+    if (w->closing) return;
+    if (w->stream_failed) {
+        fail(w, w->stream_gone, "%s", w->why);
+    } else if (res->ok && res->status == 200) {
+        if (w->from_zero) w->watch_rv[0] = '\0'; /* no bookmark came: from 0 again */
+        if (lasted >= min_stream_ms(w))
+            attempt(w);
+        else
+            fail(w, 0, "watch %s in %s: the server ended the stream after %llu ms", w->resource,
+                 w->ns, (unsigned long long)lasted);
+    } else {
+        fail_reply(w, res);
+    }
+}
+
+static void attempt(struct kcwatch *w)
+{
+    w->from_zero = !w->watch_rv[0];
+    char *url =
+        ra_asprintf("%s/api/v1/namespaces/%s/%s?watch=1&allowWatchBookmarks=true"
+                    "&resourceVersion=%s&timeoutSeconds=%llu%s",
+                    kube_base_url(w->k), w->ns, w->resource, w->from_zero ? "0" : w->watch_rv,
+                    (unsigned long long)w->timeout_s, w->table ? "&includeObject=None" : "");
+    char accept[128];
+    snprintf(accept, sizeof accept, "Accept: %s",
+             w->table ? KWATCH_ACCEPT_TABLE : KWATCH_ACCEPT_WATCH);
+    const char *headers[] = {accept, "User-Agent: reload-agent-sync"};
+    struct httpc_req req = {.method = "GET",
+                            .url = url,
+                            .headers = headers,
+                            .nheaders = 2,
+                            .timeout_ms = (w->timeout_s + CLIENT_MARGIN_S) * 1000,
+                            .ca_file = kube__ca_path(w->k),
+                            .bearer_token = kube__token(w->k, &w->token_gen),
+                            .on_data = on_data,
+                            .data_ud = w};
+    w->started = uv_now(kube__loop(w->k));
+    w->got_head = w->stream_failed = w->stream_gone = 0;
+    w->st.watches++;
+    if (w->from_zero) w->st.from_zero++;
+    int r = httpc_request(kube__httpc(w->k), &req, on_watch_done, w, &w->xfer);
+    free(url);
+    if (r < 0) {
+        w->xfer = NULL;
+        fail(w, 0, "watch %s in %s: cannot start the request: %s", w->resource, w->ns,
+             strerror(-r));
+        return;
+    }
+    uv_timer_start(&w->timer, on_stall, KWATCH_HEAD_TIMEOUT_MS, 0);
+}
+
+int kcwatch_start(struct kube *k, const struct kcwatch_opts *o, kcwatch_cb cb, void *ud,
+                  struct kcwatch **out)
+{
+    static const char *const OK[] = {"configmaps", "secrets", "pods"};
+    size_t i;
+    if (!k || !o || !cb || !o->resource || !o->ns || !k8s_is_dns1123_label(o->ns)) return -EINVAL;
+    for (i = 0; i < 3 && strcmp(o->resource, OK[i]) != 0; i++) continue;
+    if (i == 3) return -EINVAL;
+    struct kcwatch *w = calloc(1, sizeof *w);
+    if (!w) ra_oom();
+    w->k = k;
+    w->cb = cb;
+    w->ud = ud;
+    w->resource = ra_strdup(o->resource);
+    w->ns = ra_strdup(o->ns);
+    w->table = i == 1;
+    w->timeout_s =
+        o->watch_timeout_s ? o->watch_timeout_s : 1800 + ra_rng_below(ra_rng_process(), 1801);
+    w->policy = (struct backoff){o->retry_base_ms ? o->retry_base_ms : KWATCH_RETRY_BASE_MS,
+                                 o->retry_cap_ms ? o->retry_cap_ms : KWATCH_RETRY_CAP_MS,
+                                 BACKOFF_JITTER_SPREAD};
+    uv_timer_init(kube__loop(k), &w->timer);
+    w->timer.data = w;
+    uv_timer_start(&w->timer, on_timer, 0, 0);
+    *out = w;
+    return 0;
+}
+
+void kcwatch_get_stats(const struct kcwatch *w, struct kcwatch_stats *s) { *s = w->st; }
+
+static void on_closed(uv_handle_t *h)
+{
+    struct kcwatch *w = h->data;
+    if (w->line) {
+        explicit_bzero(w->line, w->line_cap);
+        free(w->line);
+    }
+    free(w->resource);
+    free(w->ns);
+    free(w);
+}
+
+void kcwatch_close(struct kcwatch *w)
+{
+    if (!w || w->closing) return;
+    w->closing = 1;
+    if (w->xfer && !w->in_data) {
+        httpc_cancel(w->xfer);
+        w->xfer = NULL;
+    }
+    uv_close((uv_handle_t *)&w->timer, on_closed);
+}

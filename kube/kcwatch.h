@@ -1,0 +1,86 @@
+/*
+ * kcwatch.h - a whole collection watched, metadata only: the ConfigMaps,
+ * the Secrets or the Pods of one namespace, for the cluster sync service
+ * (sync/service.c, docs/sync.md). kwatch.h follows one object by name;
+ * this follows every object of a resource with one stream.
+ *
+ * It never lists. A watch from resourceVersion 0 ("Start at Any", served
+ * from the API server's watch cache) begins with every object as an ADDED
+ * event, one line each, then the changes: the service's memory is one
+ * event line at a time, never a list body (no paging needed: nothing is
+ * held but the line). ConfigMaps and Pods come as PartialObjectMetadata;
+ * Secrets as a Table with includeObject=None (kwatch.h says why: client-side
+ * apply stores a Secret's values in an annotation), whose event carries
+ * the object's resourceVersion and its name, never an annotation.
+ *
+ * Resuming: from the last bookmark, or the last event once the stream did
+ * not start from 0 (the initial events of a watch from 0 come in no order
+ * of resourceVersion, so only a bookmark gives a resume point there).
+ * After a 410 Gone (status or ERROR event) or a malformed event it starts
+ * again from 0, so an object changed meanwhile is seen at its new version.
+ *
+ * The API budget is kwatch's (kube/kwatch.h, docs/fast-sync.md): every
+ * failure (no response, a status >= 400, an ERROR event, a malformed line,
+ * a stream shorter than KWATCH_MIN_STREAM_MS, a head later than
+ * KWATCH_HEAD_TIMEOUT_MS, a line slower than KWATCH_LINE_TIMEOUT_MS) waits
+ * the backoff: KWATCH_RETRY_BASE_MS doubling to KWATCH_RETRY_CAP_MS,
+ * 75-125 %; one request per step; the count starts over only after a
+ * stream that stayed open KWATCH_MIN_STREAM_MS. No 410 storm: a relist
+ * (a watch from 0) is one request per backoff step.
+ */
+#ifndef RA_KCWATCH_H
+#define RA_KCWATCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kube/kube.h"
+
+struct kcwatch;
+struct cJSON;
+
+enum kcwatch_what { KCWATCH_ADDED, KCWATCH_MODIFIED, KCWATCH_DELETED, KCWATCH_ERROR };
+
+struct kcwatch_event {
+    enum kcwatch_what what;
+    const char *name;         /* the object's name (not KCWATCH_ERROR) */
+    const char *rv;           /* its resourceVersion */
+    const struct cJSON *meta; /* ADDED/MODIFIED of PartialObjectMetadata: its metadata
+                                 (valid during the callback); NULL for Secrets */
+    int initial;              /* part of a watch from 0 (the state, maybe old news) */
+    const char *error;        /* KCWATCH_ERROR: one line */
+    int gone;                 /* KCWATCH_ERROR: a 410 (the next watch starts from 0) */
+    int failures;             /* KCWATCH_ERROR: failures in a row */
+    uint64_t retry_ms;        /* KCWATCH_ERROR: the wait before the next request */
+};
+
+typedef void (*kcwatch_cb)(void *ud, const struct kcwatch_event *ev);
+
+struct kcwatch_opts {
+    const char *resource;     /* "configmaps", "secrets" or "pods" */
+    const char *ns;           /* the namespace (a DNS-1123 label) */
+    uint64_t watch_timeout_s; /* timeoutSeconds; 0 = random 1800..3600 */
+    uint64_t retry_base_ms;   /* 0 = KWATCH_RETRY_BASE_MS */
+    uint64_t retry_cap_ms;    /* 0 = KWATCH_RETRY_CAP_MS */
+};
+
+struct kcwatch_stats {
+    unsigned watches;   /* requests sent */
+    unsigned from_zero; /* of them, from resourceVersion 0 */
+    unsigned events, bookmarks, gone, errors;
+    int streaming; /* a stream is open */
+};
+
+/* Starts watching (the first request runs from the loop, never inside this
+ * call). All of o is copied; k must outlive the watch. Returns 0 and *out,
+ * or -EINVAL (an unknown resource, a namespace that is not a label). */
+int kcwatch_start(struct kube *k, const struct kcwatch_opts *o, kcwatch_cb cb, void *ud,
+                  struct kcwatch **out);
+
+void kcwatch_get_stats(const struct kcwatch *w, struct kcwatch_stats *s);
+
+/* Stops (no callback after this), frees w once its timer is closed. Safe
+ * from w's own callback. */
+void kcwatch_close(struct kcwatch *w);
+
+#endif

@@ -1,0 +1,41 @@
+/*
+ * service.h - `reload-agent sync`, the cluster sync service
+ * (docs/sync.md): the watches of the ConfigMaps, Secrets and Pods of each
+ * namespace it serves (metadata only, kube/kcwatch.h), the index of which
+ * pods name which objects (sync/index.h), the leader election
+ * (sync/elect.h) and the nudges (sync/nudge.h). Every replica watches and
+ * keeps the index; only the leader nudges. A replica that becomes the
+ * leader nudges again for the changes of the last lease duration that the
+ * pods do not show yet (their reload-agent.io/sync annotation names the
+ * version they were nudged for), so a leader change loses no nudge and
+ * doubles none that the pods show.
+ */
+#ifndef RA_SYNC_SERVICE_H
+#define RA_SYNC_SERVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SYNC_MAX_NAMESPACES 64
+
+struct sync_opts {
+    const char *api, *token_file, *ca_file;      /* NULL: in-cluster */
+    const char *namespace_;                      /* the Lease's; NULL: $POD_NAMESPACE, ... */
+    const char *namespaces[SYNC_MAX_NAMESPACES]; /* served (valid labels) */
+    size_t nns;
+    const char *lease;       /* the Lease's name */
+    const char *identity;    /* NULL: $POD_NAME, else host name and pid */
+    uint64_t lease_ms;       /* the lease duration */
+    uint64_t lease_retry_ms; /* its read/renew period */
+    double qps;
+    unsigned burst;
+    uint64_t coalesce_ms;
+    uint64_t watch_timeout_s;     /* 0: random 1800..3600 */
+    uint64_t watch_retry_base_ms; /* 0: kwatch's */
+};
+
+/* Runs until SIGTERM or SIGINT. Returns the exit status: 0, or 1 when it
+ * could not start (said on stderr). */
+int sync_run(const struct sync_opts *o);
+
+#endif

@@ -1,0 +1,176 @@
+"""The cluster sync service (`reload-agent sync`, docs/sync.md) against the
+API double (tests/lib/fakeapi.py): pods that carry the injector's
+reload-agent.io/sync-objects annotation, objects changed through the
+double's control API. The double stands in for what a real server will not
+do on demand: a 410 to every open watch, a leader replica killed at once.
+What the service did is read from the double's request record.
+"""
+import signal
+import time
+
+from tests.lib.proc import check, wait_until
+from tests.lib.syncsvc import (Sync, launch, pod, put, patches, values, watches_open, ready,
+                               lease, requests, settle, SYNC)
+
+
+def objects(fake):
+    put(fake, "configmaps", {"metadata": {"name": "a"}, "data": {"k": "0"}})
+    put(fake, "configmaps", {"metadata": {"name": "b"}, "data": {"k": "0"}})
+    put(fake, "configmaps", {"metadata": {"name": "lonely"}, "data": {"k": "0"}})
+    put(fake, "secrets", {"metadata": {"name": "s"}, "data": {"k": "c2VjcmV0"}})
+    put(fake, "pods", pod("p1", "configmap/a,secret/s"))
+    put(fake, "pods", pod("p2", "configmap/a"))
+    put(fake, "pods", pod("p3", "configmap/b"))
+    put(fake, "pods", pod("p4"))  # not injected
+
+
+def test_sync_nudges_exactly_the_referencing_pods(env):
+    """A change PATCHes the annotation of exactly the pods that name the
+    object, once each, with KIND/NAME@RV; an object nobody names costs no
+    request; every read is a metadata-only watch (a Secret: a Table without
+    objects), never a list, never a pod by name."""
+    fake = launch(env)
+    objects(fake)
+    s = Sync(env, fake, "one")
+    ready(fake, s)
+    settle(0.5)
+    check(patches(fake) == [], "a PATCH without a change: %r" % patches(fake))
+    rv = put(fake, "configmaps", {"metadata": {"name": "a"}, "data": {"k": "1"}})
+    wait_until(lambda: len(patches(fake)) == 2, 10, "the PATCHes of p1 and p2")
+    check(values(fake, "p1") == ["configmap/a@" + rv] and values(fake, "p2") == ["configmap/a@" + rv],
+          "values: %r %r" % (values(fake, "p1"), values(fake, "p2")))
+    check(patches(fake)[0]["content_type"] == "application/merge-patch+json", "content type")
+    srv = put(fake, "secrets", {"metadata": {"name": "s"}, "data": {"k": "bmV3"}})
+    wait_until(lambda: len(patches(fake)) == 3, 10, "the PATCH of p1 for the Secret")
+    check(values(fake, "p1")[-1] == "secret/s@" + srv, "p1: %r" % values(fake, "p1"))
+    before = len(requests(fake))
+    put(fake, "configmaps", {"metadata": {"name": "lonely"}, "data": {"k": "1"}})
+    settle(1.5)
+    after = [r for r in requests(fake)[before:] if not r["path"].endswith("/leases/reload-agent-sync")]
+    check(after == [], "requests for an object nobody names: %r" % after)
+    check(len(patches(fake)) == 3, "PATCHes: %r" % [p["path"] for p in patches(fake)])
+    for r in requests(fake):
+        if r["path"].endswith(("/configmaps", "/secrets", "/pods")):
+            q = r["query"]
+            check(q.get("watch") == "1" and q.get("allowWatchBookmarks") == "true",
+                  "not a watch: %r" % q)
+            want = "as=Table;" if r["path"].endswith("/secrets") else "as=PartialObjectMetadata;"
+            check(want in (r.get("accept") or ""), "not metadata only: %r" % r.get("accept"))
+            if r["path"].endswith("/secrets"):
+                check(q.get("includeObject") == "None", "a Secret with its object: %r" % q)
+        check(not (r["method"] == "GET" and "/pods/" in r["path"]), "a pod read: %r" % r["path"])
+    check(s.proc.poll() is None, "the service exited")
+    check(s.stop() == 0, "exit status on SIGTERM")
+
+
+def test_sync_burst_coalesced(env):
+    """Twenty changes of one object within a moment: each referencing pod
+    gets at most two PATCHes (one after the coalescing window, one after
+    the 1 s floor), the last for the last version."""
+    fake = launch(env)
+    objects(fake)
+    s = Sync(env, fake, "one")
+    ready(fake, s)
+    last = None
+    for i in range(20):
+        last = put(fake, "configmaps", {"metadata": {"name": "a"}, "data": {"k": str(i + 10)}})
+    wait_until(lambda: values(fake, "p1")[-1:] == ["configmap/a@" + last] and
+               values(fake, "p2")[-1:] == ["configmap/a@" + last], 10, "the last version")
+    settle(1.5)
+    for p in ("p1", "p2"):
+        n = len(values(fake, p))
+        check(1 <= n <= 2, "%s got %d PATCHes for a burst: %r" % (p, n, values(fake, p)))
+    check(values(fake, "p3") == [], "p3 names another object")
+    s.stop()
+
+
+def test_sync_410_starts_over_from_zero_with_backoff(env):
+    """A 410 to every watch: each starts again from resourceVersion 0 after
+    the backoff, one request each (no storm); a change made meanwhile is
+    seen at its new version and nudged."""
+    fake = launch(env)
+    objects(fake)
+    s = Sync(env, fake, "one")
+    ready(fake, s)
+    t0 = time.time()
+    fake.ctl("POST", "/watch", {"compact": True, "action": "gone"})
+    rv = put(fake, "configmaps", {"metadata": {"name": "b"}, "data": {"k": "gap"}})
+    wait_until(lambda: values(fake, "p3") == ["configmap/b@" + rv], 10, "the change of the gap")
+    wait_until(lambda: len(watches_open(fake)) == 3, 10, "the watches back")
+    settle(3)
+    again = [r for r in requests(fake) if r["time"] > t0 and r["query"].get("watch") == "1"]
+    check(len(again) == 3, "watches after the 410: %r" % [(r["path"], r["query"]) for r in again])
+    check(all(r["query"].get("resourceVersion") == "0" for r in again), "not from 0: %r" % again)
+    first = min(r["time"] for r in again) - t0
+    check(first >= 0.7, "no backoff: the first watch %.2f s after the 410" % first)
+    check(s.has("410"), "the 410 is not logged")
+    s.stop()
+
+
+def test_sync_two_replicas_one_leader(env):
+    """Two processes: one leads (the Lease names it), a change gives one
+    PATCH per pod, not two; killed at once, the other takes over after the
+    lease duration and nudges the next change; the pods' annotation keeps
+    a replica from nudging again for a change they show."""
+    fake = launch(env)
+    objects(fake)
+    one, two = Sync(env, fake, "one"), Sync(env, fake, "two")
+    ready(fake, one, two)
+    lead, other = (one, two) if one.leader() else (two, one)
+    holder = lease(fake)["spec"]["holderIdentity"]
+    check(holder == ("one" if lead is one else "two"), "the Lease names %r" % holder)
+    rv = put(fake, "configmaps", {"metadata": {"name": "a"}, "data": {"k": "1"}})
+    wait_until(lambda: len(patches(fake)) == 2, 10, "the PATCHes of p1 and p2")
+    settle(1)
+    check(len(patches(fake)) == 2, "doubled: %r" % values(fake, "p1"))
+    lead.proc.send_signal(signal.SIGKILL)
+    lead.proc.wait(10)
+    wait_until(other.leader, 15, "the other replica leads")
+    check(lease(fake)["spec"]["holderIdentity"] != holder, "the Lease still names %r" % holder)
+    check(len(patches(fake)) == 2, "the new leader nudged again for a change the pods show: %r"
+          % values(fake, "p1"))
+    rv2 = put(fake, "configmaps", {"metadata": {"name": "a"}, "data": {"k": "2"}})
+    wait_until(lambda: values(fake, "p1")[-1:] == ["configmap/a@" + rv2], 10, "the new leader's")
+    check(rv2 != rv, "the same version")
+    other.stop()
+
+
+def test_sync_api_server_restart(env):
+    """The API server goes away (every connection cut, connections
+    refused) while an object changes, then comes back: the watches come
+    back after their backoff, the change is nudged once per referencing
+    pod, the service never exits."""
+    fake = launch(env)
+    objects(fake)
+    s = Sync(env, fake, "one")
+    ready(fake, s)
+    fake.ctl("POST", "/listener", {"up": False})
+    rv = put(fake, "configmaps", {"metadata": {"name": "a"}, "data": {"k": "down"}})
+    settle(1.5)
+    fake.ctl("POST", "/listener", {"up": True})
+    t_up = time.time()
+    wait_until(lambda: values(fake, "p1") == ["configmap/a@" + rv] and
+               values(fake, "p2") == ["configmap/a@" + rv], 20, "the change made while down")
+
+    def back():  # (the double may still list a cut stream as open until it writes to it)
+        got = {r["path"].rsplit("/", 1)[1] for r in requests(fake)
+               if r["time"] >= t_up and r["query"].get("watch") == "1" and
+               r["status"] in (None, 200)}  # a stream's status is recorded when it ends
+        return got == {"configmaps", "secrets", "pods"}
+    wait_until(back, 20, "the three watches back")
+    settle(1.5)
+    check(len(patches(fake)) == 2, "PATCHes: %r" % [(p["path"], p["body"]) for p in patches(fake)])
+    check(s.proc.poll() is None, "the service exited")
+    s.stop()
+
+
+def test_sync_usage_errors(env):
+    """Bad values are refused by name, exit 2, before any request."""
+    for args, want in ((["--namespaces", "Bad_NS"], '"Bad_NS" is not a namespace name'),
+                       (["--namespaces", "a,a"], '"a" is named twice'),
+                       (["--namespaces", "a", "--qps", "0"], "--qps"),
+                       (["--namespaces", "a", "--lease-duration", "1s"], "--lease-duration"),
+                       (["--namespaces", "a", "--lease-name", "No"], "--lease-name")):
+        r = env.run([env.binary, "sync"] + args, timeout=10)
+        err = r.stderr.decode()
+        check(r.returncode == 2 and want in err, "%r: exit %d, %r" % (args, r.returncode, err))
