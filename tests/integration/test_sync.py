@@ -164,6 +164,24 @@ def test_sync_api_server_restart(env):
     s.stop()
 
 
+def test_sync_deleted_pod_forgotten(env):
+    """A pod nudged once and then deleted is forgotten: the next change
+    PATCHes only the pods that still exist (no 404 to retry)."""
+    fake = launch(env)
+    objects(fake)
+    s = Sync(env, fake, "one")
+    ready(fake, s)
+    put(fake, "configmaps", {"metadata": {"name": "a"}, "data": {"k": "1"}})
+    wait_until(lambda: len(patches(fake)) == 2, 10, "the PATCHes of p1 and p2")
+    fake.ctl("POST", "/object/delete", {"resource": "pods", "name": "p2"})
+    settle(1.2)  # the floor between two nudges of p1
+    rv = put(fake, "configmaps", {"metadata": {"name": "a"}, "data": {"k": "2"}})
+    wait_until(lambda: values(fake, "p1")[-1:] == ["configmap/a@" + rv], 10, "p1's second nudge")
+    settle(1)
+    check(len(patches(fake, "p2")) == 1, "the deleted pod was patched again: %r" % values(fake, "p2"))
+    s.stop()
+
+
 def test_sync_usage_errors(env):
     """Bad values are refused by name, exit 2, before any request."""
     for args, want in ((["--namespaces", "Bad_NS"], '"Bad_NS" is not a namespace name'),
