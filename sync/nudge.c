@@ -263,6 +263,23 @@ void nudge_pod(struct nudger *n, const char *ns, const char *pod, const char *va
     schedule(n);
 }
 
+void nudge_forget(struct nudger *n, const char *ns, const char *pod)
+{
+    if (!n->nb) return;
+    for (struct entry **pp = &n->b[hash_of(ns, pod, n->nb)]; *pp; pp = &(*pp)->hnext) {
+        struct entry *e = *pp;
+        if (strcmp(e->ns, ns) != 0 || strcmp(e->pod, pod) != 0) continue;
+        if (e->queued || e->inflight) return;
+        *pp = e->hnext;
+        n->n--;
+        free(e->ns);
+        free(e->pod);
+        free(e->value);
+        free(e);
+        return;
+    }
+}
+
 void nudge_drop_all(struct nudger *n)
 {
     for (struct entry *e = n->qhead; e; e = e->qnext) e->queued = 0;

@@ -50,6 +50,11 @@ struct nudger *nudge_new(uv_loop_t *loop, struct kube *k, const struct nudge_opt
  * the newer value. */
 void nudge_pod(struct nudger *n, const char *ns, const char *pod, const char *value);
 
+/* Forgets pod ns/pod (deleted): its entry is freed unless a PATCH of it
+ * is queued or in flight (then it stays until the service stops), so the
+ * queue's memory follows the pods that exist. */
+void nudge_forget(struct nudger *n, const char *ns, const char *pod);
+
 /* Drops what is queued (a replica that lost the lead sends nothing). */
 void nudge_drop_all(struct nudger *n);
 

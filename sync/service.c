@@ -139,6 +139,7 @@ static void on_pod(struct wctx *c, const struct kcwatch_event *ev)
     struct sync_index *ix = c->s->ix;
     if (ev->what == KCWATCH_DELETED) {
         sync_index_remove_pod(ix, c->ns, ev->name);
+        nudge_forget(c->s->nu, c->ns, ev->name);
         return;
     }
     int bad = sync_index_set_pod(ix, c->ns, ev->name, annotation(ev->meta, CFG_ANNOT_SYNC_OBJECTS));

@@ -17,7 +17,8 @@
    kustomize-only Namespace (a chart installs into the release's namespace),
    the chart-only pre-install Job (the kustomize Job without
    --webhook-config) and the post-delete stand-in Secrets. The chart's
-   rbac.namespaces Role equals manifests/role.yaml.
+   rbac.namespaces Role equals manifests/role.yaml; fastSync.policy and
+   fastSync.namespaces render manifests/fast-sync/policy.yaml and role.yaml.
 4. The hooks are ordered as docs/webhook-install.md says; the schema rejects
    typos and bad values, each with a message that names the value (REFUSED),
    and takes the edges of its patterns (ACCEPTED); every string value is
@@ -56,6 +57,9 @@ CASES = {  # golden name -> (values file or None, kustomize set)
     "cert-manager": (os.path.join(HERE, "values-cert-manager.yaml"), "manifests/webhook/certmanager"),
 }
 FULL = os.path.join(HERE, "values-full.yaml")
+# Goldens with no kustomize counterpart (no drift check): golden name -> values.
+GOLDEN_ONLY = {"monitoring": os.path.join(HERE, "values-monitoring.yaml")}
+DASHBOARD = os.path.join(CHART, "dashboards", "reload-agent.json")
 
 
 class Fail(Exception):
@@ -150,13 +154,16 @@ def lint(t):
     for name, (values, _) in CASES.items():
         t.lint(*(["-f", values] if values else []))
     t.lint("-f", FULL)
-    return "helm lint --strict: default, cert-manager and every-key values"
+    for values in GOLDEN_ONLY.values():
+        t.lint("-f", values)
+    return "helm lint --strict: default, cert-manager, monitoring and every-key values"
 
 
 # ---- 2. golden ----
 def golden(t, update):
     notes = []
-    for name, (values, _) in CASES.items():
+    cases = [(name, values) for name, (values, _) in CASES.items()] + list(GOLDEN_ONLY.items())
+    for name, values in cases:
         got = t.template(*(["-f", values] if values else []))
         path = os.path.join(GOLDEN, name + ".yaml")
         if update:
@@ -174,7 +181,23 @@ def golden(t, update):
             raise Fail("helm template (%s values) differs from the golden file; if the change is meant, "
                        "run `make chart-golden` and review the diff:\n%s" % (name, d))
         notes.append("%s: %d objects" % (name, len(docs(got))))
+    notes.append(dashboard_shipped(t))
     return "golden helm template: " + ", ".join(notes)
+
+
+def dashboard_shipped(t):
+    """The dashboard's ConfigMap holds dashboards/reload-agent.json byte for
+    byte, labelled for the Grafana sidecar."""
+    objs = docs(t.template("-f", GOLDEN_ONLY["monitoring"]))
+    cms = [o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-dashboard")]
+    check(len(cms) == 1, "monitoring values: want one dashboard ConfigMap, got %d" % len(cms))
+    with open(DASHBOARD) as f:
+        want = f.read()
+    check(cms[0]["data"]["reload-agent.json"] == want, "the dashboard ConfigMap differs from %s" % DASHBOARD)
+    check(cms[0]["metadata"]["labels"].get("grafana_dashboard") == "1", "no grafana_dashboard label")
+    kinds = sorted(o["kind"] for o in objs if o["kind"] in ("ServiceMonitor", "PodMonitor"))
+    check(kinds == ["PodMonitor", "ServiceMonitor"], "monitors %r" % kinds)
+    return "the dashboard ConfigMap is dashboards/reload-agent.json"
 
 
 # ---- 3. drift ----
@@ -242,7 +265,36 @@ def drift(t):
     check(r2["rules"] == [r for r in role["rules"] if r["apiGroups"] != ["argoproj.io"]],
           "rbac.argoRollouts=false must drop exactly the argoproj.io rule")
     notes.append("rbac.namespaces Role = manifests/role.yaml")
+    notes.append(fast_sync_no_drift(t))
     return "no drift: " + "; ".join(notes)
+
+
+def fast_sync_no_drift(t):
+    """fastSync.policy renders manifests/fast-sync/policy.yaml and
+    fastSync.namespaces the Role of manifests/fast-sync/role.yaml (beyond
+    Helm's labels), and neither is rendered by default."""
+    check(not [o for o in docs(t.template()) if "fast-sync" in o["metadata"]["name"]],
+          "fast-sync objects in the default render")
+    objs = {key(o): o for o in docs(t.template(
+        "--set", "fastSync.policy=true", "--set", "fastSync.namespaces[0].namespace=shop",
+        "--set", "fastSync.namespaces[0].serviceAccounts[0]=default"))}
+    name = "reload-agent-fast-sync"
+    with open(os.path.join(ROOT, "manifests", "fast-sync", "policy.yaml")) as f:
+        for want in yaml.safe_load_all(f):
+            got = strip_helm(objs[(want["kind"], "", name)])
+            check(got == want, "fastSync.policy: %s differs from manifests/fast-sync/policy.yaml:\n%s"
+                  % (want["kind"], diff_text(want, got, "manifests/fast-sync/policy.yaml", "chart")))
+    with open(os.path.join(ROOT, "manifests", "fast-sync", "role.yaml")) as f:
+        want = yaml.safe_load(f)
+    want["metadata"] = dict(want["metadata"], namespace="shop")
+    got = strip_helm(objs[("Role", "shop", name)])
+    check(got == want, "the fastSync.namespaces Role differs from manifests/fast-sync/role.yaml:\n" +
+          diff_text(want, got, "manifests/fast-sync/role.yaml", "chart"))
+    rb = objs[("RoleBinding", "shop", name)]
+    check(rb["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name} and
+          rb["subjects"] == [{"kind": "ServiceAccount", "name": "default", "namespace": "shop"}],
+          "the fastSync.namespaces RoleBinding: %r" % rb)
+    return "fastSync = manifests/fast-sync/{policy,role}.yaml"
 
 
 # ---- 4. hooks, schema, names, flags, README ----
@@ -274,6 +326,11 @@ def hooks(t):
 # path its message must name: (what, values, path in the message).
 INJECT_NL = "x\n      hostNetwork: true\n      hostPID: true"
 REFUSED = [
+    ("a monitor interval that is no Prometheus duration", {"monitoring": {"serviceMonitor": {"interval": "30 s"}}},
+     "/monitoring/serviceMonitor/interval"),
+    ("a PodMonitor port 0", {"monitoring": {"podMonitor": {"port": 0}}}, "/monitoring/podMonitor/port"),
+    ("a dashboard label value with a newline", {"monitoring": {"dashboard": {"labels": {"grafana_dashboard": "1\n  x: y"}}}},
+     "/monitoring/dashboard/labels/grafana_dashboard"),
     ("a sync namespace that is no namespace name", {"sync": {"namespaces": ["Shop"]}},
      "/sync/namespaces/0"),
     ("no sync replica", {"sync": {"replicas": 0}}, "/sync/replicas"),
@@ -467,10 +524,12 @@ def names(t, binary):
         check(not re.search(r"namespace: reload-agent$|: reload-agent/|webhook\.reload-agent|^ *- reload-agent$", text, re.M),
               "a name of the default namespace is hard-coded")
         mwc = [o for o in objs if o["kind"] == "MutatingWebhookConfiguration"][0]
-        svc = mwc["webhooks"][0]["clientConfig"]["service"]
-        check(svc["namespace"] == "tools" and svc["name"] == "ra-reload-agent-webhook", "service %r" % svc)
-        check("tools" in mwc["webhooks"][0]["namespaceSelector"]["matchExpressions"][0]["values"],
-              "the release's namespace is not excluded")
+        for w in mwc["webhooks"]:  # the per-pod entry, and the namespace-wide one
+            svc = w["clientConfig"]["service"]
+            check(svc["namespace"] == "tools" and svc["name"] == "ra-reload-agent-webhook",
+                  "service %r" % svc)
+            check("tools" in w["namespaceSelector"]["matchExpressions"][0]["values"],
+                  "the release's namespace is not excluded")
         dep = [o for o in objs if o["kind"] == "Deployment" and
                o["metadata"]["name"].endswith("-webhook")][0]
         secret = dep["spec"]["template"]["spec"]["volumes"][0]["secret"]["secretName"]

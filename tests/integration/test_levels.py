@@ -53,6 +53,19 @@ def test_levels_pass_on_the_tree(env):
     check(rc == 0, "make levels fails on the tree: %s" % out)
 
 
+def test_image_copies_every_source_folder(env):
+    """The image builds from SRC_DIRS: each folder is let into the build
+    context (.dockerignore) and copied (Dockerfile), or the image does not
+    build (sync/ was missed once)."""
+    makefile = open(os.path.join(TOP, "Makefile")).read()
+    dirs = re.search(r"^SRC_DIRS := (.*)$", makefile, re.M).group(1).split()
+    ignore = open(os.path.join(TOP, ".dockerignore")).read().split("\n")
+    docker = open(os.path.join(TOP, "Dockerfile")).read()
+    for d in dirs:
+        check("!%s/" % d in ignore, ".dockerignore keeps %s/ out of the image's build" % d)
+        check(re.search(r"^COPY %s/ %s/$" % (d, d), docker, re.M), "the Dockerfile copies no %s/" % d)
+
+
 def test_levels_fail_on_wrong_arrows(env):
     ok = tree(env, "ok", {"cmd/x.c": '#include "webhook/a.h"\n#include "base/log.h"\n',
                           "inject/x.c": '#include "config/config.h"\n#include "hash/hash.h"\n',

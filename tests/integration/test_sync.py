@@ -135,6 +135,53 @@ def test_sync_two_replicas_one_leader(env):
     other.stop()
 
 
+def test_sync_api_server_restart(env):
+    """The API server goes away (every connection cut, connections
+    refused) while an object changes, then comes back: the watches come
+    back after their backoff, the change is nudged once per referencing
+    pod, the service never exits."""
+    fake = launch(env)
+    objects(fake)
+    s = Sync(env, fake, "one")
+    ready(fake, s)
+    fake.ctl("POST", "/listener", {"up": False})
+    rv = put(fake, "configmaps", {"metadata": {"name": "a"}, "data": {"k": "down"}})
+    settle(1.5)
+    fake.ctl("POST", "/listener", {"up": True})
+    t_up = time.time()
+    wait_until(lambda: values(fake, "p1") == ["configmap/a@" + rv] and
+               values(fake, "p2") == ["configmap/a@" + rv], 20, "the change made while down")
+
+    def back():  # (the double may still list a cut stream as open until it writes to it)
+        got = {r["path"].rsplit("/", 1)[1] for r in requests(fake)
+               if r["time"] >= t_up and r["query"].get("watch") == "1" and
+               r["status"] in (None, 200)}  # a stream's status is recorded when it ends
+        return got == {"configmaps", "secrets", "pods"}
+    wait_until(back, 20, "the three watches back")
+    settle(1.5)
+    check(len(patches(fake)) == 2, "PATCHes: %r" % [(p["path"], p["body"]) for p in patches(fake)])
+    check(s.proc.poll() is None, "the service exited")
+    s.stop()
+
+
+def test_sync_deleted_pod_forgotten(env):
+    """A pod nudged once and then deleted is forgotten: the next change
+    PATCHes only the pods that still exist (no 404 to retry)."""
+    fake = launch(env)
+    objects(fake)
+    s = Sync(env, fake, "one")
+    ready(fake, s)
+    put(fake, "configmaps", {"metadata": {"name": "a"}, "data": {"k": "1"}})
+    wait_until(lambda: len(patches(fake)) == 2, 10, "the PATCHes of p1 and p2")
+    fake.ctl("POST", "/object/delete", {"resource": "pods", "name": "p2"})
+    settle(1.2)  # the floor between two nudges of p1
+    rv = put(fake, "configmaps", {"metadata": {"name": "a"}, "data": {"k": "2"}})
+    wait_until(lambda: values(fake, "p1")[-1:] == ["configmap/a@" + rv], 10, "p1's second nudge")
+    settle(1)
+    check(len(patches(fake, "p2")) == 1, "the deleted pod was patched again: %r" % values(fake, "p2"))
+    s.stop()
+
+
 def test_sync_usage_errors(env):
     """Bad values are refused by name, exit 2, before any request."""
     for args, want in ((["--namespaces", "Bad_NS"], '"Bad_NS" is not a namespace name'),

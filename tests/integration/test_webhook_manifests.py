@@ -43,6 +43,11 @@ NS = "reload-agent"
 CEL = ("has(object.metadata.annotations) && 'reload-agent.io/inject' in "
        "object.metadata.annotations && object.metadata.annotations['reload-agent.io/inject'] "
        "== 'true'")
+# the namespace-wide entry (issue 27 item 3): a pod that does not say
+CEL_NS = ("!has(object.metadata.annotations) || !('reload-agent.io/inject' in "
+          "object.metadata.annotations)")
+EXCLUDED = {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+            "values": ["kube-system", NS]}
 # What `reload-agent webhook` takes (issue 10 part 3). Used only when the
 # binary predates the webhook subcommand; otherwise its --help is the truth.
 WEBHOOK_FLAGS = {"listen", "tls-cert-file", "tls-key-file", "image"}
@@ -248,8 +253,17 @@ def test_webhook_manifests_mutating_webhook_configuration(env):
     _, objs = build(env, "base")
     mwc = one(objs, "MutatingWebhookConfiguration")
     svc = one(objs, "Service")
-    check(len(mwc["webhooks"]) == 1, "webhooks: %d" % len(mwc["webhooks"]))
-    w = mwc["webhooks"][0]
+    check(len(mwc["webhooks"]) == 2, "webhooks: %d" % len(mwc["webhooks"]))
+    check_entry(mwc["webhooks"][0], svc, "/mutate", {"matchExpressions": [EXCLUDED]}, CEL)
+    check_entry(mwc["webhooks"][1], svc, "/mutate-namespace",
+                {"matchLabels": {"reload-agent.io/inject": "enabled"},
+                 "matchExpressions": [EXCLUDED]}, CEL_NS)
+    check(len({w["name"] for w in mwc["webhooks"]}) == 2, "the entries' names repeat")
+
+
+def check_entry(w, svc, path, selector, cel):
+    """One webhook entry: the fields both entries share, and its own path,
+    namespaceSelector and CEL."""
     check(re.fullmatch(r"[a-z0-9-]+(\.[a-z0-9-]+){2,}", w["name"]), "name %s" % w["name"])
     for f, v in (("failurePolicy", "Ignore"), ("sideEffects", "None"), ("timeoutSeconds", 5),
                  ("reinvocationPolicy", "IfNeeded"), ("admissionReviewVersions", ["v1"]),
@@ -259,18 +273,16 @@ def test_webhook_manifests_mutating_webhook_configuration(env):
             check(v in ENUMS[f], f)
     check(w["rules"] == [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
                           "resources": ["pods"], "scope": "Namespaced"}], "rules %s" % w["rules"])
-    check(w["namespaceSelector"] == {"matchExpressions": [
-        {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
-         "values": ["kube-system", NS]}]}, "namespaceSelector %s" % w["namespaceSelector"])
+    check(w["namespaceSelector"] == selector, "namespaceSelector %s" % w["namespaceSelector"])
     check(not w.get("objectSelector"), "objectSelector must select everything: %s" %
           w.get("objectSelector"))
     mc = w.get("matchConditions") or []
-    check(len(mc) == 1 and " ".join(mc[0]["expression"].split()) == CEL,
+    check(len(mc) == 1 and " ".join(mc[0]["expression"].split()) == cel,
           "matchConditions %s" % mc)
     check(re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", mc[0]["name"]), mc[0]["name"])
     cc = w["clientConfig"]
     check("url" not in cc and "caBundle" not in cc, "clientConfig: %s" % cc)
-    check(cc["service"] == {"name": svc["metadata"]["name"], "namespace": NS, "path": "/mutate",
+    check(cc["service"] == {"name": svc["metadata"]["name"], "namespace": NS, "path": path,
                             "port": svc["spec"]["ports"][0]["port"]},
           "clientConfig.service %s" % cc["service"])
     check(svc["spec"]["ports"][0]["port"] == 443, "Service port")
