@@ -180,6 +180,7 @@ bench: deps
 	$(MAKE) all
 	python3 -m tests.bench.bench --binary $(BUILD)/reload-agent --tools $(BUILD)/tools
 	python3 -m tests.bench.swapbench --binary $(BUILD)/reload-agent --tools $(BUILD)/tools
+	python3 -m tests.bench.notifycost --binary $(BUILD)/reload-agent --tools $(BUILD)/tools
 	python3 -m tests.bench.fleet --binary $(BUILD)/reload-agent --tools $(BUILD)/tools --agents 100
 	python3 -m tests.bench.hashbench --binary $(BUILD)/reload-agent
 	python3 -m tests.bench.stall --binary $(BUILD)/reload-agent

@@ -425,6 +425,7 @@ const char *const cfg_injector_annotations[] = {CFG_ANNOT_INJECT,
                                                 CFG_ANNOT_SYNC_OBJECTS,
                                                 CFG_ANNOT_KEEP_LAST_GOOD,
                                                 CFG_ANNOT_EXTRA_SOURCES,
+                                                CFG_ANNOT_NOTIFY_SECRET,
                                                 NULL};
 
 int cfg_is_injector_annotation(const char *key)

@@ -157,6 +157,10 @@ struct cfg_layer {
  * reads through env, mirrored into the sidecar only (inject/extra.c,
  * docs/extra-sources.md). */
 #define CFG_ANNOT_EXTRA_SOURCES CFG_ANNOTATION_PREFIX "extra-sources"
+/* notify-secret: "NAME/KEY", a Secret key holding the notification URL
+ * (docs/notifications.md): the injector mounts that key into the sidecar
+ * alone and passes --notify-url-file. */
+#define CFG_ANNOT_NOTIFY_SECRET CFG_ANNOTATION_PREFIX "notify-secret"
 
 /* Every CFG_ANNOT_* key above (whole keys), NULL-terminated. The agent
  * skips them in the annotations file. */

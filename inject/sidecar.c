@@ -10,8 +10,12 @@
 #include "inject/transform_int.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "config/config.h"
+#include "kube/k8sname.h"
 
 void inject__args_free(char **v, size_t n)
 {
@@ -55,7 +59,7 @@ char **inject__sidecar_args(struct inject__ctx *x, const struct inject__sidecar 
 {
     /* the mirrors' --watch and --ignore, the env volumes', --events, the
      * restart rules, --state-dir, --fast-sync and its objects */
-    size_t cap = 2 * x->nmirrors + x->nenvs + 4 + x->nfast + 2 + x->nlkg, k = 0;
+    size_t cap = 2 * x->nmirrors + x->nenvs + 5 + x->nfast + 2 + x->nlkg, k = 0;
     char **v = calloc(cap, sizeof *v);
     struct inject__names paths;
     if (!v || inject__mirror_paths(x, &paths) < 0) {
@@ -79,6 +83,9 @@ char **inject__sidecar_args(struct inject__ctx *x, const struct inject__sidecar 
     if (s->state_dir) v[k++] = inject__printf(x, "--state-dir=%s", INJECT__STATE_PATH);
     if (s->fast_sync) k += inject__fast_sync_args(x, v + k);
     k += inject__safe_args(x, v + k);
+    if (s->notify_secret)
+        v[k++] =
+            inject__printf(x, "--notify-url-file=%s/%s", INJECT__NOTIFY_PATH, INJECT__NOTIFY_FILE);
     *n = k;
     if (x->oom) {
         inject__args_free(v, k);
@@ -175,6 +182,8 @@ cJSON *inject__sidecar_container(struct inject__ctx *x, const struct inject__sid
     inject__push(x, mounts, inject__mount(x, INJECT__PODINFO_VOLUME, INJECT__PODINFO_PATH));
     if (s->state_dir) inject__push(x, mounts, state_mount(x));
     inject__safe_agent_mounts(x, mounts);
+    if (s->notify_secret)
+        inject__push(x, mounts, inject__mount(x, INJECT__NOTIFY_VOLUME, INJECT__NOTIFY_PATH));
     if (s->token_mount) {
         cJSON *tm = cJSON_Duplicate(s->token_mount, 1);
         if (!tm) x->oom = 1;
@@ -218,5 +227,55 @@ cJSON *inject__state_volume(struct inject__ctx *x)
     inject__add(x, ed, "medium", inject__str(x, "Memory"));
     inject__add(x, ed, "sizeLimit", inject__str(x, "1Mi"));
     inject__add(x, vol, "emptyDir", ed);
+    return vol;
+}
+
+int inject__notify_settings(struct inject__ctx *x, const char *value, const char *url_annot,
+                            struct inject__sidecar *s)
+{
+    const char *slash = value ? strchr(value, '/') : NULL;
+    size_t n = value ? strlen(value) : 0;
+    if (!value) return 0;
+    if (url_annot) {
+        snprintf(x->err, x->errlen,
+                 "annotations %s and %s: give one (a URL kept in a Secret, or "
+                 "one in the clear)",
+                 CFG_ANNOT_NOTIFY_SECRET, CFG_ANNOTATION_PREFIX "notify-url");
+        return 1;
+    }
+    if (slash && n < sizeof s->notify_ref) {
+        memcpy(s->notify_ref, value, n + 1);
+        s->notify_ref[slash - value] = '\0';
+        s->notify_key = s->notify_ref + (slash - value) + 1;
+        if (k8s_is_dns1123_subdomain(s->notify_ref) && k8s_is_configmap_key(s->notify_key)) {
+            if (inject__volume(x, INJECT__NOTIFY_VOLUME)) {
+                snprintf(x->err, x->errlen,
+                         "the pod already has a volume named %s that reload-agent did not add",
+                         INJECT__NOTIFY_VOLUME);
+                return 1;
+            }
+            s->notify_secret = s->notify_ref;
+            return 0;
+        }
+    }
+    snprintf(x->err, x->errlen,
+             "invalid annotation %s \"%.100s\": want NAME/KEY, a Secret's name and one of its keys",
+             CFG_ANNOT_NOTIFY_SECRET, value);
+    s->notify_key = NULL;
+    return 1;
+}
+
+cJSON *inject__notify_volume(struct inject__ctx *x, const struct inject__sidecar *s)
+{
+    cJSON *vol = inject__new_obj(x), *sec = inject__new_obj(x), *items = inject__new_arr(x);
+    cJSON *item = inject__new_obj(x);
+    inject__add(x, vol, "name", inject__str(x, INJECT__NOTIFY_VOLUME));
+    inject__add(x, sec, "secretName", inject__str(x, s->notify_secret));
+    inject__add(x, item, "key", inject__str(x, s->notify_key));
+    inject__add(x, item, "path", inject__str(x, INJECT__NOTIFY_FILE));
+    inject__push(x, items, item);
+    inject__add(x, sec, "items", items);
+    inject__add(x, sec, "optional", cJSON_CreateTrue());
+    inject__add(x, vol, "secret", sec);
     return vol;
 }

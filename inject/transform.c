@@ -456,6 +456,9 @@ static int sidecar_settings(struct inject__ctx *x, struct inject__sidecar *s)
                  s->memory_request, s->memory_limit);
         return 1;
     }
+    if (inject__notify_settings(x, annot(x, CFG_ANNOT_NOTIFY_SECRET),
+                                annot(x, CFG_ANNOTATION_PREFIX "notify-url"), s))
+        return 1;
     return run_as_annotation(x, &s->run_as_asked);
 }
 
@@ -559,7 +562,7 @@ static const cJSON *token_mount(struct inject__ctx *x, const struct inject__app 
 /* ---- the status annotation ---- */
 
 /* The status annotation; state: the state emptyDir was added. */
-static char *status_json(struct inject__ctx *x, int state)
+static char *status_json(struct inject__ctx *x, int state, int notify)
 {
     cJSON *st = inject__new_obj(x), *vols = inject__new_arr(x), *mirs = inject__new_arr(x);
     inject__add(x, st, "version", inject__str(x, RA_VERSION));
@@ -568,6 +571,7 @@ static char *status_json(struct inject__ctx *x, int state)
     for (size_t i = 0; i < x->nenvs; i++) inject__push(x, vols, inject__str(x, x->envs[i].volume));
     if (state) inject__push(x, vols, inject__str(x, INJECT__STATE_VOLUME));
     inject__safe_volume_names(x, vols);
+    if (notify) inject__push(x, vols, inject__str(x, INJECT__NOTIFY_VOLUME));
     for (size_t i = 0; i < x->nmirrors; i++)
         inject__push(x, mirs, inject__str(x, x->mirrors[i].volume));
     inject__add(x, st, "volumes", vols);
@@ -954,7 +958,7 @@ static int emit_fresh(struct inject__ctx *x, const char *prefix, const struct fr
     cJSON *ops = out->ops;
     char *spec_path = inject__printf(x, "%s/spec", prefix);
     size_t nbase = 1 + x->nenvs + (f->s.state_dir ? 1 : 0);
-    size_t nvols = nbase + inject__safe_nvolumes(x);
+    size_t nvols = nbase + inject__safe_nvolumes(x) + (f->s.notify_secret ? 1 : 0);
     cJSON **vols = calloc(nvols, sizeof *vols);
     if (!vols || !spec_path) {
         free(vols);
@@ -965,6 +969,7 @@ static int emit_fresh(struct inject__ctx *x, const char *prefix, const struct fr
     for (size_t i = 0; i < x->nenvs; i++) vols[1 + i] = inject__env_volume(x, &x->envs[i]);
     if (f->s.state_dir) vols[1 + x->nenvs] = inject__state_volume(x);
     inject__safe_volumes(x, vols + nbase);
+    if (f->s.notify_secret) vols[nvols - 1] = inject__notify_volume(x, &f->s);
     op_append(x, ops, x->spec, spec_path, "volumes", vols, nvols);
     free(vols);
 
@@ -985,7 +990,8 @@ static int emit_fresh(struct inject__ctx *x, const char *prefix, const struct fr
     }
     inject__emit_app_rule(x, ops, spec_path, &f->app_rule);
     free(spec_path);
-    char *st = status_json(x, f->s.state_dir), *so = inject__sync_objects(x, NULL);
+    char *st = status_json(x, f->s.state_dir, f->s.notify_secret != NULL),
+         *so = inject__sync_objects(x, NULL);
     if (st) op_status_annotations(x, ops, prefix, st, so);
     free(st);
     free(so);

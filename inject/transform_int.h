@@ -286,7 +286,23 @@ struct inject__sidecar {
     const char *restart_rules;
     int state_dir; /* add --state-dir and mount the state emptyDir */
     int fast_sync; /* add --fast-sync=true and x->fast's --fast-sync-objects */
+    /* reload-agent.io/notify-secret NAME/KEY (inject__notify_settings):
+     * notify_secret NULL when not asked; both point into notify_ref */
+    const char *notify_secret, *notify_key;
+    char notify_ref[520];
 };
+
+/* Reads reload-agent.io/notify-secret (value: the annotation's string, or
+ * NULL) into s. Returns 0, or 1 with the reason in x->err (not NAME/KEY, a
+ * bad name or key, with reload-agent.io/notify-url too, or the pod already
+ * has a volume named INJECT__NOTIFY_VOLUME). */
+int inject__notify_settings(struct inject__ctx *x, const char *value, const char *url_annot,
+                            struct inject__sidecar *s);
+
+/* The Secret volume of reload-agent.io/notify-secret: the one key as
+ * INJECT__NOTIFY_FILE, optional (a missing Secret never keeps the pod from
+ * starting: the agent's sends fail, logged, until it exists). */
+cJSON *inject__notify_volume(struct inject__ctx *x, const struct inject__sidecar *s);
 
 /* The sidecar's args after "run": --watch per mirror, --env-watch per env
  * volume, --ignore=<mountPath>/..* per mirror nested in another (see
@@ -325,6 +341,10 @@ cJSON *inject__mount(struct inject__ctx *x, const char *name, const char *path);
  * (--state-dir): it lives as long as the pod. */
 #define INJECT__STATE_VOLUME "reload-agent-state"
 #define INJECT__STATE_PATH INJECT__OWN_ROOT "/state"
+/* reload-agent.io/notify-secret's volume: the one key, as the file url */
+#define INJECT__NOTIFY_VOLUME "reload-agent-notify"
+#define INJECT__NOTIFY_PATH INJECT__OWN_ROOT "/notify"
+#define INJECT__NOTIFY_FILE "url"
 /* The first Kubernetes minor versions where the fields are on by default:
  * RestartAllContainers on a sidecar (KEP-5532, beta in 1.36), restartPolicy
  * and restartPolicyRules on a regular container (KEP-5307, beta in 1.35). */

@@ -94,6 +94,8 @@ static const struct gcase CASES[] = {
     {"extra-sources", 0, 0, NULL},
     {"extra-sources-only", 0, 0, NULL},
     {"extra-sources-bad", 0, 0, NULL},
+    {"notify-secret", 0, 0, NULL},
+    {"notify-secret-bad", 0, 0, NULL},
 };
 
 /* The cases injected for another Kubernetes version than the default

@@ -57,6 +57,9 @@ CASES = {  # golden name -> (values file or None, kustomize set)
     "cert-manager": (os.path.join(HERE, "values-cert-manager.yaml"), "manifests/webhook/certmanager"),
 }
 FULL = os.path.join(HERE, "values-full.yaml")
+# Goldens with no kustomize counterpart (no drift check): golden name -> values.
+GOLDEN_ONLY = {"monitoring": os.path.join(HERE, "values-monitoring.yaml")}
+DASHBOARD = os.path.join(CHART, "dashboards", "reload-agent.json")
 
 
 class Fail(Exception):
@@ -151,13 +154,16 @@ def lint(t):
     for name, (values, _) in CASES.items():
         t.lint(*(["-f", values] if values else []))
     t.lint("-f", FULL)
-    return "helm lint --strict: default, cert-manager and every-key values"
+    for values in GOLDEN_ONLY.values():
+        t.lint("-f", values)
+    return "helm lint --strict: default, cert-manager, monitoring and every-key values"
 
 
 # ---- 2. golden ----
 def golden(t, update):
     notes = []
-    for name, (values, _) in CASES.items():
+    cases = [(name, values) for name, (values, _) in CASES.items()] + list(GOLDEN_ONLY.items())
+    for name, values in cases:
         got = t.template(*(["-f", values] if values else []))
         path = os.path.join(GOLDEN, name + ".yaml")
         if update:
@@ -175,7 +181,23 @@ def golden(t, update):
             raise Fail("helm template (%s values) differs from the golden file; if the change is meant, "
                        "run `make chart-golden` and review the diff:\n%s" % (name, d))
         notes.append("%s: %d objects" % (name, len(docs(got))))
+    notes.append(dashboard_shipped(t))
     return "golden helm template: " + ", ".join(notes)
+
+
+def dashboard_shipped(t):
+    """The dashboard's ConfigMap holds dashboards/reload-agent.json byte for
+    byte, labelled for the Grafana sidecar."""
+    objs = docs(t.template("-f", GOLDEN_ONLY["monitoring"]))
+    cms = [o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-dashboard")]
+    check(len(cms) == 1, "monitoring values: want one dashboard ConfigMap, got %d" % len(cms))
+    with open(DASHBOARD) as f:
+        want = f.read()
+    check(cms[0]["data"]["reload-agent.json"] == want, "the dashboard ConfigMap differs from %s" % DASHBOARD)
+    check(cms[0]["metadata"]["labels"].get("grafana_dashboard") == "1", "no grafana_dashboard label")
+    kinds = sorted(o["kind"] for o in objs if o["kind"] in ("ServiceMonitor", "PodMonitor"))
+    check(kinds == ["PodMonitor", "ServiceMonitor"], "monitors %r" % kinds)
+    return "the dashboard ConfigMap is dashboards/reload-agent.json"
 
 
 # ---- 3. drift ----
@@ -304,6 +326,11 @@ def hooks(t):
 # path its message must name: (what, values, path in the message).
 INJECT_NL = "x\n      hostNetwork: true\n      hostPID: true"
 REFUSED = [
+    ("a monitor interval that is no Prometheus duration", {"monitoring": {"serviceMonitor": {"interval": "30 s"}}},
+     "/monitoring/serviceMonitor/interval"),
+    ("a PodMonitor port 0", {"monitoring": {"podMonitor": {"port": 0}}}, "/monitoring/podMonitor/port"),
+    ("a dashboard label value with a newline", {"monitoring": {"dashboard": {"labels": {"grafana_dashboard": "1\n  x: y"}}}},
+     "/monitoring/dashboard/labels/grafana_dashboard"),
     ("a sync namespace that is no namespace name", {"sync": {"namespaces": ["Shop"]}},
      "/sync/namespaces/0"),
     ("no sync replica", {"sync": {"replicas": 0}}, "/sync/replicas"),

@@ -18,7 +18,9 @@ PATH=$PATH:/usr/sbin:/sbin
 [ "$(id -u)" = 0 ] || cdie "down.sh needs root"
 [ -d "$STATE" ] || exit 0
 
-K8S_BIN=$RA_CLUSTER_CACHE/k8s-$K8S_VERSION/bin
+# The binaries of the version that runs (up.sh records it), not of the one
+# K8S_VERSION asks for: up.sh stops a cluster of another version with them.
+K8S_BIN=$RA_CLUSTER_CACHE/k8s-$(cat "$STATE/k8s-version" 2> /dev/null || echo "$K8S_VERSION")/bin
 CTRD_BIN=$RA_CLUSTER_CACHE/containerd-$CONTAINERD_VERSION/bin
 KCFG=$STATE/admin.kubeconfig
 kc() { timeout 30 "$K8S_BIN/kubectl" --kubeconfig "$KCFG" "$@"; }

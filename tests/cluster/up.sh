@@ -7,10 +7,12 @@
 # kube-proxy (iptables), with the CNI bridge plugin. No image is pulled: the
 # images come from images.sh and are imported into containerd.
 #
-# Prints KEY=VALUE lines on stdout: KUBECTL=, HELM=, STATE=,
+# Prints KEY=VALUE lines on stdout: K8S_VERSION=, KUBECTL=, HELM=, STATE=,
 # NODE_IP=, AUDIT_LOG=, and last KUBECONFIG=<absolute path>. Progress and
 # timings go to stderr. A second call finds the running cluster and only
-# imports images that changed and prints the lines again. down.sh stops it.
+# imports images that changed and prints the lines again; a running cluster
+# of another Kubernetes version (K8S_VERSION, versions.sh) is stopped with
+# down.sh first and started fresh at the version asked for. down.sh stops it.
 #
 # Environment: RA_CLUSTER_STATE (state dir), RA_CLUSTER_CACHE (binaries),
 # RA_CLUSTER_SKIP_IMAGES=1 (do not build or import images).
@@ -37,6 +39,7 @@ CTR=$CTRD_BIN/ctr
 KCFG=$STATE/admin.kubeconfig
 
 print_env() {
+	echo "K8S_VERSION=$K8S_VERSION"
 	echo "KUBECTL=$KUBECTL"
 	echo "HELM=$HELM_BIN/helm"
 	echo "CTR=$CTR"
@@ -58,6 +61,13 @@ running=0 stopped=0
 for c in $COMPONENTS; do
 	if [ -n "$(pid_of "$c")" ]; then running=$((running + 1)); else stopped=$((stopped + 1)); fi
 done
+# The version the running cluster was started at (up.sh records it).
+was=$(cat "$STATE/k8s-version" 2> /dev/null || echo v1.36.3)
+if [ "$stopped" = 0 ] && [ "$was" != "$K8S_VERSION" ]; then
+	step "the running cluster is Kubernetes $was, $K8S_VERSION is asked for: stopping it first"
+	"$here/down.sh"
+	running=0 stopped=1
+fi
 if [ "$stopped" = 0 ] && "$KUBECTL" --kubeconfig "$KCFG" get --raw /readyz > /dev/null 2>&1; then
 	step "reusing the running cluster in $STATE"
 	images
@@ -79,6 +89,7 @@ if [ -d "$STATE" ]; then
 	rm -rf "$STATE"
 fi
 mkdir -p "$STATE"/{pki,logs,pids,etcd,kubelet,pod-logs,cni/net.d,containerd}
+echo "$K8S_VERSION" > "$STATE/k8s-version"
 chmod 700 "$STATE/pki"
 
 # Host settings the kubelet and kube-proxy change, recorded for down.sh.

@@ -5,9 +5,9 @@
 # The Kubernetes version is a matrix: K8S_VERSION in the environment picks one
 # of K8S_VERSIONS (`K8S_VERSION=v1.34.4 make e2e`); unset, the default. Each
 # version is built once into its own cache directory (k8s-<version>). etcd and
-# containerd are one pair for every version: etcd 3.6 serves 1.34-1.37 (1.34
-# itself ships 3.6.4) and containerd 2.2 is what 1.36's kubelet wants and what
-# 1.34's accepts (it needs >= 1.7). docs/kubernetes.md#the-version-matrix.
+# containerd are one pair for every version: etcd 3.6 (1.34 itself ships 3.6.4)
+# and containerd 2.2, what 1.36's kubelet wants and 1.34's runs on (measured).
+# docs/kubernetes.md#kubernetes-versions says what works on each.
 K8S_DEFAULT_VERSION=v1.36.3
 K8S_VERSIONS="v1.34.4 v1.35.4 v1.36.3 v1.37.2"
 K8S_VERSION=${K8S_VERSION:-$K8S_DEFAULT_VERSION} # kube-apiserver, controller-manager, scheduler, kubelet, kube-proxy, kubectl

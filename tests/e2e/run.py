@@ -11,6 +11,12 @@ time limit (its function's `timeout` attribute, default 600 s); one marked
 diagnostic dump (pods, agent logs, events). Prints one line per test and closes with
 "N passed, N failed".
 
+What a scenario needs (tests.lib.cluster.needs): below its minimum
+Kubernetes version its `below` function runs instead (named
+"NAME_below_1_N": the documented behaviour of an older cluster), or it is
+skipped with the reason. E2E_CORE=1 runs the core scenarios only.
+K8S_VERSION (tests/cluster/versions.sh) picks the cluster's version.
+
 Usage (from the repository's root):
   python3 -m tests.e2e.run --binary build/reload-agent [-k SUBSTRING] [-j N] [--keep]
   --keep   leave failed tests' namespaces (and the cluster) for a look
@@ -29,10 +35,30 @@ if not __package__:
 from tests.lib.cluster import Cluster, Env, cluster_env, lock_cluster  # noqa: E402
 from tests.lib.suite import discover  # noqa: E402
 
-def discover_e2e(sub):
-    """The tests with their time limit and whether they run alone."""
+def discover_e2e(sub, core=False):
+    """The tests with their time limit and whether they run alone (only the
+    core scenarios when core)."""
     return [(full, f, getattr(f, "timeout", 600), getattr(f, "exclusive", False))
-            for full, f in discover(__package__, sub)]
+            for full, f in discover(__package__, sub) if not core or getattr(f, "core", False)]
+
+
+def for_version(tests, minor):
+    """The tests as they run on Kubernetes 1.minor: a test that needs a later
+    version becomes its `below` function, or is dropped (returned apart,
+    with the reason)."""
+    run, skipped = [], []
+    for full, f, limit, alone in tests:
+        need = getattr(f, "needs_minor", None)
+        if need is None or minor >= need:
+            run.append((full, f, limit, alone))
+            continue
+        why = "needs Kubernetes 1.%d%s" % (need, ": " + f.needs_why if f.needs_why else "")
+        if f.needs_below:
+            # the name makes the namespace: no brackets, no dots
+            run.append(("%s_below_1_%d" % (full, need), f.needs_below, limit, alone))
+        else:
+            skipped.append((full, why))
+    return run, skipped
 
 
 def run_one(cluster, full, fn, limit, keep, out_lock):
@@ -80,14 +106,18 @@ def main():
     ap.add_argument("-j", type=int, default=int(os.environ.get("E2E_JOBS", "4")))
     ap.add_argument("--keep", action="store_true")
     a = ap.parse_args()
-    tests = discover_e2e(a.k)
+    core = os.environ.get("E2E_CORE", "") not in ("", "0")
+    tests = discover_e2e(a.k, core)
     if not tests:
-        sys.exit("e2e: no test matches %r" % a.k)
+        sys.exit("e2e: no test matches %r%s" % (a.k, " among the core scenarios" if core else ""))
     lock = lock_cluster()  # noqa: F841 (held until exit)
     t0 = time.monotonic()
     cluster = Cluster(cluster_env(), os.path.abspath(a.binary))
-    print("e2e: cluster ready in %.0f s; %d tests, %d at a time" % (time.monotonic() - t0, len(tests), a.j),
-          flush=True)
+    tests, skipped = for_version(tests, cluster.minor)
+    print("e2e: Kubernetes %s ready in %.0f s; %d tests%s, %d at a time" % (
+        cluster.version, time.monotonic() - t0, len(tests), " (core)" if core else "", a.j), flush=True)
+    for full, why in skipped:
+        print("SKIP %s: %s" % (full, why), flush=True)
     out_lock = threading.Lock()
     # Tests marked exclusive (they take shared parts of the cluster down,
     # such as the webhook) run alone, after the others.
@@ -100,7 +130,9 @@ def main():
         results.append(run_one(cluster, full, fn, limit, a.keep, out_lock))
     passed = sum(1 for r in results if r)
     failed = len(results) - passed
-    print("%d passed, %d failed (%.0f s)" % (passed, failed, time.monotonic() - t0))
+    print("%d passed, %d failed%s on Kubernetes %s (%.0f s)" % (
+        passed, failed, ", %d skipped" % len(skipped) if skipped else "", cluster.version,
+        time.monotonic() - t0))
     sys.exit(0 if failed == 0 else 1)
 
 

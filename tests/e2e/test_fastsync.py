@@ -20,7 +20,7 @@ import subprocess
 import time
 
 from tests.lib import apps
-from tests.lib.cluster import REPO, http_text, wait_until
+from tests.lib.cluster import REPO, http_text, wait_until, needs
 from tests.lib.proc import TestFailure, check
 
 SYNC_KEY = "reload-agent.io/sync"
@@ -339,3 +339,6 @@ def test_fast_sync_metadata_edit_falls_back(env):
                          30, "4 nudges in the audit log")
     check(len(patches) == 4, "%d pod patches in the audit log" % len(patches))
     check(served(ip) == "v0", "nginx does not serve v0 any more: %r" % served(ip))
+
+
+needs(core=True)(test_fast_sync_reloads_nginx)  # E2E_CORE=1 runs it

@@ -4,7 +4,7 @@ main containers have exited."""
 import json
 
 from tests.lib import apps
-from tests.lib.cluster import wait_until
+from tests.lib.cluster import wait_until, needs
 from tests.lib.proc import check
 
 
@@ -53,3 +53,6 @@ def test_job_and_cronjob_complete(env):
 
 
 test_job_and_cronjob_complete.timeout = 600
+
+
+needs(core=True)(test_job_and_cronjob_complete)  # E2E_CORE=1 runs it

@@ -14,14 +14,20 @@ restart-pod sidecar without the rule, and the agent must refuse one.
 
 The Job test (KEP-5307) injects a Job with `reload-agent inject`: the
 restart action stops the app, whose container the injected Restart rule on
-exit code 143 restarts in place, and the Job still completes."""
+exit code 143 restarts in place, and the Job still completes.
+
+Below the versions they need (tests.lib.cluster.needs) each asserts the
+documented behaviour instead: below 1.36 the webhook, with no flag, reads
+the cluster's version and admits a restart-pod pod without the sidecar,
+naming 1.36, and changes nothing else of it; below 1.35 `inject
+--kube-version` leaves the Job's restart rule out, with a warning."""
 import json
 import subprocess
 import time
 
 from tests.lib import apps
 from tests.lib.apps import CODE, RULES, pod_template, restart_pod_annotations, sidecar
-from tests.lib.cluster import http_text, wait_until
+from tests.lib.cluster import http_text, needs, wait_until
 from tests.lib.proc import check
 
 def deployment(tmpl):
@@ -237,3 +243,70 @@ def work_restarts(pod):
 test_restart_pod_in_place.timeout = 900
 test_restart_pod_refused_without_the_rule.timeout = 600
 test_restart_in_place_keeps_a_job.timeout = 900
+
+
+# ---- below the versions these need (tests.lib.cluster.needs) ----
+
+def restart_pod_refused_below_136(env):
+    """No RestartAllContainers below 1.36: the webhook (no --kube-version:
+    the API server's version) admits the restart-pod pod without the
+    sidecar and logs why, naming the cluster's version and 1.36; the pod is
+    the template's, nothing added."""
+    env.c.ensure_webhook()
+    env.apply(apps.configmap("site", {"site.conf": apps.site_conf("v1")}))
+    env.apply(apps.configmap("env", {"GREETING": "hello"}))
+    tmpl = pod_template(None, restart_pod_annotations())
+    env.apply(deployment(tmpl))
+    env.kubectl("rollout", "status", "deployment/web", "--timeout=180s", timeout=200)
+    (pod,) = env.ready_pods("app=web")
+    spec = pod["spec"]
+    check([c["name"] for c in spec.get("initContainers", [])] ==
+          [c["name"] for c in tmpl["spec"]["initContainers"]], "init containers %r" %
+          [c["name"] for c in spec.get("initContainers", [])])
+    check([c["name"] for c in spec["containers"]] == [c["name"] for c in tmpl["spec"]["containers"]],
+          "containers %r" % [c["name"] for c in spec["containers"]])
+    for got, want in zip(spec["containers"] + spec["initContainers"],
+                         tmpl["spec"]["containers"] + tmpl["spec"]["initContainers"]):
+        for k in ("volumeMounts", "env", "args", "restartPolicyRules"):
+            check(got.get(k) == want.get(k), "%s: %s changed: %r" % (got["name"], k, got.get(k)))
+    check(sorted(v["name"] for v in spec["volumes"]) ==
+          sorted(v["name"] for v in tmpl["spec"]["volumes"]), "volumes %r" % spec["volumes"])
+    ann = pod["metadata"].get("annotations", {})
+    check(not [k for k in ann if k not in tmpl["metadata"]["annotations"]],
+          "annotations added: %r" % sorted(set(ann) - set(tmpl["metadata"]["annotations"])))
+    check(not spec.get("shareProcessNamespace"), "the pod shares its PID namespace")
+    want = ("restart-pod: Kubernetes 1.%d (the API server's /version) rejects restartPolicyRules on "
+            "the sidecar; RestartAllContainers (KEP-5532) is on by default from 1.36" % env.c.minor)
+    wait_until(lambda: want in env.c.kubectl("logs", "-l", "app.kubernetes.io/name=reload-agent-webhook",
+                                             "--tail=-1", ns="reload-agent", timeout=60),
+               60, "the webhook to log %r" % want)
+    env.log("Kubernetes %s: restart-pod admitted without the sidecar: %s" % (env.c.version, want))
+
+
+def job_rule_left_out_below_135(env):
+    """No container restart rules below 1.35: `inject --kube-version` of the
+    cluster leaves the Job's Restart rule out, with a warning, and says which
+    version it assumed; the API server takes the Job as written."""
+    p = subprocess.run([env.c.binary, "inject", "--kube-version", env.c.version, "-o", "json", "-"],
+                       input=crawl_job().encode(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=30)
+    err = p.stderr.decode()
+    check(p.returncode == 0, "inject failed: %s" % err)
+    env.log("inject: " + err.strip().replace("\n", "; "))
+    check("restart: Kubernetes 1.%d (--kube-version) has no restartPolicyRules (1.35+): container work"
+          % env.c.minor in err, "no warning: %s" % err)
+    check(err.splitlines()[-1] == "Kubernetes 1.%d assumed (--kube-version)" % env.c.minor,
+          "the report's last line: %s" % err)
+    job = json.loads(p.stdout)
+    (work,) = job["spec"]["template"]["spec"]["containers"]
+    check("restartPolicyRules" not in work and "restartPolicy" not in work,
+          "the injector wrote a rule: %r" % work)
+    out = env.kubectl("apply", "--dry-run=server", "-o", "json", "-f", "-", input=json.dumps(job))
+    (sw,) = json.loads(out)["spec"]["template"]["spec"]["containers"]
+    check("restartPolicyRules" not in sw, "the API server's Job has rules: %r" % sw)
+
+
+needs(36, "RestartAllContainers (KEP-5532) on by default", restart_pod_refused_below_136,
+      core=True)(test_restart_pod_in_place)
+needs(35, "container restartPolicyRules (KEP-5307)", job_rule_left_out_below_135,
+      core=True)(test_restart_in_place_keeps_a_job)

@@ -6,7 +6,7 @@ ServiceAccount with the Role docs/kubernetes.md tells users to bind."""
 import time
 
 from tests.lib import apps
-from tests.lib.cluster import grant_role, rollout_hash, rolled_out, wait_until
+from tests.lib.cluster import grant_role, rollout_hash, rolled_out, wait_until, needs
 from tests.lib.proc import check
 
 RESOURCE = {"Deployment": "deployments", "StatefulSet": "statefulsets", "DaemonSet": "daemonsets"}
@@ -74,3 +74,6 @@ def test_rollout_daemonset(env):
 
 
 test_rollout_deployment.timeout = test_rollout_statefulset.timeout = test_rollout_daemonset.timeout = 900
+
+
+needs(core=True)(test_rollout_deployment)  # E2E_CORE=1 runs it

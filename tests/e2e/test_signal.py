@@ -8,7 +8,7 @@ import os
 import time
 
 from tests.lib import apps
-from tests.lib.cluster import http_text, wait_until
+from tests.lib.cluster import http_text, wait_until, needs
 from tests.lib.proc import check
 
 
@@ -71,3 +71,6 @@ def test_signal_stock_nginx(env):
     acts = [e for e in env.agent_events(name) if e.get("event") == "action"]
     check(any(e.get("action") == "signal" and e.get("result") == "success" for e in acts),
           "no successful signal action in the agent's log: %r" % acts)
+
+
+needs(core=True)(test_signal_stock_nginx)  # E2E_CORE=1 runs it

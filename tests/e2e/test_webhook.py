@@ -1,11 +1,22 @@
 """The webhook installed as docs/webhook-install.md says, through the real
 apiserver: an annotated pod is injected at creation, and with every webhook
-replica down pods are still created (failurePolicy: Ignore), unchanged."""
+replica down pods are still created (failurePolicy: Ignore), unchanged.
+With no --kube-version flag it reads the cluster's version from the API
+server (GET /version, with its pods' ServiceAccount token and no Role)."""
 import time
 
 from tests.lib import apps
-from tests.lib.cluster import wait_until
+from tests.lib.cluster import needs, wait_until
 from tests.lib.proc import check
+
+WEBHOOK_SELECTOR = "app.kubernetes.io/name=reload-agent-webhook"
+
+
+def webhook_logs(c):
+    """The logs of every webhook replica, joined."""
+    out = c.kubectl("logs", "-l", WEBHOOK_SELECTOR, "--tail=-1", "--prefix", ns="reload-agent",
+                    timeout=60)
+    return out
 
 
 def injected(pod):
@@ -45,3 +56,28 @@ def test_webhook_injects_and_fails_open(env):
 
 
 test_webhook_injects_and_fails_open.exclusive = True
+
+
+def test_webhook_reads_the_cluster_version(env):
+    """Each replica logs the version it read from the API server, which is
+    the cluster's (no flag; no Role binds its ServiceAccount), and is ready."""
+    env.c.ensure_webhook()
+    want = "Kubernetes 1.%d in force for injection (the API server says %s)" % (
+        env.c.minor, env.c.version)
+    pods = [p for p in env.c.get("pods", ns="reload-agent")["items"]
+            if p["metadata"].get("labels", {}).get("app.kubernetes.io/name") ==
+            "reload-agent-webhook" and not p["metadata"].get("deletionTimestamp")]
+    names = [p["metadata"]["name"] for p in pods]
+    check(len(names) == 2, "webhook pods %r" % names)
+    wait_until(lambda: all(want in env.c.kubectl("logs", n, ns="reload-agent") for n in names), 60,
+               "every webhook replica to log %r" % want)
+    logs = webhook_logs(env.c)
+    check("cannot read the API server's version" not in logs, "a lookup failed: %s" % logs[-2000:])
+    for p in pods:
+        spec = p["spec"]
+        check(spec.get("automountServiceAccountToken") is True, "the webhook pod mounts no token")
+    env.log("the webhook read %s from the API server with no flag" % env.c.version)
+
+
+needs(core=True)(test_webhook_injects_and_fails_open)
+needs(core=True)(test_webhook_reads_the_cluster_version)

@@ -7,7 +7,9 @@ KEY=VALUE lines it keeps (kubectl, kubeconfig, audit log); kubectl calls
 with bounded timeouts; the webhook install. Env: one test's namespace, its
 waits, and its diagnostic dump (pods, the agent's log, events) when it
 fails. Also what several e2e scenarios do alike: the Role a user binds
-(grant_role), a workload rolled out (rolled_out).
+(grant_role), a workload rolled out (rolled_out). needs(): what a scenario
+needs of the cluster (a minimum Kubernetes version) and whether it is one
+of the core scenarios (E2E_CORE=1); the runner reads it.
 
 Every wait is bounded in time; nothing here kills a process.
 """
@@ -28,6 +30,26 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 AGENT_CONTAINER = "reload-agent"
 LOCK = "/var/lock/reload-agent-e2e.lock"
 POLL = 0.5  # seconds between two looks at the cluster (a kubectl call costs tens of ms)
+
+
+def needs(minor=None, why="", below=None, core=False):
+    """What an e2e scenario needs, as attributes the runner reads:
+    minor: the Kubernetes 1.x minor it needs (why: the feature, named in the
+    output); below it the runner runs `below` instead (a function of env that
+    asserts the documented behaviour of an older cluster), or skips the
+    scenario when there is none. core: one of the scenarios E2E_CORE=1 runs."""
+    def mark(f):
+        f.needs_minor, f.needs_why, f.needs_below, f.core = minor, why, below, core
+        return f
+    return mark
+
+
+def parse_minor(version):
+    """The minor of "v1.34.4" (what K8S_VERSION and kubectl print): 34."""
+    parts = version.lstrip("v").split(".")
+    if len(parts) < 2 or parts[0] != "1" or not parts[1].rstrip("+").isdigit():
+        raise TestFailure("not a Kubernetes 1.x version: %r" % version)
+    return int(parts[1].rstrip("+"))
 
 
 def wait_until(pred, timeout, what, interval=POLL):
@@ -94,6 +116,8 @@ class Cluster:
         self.kubectl_bin = env["KUBECTL"]
         self.kubeconfig = env["KUBECONFIG"]
         self.audit_log = env["AUDIT_LOG"]
+        self.version = env.get("K8S_VERSION", "v1.36.3")  # up.sh's line: the version running
+        self.minor = parse_minor(self.version)
         self.lock = threading.Lock()
         self.webhook_ready = False
 

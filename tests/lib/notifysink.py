@@ -41,10 +41,13 @@ class _Handler(BaseHTTPRequestHandler):
             sink.release.wait(HOLD_MAX)
             status = 200
         out = b"ok" if status == 200 else b"no"
-        self.send_response(status)
-        self.send_header("Content-Length", str(len(out)))
-        self.end_headers()
-        self.wfile.write(out)
+        try:
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the agent gave up on this request (its timeout, or it stopped)
 
 
 class Sink:
