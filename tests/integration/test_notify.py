@@ -7,7 +7,8 @@ receiver, from the agent's log and from its /metrics.
 """
 import os
 import re
-import subprocess
+import threading
+import time
 
 from tests.lib.agent import update, volume
 from tests.lib.agent import start as start_agent
@@ -203,3 +204,33 @@ def test_notify_bad_options(env):
     out = r.stdout.decode()
     check(r.returncode == 0 and "https://hooks.example.com/<redacted>" in out and
           "S3cr3tT0ken" not in out, "print-config: %r" % out)
+
+
+def test_notify_drained_at_exit(env):
+    """SIGTERM while a notification is in flight: the agent waits for the
+    receiver (at most --notify-timeout) and then exits 0; a receiver that
+    never answers costs at most that long, and the loss is logged."""
+    sink = Sink(env, SECRET)
+    sink.hold()
+    vol = volume(env, {"app.conf": "v0\n"})
+    a = start(env, vol, sink.url, "--notify-timeout", "10s")
+    update(env, vol, {"app.conf": "v1\n"})
+    sink.wait_for(1)
+    threading.Timer(0.5, sink.answer_ok).start()
+    t0 = time.monotonic()
+    check(a.stop(timeout=15) == 0, "exit status %r" % a.proc.returncode)
+    check(time.monotonic() - t0 < 8, "the exit waited %.1f s" % (time.monotonic() - t0))
+    check(not any("dropped at exit" in l for l in a.lines), "dropped although answered")
+    # a receiver that never answers: the exit waits --notify-timeout, no more
+    sink.hold()
+    a = start(env, vol, sink.url, "--notify-timeout", "1s")
+    update(env, vol, {"app.conf": "v2\n"})
+    sink.wait_for(2)
+    t0 = time.monotonic()
+    check(a.stop(timeout=15) == 0, "exit status %r" % a.proc.returncode)
+    took = time.monotonic() - t0
+    check(took < 5, "the exit waited %.1f s with --notify-timeout 1s" % took)
+    check(any("dropped at exit" in l for l in a.lines) or
+          any("notification" in l and "failed" in l for l in a.lines),
+          "the lost notification is not logged: %r" % a.lines[-5:])
+    no_secret(env, a)
