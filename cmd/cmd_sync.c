@@ -173,7 +173,7 @@ static int number(const char *flag, const char *v, uint64_t def, uint64_t min, u
 static int check_args(struct args *a)
 {
     struct sync_opts *o = &a->o;
-    uint64_t qps, burst, wt = 0;
+    uint64_t qps = 0, burst = 0, wt = 0;
     if (o->nns == 0) return flags_usage_error(&CMD, "--namespaces is required");
     if (!o->lease) o->lease = "reload-agent-sync";
     if (!k8s_is_dns1123_subdomain(o->lease))
