@@ -467,8 +467,10 @@ class State:
         self.watch_rvs = []     # the rvs of watch_log, ascending (for bisect)
         self.compacted = 0      # a watch from an older rv is 410 Gone
         self.gone_as = "event"  # how a too-old rv is answered: "event" (ERROR 410) or "status"
-        self.watch_gen = 0      # bumped by a control action, which open watches then act on
-        self.watch_action = None
+        # every control action, in order: an open watch acts on each one posted
+        # since it opened (a log, not a slot: two posted before the stream wakes
+        # are both acted on, e.g. bookmark then end)
+        self.watch_actions = []
         self.open_watches = []  # dicts describing the open streams
         self.storms = {}        # (plural, ns, name) -> a storm spec (POST /storm): a watch fault
         self.version = dict(VERSION_INFO)  # what GET /version answers (POST /version sets it)
@@ -1259,7 +1261,7 @@ class ApiHandler(Handler):
             w = {"resource": plural, "name": name, "since": since, "meta": meta,
                  "bookmarks": bookmarks, "timeout": timeout, "started": time.time()}
             st.open_watches.append(w)
-            gen = st.watch_gen  # control actions from now on reach this stream
+            gen = len(st.watch_actions)  # control actions from now on reach this stream
         try:
             self.close_connection = True
             self.start_stream(storm)
@@ -1336,11 +1338,11 @@ class ApiHandler(Handler):
             with st.lock:
                 todo = [e for e in st.watch_log[bisect.bisect_right(st.watch_rvs, sent):]
                         if e[2] == plural and e[3] == ns and (name is None or e[4] == name)]
-                action = st.watch_action if st.watch_gen != gen else None
-                gen = st.watch_gen
+                acts = st.watch_actions[gen:]
+                gen = len(st.watch_actions)
                 now = time.monotonic()
                 wait = min(deadline - now, 1.0, next_at - now if mode == "rvs" else 1.0)
-                if not todo and action is None and wait > 0:
+                if not todo and not acts and wait > 0:
                     st.cond.wait(wait)
                     continue
                 cur = st.rv
@@ -1354,19 +1356,22 @@ class ApiHandler(Handler):
                 n, next_at = n + 1, next_at + every
             if mode == "end_after_event" and todo:
                 return
-            if action == "drop":
-                socket.socket.shutdown(self.connection, socket.SHUT_RDWR)
-                raise OSError("dropped")
-            if action == "bookmark" and bookmarks:
-                self.send_event("BOOKMARK", bookmark_obj(meta, cur))
-                sent = max(sent, cur)
-            if action == "gone":
-                self.send_event("ERROR", status_obj(410, "too old resource version",
-                                                    reason="Expired"))
-                return
-            if action == "garbage":
-                self.send_chunk(b"{this is not json\n")
-            if action == "end" or time.monotonic() >= deadline:
+            for action in acts:
+                if action == "drop":
+                    socket.socket.shutdown(self.connection, socket.SHUT_RDWR)
+                    raise OSError("dropped")
+                if action == "bookmark" and bookmarks:
+                    self.send_event("BOOKMARK", bookmark_obj(meta, cur))
+                    sent = max(sent, cur)
+                if action == "gone":
+                    self.send_event("ERROR", status_obj(410, "too old resource version",
+                                                        reason="Expired"))
+                    return
+                if action == "garbage":
+                    self.send_chunk(b"{this is not json\n")
+                if action == "end":
+                    return
+            if time.monotonic() >= deadline:
                 return
 
 
@@ -1489,8 +1494,7 @@ class ControlHandler(Handler):
                 if data.get("action") is not None:
                     if data["action"] not in ("drop", "bookmark", "gone", "garbage", "end"):
                         raise ValueError("unknown watch action %r" % data["action"])
-                    st.watch_action = data["action"]
-                    st.watch_gen += 1
+                    st.watch_actions.append(data["action"])
                 if data.get("compact"):
                     st.compacted = st.rv
                 if data.get("gone_as") is not None:
