@@ -51,22 +51,10 @@ static int refuse(struct inject__ctx *x, const char *fmt, ...)
 
 void inject__note(struct inject__ctx *x, const char *fmt, ...)
 {
-    char buf[400];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    inject__vpush(x, &x->notes, &x->nnotes, 400, fmt, ap);
     va_end(ap);
-    ra_one_line_fix(buf, sizeof buf);
-    char **nn = realloc(x->notes, (x->nnotes + 1) * sizeof *nn);
-    char *copy = strdup(buf);
-    if (!nn || !copy) {
-        if (nn) x->notes = nn;
-        free(copy);
-        x->oom = 1;
-        return;
-    }
-    x->notes = nn;
-    x->notes[x->nnotes++] = copy;
 }
 
 /* ---- which container the validator mirrors ---- */

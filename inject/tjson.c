@@ -104,24 +104,31 @@ int inject__get_id(struct inject__ctx *x, const cJSON *obj, const char *path, co
     return 0;
 }
 
-void inject__warn(struct inject__ctx *x, const char *fmt, ...)
+void inject__vpush(struct inject__ctx *x, char ***list, size_t *n, size_t max, const char *fmt,
+                   va_list ap)
 {
     char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    ra_one_line_fix(buf, sizeof buf);
-    char **nw = realloc(x->warnings, (x->nwarnings + 1) * sizeof *nw);
+    size_t cap = max < sizeof buf ? max : sizeof buf;
+    vsnprintf(buf, cap, fmt, ap);
+    ra_one_line_fix(buf, cap);
+    char **nv = realloc(*list, (*n + 1) * sizeof *nv);
     char *copy = strdup(buf);
-    if (!nw || !copy) {
-        if (nw) x->warnings = nw;
+    if (!nv || !copy) {
+        if (nv) *list = nv;
         free(copy);
         x->oom = 1;
         return;
     }
-    x->warnings = nw;
-    x->warnings[x->nwarnings++] = copy;
+    *list = nv;
+    (*list)[(*n)++] = copy;
+}
+
+void inject__warn(struct inject__ctx *x, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    inject__vpush(x, &x->warnings, &x->nwarnings, 512, fmt, ap);
+    va_end(ap);
 }
 
 char *inject__printf(struct inject__ctx *x, const char *fmt, ...)

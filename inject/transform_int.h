@@ -16,6 +16,7 @@
 #ifndef RA_INJECT_TRANSFORM_INT_H
 #define RA_INJECT_TRANSFORM_INT_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 #include <cjson/cJSON.h>
@@ -160,6 +161,11 @@ int inject__get_id(struct inject__ctx *x, const cJSON *obj, const char *path, co
 /* -EINVAL naming path: "PATH: want T, got U". */
 int inject__type_error(struct inject__ctx *x, const char *path, const char *want, const cJSON *got);
 
+/* Formats one line into at most max bytes (at most 512; the one-line
+ * policy applied) and appends a copy to *list (*n entries); on no memory sets
+ * x->oom and appends nothing. The one body of inject__warn and inject__note. */
+void inject__vpush(struct inject__ctx *x, char ***list, size_t *n, size_t max, const char *fmt,
+                   va_list ap);
 /* Appends a warning (printf format, made one line by base/text.h's
  * policy, as every message leaving the transform: warnings, reasons and
  * errors quote names and paths from the input); sets ctx->oom on
