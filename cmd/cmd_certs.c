@@ -16,7 +16,7 @@
 #include "webhook/certgen.h"
 #include "webhook/certs.h"
 
-enum { F_NAMESPACE = 1, F_SECRET, F_SERVICE, F_MWC, F_VALIDITY, F_API, F_TOKEN, F_CA };
+enum { F_NAMESPACE = 1, F_SECRET, F_SERVICE, F_MWC, F_VALIDITY, F_PREVIOUS, F_API, F_TOKEN, F_CA };
 
 static const struct flag_def FLAGS[] = {
     {F_NAMESPACE, "namespace", 0, FLAG_STR, "NS", NULL,
@@ -33,6 +33,11 @@ static const struct flag_def FLAGS[] = {
     {F_VALIDITY, "validity", 0, FLAG_STR, "DURATION", NULL,
      "lifetime of the CA and the serving certificate, both\n"
      "EC P-256 (default 87600h = 10 years; 1h to 876000h)"},
+    {F_PREVIOUS, "previous-ca", 0, FLAG_STR, "keep|drop", NULL,
+     "when the CA changed: keep the previous CA in caBundle behind\n"
+     "the new one until the next renewal, so replicas still serving\n"
+     "the old certificate verify (default keep); drop it after a\n"
+     "key compromise"},
     {F_API, "kube-api", 0, FLAG_STR, "URL", NULL, "API server (https://; default: in-cluster)"},
     {F_TOKEN, "kube-token-file", 0, FLAG_STR, "PATH", NULL,
      "bearer token (default: the service-account token)"},
@@ -48,7 +53,8 @@ static const struct flags_cmd CMD = {
         "\n"
         "Makes sure Secret NAME (type kubernetes.io/tls: tls.crt, tls.key, ca.crt) holds a CA\n"
         "and a serving certificate for the webhook's Service, then writes that CA into the\n"
-        "caBundle of every webhook of the MutatingWebhookConfiguration whose caBundle differs.\n"
+        "caBundle of every webhook of the MutatingWebhookConfiguration that lacks it (the\n"
+        "previous CA stays behind it, --previous-ca).\n"
         "An existing Secret is kept (and checked); nothing is written when all is current.\n"
         "Run it as a Job (manifests/webhook/certgen). Exit status: 0 done, 1 an API or\n"
         "certificate error, 2 a usage error.\n"
@@ -60,7 +66,7 @@ static const struct flags_cmd CMD = {
 
 struct args {
     struct certs_opts o;
-    const char *validity;
+    const char *validity, *previous;
     struct flags_log log;
 };
 
@@ -74,6 +80,7 @@ static int on_arg(void *ud, const struct flag_def *def, const char *v, int choic
     case F_SERVICE: a->o.service = v; break;
     case F_MWC: a->o.mwc = v; break;
     case F_VALIDITY: a->validity = v; break;
+    case F_PREVIOUS: a->previous = v; break;
     case F_API: a->o.api = v; break;
     case F_TOKEN: a->o.token_file = v; break;
     case F_CA: a->o.ca_file = v; break;
@@ -101,6 +108,9 @@ static int check_args(struct args *a)
     if (o->mwc && !k8s_is_dns1123_subdomain(o->mwc))
         return flags_usage_error(&CMD, "--webhook-config \"%s\" is not a valid object name",
                                  o->mwc);
+    a->o.keep_previous_ca = !a->previous || strcmp(a->previous, "keep") == 0;
+    if (a->previous && !a->o.keep_previous_ca && strcmp(a->previous, "drop") != 0)
+        return flags_usage_error(&CMD, "--previous-ca \"%s\": must be keep or drop", a->previous);
     a->o.validity_s = CERTGEN_VALIDITY_S;
     if (a->validity) {
         int64_t ns;

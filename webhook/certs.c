@@ -31,6 +31,7 @@
 #include "base/log.h"
 #include "kube/kube.h"
 #include "net/httpc.h"
+#include "webhook/cabundle.h"
 #include "webhook/certgen.h"
 
 #define SERVER_ERROR_TRIES 4 /* 5xx answers of one step, after kube/'s own retries */
@@ -56,6 +57,7 @@ struct job {
     struct certgen_pem pem; /* what the Secret holds (generated or read) */
     char *body;             /* the POST or PATCH body of the step */
     int patched;            /* webhooks whose caBundle the PATCH writes */
+    int kept;               /* of those, how many keep the previous CA behind the new */
     int rc;                 /* exit status, -1 while running */
 };
 
@@ -279,21 +281,20 @@ static void secret_created(struct job *j)
     step_go(j, STEP_GET_MWC);
 }
 
-/* Builds the JSON patch for the webhooks whose caBundle differs from ours;
- * sets j->body (NULL when none differs) and j->patched. */
+/* Builds the JSON patch for the webhooks whose caBundle is not current
+ * (webhook/cabundle.h: the new CA, the previous one kept behind it); sets
+ * j->body (NULL when all are current), j->patched and j->kept. */
 static int mwc_plan(struct job *j, const cJSON *obj, char *err, size_t errlen)
 {
     const cJSON *hooks = cJSON_GetObjectItemCaseSensitive(obj, "webhooks");
     const cJSON *rv = cJSON_GetObjectItemCaseSensitive(
         cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "resourceVersion");
-    size_t ca_len = strlen(j->pem.ca_crt);
-    char *ca_b64 = NULL;
     cJSON *ops;
     int i = 0;
 
     free(j->body);
     j->body = NULL;
-    j->patched = 0;
+    j->patched = j->kept = 0;
     if (!cJSON_IsString(rv))
         return ra_errf(err, errlen, -EINVAL, "it has no metadata.resourceVersion");
     if (hooks && !cJSON_IsArray(hooks))
@@ -312,34 +313,40 @@ static int mwc_plan(struct job *j, const cJSON *obj, char *err, size_t errlen)
         const cJSON *cc = cJSON_GetObjectItemCaseSensitive(h, "clientConfig");
         const cJSON *cur = cJSON_GetObjectItemCaseSensitive(cc, "caBundle");
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(h, "name");
-        char *have = NULL, path[64];
+        char *have = NULL, *want, *want_b64, path[64];
         size_t have_len = 0;
-        int same;
+        int rc, kept;
 
         if (!cJSON_IsObject(cc)) {
             cJSON_Delete(ops);
-            free(ca_b64);
             return ra_errf(err, errlen, -EINVAL, "webhooks[%d] has no clientConfig", i);
         }
         if (cJSON_IsString(cur)) have = b64_decode(cur->valuestring, &have_len);
-        same = have && have_len == ca_len && memcmp(have, j->pem.ca_crt, ca_len) == 0;
+        rc = cabundle_plan(have, have_len, j->pem.ca_crt, j->o.keep_previous_ca, time(NULL), &want,
+                           &kept, err, errlen);
         free(have);
-        if (same) continue;
-        if (!ca_b64) ca_b64 = b64_encode(j->pem.ca_crt, ca_len);
+        if (rc < 0) {
+            cJSON_Delete(ops);
+            return rc;
+        }
+        if (rc == 0) continue;
+        want_b64 = b64_encode(want, strlen(want));
+        free(want);
         snprintf(path, sizeof path, "/webhooks/%d/clientConfig/caBundle", i);
         {
             cJSON *op = cJSON_CreateObject();
 
             cJSON_AddStringToObject(op, "op", "add"); /* add replaces an existing member */
             cJSON_AddStringToObject(op, "path", path);
-            cJSON_AddStringToObject(op, "value", ca_b64);
+            cJSON_AddStringToObject(op, "value", want_b64);
             cJSON_AddItemToArray(ops, op);
         }
+        free(want_b64);
+        if (kept) j->kept++;
         log_debug("webhook certs: webhook %s (webhooks[%d]) needs the caBundle",
                   cJSON_IsString(name) ? name->valuestring : "?", i);
         j->patched++;
     }
-    free(ca_b64);
     if (j->patched) {
         j->body = cJSON_PrintUnformatted(ops);
         if (!j->body) ra_oom();
@@ -441,8 +448,11 @@ static void on_resp(void *ud, const struct kube_resp *r)
     case STEP_PATCH_MWC:
         if (r->ok && r->status == 200) {
             log_info("webhook certs: MutatingWebhookConfiguration %s: wrote the caBundle of %d "
-                     "webhook(s)",
-                     j->o.mwc, j->patched);
+                     "webhook(s)%s",
+                     j->o.mwc, j->patched,
+                     j->kept ? "; the previous CA stays behind the new one until the next "
+                               "renewal, so replicas still serving its certificate verify"
+                             : "");
             finish(j, 0);
         } else if (r->ok && is_conflict(r) && ++j->conflicts < CONFLICT_TRIES) {
             log_info("webhook certs: MutatingWebhookConfiguration %s changed meanwhile (HTTP "

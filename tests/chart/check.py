@@ -390,6 +390,8 @@ REFUSED = [
     ("a shutdownTimeout that overflows", {"webhook": {"shutdownTimeout": "99999999999h"}}, "/webhook/shutdownTimeout"),
     ("a shutdownTimeout with a space", {"webhook": {"shutdownTimeout": "5 s"}}, "/webhook/shutdownTimeout"),
     ("a negative validity", {"certificates": {"certgen": {"validity": "-1h"}}}, "/certificates/certgen/validity"),
+    ("a previousCA that is neither keep nor drop", {"certificates": {"certgen": {"previousCA": "both"}}},
+     "/certificates/certgen/previousCA"),
     ("a newline in certManager.duration", {"certificates": {"certManager": {"duration": "1h\n  x: y"}}},
      "/certificates/certManager/duration"),
     ("an empty certManager.renewBefore", {"certificates": {"certManager": {"renewBefore": ""}}},
@@ -445,6 +447,8 @@ def schema(t):
         check(rc == 0, "%r is refused: %s" % (values, err))
     rc, out, err = t.template("-f", FULL, ok=False)
     check(rc == 0, "values-full.yaml is refused: %s" % err)
+    check(out.count("--previous-ca=drop") == 1, "certificates.certgen.previousCA drop is not rendered once "
+          "into the caBundle Job")
     return "schema: %d typos and bad values refused, each naming its value; %d edge values taken" % (
         len(bad) + len(REFUSED), len(ACCEPTED))
 

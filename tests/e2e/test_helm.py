@@ -11,8 +11,10 @@ would both answer), and puts it back at the end when it was there.
   pod in the webhook's own namespace is not sent to it; the rbac.namespaces
   Role lets the workload's ServiceAccount patch Deployments.
 - Renewal as docs/webhook-install.md says (delete the Secret, `helm
-  upgrade`): a new CA in the Secret and in caBundle, and injection resumes
-  once the pods' Secret volume is refreshed.
+  upgrade`) while pods are created, one a second: a new CA in the Secret,
+  caBundle the new CA then the previous one; until both webhook pods have
+  reloaded the new certificate (their Secret volume refreshed) every pod
+  created is injected: no call failed TLS.
 - `helm upgrade` to other values (failurePolicy Fail, another sidecar image
   reference, a log level: the Deployment rolls) while pods are created, one
   a second: with Fail, any moment without a serving webhook would refuse a
@@ -23,6 +25,7 @@ would both answer), and puts it back at the end when it was there.
   is left: no MutatingWebhookConfiguration, no Secret (the TLS one included),
   no Job, ServiceAccount, Role, ClusterRole, pod; the Role binding is gone.
 """
+import base64
 import json
 import os
 import shutil
@@ -114,6 +117,13 @@ class PodStream:
         return self.results
 
 
+def pem_certs(b64):
+    """The certificates of a base64 caBundle, each as its PEM block."""
+    text = base64.b64decode(b64).decode()
+    end = "-----END CERTIFICATE-----"
+    return [b.strip() + "\n" + end + "\n" for b in text.split(end) if b.strip()]
+
+
 def refused(results):
     return ["%.1fs: %s" % (t, r) for t, rc, r in results if rc != 0]
 
@@ -194,27 +204,32 @@ def test_helm_install_upgrade_uninstall(env):
                         "system:serviceaccount:%s:default" % env.ns, ns=env.ns, check=False)[1].strip()
         check(can == "yes", "rbac.namespaces: the default ServiceAccount cannot patch deployments (%r)" % can)
 
-        # ---- renewal as docs/webhook-install.md says: delete the Secret, upgrade ----
+        # ---- renewal as docs/webhook-install.md says: delete the Secret, upgrade; pods created all along ----
+        webhook_pods = [p["metadata"]["name"] for p in c.get("pods", ns=wh)["items"]
+                        if p["metadata"].get("labels", {}).get("app.kubernetes.io/name") == "reload-agent-webhook"]
+        stream = PodStream(env)
         c.kubectl("delete", "secret", "reload-agent-webhook-tls", ns=wh)
         t0 = time.monotonic()
         helm("upgrade", RELEASE, CHART, "-n", wh, "--wait", "--timeout", "5m", "--reuse-values")
         secret = c.get("secret", "reload-agent-webhook-tls", ns=wh)
         check(secret["data"]["ca.crt"] != ca, "the renewal upgrade did not make a new CA")
-        ca = c.get("mutatingwebhookconfiguration", RELEASE)["webhooks"][0]["clientConfig"].get("caBundle")
-        check(ca == secret["data"]["ca.crt"], "after the renewal, caBundle is not the new Secret's ca.crt")
+        bundle = c.get("mutatingwebhookconfiguration", RELEASE)["webhooks"][0]["clientConfig"].get("caBundle")
+        check(pem_certs(bundle) == pem_certs(secret["data"]["ca.crt"]) + pem_certs(ca),
+              "after the renewal, caBundle is not the new CA then the previous one")
+        ca = bundle
 
-        refusals = []
-
-        def injects():
-            rc, out, err = env.kubectl("create", "-f", "-", "-o", "json", check=False,
-                                       input=pending_pod(apps.agent_annotations(action="none")))
-            if rc != 0:
-                refusals.append(err.strip())
-                return False
-            return sidecar_image(json.loads(out)) is not None
-        wait_until(injects, 240, "the webhook to serve the renewed certificate", interval=5)
-        check(not refusals, "pods refused during the renewal (failurePolicy Ignore): %r" % refusals)
-        env.log("renewal (Secret deleted, helm upgrade): injecting again after %.1f s" % (time.monotonic() - t0))
+        def reloaded():
+            return all("certificate reloaded" in c.kubectl("logs", p, ns=wh, timeout=30) for p in webhook_pods)
+        wait_until(reloaded, 240, "every webhook pod to reload the renewed certificate", interval=5)
+        dt = time.monotonic() - t0
+        results = stream.stop()
+        bad = refused(results)
+        check(not bad, "pods refused during the renewal: %r" % bad)
+        images = [sidecar_image(p) for t, rc, p in results]
+        check(all(images), "pods created during the renewal without the sidecar: %d of %d (a call failed TLS)" % (
+            images.count(None), len(images)))
+        env.log("renewal (Secret deleted, helm upgrade): both webhook pods serve the new certificate after "
+                "%.1f s; %d pods created meanwhile, all injected" % (dt, len(results)))
 
         # ---- upgrade, pods created all along ----
         rs_before = {r["metadata"]["name"] for r in c.get("replicasets", ns=wh)["items"]}

@@ -378,6 +378,71 @@ def test_certs_unusable_existing_secret_is_refused(env):
     check(bundle_of(fake) == [None], "caBundle written from a bad Secret")
 
 
+def pem_certs(b64):
+    """The certificates of a base64 caBundle, each as its PEM block."""
+    text = base64.b64decode(b64).decode()
+    end = "-----END CERTIFICATE-----"
+    return [b.strip() + "\n" + end + "\n" for b in text.split(end) if b.strip()]
+
+
+def renew(env, fake, *extra):
+    """Deletes the Secret (the documented renewal) and runs the job again;
+    returns the old and new CA (base64) and the job's stderr."""
+    old = get(fake, "secrets", SECRET)["data"]["ca.crt"]
+    st, out = fake.ctl("POST", "/object/delete", {"resource": "secrets", "name": SECRET})
+    check(st == 200, "control POST /object/delete: %s" % out)
+    rc, _, err = certs(env, fake, *extra)
+    check(rc == 0, "exit %d: %s" % (rc, err))
+    new = get(fake, "secrets", SECRET)["data"]["ca.crt"]
+    check(new != old, "the renewal made no new CA")
+    return old, new, err
+
+
+def test_certs_renewal_keeps_the_previous_ca(env):
+    """A renewal writes the new CA first and keeps the previous one behind
+    it, so a webhook replica still serving the old certificate (its Secret
+    volume not yet refreshed) verifies; a real handshake checks both
+    serving certificates against the bundle. The next renewal drops the
+    oldest: two CAs at most."""
+    fake = start(env)
+    rc, _, err = certs(env, fake)
+    check(rc == 0, err)
+    _, old_files = secret_files(env, fake, "old")
+    old, new, err = renew(env, fake)
+    check(pem_certs(bundle_of(fake)[0]) == pem_certs(new) + pem_certs(old),
+          "caBundle after the renewal is not the new CA then the old one")
+    check("the previous CA stays" in err, err)
+    _, new_files = secret_files(env, fake, "new")
+    bundle = env.path("bundle.pem")
+    with open(bundle, "wb") as f:
+        f.write(base64.b64decode(bundle_of(fake)[0]))
+    for files in (old_files, new_files):
+        check(tls_handshake(dict(files, **{"ca.crt": bundle}), "%s.%s.svc" % (SVC, NS)) is None,
+              "a serving certificate does not verify against the renewed caBundle")
+    fake.ctl("POST", "/requests/clear")
+    rc, _, err = certs(env, fake)
+    check(rc == 0 and calls(fake) == [("GET", SECRET_PATH, 200), ("GET", MWC_PATH, 200)],
+          "the overlapped bundle is current, yet: %s %s" % (calls(fake), err))
+    _, newer, _ = renew(env, fake)
+    check(pem_certs(bundle_of(fake)[0]) == pem_certs(newer) + pem_certs(new),
+          "the second renewal did not drop the oldest CA")
+
+
+def test_certs_renewal_drop_leaves_the_new_ca_alone(env):
+    """--previous-ca drop (after a key compromise): the new CA alone; run on
+    a bundle kept earlier, it removes the previous CA."""
+    fake = start(env)
+    rc, _, err = certs(env, fake)
+    check(rc == 0, err)
+    _, new, _ = renew(env, fake, "--previous-ca", "drop")
+    check(pem_certs(bundle_of(fake)[0]) == pem_certs(new), "drop kept another CA")
+    _, newer, _ = renew(env, fake)
+    check(len(pem_certs(bundle_of(fake)[0])) == 2, "keep did not keep the previous CA")
+    rc, _, err = certs(env, fake, "--previous-ca", "drop")
+    check(rc == 0 and pem_certs(bundle_of(fake)[0]) == pem_certs(newer),
+          "drop on a kept bundle left %d CAs: %s" % (len(pem_certs(bundle_of(fake)[0])), err))
+
+
 def test_certs_validity_and_secret_only(env):
     fake = start(env, None)
     rc, _, err = certs(env, fake, "--validity", "2h", mwc=None)
@@ -405,6 +470,8 @@ def test_certs_usage_errors(env):
                         "between 1h and 876000h"),
                        (["--secret-name", "s", "--service-name", "w", "--bogus", "1"],
                         "unknown flag --bogus"),
+                       (["--secret-name", "s", "--service-name", "w", "--previous-ca", "both"],
+                        "--previous-ca \"both\": must be keep or drop"),
                        (["--secret-name"], "needs a value")):
         r = env.run([b, "webhook", "certs"] + args)
         err = r.stderr.decode()
