@@ -2,7 +2,8 @@
  * cmd_webhook.c - `reload-agent webhook`: parses the flags (cmd/flags.h),
  * sets up logging and the signal handlers, runs the webhook server
  * (webhook/server.c) on its own loop, and stops it gracefully on SIGTERM or
- * SIGINT. `webhook certs` goes to cmd/cmd_certs.c.
+ * SIGINT: a drain of --shutdown-delay (a second signal ends it), then the
+ * stop within --shutdown-timeout. `webhook certs` goes to cmd/cmd_certs.c.
  */
 #include "cmd/cmd_webhook.h"
 
@@ -26,6 +27,7 @@
 
 #define DEFAULT_LISTEN ":8443"
 #define DEFAULT_SHUTDOWN_TIMEOUT "5s"
+#define DEFAULT_SHUTDOWN_DELAY "5s"
 #define DEFAULT_KUBE_REFRESH "10m"
 
 static struct {
@@ -42,6 +44,7 @@ enum {
     F_KEY,
     F_IMAGE,
     F_SHUTDOWN,
+    F_DELAY,
     F_KUBE_VERSION,
     F_KUBE_REFRESH,
     F_KUBE_API,
@@ -58,7 +61,13 @@ static const struct flag_def FLAGS[] = {
     {F_IMAGE, "image", 0, FLAG_STR, "IMAGE", NULL,
      "sidecar image (default " INJECT_DEFAULT_IMAGE ")"},
     {F_SHUTDOWN, "shutdown-timeout", 0, FLAG_STR, "DURATION", NULL,
-     "how long SIGTERM waits for open requests (default " DEFAULT_SHUTDOWN_TIMEOUT ")"},
+     "how long SIGTERM waits for open requests, after the\n"
+     "drain (default " DEFAULT_SHUTDOWN_TIMEOUT ")"},
+    {F_DELAY, "shutdown-delay", 0, FLAG_STR, "DURATION", NULL,
+     "on SIGTERM, before that: /readyz answers 503 while\n"
+     "connections are still accepted and served, each reply\n"
+     "closing its connection, for this long (default " DEFAULT_SHUTDOWN_DELAY ";\n"
+     "0s: none; a second signal ends it)"},
     {F_KUBE_VERSION, "kube-version", 0, FLAG_STR, "VERSION", NULL,
      "the cluster's Kubernetes version, e.g. 1.35, instead of\n"
      "the API server's (GET /version; 1.36 when it cannot be\n"
@@ -91,10 +100,12 @@ static const struct flags_cmd CMD = {
              "with a warning. The certificate and key are reloaded when their files change.\n"
              "\n"
              "Flags:\n",
-    .footer = "\n"
-              "Endpoints: POST /mutate, GET /healthz, /readyz, /metrics.\n"
-              "Exit status: 0 after SIGTERM/SIGINT, 2 for a usage error or a certificate or key\n"
-              "that cannot be loaded, 1 when the address cannot be bound.\n",
+    .footer =
+        "\n"
+        "Endpoints: POST /mutate, GET /healthz, /readyz, /metrics.\n"
+        "On SIGTERM/SIGINT: the drain (--shutdown-delay), then the stop (--shutdown-timeout).\n"
+        "Exit status: 0 after SIGTERM/SIGINT, 2 for a usage error or a certificate or key\n"
+        "that cannot be loaded, 1 when the address cannot be bound.\n",
     .v = FLAGS,
     .n = sizeof FLAGS / sizeof FLAGS[0],
     .log = 1,
@@ -102,10 +113,10 @@ static const struct flags_cmd CMD = {
 
 /* What the command line asks for. */
 struct args {
-    const char *listen, *cert, *key, *image, *shutdown, *kube_version;
+    const char *listen, *cert, *key, *image, *shutdown, *delay, *kube_version;
     const char *kube_refresh, *kube_api, *kube_ca, *kube_token;
     struct flags_log log;
-    uint64_t grace_ms, refresh_ms;
+    uint64_t grace_ms, delay_ms, refresh_ms;
     int kube_minor; /* --kube-version's minor, 0 when not given */
 };
 
@@ -119,6 +130,7 @@ static int on_arg(void *ud, const struct flag_def *def, const char *v, int choic
     case F_KEY: a->key = v; break;
     case F_IMAGE: a->image = v; break;
     case F_SHUTDOWN: a->shutdown = v; break;
+    case F_DELAY: a->delay = v; break;
     case F_KUBE_VERSION: a->kube_version = v; break;
     case F_KUBE_REFRESH: a->kube_refresh = v; break;
     case F_KUBE_API: a->kube_api = v; break;
@@ -129,7 +141,7 @@ static int on_arg(void *ud, const struct flag_def *def, const char *v, int choic
 }
 
 /* What the flags cannot say alone: 0, or the exit status 2 of a usage
- * error (printed). Sets a->grace_ms. */
+ * error (printed). Sets a->grace_ms, a->delay_ms and a->refresh_ms. */
 static int check_flags(struct args *a)
 {
     char err[512];
@@ -148,6 +160,9 @@ static int check_flags(struct args *a)
     if (val_duration(a->shutdown, &ns, err, sizeof err) != 0)
         return flags_usage_error(&CMD, "--shutdown-timeout: %s", err);
     a->grace_ms = (uint64_t)(ns / 1000000);
+    if (val_duration(a->delay, &ns, err, sizeof err) != 0)
+        return flags_usage_error(&CMD, "--shutdown-delay: %s", err);
+    a->delay_ms = (uint64_t)(ns / 1000000);
     if (val_duration(a->kube_refresh, &ns, err, sizeof err) != 0)
         return flags_usage_error(&CMD, "--kube-version-refresh: %s", err);
     if (ns < 1000000000LL)
@@ -169,24 +184,55 @@ static void on_server_done(void *ud)
     if (log_rec_begin(&r, RA_LOG_INFO, "stopped")) log_rec_end(&r, "webhook stopped");
 }
 
-static uint64_t grace_ms;
+static uint64_t grace_ms, delay_ms;
 
+/* The drain is over (at once without one): a further signal is no longer
+ * ours, as it was not before the drain existed (the default action ends
+ * the process). */
+static void close_signals(void *ud)
+{
+    (void)ud;
+    uv_close((uv_handle_t *)&W.sigterm, on_closed);
+    uv_close((uv_handle_t *)&W.sigint, on_closed);
+}
+
+static void log_shutdown(int signum)
+{
+    struct log_rec r;
+    if (!log_rec_begin(&r, RA_LOG_INFO, "shutdown")) return;
+    log_rec_str(&r, "signal", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    if (delay_ms == 0) {
+        log_rec_end(&r, "stopping: no new connections; open requests get %llu ms to finish",
+                    (unsigned long long)grace_ms);
+        return;
+    }
+    log_rec_end(&r,
+                "stopping: a %llu ms drain (a second signal ends it), then open requests get "
+                "%llu ms to finish",
+                (unsigned long long)delay_ms, (unsigned long long)grace_ms);
+}
+
+/* The first signal starts the drain; a second one during it ends it. */
 static void on_signal(uv_signal_t *sig, int signum)
 {
     (void)sig;
-    if (W.stopping) return;
-    W.stopping = 1;
-    struct log_rec r;
-    if (log_rec_begin(&r, RA_LOG_INFO, "shutdown")) {
-        log_rec_str(&r, "signal", signum == SIGTERM ? "SIGTERM" : "SIGINT");
-        log_rec_end(&r, "stopping: no new connections; open requests get %llu ms to finish",
-                    (unsigned long long)grace_ms);
+    if (W.stopping) {
+        if (W.srv) webhook_server_end_delay(W.srv);
+        return;
     }
-    uv_close((uv_handle_t *)&W.sigterm, on_closed);
-    uv_close((uv_handle_t *)&W.sigint, on_closed);
+    W.stopping = 1;
+    log_shutdown(signum);
     kubever_stop(W.kv);
     W.kv = NULL;
-    if (W.srv) webhook_server_shutdown(W.srv, grace_ms, on_server_done, NULL);
+    if (!W.srv) {
+        close_signals(NULL);
+        return;
+    }
+    struct webhook_stop st = {.delay_ms = delay_ms,
+                              .grace_ms = grace_ms,
+                              .stopped = close_signals,
+                              .done = on_server_done};
+    webhook_server_shutdown(W.srv, &st);
 }
 
 /* The version injection is for: --kube-version, else the API server's
@@ -218,6 +264,7 @@ static int serve(const struct args *a)
     int rc;
 
     grace_ms = a->grace_ms;
+    delay_ms = a->delay_ms;
     log_configure(a->log.level, a->log.format);
     signal(SIGPIPE, SIG_IGN);
     memset(&W, 0, sizeof W);
@@ -274,6 +321,7 @@ int cmd_webhook(int argc, char **argv)
     if (argc >= 2 && strcmp(argv[1], "certs") == 0) return cmd_certs(argc - 1, argv + 1);
     a = (struct args){.listen = DEFAULT_LISTEN,
                       .shutdown = DEFAULT_SHUTDOWN_TIMEOUT,
+                      .delay = DEFAULT_SHUTDOWN_DELAY,
                       .kube_refresh = DEFAULT_KUBE_REFRESH,
                       .log = {RA_LOG_INFO, RA_LOG_FORMAT_TEXT}};
     if (flags_parse(&CMD, argc, argv, on_arg, &a, &status)) return status;

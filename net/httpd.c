@@ -7,7 +7,10 @@
  * (reading is stopped meanwhile). Limits are enforced in the parser
  * callbacks. A response that ends the connection is followed by a shutdown
  * and a "lingering" read that discards input until EOF or the timeout, so
- * the client reads our error reply instead of a reset.
+ * the client reads our error reply instead of a reset. Stopping comes in
+ * up to three steps: httpd_drain (every reply from then on is final),
+ * httpd_shutdown (listener and idle connections closed), httpd_close (the
+ * rest cut).
  *
  * TLS: a connection with a tls_conn reads ciphertext into the server's
  * shared raw buffer and feeds it to the tls_conn at once; conn_parse pulls
@@ -115,6 +118,7 @@ struct httpd {
     int port;
     int listener_open, spare_busy, reject_wanted, closing;
     int shutting; /* httpd_shutdown: the listener is closed, requests finish */
+    int drain;    /* httpd_drain: still accepting, every reply closes its connection */
     uint64_t last_reject_log;
     struct conn *conns;
     size_t nconns; /* in the list, closing ones included */
@@ -642,7 +646,8 @@ static void conn_send(struct conn *c, int status, const char *ctype, char *body,
 {
     const char *reason = http_status_str((enum http_status)status);
     if (reason[0] == '<') reason = "Unknown";
-    if (c->srv->shutting) c->keep = 0; /* the last reply on this connection */
+    /* the last reply on this connection */
+    if (c->srv->shutting || c->srv->drain) c->keep = 0;
     int n = snprintf(
         c->whead, sizeof c->whead,
         "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%sConnection: %s\r\n\r\n",
@@ -1104,6 +1109,13 @@ void httpd_close(struct httpd *s, void (*done)(void *), void *ud)
         uv_close((uv_handle_t *)&s->listener, listener_close_cb);
     }
     for (struct conn *c = s->conns; c; c = c->next) conn_close(c);
+}
+
+void httpd_drain(struct httpd *s)
+{
+    /* Nothing is closed here: an idle connection's next request gets a
+     * closing reply, and httpd_shutdown closes those still idle then. */
+    if (!s->closing) s->drain = 1;
 }
 
 void httpd_shutdown(struct httpd *s, void (*done)(void *), void *ud)

@@ -39,6 +39,10 @@
  * (counted by the tls_server). A final reply is followed by close_notify.
  * A certificate reload (tls_server_reload) applies to new connections.
  *
+ * Stopping: httpd_drain (optional: replies close their connections, the
+ * listener stays), then httpd_shutdown (listener and idle connections
+ * closed, requests in flight finish), and httpd_close at a deadline.
+ *
  * The process must ignore SIGPIPE (signal(SIGPIPE, SIG_IGN)): a client that
  * resets the connection mid-response makes the write fail with EPIPE, which
  * the server handles by closing that connection.
@@ -134,6 +138,17 @@ void httpd_set_timeout(struct httpd *s, unsigned ms);
  * still open; done is then the one given to httpd_shutdown, and this
  * call's done and ud are ignored. */
 void httpd_close(struct httpd *s, void (*done)(void *), void *ud);
+
+/* Drain (before httpd_shutdown, when clients must move to other servers
+ * first): from now on every reply says "Connection: close" and its
+ * connection ends after it (as after any final reply), while the listener
+ * keeps accepting and every connection is served as before. Nothing is
+ * closed now: an idle keep-alive connection may still send one request
+ * (answered, then closed); those still idle are closed by httpd_shutdown
+ * or their read timeout. Clients that reuse connections thus reconnect,
+ * and a POST sent on an idle connection is never met by a close. A no-op
+ * after httpd_close; calling it again changes nothing. */
+void httpd_drain(struct httpd *s);
 
 /* Graceful close (call at most once, not after httpd_close): closes the
  * listener (new connections are refused) and every connection with

@@ -56,6 +56,8 @@ struct fx {
     int val[8];
     const struct httpd_opts *opts; /* NULL: httpd_start with the defaults */
     int graceful;                  /* srv_run closes the server with httpd_shutdown */
+    uv_async_t drain;              /* the client asks for httpd_drain (test_drain) */
+    int drained;                   /* set (atomically) once httpd_drain has run */
 };
 
 /* FNV-1a of a body: the /post handler reports it, the client computes it. */
@@ -1325,6 +1327,67 @@ static void test_graceful_shutdown(void **state)
     free_results(&f);
 }
 
+/* Drain: an idle keep-alive connection is not closed; its next request is
+ * answered with "Connection: close" and the connection ends; a new
+ * connection is still accepted and served the same way; a connection
+ * still idle when httpd_shutdown comes is closed then. */
+static void drain_cb(uv_async_t *a)
+{
+    struct fx *f = a->data;
+    httpd_drain(f->srv);
+    __atomic_store_n(&f->drained, 1, __ATOMIC_SEQ_CST);
+    uv_close((uv_handle_t *)a, NULL);
+}
+
+static void client_drain(struct fx *f)
+{
+    int idle = cli_connect(f->family, f->port), idle2 = cli_connect(f->family, f->port);
+    char *want = hello(1, 1);
+    f->val[0] = idle >= 0 && idle2 >= 0 && hello_on(idle, want) && hello_on(idle2, want);
+    free(want);
+    uv_async_send(&f->drain); /* always: the loop ends only once it has closed */
+    if (!f->val[0]) {
+        if (idle >= 0) close(idle);
+        if (idle2 >= 0) close(idle2);
+        return;
+    }
+    for (int i = 0; i < 500 && !__atomic_load_n(&f->drained, __ATOMIC_SEQ_CST); i++)
+        usleep(10 * 1000);
+    f->val[1] = __atomic_load_n(&f->drained, __ATOMIC_SEQ_CST);
+    /* neither idle connection is cut by the drain itself */
+    f->val[2] = !closed_within(idle, 200) && !closed_within(idle2, 0);
+    const char *r = "GET /hello HTTP/1.1\r\n\r\n";
+    if (cli_send(idle, r, strlen(r)) == 0) f->res[0] = cli_read_all(idle, &f->end[0]);
+    int fresh = cli_connect(f->family, f->port);
+    if (fresh >= 0 && cli_send(fresh, r, strlen(r)) == 0)
+        f->res[1] = cli_read_all(fresh, &f->end[1]);
+    srv_signal_close(&f->run); /* httpd_shutdown: the one still idle goes */
+    f->val[3] = closed_within(idle2, 5000);
+    close(idle);
+    close(idle2);
+    if (fresh >= 0) close(fresh);
+}
+
+static void test_drain(void **state)
+{
+    (void)state;
+    struct fx f = {.graceful = 1};
+    assert_int_equal(uv_loop_init(&f.loop), 0);
+    assert_int_equal(uv_async_init(&f.loop, &f.drain, drain_cb), 0);
+    f.drain.data = &f;
+    assert_int_equal(httpd_start(&f.loop, "127.0.0.1:0", handler, &f, &f.srv), 0);
+    httpd_set_timeout(f.srv, 15000);
+    f.port = httpd_port(f.srv);
+    f.family = AF_INET;
+    f.client = client_drain;
+    srv_run(&f.run, &f.loop, 20000, &f, run_client, f.srv, 1);
+    assert_int_equal(uv_loop_close(&f.loop), 0);
+    for (int i = 0; i < 4; i++) assert_int_equal(f.val[i], 1);
+    expect_result(&f, 0, hello(0, 1));
+    expect_result(&f, 1, hello(0, 1));
+    free_results(&f);
+}
+
 /* Expect: 100-continue: the interim reply comes before the body is sent
  * (the client waits for it), only for a body the server will take. */
 static void client_continue(struct fx *f)
@@ -1410,6 +1473,7 @@ int main(void)
         cmocka_unit_test(test_extra_headers),
         cmocka_unit_test(test_opts_conns_and_timeout),
         cmocka_unit_test(test_graceful_shutdown),
+        cmocka_unit_test(test_drain),
         cmocka_unit_test(test_expect_continue),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,11 +1,12 @@
 /*
  * server.c - the webhook server (see server.h): one struct webhook_server
  * owning the HTTPS server (net/httpd.c + net/tls.c), the watcher on the
- * certificate files, the reload debounce timer and the shutdown deadline
- * timer. The handler is synchronous: a review is parsed, transformed and
- * encoded inside the httpd callback (webhook/admission.c), so an "in-flight
- * review" at shutdown is a request still arriving or a reply still being
- * written; httpd_shutdown lets those finish.
+ * certificate files, the reload debounce timer and the shutdown timer (the
+ * drain's delay, then the deadline). The handler is synchronous: a review
+ * is parsed, transformed and encoded inside the httpd callback
+ * (webhook/admission.c), so an "in-flight review" at shutdown is a request
+ * still arriving or a reply still being written; httpd_shutdown lets those
+ * finish.
  */
 #include "webhook/server.h"
 
@@ -28,13 +29,16 @@ struct webhook_server {
     struct tls_server *tls;
     struct watch *watch;
     uv_timer_t debounce; /* certificate reload */
-    uv_timer_t grace;    /* shutdown deadline */
+    uv_timer_t grace;    /* the drain's delay, then the shutdown deadline */
     char *cert_file, *key_file;
     char *image, *cpu_request, *memory_request, *memory_limit;
     struct inject_opts inject;
     char *hold; /* why /readyz says 503 before the version is known, or NULL */
     int stopping;
-    int open; /* things still to close: timers, watch, httpd */
+    int draining;            /* in the delay of webhook_server_shutdown */
+    uint64_t grace_ms;       /* the deadline after the delay */
+    int open;                /* things still to close: timers, watch, httpd */
+    void (*stopped)(void *); /* the delay is over (webhook_stop.stopped) */
     void (*done)(void *);
     void *done_ud;
 };
@@ -357,19 +361,74 @@ void webhook_server_hold_ready(struct webhook_server *s, const char *why)
     s->hold = why ? ra_asprintf("%s\n", why) : NULL;
 }
 
-void webhook_server_shutdown(struct webhook_server *s, uint64_t grace_ms, void (*done)(void *),
-                             void *ud)
+/* The graceful stop, after the delay (or without one). */
+static void stop_now(struct webhook_server *s)
+{
+    s->draining = 0;
+    if (s->stopped) s->stopped(s->done_ud);
+    /* The deadline runs until the connections are gone (httpd_closed
+     * closes it). */
+    uv_timer_start(&s->grace, on_grace, s->grace_ms, 0);
+    httpd_shutdown(s->srv, httpd_closed, s);
+}
+
+static void log_draining(uint64_t delay_ms)
+{
+    struct log_rec r;
+    if (!log_rec_begin(&r, RA_LOG_INFO, "draining")) return;
+    log_rec_int(&r, "delay_ms", (long long)delay_ms);
+    log_rec_end(&r,
+                "draining for %llu ms: /readyz answers 503, connections are still accepted and "
+                "served, every reply closes its connection",
+                (unsigned long long)delay_ms);
+}
+
+/* early: a second signal ended the delay. */
+static void log_drained(const struct webhook_server *s, int early)
+{
+    struct log_rec r;
+    if (!log_rec_begin(&r, RA_LOG_INFO, "drained")) return;
+    if (early) log_rec_bool(&r, "early", 1);
+    log_rec_int(&r, "timeout_ms", (long long)s->grace_ms);
+    log_rec_end(&r, "%s; stopping: no new connections; open requests get %llu ms to finish",
+                early ? "delay cut short by a second signal" : "drain over",
+                (unsigned long long)s->grace_ms);
+}
+
+static void on_delay(uv_timer_t *t)
+{
+    struct webhook_server *s = t->data;
+    log_drained(s, 0);
+    stop_now(s);
+}
+
+void webhook_server_shutdown(struct webhook_server *s, const struct webhook_stop *st)
 {
     if (s->stopping) return;
     s->stopping = 1;
-    s->done = done;
-    s->done_ud = ud;
+    s->grace_ms = st->grace_ms;
+    s->stopped = st->stopped;
+    s->done = st->done;
+    s->done_ud = st->ud;
     uv_close((uv_handle_t *)&s->debounce, timer_closed);
     struct watch *w = s->watch;
     s->watch = NULL;
     watch_close(w, watch_closed, s);
-    /* The deadline runs until the connections are gone (httpd_closed
-     * closes it). */
-    uv_timer_start(&s->grace, on_grace, grace_ms, 0);
-    httpd_shutdown(s->srv, httpd_closed, s);
+    if (st->delay_ms == 0) {
+        stop_now(s);
+        return;
+    }
+    s->draining = 1;
+    log_draining(st->delay_ms);
+    httpd_drain(s->srv);
+    uv_timer_start(&s->grace, on_delay, st->delay_ms, 0);
+}
+
+int webhook_server_end_delay(struct webhook_server *s)
+{
+    if (!s->draining) return 0;
+    uv_timer_stop(&s->grace);
+    log_drained(s, 1);
+    stop_now(s);
+    return 1;
 }

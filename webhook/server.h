@@ -1,8 +1,8 @@
 /*
  * server.h - the `reload-agent webhook` server: HTTPS on the libuv loop
  * (net/httpd.c with net/tls.c), routes, certificate reload and graceful
- * shutdown. The review itself is webhook/admission.c; the metrics are
- * webhook/whmetrics.c.
+ * shutdown (a drain, then the stop). The review itself is
+ * webhook/admission.c; the metrics are webhook/whmetrics.c.
  *
  * Routes:
  *   POST /mutate     an AdmissionReview v1 (webhook/admission.h); bodies
@@ -15,7 +15,7 @@
  *   GET  /healthz    200 "ok" while the process runs
  *   GET  /readyz     200 once the certificate is loaded and the socket
  *                    listens (and no hold is set: webhook_server_hold_ready);
- *                    503 from the start of a shutdown
+ *                    503 from the start of a shutdown (its drain included)
  *   GET  /metrics    Prometheus text (webhook/whmetrics.h)
  * Other paths 404; a wrong method 405 with an Allow header.
  *
@@ -89,13 +89,35 @@ int webhook_server_kube_minor(const struct webhook_server *s);
  * readiness until the API server's version is known); NULL releases. */
 void webhook_server_hold_ready(struct webhook_server *s, const char *why);
 
-/* Graceful stop: /readyz turns 503, the listener closes (no new
- * connections), idle connections close, and requests already being
- * received or answered finish (their replies end the connection). When
- * the last connection has closed, or after grace_ms at the latest (then
- * the rest are cut), every handle is closed, s is freed and done(ud) runs
- * (done may be NULL). Call it once. */
-void webhook_server_shutdown(struct webhook_server *s, uint64_t grace_ms, void (*done)(void *),
-                             void *ud);
+/* How webhook_server_shutdown stops. */
+struct webhook_stop {
+    uint64_t delay_ms;         /* the drain before the stop (--shutdown-delay); 0 = none */
+    uint64_t grace_ms;         /* then, how long requests in flight may take (--shutdown-timeout) */
+    void (*stopped)(void *ud); /* the delay is over (at once when there is none), the
+                                  graceful stop begins; may be NULL */
+    void (*done)(void *ud);    /* every handle is closed and s freed; may be NULL */
+    void *ud;
+};
+
+/* Stops the server in two phases. Call it once.
+ * The drain (when st->delay_ms > 0), for the delay: /readyz turns 503 (so
+ * the pod leaves the Service's endpoints), the listener keeps accepting
+ * and every request is served, but each reply says "Connection: close"
+ * and ends its connection (httpd_drain): clients that reuse connections
+ * reconnect, by then to another endpoint, and no idle keep-alive
+ * connection is closed under a request sent on it meanwhile. Logged as
+ * event "draining" (delay_ms).
+ * The graceful stop, then (at once without a delay; event "drained" after
+ * one): the listener closes (no new connections), idle connections close,
+ * and requests already being received or answered finish (their replies
+ * end the connection). When the last connection has closed, or grace_ms
+ * after the stop began at the latest (then the rest are cut), every handle
+ * is closed, s is freed and st->done(st->ud) runs. */
+void webhook_server_shutdown(struct webhook_server *s, const struct webhook_stop *st);
+
+/* During the drain's delay: ends it now (a second signal, the operator's
+ * escape), logged as "drained" with early: true; the graceful stop starts
+ * (st->stopped runs). Returns 1, or 0 when no delay was running. */
+int webhook_server_end_delay(struct webhook_server *s);
 
 #endif

@@ -146,7 +146,8 @@ def main():
         log = open(d + "/webhook.log", "wb")
         wh = subprocess.Popen([a.binary, "webhook", "--listen", "%s:%d" % (HOST, port),
                                "--tls-cert-file", d + "/tls.crt", "--tls-key-file",
-                               d + "/tls.key", "--log-format", "json"],
+                               d + "/tls.key", "--log-format", "json",
+                               "--shutdown-delay", "0s"],  # no drain: stopped at once
                               stdout=subprocess.DEVNULL, stderr=log)
         deadline = time.monotonic() + 15
         while True:

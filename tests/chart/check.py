@@ -389,6 +389,7 @@ REFUSED = [
     ("a resource name with a space", {"webhook": {"resources": {"limits": {"a b": "1"}}}}, "/webhook/resources/limits"),
     ("a shutdownTimeout that overflows", {"webhook": {"shutdownTimeout": "99999999999h"}}, "/webhook/shutdownTimeout"),
     ("a shutdownTimeout with a space", {"webhook": {"shutdownTimeout": "5 s"}}, "/webhook/shutdownTimeout"),
+    ("a shutdownDelay without a unit", {"webhook": {"shutdownDelay": "5"}}, "/webhook/shutdownDelay"),
     ("a negative validity", {"certificates": {"certgen": {"validity": "-1h"}}}, "/certificates/certgen/validity"),
     ("a previousCA that is neither keep nor drop", {"certificates": {"certgen": {"previousCA": "both"}}},
      "/certificates/certgen/previousCA"),
@@ -415,6 +416,7 @@ ACCEPTED = [
     {"certificates": {"certgen": {"backoffLimit": 0, "validity": "1h30m",
                                   "resources": {"requests": {"memory": "1e6", "cpu": "100u"}}}}},
     {"webhook": {"shutdownTimeout": "1.5s"}}, {"webhook": {"shutdownTimeout": "250ms"}},
+    {"webhook": {"shutdownDelay": "0s"}}, {"webhook": {"shutdownDelay": ""}},
     {"certificates": {"certManager": {"duration": "2160h0m0s", "renewBefore": "90m"}}},
 ]
 
@@ -429,7 +431,8 @@ def values_file(home, i, values):
 def schema(t):
     bad = ["replica=3", "webhook.failurPolicy=Fail", "webhook.failurePolicy=Never", "webhook.timeoutSeconds=31",
            "certificates.source=vault", "image.pullPolicy=Sometimes", "webhook.logLevel=loud",
-           "webhook.shutdownTimeout=5", "certificates.certgen.validity=10y", "rbac.namespaces[0].namespace=Shop",
+           "webhook.shutdownTimeout=5", "webhook.shutdownDelay=5", "certificates.certgen.validity=10y",
+           "rbac.namespaces[0].namespace=Shop",
            "webhook.extraArgs[0]=image=x", "webhook.podDisruptionBudget.minAvilable=1",
            "certificates.certManager.duration=90d", "webhook.namespaceSelector.matchExpression[0].key=a",
            "sidecar.imag=x", "webhook.replicas=1"]

@@ -147,7 +147,11 @@ class Webhook(agent.Agent):
 
 
 def start(env, s, *extra):
-    return Webhook(env, ["--tls-cert-file", s.cert_file, "--tls-key-file", s.key_file] +
+    """The webhook without the drain before its stop (--shutdown-delay 0s,
+    unless extra says otherwise): the tests stop it often, and
+    test_webhook_drain.py covers the drain."""
+    delay = [] if "--shutdown-delay" in extra else ["--shutdown-delay", "0s"]
+    return Webhook(env, ["--tls-cert-file", s.cert_file, "--tls-key-file", s.key_file] + delay +
                    list(extra))
 
 
@@ -616,7 +620,7 @@ def test_webhook_sigterm_finishes_inflight(env):
     """SIGTERM while three reviews are in flight (their bodies half sent):
     each still gets its 200, a readiness probe arriving then gets 503, new
     connections are refused, an idle keep-alive connection is closed, and
-    the process exits 0."""
+    the process exits 0 (no drain: start sets --shutdown-delay 0s)."""
     s = Setup(env)
     wh = start(env, s, "--shutdown-timeout", "20s")
     idle = conn(s, wh)
@@ -709,7 +713,7 @@ def test_webhook_command_line(env):
     rc, out = run("--help")
     check(rc == 0, "--help: %d" % rc)
     for flag in ("--listen", "--tls-cert-file", "--tls-key-file", "--image", "--log-format",
-                 "--log-level", "--shutdown-timeout", "/mutate", "/metrics"):
+                 "--log-level", "--shutdown-timeout", "--shutdown-delay", "/mutate", "/metrics"):
         check(flag in out, "--help lacks %s" % flag)
     c, k = "--tls-cert-file=" + s.cert_file, "--tls-key-file=" + s.key_file
     for args, want in (((k,), "--tls-cert-file is required"),
@@ -718,6 +722,7 @@ def test_webhook_command_line(env):
                        ((c, k, "--log-format", "xml"), "xml"),
                        ((c, k, "--log-level", "loud"), "loud"),
                        ((c, k, "--shutdown-timeout", "5"), "--shutdown-timeout"),
+                       ((c, k, "--shutdown-delay", "5"), "--shutdown-delay"),
                        ((c, k, "--bogus"), "unknown flag --bogus"),
                        ((c, k, "extra"), "unexpected argument"),
                        ((c, k, "--listen"), "--listen needs a value")):

@@ -16,7 +16,9 @@ real kubectl, the real binary and the fake API server; no cluster.
   --kube-api of a fake API server holding the built configuration. Its
   requests must be allowed by the Job's Role/ClusterRole, and each rule must
   be used. The resulting Secret serves the Service's name (openssl verify).
-- The Deployment's args are checked against `reload-agent webhook --help`.
+- The Deployment's args are checked against `reload-agent webhook --help`;
+  its drain and stop (--shutdown-delay, --shutdown-timeout) fit its
+  terminationGracePeriodSeconds.
 - The Argo CD ignoreDifferences snippet of docs/webhook-install.md parses,
   names the built configuration, and its JSON pointers cover exactly the
   drift that the certgen Job causes (live minus pointers == Git).
@@ -195,6 +197,13 @@ def rbac_allows(rules, verb, group, resource, name):
     return None
 
 
+def go_seconds(d):
+    """A Go duration of h, m, s and ms parts (10s, 1m30s, 250ms) in seconds."""
+    parts = re.findall(r"([0-9.]+)(h|ms|m|s)", d)
+    check(parts and "".join(n + u for n, u in parts) == d, "duration %r" % d)
+    return sum(float(n) * {"h": 3600, "m": 60, "s": 1, "ms": 0.001}[u] for n, u in parts)
+
+
 def help_flags(env, *sub):
     r = env.run([env.binary] + list(sub) + ["--help"])
     return r, set(re.findall(r"^\s+--([a-z][a-z0-9-]*)", r.stdout.decode(), re.M))
@@ -346,6 +355,15 @@ def test_webhook_manifests_deployment_service_pdb(env):
     check(vols[mounts[0]["name"]]["secret"]["secretName"] == "reload-agent-webhook-tls", vols)
     check(flags["image"] == c["image"], "--image %s is not the webhook's own image %s" %
           (flags["image"], c["image"]))
+    # SIGTERM: the drain, then the stop; both within the grace period (the
+    # binary's defaults: 5 s each; Kubernetes': 30 s), or the kubelet's
+    # SIGKILL cuts the requests they wait for
+    drain = go_seconds(flags.get("shutdown-delay", "5s"))
+    stop = go_seconds(flags.get("shutdown-timeout", "5s"))
+    grace = spec.get("terminationGracePeriodSeconds", 30)
+    check(drain > 0 and drain + stop <= grace - 5,
+          "--shutdown-delay %ss + --shutdown-timeout %ss leave under 5 s of the %d s grace period"
+          % (drain, stop, grace))
 
 
 def test_webhook_manifests_deployment_args_accepted(env):
