@@ -16,6 +16,8 @@
 
 enum {
     F_NAMESPACES = 1,
+    F_ALL_NAMESPACES,
+    F_MAX_NAMESPACES,
     F_NAMESPACE,
     F_LEASE,
     F_IDENTITY,
@@ -34,7 +36,16 @@ enum {
 static const struct flag_def FLAGS[] = {
     {F_NAMESPACES, "namespaces", 0, FLAG_STR, "NS[,NS...]", NULL,
      "the namespaces served: their ConfigMaps, Secrets and pods\n"
-     "are watched (required; the flag may repeat; at most 64)"},
+     "are watched (the flag may repeat; at most 64); this or\n"
+     "--all-namespaces is required"},
+    {F_ALL_NAMESPACES, "all-namespaces", 0, FLAG_BOOL, NULL, NULL,
+     "serve every namespace: one pod watch across the cluster;\n"
+     "the ConfigMaps and Secrets of a namespace are watched\n"
+     "while it has pods that name objects (needs a ClusterRole\n"
+     "bound by a ClusterRoleBinding, docs/sync.md)"},
+    {F_MAX_NAMESPACES, "max-namespaces", 0, FLAG_STR, "N", NULL,
+     "with --all-namespaces: namespaces watched at once (default\n"
+     "and most 1024); one more with pods is logged, not served"},
     {F_NAMESPACE, "namespace", 0, FLAG_STR, "NS", NULL,
      "the service's own namespace, where its Lease is (default\n"
      "$POD_NAMESPACE, then the service-account namespace file)"},
@@ -69,7 +80,7 @@ static const struct flag_def FLAGS[] = {
 
 static const struct flags_cmd CMD = {
     .name = "sync",
-    .usage = "usage: reload-agent sync --namespaces NS[,NS...] [flags]\n"
+    .usage = "usage: reload-agent sync --namespaces NS[,NS...] | --all-namespaces [flags]\n"
              "\n"
              "The cluster sync service (docs/sync.md): watches the metadata of the ConfigMaps,\n"
              "Secrets and pods of the namespaces served; when an object changes, PATCHes the\n"
@@ -86,7 +97,7 @@ static const struct flags_cmd CMD = {
 struct args {
     struct sync_opts o;
     const char *dur[4]; /* lease-duration, lease-retry, coalesce, watch-timeout */
-    const char *retry, *qps, *burst;
+    const char *retry, *qps, *burst, *max_ns;
     struct flags_log log;
     char nsbuf[4096];
     size_t nsused;
@@ -122,6 +133,8 @@ static int on_arg(void *ud, const struct flag_def *def, const char *v, int choic
     if (flags_log_take(&a->log, def, choice)) return 0;
     switch (def->id) {
     case F_NAMESPACES: return add_namespaces(a, v);
+    case F_ALL_NAMESPACES: a->o.all_namespaces = 1; break;
+    case F_MAX_NAMESPACES: a->max_ns = v; break;
     case F_NAMESPACE: a->o.namespace_ = v; break;
     case F_LEASE: a->o.lease = v; break;
     case F_IDENTITY: a->o.identity = v; break;
@@ -170,16 +183,35 @@ static int number(const char *flag, const char *v, uint64_t def, uint64_t min, u
     return 0;
 }
 
+/* Exactly one of --namespaces and --all-namespaces; --max-namespaces
+ * with the latter only. */
+static int check_scope(struct args *a)
+{
+    struct sync_opts *o = &a->o;
+    uint64_t max = 0;
+    if (o->nns && o->all_namespaces)
+        return flags_usage_error(&CMD, "--namespaces and --all-namespaces exclude each other: "
+                                       "give one");
+    if (!o->nns && !o->all_namespaces)
+        return flags_usage_error(&CMD, "--namespaces NS[,NS...] or --all-namespaces is required");
+    if (a->max_ns && !o->all_namespaces)
+        return flags_usage_error(&CMD, "--max-namespaces needs --all-namespaces");
+    int rc = number("max-namespaces", a->max_ns, SYNC_MAX_WATCHED_NS, 1, SYNC_MAX_WATCHED_NS, &max);
+    o->max_watched_ns = (size_t)max;
+    return rc;
+}
+
 static int check_args(struct args *a)
 {
     struct sync_opts *o = &a->o;
     uint64_t qps = 0, burst = 0, wt = 0;
-    if (o->nns == 0) return flags_usage_error(&CMD, "--namespaces is required");
+    int rc = check_scope(a);
+    if (rc) return rc;
     if (!o->lease) o->lease = "reload-agent-sync";
     if (!k8s_is_dns1123_subdomain(o->lease))
         return flags_usage_error(&CMD, "--lease-name \"%s\" is not a valid object name", o->lease);
     if (o->identity && !o->identity[0]) return flags_usage_error(&CMD, "--identity is empty");
-    int rc = duration_ms("lease-duration", a->dur[0], 15000, 2000, 300000, &o->lease_ms);
+    rc = duration_ms("lease-duration", a->dur[0], 15000, 2000, 300000, &o->lease_ms);
     if (!rc)
         rc = duration_ms("lease-retry", a->dur[1], 2000, 100, o->lease_ms / 3, &o->lease_retry_ms);
     if (!rc) rc = duration_ms("coalesce", a->dur[2], 50, 0, 10000, &o->coalesce_ms);

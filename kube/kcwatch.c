@@ -26,8 +26,9 @@ struct kcwatch {
     struct kube *k;
     kcwatch_cb cb;
     void *ud;
-    char *resource, *ns;
-    int table; /* Secrets: a Table without objects */
+    char *resource, *ns; /* ns NULL: cluster scope */
+    const char *where;   /* ns, or "all namespaces" (the messages) */
+    int table;           /* Secrets: a Table without objects */
     uint64_t timeout_s;
     struct backoff policy;
     uv_timer_t timer; /* the backoff, or the head and line deadlines */
@@ -91,11 +92,15 @@ static int on_object(struct kcwatch *w, const struct kwatch__event *ev, const cJ
     static const enum kcwatch_what WHAT[] = {KCWATCH_ADDED, KCWATCH_MODIFIED, KCWATCH_DELETED};
     if (!ev->name[0] || !k8s_is_dns1123_subdomain(ev->name))
         return stream_fail(w, 1, "watch %s in %s: an event names no valid object", w->resource,
-                           w->ns);
+                           w->where);
+    if (!w->ns && !k8s_is_dns1123_label(ev->ns))
+        return stream_fail(w, 1, "watch %s in %s: an event names no valid namespace", w->resource,
+                           w->where);
     w->st.events++;
     if (!w->from_zero) snprintf(w->watch_rv, sizeof w->watch_rv, "%s", ev->rv);
     struct kcwatch_event e = {.what = WHAT[ev->type],
                               .name = ev->name,
+                              .ns = w->ns ? w->ns : ev->ns,
                               .rv = ev->rv,
                               .meta = meta,
                               .initial = w->from_zero};
@@ -111,7 +116,7 @@ static int on_line(struct kcwatch *w, const char *line, size_t len)
     while (len > 0 && (line[len - 1] == '\r' || line[len - 1] == ' ')) len--;
     if (len == 0) return 0;
     if (kwatch__parse_event_meta(line, len, w->table, &ev, &meta, err, sizeof err) < 0)
-        return stream_fail(w, 1, "watch %s in %s: %s", w->resource, w->ns, err);
+        return stream_fail(w, 1, "watch %s in %s: %s", w->resource, w->where, err);
     if (ev.type == KWATCH__BOOKMARK) {
         w->st.bookmarks++;
         snprintf(w->watch_rv, sizeof w->watch_rv, "%s", ev.rv);
@@ -123,10 +128,10 @@ static int on_line(struct kcwatch *w, const char *line, size_t len)
             w->st.gone++;
             w->stream_gone = 1;
             return stream_fail(w, 1, "watch %s in %s: 410 Gone (%s): starting again from 0",
-                               w->resource, w->ns, ev.message);
+                               w->resource, w->where, ev.message);
         }
         return stream_fail(w, 0, "watch %s in %s: the server sent an error (code %ld): %s",
-                           w->resource, w->ns, ev.code, ev.message);
+                           w->resource, w->where, ev.code, ev.message);
     }
     int stop = on_object(w, &ev, meta);
     cJSON_Delete(meta);
@@ -141,7 +146,7 @@ static int on_data_lines(struct kcwatch *w, const char *data, size_t n)
         if (w->line_len + take > KWATCH_MAX_EVENT) {
             line_wipe(w);
             return stream_fail(w, 1, "watch %s in %s: an event exceeds %d bytes", w->resource,
-                               w->ns, KWATCH_MAX_EVENT);
+                               w->where, KWATCH_MAX_EVENT);
         }
         if (w->line_len + take + 1 > w->line_cap) {
             size_t cap = w->line_cap ? w->line_cap : 4096;
@@ -210,18 +215,27 @@ static void on_stall(uv_timer_t *t)
     stream_over(w);
     kube__count_response(w->k, 0);
     if (!got_head)
-        fail(w, 0, "watch %s in %s: no 2xx response head within %d s", w->resource, w->ns,
+        fail(w, 0, "watch %s in %s: no 2xx response head within %d s", w->resource, w->where,
              KWATCH_HEAD_TIMEOUT_MS / 1000);
     else
-        fail(w, 0, "watch %s in %s: an event line did not complete within %d s", w->resource, w->ns,
-             KWATCH_LINE_TIMEOUT_MS / 1000);
+        fail(w, 0, "watch %s in %s: an event line did not complete within %d s", w->resource,
+             w->where, KWATCH_LINE_TIMEOUT_MS / 1000);
+}
+
+/* The collection's path: /api/v1/namespaces/NS/RES, or /api/v1/RES. */
+static void collection_path(const struct kcwatch *w, char *out, size_t n)
+{
+    if (w->ns)
+        snprintf(out, n, "/api/v1/namespaces/%s/%s", w->ns, w->resource);
+    else
+        snprintf(out, n, "/api/v1/%s", w->resource);
 }
 
 /* A reply that is not a stream: the token, the Status, the RBAC hint. */
 static void fail_reply(struct kcwatch *w, const struct httpc_result *res)
 {
     if (!res->ok) {
-        fail(w, 0, "watch %s in %s: %s", w->resource, w->ns, res->error);
+        fail(w, 0, "watch %s in %s: %s", w->resource, w->where, res->error);
         return;
     }
     if (res->status == 401) kube__token_rejected(w->k, w->token_gen);
@@ -230,11 +244,11 @@ static void fail_reply(struct kcwatch *w, const struct httpc_result *res)
         w->watch_rv[0] = '\0';
     }
     char path[512], err[1024];
-    snprintf(path, sizeof path, "/api/v1/namespaces/%s/%s", w->ns, w->resource);
+    collection_path(w, path, sizeof path);
     struct kube_req req = {
         .verb = "watch", .resource = w->resource, .group = "", .method = "GET", .path = path};
     kube__http_error(w->k, &req, res->status, res->body, res->body_len, err, sizeof err);
-    fail(w, res->status == 410, "watch %s in %s: %s", w->resource, w->ns, err);
+    fail(w, res->status == 410, "watch %s in %s: %s", w->resource, w->where, err);
 }
 
 static void on_watch_done(void *ud, const struct httpc_result *res)
@@ -251,7 +265,7 @@ static void on_watch_done(void *ud, const struct httpc_result *res)
             attempt(w);
         else
             fail(w, 0, "watch %s in %s: the server ended the stream after %llu ms", w->resource,
-                 w->ns, (unsigned long long)lasted);
+                 w->where, (unsigned long long)lasted);
     } else {
         fail_reply(w, res);
     }
@@ -260,10 +274,12 @@ static void on_watch_done(void *ud, const struct httpc_result *res)
 static void attempt(struct kcwatch *w)
 {
     w->from_zero = !w->watch_rv[0];
+    char path[512];
+    collection_path(w, path, sizeof path);
     char *url =
-        ra_asprintf("%s/api/v1/namespaces/%s/%s?watch=1&allowWatchBookmarks=true"
+        ra_asprintf("%s%s?watch=1&allowWatchBookmarks=true"
                     "&resourceVersion=%s&timeoutSeconds=%llu%s",
-                    kube_base_url(w->k), w->ns, w->resource, w->from_zero ? "0" : w->watch_rv,
+                    kube_base_url(w->k), path, w->from_zero ? "0" : w->watch_rv,
                     (unsigned long long)w->timeout_s, w->table ? "&includeObject=None" : "");
     char accept[128];
     snprintf(accept, sizeof accept, "Accept: %s",
@@ -286,7 +302,7 @@ static void attempt(struct kcwatch *w)
     free(url);
     if (r < 0) {
         w->xfer = NULL;
-        fail(w, 0, "watch %s in %s: cannot start the request: %s", w->resource, w->ns,
+        fail(w, 0, "watch %s in %s: cannot start the request: %s", w->resource, w->where,
              strerror(-r));
         return;
     }
@@ -298,16 +314,17 @@ int kcwatch_start(struct kube *k, const struct kcwatch_opts *o, kcwatch_cb cb, v
 {
     static const char *const OK[] = {"configmaps", "secrets", "pods"};
     size_t i;
-    if (!k || !o || !cb || !o->resource || !o->ns || !k8s_is_dns1123_label(o->ns)) return -EINVAL;
+    if (!k || !o || !cb || !o->resource || (o->ns && !k8s_is_dns1123_label(o->ns))) return -EINVAL;
     for (i = 0; i < 3 && strcmp(o->resource, OK[i]) != 0; i++) continue;
-    if (i == 3) return -EINVAL;
+    if (i == 3 || (!o->ns && i == 1)) return -EINVAL; /* no Secrets across namespaces */
     struct kcwatch *w = calloc(1, sizeof *w);
     if (!w) ra_oom();
     w->k = k;
     w->cb = cb;
     w->ud = ud;
     w->resource = ra_strdup(o->resource);
-    w->ns = ra_strdup(o->ns);
+    w->ns = o->ns ? ra_strdup(o->ns) : NULL;
+    w->where = w->ns ? w->ns : "all namespaces";
     w->table = i == 1;
     w->timeout_s =
         o->watch_timeout_s ? o->watch_timeout_s : 1800 + ra_rng_below(ra_rng_process(), 1801);

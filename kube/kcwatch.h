@@ -4,6 +4,13 @@
  * (sync/service.c, docs/sync.md). kwatch.h follows one object by name;
  * this follows every object of a resource with one stream.
  *
+ * Cluster scope (kcwatch_opts.ns NULL, GET /api/v1/RESOURCE?watch=1):
+ * Pods and ConfigMaps only, whose PartialObjectMetadata carries each
+ * object's metadata.namespace. Never Secrets: they come as a Table with
+ * includeObject=None, whose rows hold only the columns (name, type, data
+ * count, age), no namespace, so a Secret's event across namespaces could
+ * not say whose it is (the sync service watches Secrets per namespace).
+ *
  * It never lists. A watch from resourceVersion 0 ("Start at Any", served
  * from the API server's watch cache) begins with every object as an ADDED
  * event, one line each, then the changes: the service's memory is one
@@ -44,6 +51,8 @@ enum kcwatch_what { KCWATCH_ADDED, KCWATCH_MODIFIED, KCWATCH_DELETED, KCWATCH_ER
 struct kcwatch_event {
     enum kcwatch_what what;
     const char *name;         /* the object's name (not KCWATCH_ERROR) */
+    const char *ns;           /* its namespace: the watch's, or (cluster scope) the
+                                 object's metadata.namespace, a valid label */
     const char *rv;           /* its resourceVersion */
     const struct cJSON *meta; /* ADDED/MODIFIED of PartialObjectMetadata: its metadata
                                  (valid during the callback); NULL for Secrets */
@@ -58,7 +67,8 @@ typedef void (*kcwatch_cb)(void *ud, const struct kcwatch_event *ev);
 
 struct kcwatch_opts {
     const char *resource;     /* "configmaps", "secrets" or "pods" */
-    const char *ns;           /* the namespace (a DNS-1123 label) */
+    const char *ns;           /* the namespace (a DNS-1123 label); NULL: every
+                                 namespace (pods and configmaps only, above) */
     uint64_t watch_timeout_s; /* timeoutSeconds; 0 = random 1800..3600 */
     uint64_t retry_base_ms;   /* 0 = KWATCH_RETRY_BASE_MS */
     uint64_t retry_cap_ms;    /* 0 = KWATCH_RETRY_CAP_MS */
@@ -73,7 +83,9 @@ struct kcwatch_stats {
 
 /* Starts watching (the first request runs from the loop, never inside this
  * call). All of o is copied; k must outlive the watch. Returns 0 and *out,
- * or -EINVAL (an unknown resource, a namespace that is not a label). */
+ * or -EINVAL (an unknown resource, a namespace that is not a label,
+ * Secrets at cluster scope). At cluster scope an event without a valid
+ * metadata.namespace is a malformed event (the watch starts again from 0). */
 int kcwatch_start(struct kube *k, const struct kcwatch_opts *o, kcwatch_cb cb, void *ud,
                   struct kcwatch **out);
 

@@ -206,6 +206,13 @@ static void event_name(const cJSON *obj, int table, char *out, size_t n)
     snprintf(out, n, "%s", name && strlen(name) < n ? name : "");
 }
 
+/* The object's metadata.namespace ("" when absent or too long). */
+static void event_ns(const cJSON *obj, char *out, size_t n)
+{
+    const char *ns = str_at(cJSON_GetObjectItemCaseSensitive(obj, "metadata"), "namespace");
+    snprintf(out, n, "%s", ns && strlen(ns) < n ? ns : "");
+}
+
 int kwatch__parse_event(const char *line, size_t len, int table, struct kwatch__event *ev,
                         char *err, size_t errlen)
 {
@@ -278,6 +285,7 @@ int kwatch__parse_event_meta(const char *line, size_t len, int table, struct kwa
         goto out;
     }
     if (ev->type != KWATCH__BOOKMARK) event_name(obj, table, ev->name, sizeof ev->name);
+    if (ev->type != KWATCH__BOOKMARK && !table) event_ns(obj, ev->ns, sizeof ev->ns);
     if (!table && (ev->type == KWATCH__ADDED || ev->type == KWATCH__MODIFIED)) take_meta(obj, meta);
     rc = 0;
 out:

@@ -172,6 +172,8 @@ struct kwatch__event {
     char rv[128];      /* object.metadata.resourceVersion ("" for ERROR) */
     char name[254];    /* ADDED, MODIFIED, DELETED: the object's name (a Table: its one
                           row's first cell; "" when it names no single object) */
+    char ns[64];       /* ADDED, MODIFIED, DELETED: its metadata.namespace, a label of at
+                          most 63 bytes ("" when absent, longer, or a Table's row) */
     long code;         /* ERROR: the Status code (410 = Gone), else 0 */
     char message[256]; /* ERROR: the Status message, one line */
 };

@@ -1,7 +1,7 @@
 /*
  * index.c - the sync service's object -> pods index (sync/index.h): two
  * chained hash tables (objects, pods) of small records that point at each
- * other; no I/O.
+ * other, and a third of the pod count per namespace; no I/O.
  */
 #include "sync/index.h"
 
@@ -33,13 +33,20 @@ struct pod {
     size_t nobjs;
 };
 
+/* the pods of one namespace (only while it has some) */
+struct nsc {
+    struct node n;
+    char *ns;
+    size_t pods;
+};
+
 struct table {
     struct node **b;
     size_t nb, n;
 };
 
 struct sync_index {
-    struct table objs, pods;
+    struct table objs, pods, nss;
     size_t refs;
 };
 
@@ -144,6 +151,39 @@ static struct pod *pod_find(const struct sync_index *ix, const char *ns, const c
     return NULL;
 }
 
+static struct nsc *nsc_find(const struct sync_index *ix, const char *ns)
+{
+    uint64_t h = key_hash(-2, ns, "");
+    if (!ix->nss.nb) return NULL;
+    for (struct node *p = ix->nss.b[h % ix->nss.nb]; p; p = p->next) {
+        struct nsc *c = (struct nsc *)p;
+        if (p->h == h && !strcmp(c->ns, ns)) return c;
+    }
+    return NULL;
+}
+
+/* A pod of ns came (delta 1) or went (-1). */
+static void nsc_count(struct sync_index *ix, const char *ns, int delta)
+{
+    struct nsc *c = nsc_find(ix, ns);
+    if (!c && delta > 0) {
+        c = xcalloc(1, sizeof *c);
+        c->ns = ra_strdup(ns);
+        c->n.h = key_hash(-2, ns, "");
+        table_put(&ix->nss, &c->n);
+    }
+    if (!c) return;
+    if (delta > 0) {
+        c->pods++;
+        return;
+    }
+    if (c->pods > 0) c->pods--;
+    if (c->pods) return;
+    table_del(&ix->nss, &c->n);
+    free(c->ns);
+    free(c);
+}
+
 struct sync_index *sync_index_new(void) { return xcalloc(1, sizeof(struct sync_index)); }
 
 const char *sync_kind_name(enum sync_kind k) { return k == SYNC_SECRET ? "secret" : "configmap"; }
@@ -173,6 +213,7 @@ void sync_index_remove_pod(struct sync_index *ix, const char *ns, const char *po
     if (!d) return;
     pod_unlink(ix, d);
     table_del(&ix->pods, &d->n);
+    nsc_count(ix, d->ns, -1);
     free(d->ns);
     free(d->name);
     free(d->synced);
@@ -228,6 +269,7 @@ int sync_index_set_pod(struct sync_index *ix, const char *ns, const char *pod, c
         d->name = ra_strdup(pod);
         d->n.h = key_hash(-1, ns, pod);
         table_put(&ix->pods, &d->n);
+        nsc_count(ix, ns, 1);
     }
     d->objs = xcalloc(SYNC_INDEX_MAX_REFS, sizeof *d->objs);
     int bad = 0;
@@ -297,11 +339,46 @@ size_t sync_index_pods_of(const struct sync_index *ix, enum sync_kind k, const c
     return o->npods;
 }
 
+size_t sync_index_pods_in(const struct sync_index *ix, const char *ns)
+{
+    const struct nsc *c = nsc_find(ix, ns);
+    return c ? c->pods : 0;
+}
+
+size_t sync_index_each_ns(const struct sync_index *ix,
+                          void (*cb)(void *ud, const char *ns, size_t pods), void *ud)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < ix->nss.nb; i++)
+        for (const struct node *p = ix->nss.b[i]; p; p = p->next, n++) {
+            const struct nsc *c = (const struct nsc *)p;
+            cb(ud, c->ns, c->pods);
+        }
+    return n;
+}
+
+size_t sync_index_forget_ns(struct sync_index *ix, const char *ns)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < ix->objs.nb; i++)
+        for (struct node *p = ix->objs.b[i], *next; p; p = next) {
+            struct obj *o = (struct obj *)p;
+            next = p->next;
+            if (strcmp(o->ns, ns) != 0) continue;
+            n++;
+            free(o->rv);
+            o->rv = NULL;
+            obj_maybe_free(ix, o, 0);
+        }
+    return n;
+}
+
 void sync_index_get_stats(const struct sync_index *ix, struct sync_index_stats *s)
 {
     s->objects = ix->objs.n;
     s->pods = ix->pods.n;
     s->refs = ix->refs;
+    s->nss = ix->nss.n;
 }
 
 void sync_index_free(struct sync_index *ix)
@@ -327,6 +404,13 @@ void sync_index_free(struct sync_index *ix)
             free(o->pods);
             free(o);
         }
+    for (size_t i = 0; i < ix->nss.nb; i++)
+        for (struct node *p = ix->nss.b[i], *next; p; p = next) {
+            next = p->next;
+            free(((struct nsc *)p)->ns);
+            free(p);
+        }
+    free(ix->nss.b);
     free(ix->pods.b);
     free(ix->objs.b);
     free(ix);

@@ -1,8 +1,10 @@
 /*
  * index.h - the cluster sync service's memory (docs/sync.md): which pods
  * depend on which objects, and the last resourceVersion seen of each
- * object. Pure: no I/O, no loop; the watches (sync/collwatch.c) feed it,
- * the service (sync/service.c) asks it which pods to nudge.
+ * object. Pure: no I/O, no loop; the watches (kube/kcwatch.c) feed it,
+ * the service (sync/service.c) asks it which pods to nudge, and (with
+ * --all-namespaces) which namespaces have pods, so it watches their
+ * ConfigMaps and Secrets only while they do.
  *
  * A pod's objects come from its annotation reload-agent.io/sync-objects
  * ("configmap/a,secret/b", written by the injector), never from its spec.
@@ -34,6 +36,7 @@ struct sync_index_stats {
     size_t objects; /* objects known (seen, or named by a pod) */
     size_t pods;    /* pods with at least one object */
     size_t refs;    /* pod -> object references */
+    size_t nss;     /* namespaces with at least one pod */
 };
 
 /* An empty index (aborts on OOM, as the service does). */
@@ -79,6 +82,22 @@ int sync_index_synced_since(const struct sync_index *ix, const char *ns, const c
 size_t sync_index_pods_of(const struct sync_index *ix, enum sync_kind k, const char *ns,
                           const char *name, void (*cb)(void *ud, const char *ns, const char *pod),
                           void *ud);
+
+/* How many pods of namespace ns the index holds (pods with at least one
+ * object; kept by set_pod and remove_pod, O(1)). */
+size_t sync_index_pods_in(const struct sync_index *ix, const char *ns);
+
+/* Calls cb for each namespace with at least one pod, with its count (in
+ * no order); cb must not change the index. Returns how many. */
+size_t sync_index_each_ns(const struct sync_index *ix,
+                          void (*cb)(void *ud, const char *ns, size_t pods), void *ud);
+
+/* Forgets every object version of namespace ns (its watches were closed:
+ * what they said may be stale). Objects no pod names are freed; those a
+ * pod names lose their version, so the next version seen of them is a
+ * baseline again, not a change (a watch opened again from 0 nudges no pod
+ * for its initial events). Returns how many objects lost a version. */
+size_t sync_index_forget_ns(struct sync_index *ix, const char *ns);
 
 void sync_index_get_stats(const struct sync_index *ix, struct sync_index_stats *s);
 

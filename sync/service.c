@@ -1,7 +1,9 @@
 /*
  * service.c - the sync service's composition (sync/service.h): one loop,
- * the API client, three collection watches per namespace, the index, the
- * elector and the nudger; the recent changes a new leader replays.
+ * the API client, three collection watches per namespace (or, with
+ * --all-namespaces, one pod watch and sync/nswatch.c's per-namespace
+ * ones), the index, the elector and the nudger; the recent changes a new
+ * leader replays.
  */
 #include "sync/service.h"
 
@@ -20,6 +22,7 @@
 #include "net/httpc.h"
 #include "sync/elect.h"
 #include "sync/index.h"
+#include "sync/nswatch.h"
 #include "sync/nudge.h"
 
 #define RECENT 4096 /* changes remembered for a new leader */
@@ -37,7 +40,6 @@ struct svc;
 
 struct wctx {
     struct svc *s;
-    const char *ns;
     enum res res;
     struct kcwatch *w;
 };
@@ -52,6 +54,9 @@ struct svc {
     struct elect *el;
     struct nudger *nu;
     struct wctx w[SYNC_MAX_NAMESPACES][NRES];
+    struct wctx allpods; /* --all-namespaces: the one pod watch */
+    struct nswatch *nsw; /* --all-namespaces: the namespaces' other watches */
+    int refused;         /* a namespace with pods was refused at the limit */
     struct change *recent;
     size_t nrecent, next;
     unsigned long changes;
@@ -119,12 +124,6 @@ static void on_leader(void *ud, int leader)
         nudge_drop_all(s->nu);
 }
 
-static void on_gone(void *ud, const char *ns, const char *pod)
-{
-    struct svc *s = ud;
-    sync_index_remove_pod(s->ix, ns, pod);
-}
-
 /* ---- the watches ---- */
 
 static const char *annotation(const cJSON *meta, const char *key)
@@ -134,53 +133,125 @@ static const char *annotation(const cJSON *meta, const char *key)
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
+/* --all-namespaces: a namespace's pod count went from before to now. */
+static void ns_pods(struct svc *s, const char *ns, size_t before);
+
+/* A PATCH said 404: the pod is gone (its DELETED event may not come when
+ * the pod watch started over from 0). */
+static void on_gone(void *ud, const char *ns, const char *pod)
+{
+    struct svc *s = ud;
+    size_t before = sync_index_pods_in(s->ix, ns);
+    sync_index_remove_pod(s->ix, ns, pod);
+    if (s->nsw) ns_pods(s, ns, before);
+}
+
 static void on_pod(struct wctx *c, const struct kcwatch_event *ev)
 {
     struct sync_index *ix = c->s->ix;
+    size_t before = sync_index_pods_in(ix, ev->ns);
     if (ev->what == KCWATCH_DELETED) {
-        sync_index_remove_pod(ix, c->ns, ev->name);
-        nudge_forget(c->s->nu, c->ns, ev->name);
-        return;
+        sync_index_remove_pod(ix, ev->ns, ev->name);
+        nudge_forget(c->s->nu, ev->ns, ev->name);
+    } else {
+        int bad =
+            sync_index_set_pod(ix, ev->ns, ev->name, annotation(ev->meta, CFG_ANNOT_SYNC_OBJECTS));
+        if (bad)
+            log_info("sync: pod %s/%s: %d entries of %s are not configmap/NAME or secret/NAME: "
+                     "left out",
+                     ev->ns, ev->name, bad, CFG_ANNOT_SYNC_OBJECTS);
+        const char *synced = annotation(ev->meta, CFG_ANNOT_SYNC);
+        const char *at = synced ? strrchr(synced, '@') : NULL;
+        sync_index_set_synced(ix, ev->ns, ev->name, at ? at + 1 : NULL);
     }
-    int bad = sync_index_set_pod(ix, c->ns, ev->name, annotation(ev->meta, CFG_ANNOT_SYNC_OBJECTS));
-    if (bad)
-        log_info("sync: pod %s/%s: %d entries of %s are not configmap/NAME or secret/NAME: left "
-                 "out",
-                 c->ns, ev->name, bad, CFG_ANNOT_SYNC_OBJECTS);
-    const char *synced = annotation(ev->meta, CFG_ANNOT_SYNC);
-    const char *at = synced ? strrchr(synced, '@') : NULL;
-    sync_index_set_synced(ix, c->ns, ev->name, at ? at + 1 : NULL);
+    if (c->s->nsw) ns_pods(c->s, ev->ns, before);
 }
 
-static void on_object(struct wctx *c, enum sync_kind k, const struct kcwatch_event *ev)
+static void on_object(struct svc *s, enum sync_kind k, const struct kcwatch_event *ev)
 {
-    struct svc *s = c->s;
     if (ev->what == KCWATCH_DELETED) {
-        sync_index_object_deleted(s->ix, k, c->ns, ev->name);
+        sync_index_object_deleted(s->ix, k, ev->ns, ev->name);
         return;
     }
-    if (sync_index_object_seen(s->ix, k, c->ns, ev->name, ev->rv) != SYNC_SEEN_CHANGED) return;
+    if (sync_index_object_seen(s->ix, k, ev->ns, ev->name, ev->rv) != SYNC_SEEN_CHANGED) return;
     s->changes++;
-    remember(s, k, c->ns, ev->name, ev->rv);
+    remember(s, k, ev->ns, ev->name, ev->rv);
     if (!elect_is_leader(s->el)) return;
-    size_t n = fan_out(s, k, c->ns, ev->name, ev->rv);
+    size_t n = fan_out(s, k, ev->ns, ev->name, ev->rv);
     if (n)
-        log_info("sync: %s %s/%s at %s: %zu pods to nudge", sync_kind_name(k), c->ns, ev->name,
+        log_info("sync: %s %s/%s at %s: %zu pods to nudge", sync_kind_name(k), ev->ns, ev->name,
                  ev->rv, n);
+}
+
+static int watch_error(const struct kcwatch_event *ev)
+{
+    if (ev->what != KCWATCH_ERROR) return 0;
+    log_info("sync: %s (failure %d, next try in %llu ms)", ev->error, ev->failures,
+             (unsigned long long)ev->retry_ms);
+    return 1;
 }
 
 static void on_event(void *ud, const struct kcwatch_event *ev)
 {
     struct wctx *c = ud;
-    if (ev->what == KCWATCH_ERROR) {
-        log_info("sync: %s (failure %d, next try in %llu ms)", ev->error, ev->failures,
-                 (unsigned long long)ev->retry_ms);
-        return;
-    }
+    if (watch_error(ev)) return;
     if (c->res == RES_POD)
         on_pod(c, ev);
     else
-        on_object(c, c->res == RES_SECRET ? SYNC_SECRET : SYNC_CONFIGMAP, ev);
+        on_object(c->s, c->res == RES_SECRET ? SYNC_SECRET : SYNC_CONFIGMAP, ev);
+}
+
+/* ---- --all-namespaces: a namespace's watches while it has pods ---- */
+
+static void on_ns_event(void *ud, enum sync_kind k, const struct kcwatch_event *ev)
+{
+    if (!watch_error(ev)) on_object(ud, k, ev);
+}
+
+static size_t max_watched(const struct svc *s)
+{
+    return s->o->max_watched_ns ? s->o->max_watched_ns : SYNC_MAX_WATCHED_NS;
+}
+
+/* A namespace that has pods but no watches (refused at the limit) gets
+ * them if a place is free now. */
+static void offer(void *ud, const char *ns, size_t pods)
+{
+    struct svc *s = ud;
+    enum nswatch_result r = nswatch_update(s->nsw, ns, pods);
+    if (r == NSWATCH_FULL) s->refused = 1;
+    if (r == NSWATCH_OPENED)
+        log_info("sync: namespace %s: %zu pods: watching its configmaps and secrets now (%zu of "
+                 "%zu namespaces)",
+                 ns, pods, nswatch_count(s->nsw), max_watched(s));
+}
+
+static void ns_pods(struct svc *s, const char *ns, size_t before)
+{
+    size_t now = sync_index_pods_in(s->ix, ns);
+    if ((before == 0) == (now == 0)) return; /* no namespace came or went */
+    switch (nswatch_update(s->nsw, ns, now)) {
+    case NSWATCH_OPENED:
+        log_info("sync: namespace %s: watching its configmaps and secrets (%zu of %zu namespaces)",
+                 ns, nswatch_count(s->nsw), max_watched(s));
+        break;
+    case NSWATCH_FULL:
+        s->refused = 1;
+        log_warn("sync: namespace %s is not served: %zu namespaces are watched, the limit "
+                 "(--max-namespaces %zu); it will be once a watched one has no pod left",
+                 ns, nswatch_count(s->nsw), max_watched(s));
+        break;
+    case NSWATCH_CLOSED: {
+        size_t n = sync_index_forget_ns(s->ix, ns);
+        log_info("sync: namespace %s: no pod left: its watches closed, %zu objects forgotten", ns,
+                 n);
+        if (!s->refused) break;
+        s->refused = 0;
+        sync_index_each_ns(s->ix, offer, s);
+        break;
+    }
+    case NSWATCH_SAME: break;
+    }
 }
 
 /* ---- start and stop ---- */
@@ -189,6 +260,9 @@ static void stop(struct svc *s)
 {
     for (size_t i = 0; i < s->o->nns; i++)
         for (int r = 0; r < NRES; r++) kcwatch_close(s->w[i][r].w);
+    kcwatch_close(s->allpods.w);
+    nswatch_free(s->nsw);
+    s->nsw = NULL;
     elect_close(s->el);
     nudge_close(s->nu);
     if (s->k) kube_destroy(s->k);
@@ -215,13 +289,33 @@ static int start_watches(struct svc *s, char *err, size_t errlen)
                                       .ns = s->o->namespaces[i],
                                       .watch_timeout_s = s->o->watch_timeout_s,
                                       .retry_base_ms = s->o->watch_retry_base_ms};
-            *c = (struct wctx){.s = s, .ns = s->o->namespaces[i], .res = (enum res)r};
+            *c = (struct wctx){.s = s, .res = (enum res)r};
             if (kcwatch_start(s->k, &wo, on_event, c, &c->w) < 0) {
                 snprintf(err, errlen, "cannot watch %s in namespace \"%s\"", RES_NAME[r],
                          s->o->namespaces[i]);
                 return -1;
             }
         }
+    return 0;
+}
+
+/* --all-namespaces: the pod watch across the cluster; the namespaces'
+ * watches come with their pods. */
+static int start_all(struct svc *s, char *err, size_t errlen)
+{
+    struct nswatch_opts no = {.max = max_watched(s),
+                              .watch_timeout_s = s->o->watch_timeout_s,
+                              .retry_base_ms = s->o->watch_retry_base_ms};
+    struct kcwatch_opts wo = {.resource = "pods",
+                              .ns = NULL,
+                              .watch_timeout_s = s->o->watch_timeout_s,
+                              .retry_base_ms = s->o->watch_retry_base_ms};
+    s->nsw = nswatch_new(s->k, &no, on_ns_event, s);
+    s->allpods = (struct wctx){.s = s, .res = RES_POD};
+    if (kcwatch_start(s->k, &wo, on_event, &s->allpods, &s->allpods.w) < 0) {
+        snprintf(err, errlen, "cannot watch pods in all namespaces");
+        return -1;
+    }
     return 0;
 }
 
@@ -249,14 +343,19 @@ static int setup(struct svc *s, char *err, size_t errlen)
     s->ix = sync_index_new();
     struct nudge_opts no = {.qps = o->qps, .burst = o->burst, .coalesce_ms = o->coalesce_ms};
     s->nu = nudge_new(&s->loop, s->k, &no, on_gone, s);
-    if (start_watches(s, err, errlen) < 0) return -1;
+    if ((o->all_namespaces ? start_all(s, err, errlen) : start_watches(s, err, errlen)) < 0)
+        return -1;
     struct elect_opts eo = {.lease = o->lease,
                             .identity = id,
                             .duration_ms = o->lease_ms,
                             .retry_ms = o->lease_retry_ms};
     s->el = elect_start(&s->loop, s->k, &eo, on_leader, s);
-    log_info("sync: serving %zu namespace(s) as %s (Lease %s/%s)", o->nns, id, kube_namespace(s->k),
-             o->lease);
+    if (o->all_namespaces)
+        log_info("sync: serving all namespaces (at most %zu watched at once) as %s (Lease %s/%s)",
+                 max_watched(s), id, kube_namespace(s->k), o->lease);
+    else
+        log_info("sync: serving %zu namespace(s) as %s (Lease %s/%s)", o->nns, id,
+                 kube_namespace(s->k), o->lease);
     return 0;
 }
 

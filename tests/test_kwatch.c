@@ -333,6 +333,34 @@ static void test_rvs(void **state)
     assert_true(kwatch__rvs_is_new(&r, "x11", 0));
 }
 
+/* metadata.namespace: what a cluster-scoped watch (the sync service's
+ * pods) reads each object's namespace from; a DELETED event carries it too */
+static void test_event_namespaces(void **state)
+{
+    (void)state;
+    struct kwatch__event ev;
+    char err[512];
+    assert_int_equal(parse("{\"type\":\"DELETED\",\"object\":{\"kind\":\"PartialObjectMetadata\","
+                           "\"metadata\":{\"name\":\"p\",\"namespace\":\"shop\","
+                           "\"resourceVersion\":\"7\"}}}",
+                           &ev, err, sizeof err),
+                     0);
+    assert_string_equal(ev.ns, "shop");
+    assert_string_equal(ev.name, "p");
+    assert_int_equal(parse("{\"type\":\"ADDED\",\"object\":{\"kind\":\"PartialObjectMetadata\","
+                           "\"metadata\":{\"name\":\"p\",\"resourceVersion\":\"7\"}}}",
+                           &ev, err, sizeof err),
+                     0);
+    assert_string_equal(ev.ns, "");
+    char line[512];
+    snprintf(line, sizeof line,
+             "{\"type\":\"ADDED\",\"object\":{\"kind\":\"PartialObjectMetadata\","
+             "\"metadata\":{\"name\":\"p\",\"namespace\":\"%064d\",\"resourceVersion\":\"7\"}}}",
+             0);
+    assert_int_equal(parse(line, &ev, err, sizeof err), 0);
+    assert_string_equal(ev.ns, ""); /* longer than a label: none */
+}
+
 static void test_start_rejects(void **state)
 {
     (void)state;
@@ -346,10 +374,15 @@ static void test_start_rejects(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_events),      cmocka_unit_test(test_bad_events),
-        cmocka_unit_test(test_lists),       cmocka_unit_test(test_tables),
-        cmocka_unit_test(test_event_names), cmocka_unit_test(test_rv_compare),
-        cmocka_unit_test(test_rvs),         cmocka_unit_test(test_start_rejects),
+        cmocka_unit_test(test_events),
+        cmocka_unit_test(test_bad_events),
+        cmocka_unit_test(test_lists),
+        cmocka_unit_test(test_tables),
+        cmocka_unit_test(test_event_names),
+        cmocka_unit_test(test_rv_compare),
+        cmocka_unit_test(test_rvs),
+        cmocka_unit_test(test_start_rejects),
+        cmocka_unit_test(test_event_namespaces),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

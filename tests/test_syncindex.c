@@ -200,6 +200,100 @@ static void test_many(void **state)
     sync_index_free(ix);
 }
 
+/* The pod count per namespace (--all-namespaces opens a namespace's
+ * watches on its first pod, closes them after its last): kept by set_pod
+ * and remove_pod, pods without objects not counted. */
+static void test_pods_per_namespace(void **state)
+{
+    (void)state;
+    struct sync_index *ix = sync_index_new();
+    struct sync_index_stats st;
+    assert_int_equal(sync_index_pods_in(ix, "a"), 0);
+    sync_index_set_pod(ix, "a", "p1", "configmap/c");
+    sync_index_set_pod(ix, "a", "p2", "secret/s");
+    sync_index_set_pod(ix, "b", "p1", "configmap/c");
+    sync_index_set_pod(ix, "c", "p1", "");             /* no object: not indexed */
+    sync_index_set_pod(ix, "c", "p2", "deployment/x"); /* none valid: not indexed */
+    assert_int_equal(sync_index_pods_in(ix, "a"), 2);
+    assert_int_equal(sync_index_pods_in(ix, "b"), 1);
+    assert_int_equal(sync_index_pods_in(ix, "c"), 0);
+    sync_index_set_pod(ix, "a", "p1", "configmap/d"); /* an update is no new pod */
+    assert_int_equal(sync_index_pods_in(ix, "a"), 2);
+    sync_index_get_stats(ix, &st);
+    assert_int_equal(st.nss, 2);
+    sync_index_set_pod(ix, "a", "p1", NULL); /* its annotation gone: forgotten */
+    assert_int_equal(sync_index_pods_in(ix, "a"), 1);
+    sync_index_remove_pod(ix, "a", "p2");
+    sync_index_remove_pod(ix, "a", "p2"); /* twice: no underflow */
+    sync_index_remove_pod(ix, "a", "nobody");
+    assert_int_equal(sync_index_pods_in(ix, "a"), 0);
+    assert_int_equal(sync_index_pods_in(ix, "b"), 1);
+    sync_index_get_stats(ix, &st);
+    assert_int_equal(st.nss, 1);
+    sync_index_set_pod(ix, "a", "p3", "configmap/c"); /* back */
+    assert_int_equal(sync_index_pods_in(ix, "a"), 1);
+    sync_index_free(ix); /* with namespaces left: no leak (make asan) */
+}
+
+static void count_ns(void *ud, const char *ns, size_t pods)
+{
+    size_t *n = ud;
+    assert_true(ns[0] == 'n');
+    *n += pods;
+}
+
+/* Every namespace with pods, once, with its count; the table grows. */
+static void test_each_namespace(void **state)
+{
+    (void)state;
+    struct sync_index *ix = sync_index_new();
+    char ns[32], pod[32];
+    for (int i = 0; i < 300; i++) {
+        snprintf(ns, sizeof ns, "n%d", i % 100);
+        snprintf(pod, sizeof pod, "p%d", i);
+        sync_index_set_pod(ix, ns, pod, "configmap/c");
+    }
+    size_t total = 0;
+    assert_int_equal(sync_index_each_ns(ix, count_ns, &total), 100);
+    assert_int_equal(total, 300);
+    assert_int_equal(sync_index_pods_in(ix, "n42"), 3);
+    sync_index_free(ix);
+}
+
+/* A namespace whose watches were closed forgets its objects' versions:
+ * the first version seen again is a baseline (no nudge), even when the
+ * object changed meanwhile; other namespaces keep theirs. */
+static void test_forget_namespace(void **state)
+{
+    (void)state;
+    struct sync_index *ix = sync_index_new();
+    struct sync_index_stats st;
+    sync_index_set_pod(ix, "a", "p", "configmap/c");
+    assert_int_equal(sync_index_object_seen(ix, SYNC_CONFIGMAP, "a", "c", "10"),
+                     SYNC_SEEN_BASELINE);
+    assert_int_equal(sync_index_object_seen(ix, SYNC_CONFIGMAP, "a", "lonely", "11"),
+                     SYNC_SEEN_BASELINE);
+    assert_int_equal(sync_index_object_seen(ix, SYNC_CONFIGMAP, "b", "c", "12"),
+                     SYNC_SEEN_BASELINE);
+    sync_index_remove_pod(ix, "a", "p"); /* c keeps its version (a pod may name it again) */
+    assert_int_equal(sync_index_pods_in(ix, "a"), 0);
+    assert_int_equal(sync_index_forget_ns(ix, "a"), 2);
+    sync_index_get_stats(ix, &st);
+    assert_int_equal(st.objects, 1); /* b/c */
+    sync_index_set_pod(ix, "a", "q", "configmap/c");
+    assert_int_equal(sync_index_object_seen(ix, SYNC_CONFIGMAP, "a", "c", "20"),
+                     SYNC_SEEN_BASELINE);
+    assert_int_equal(sync_index_object_seen(ix, SYNC_CONFIGMAP, "a", "c", "21"), SYNC_SEEN_CHANGED);
+    assert_int_equal(sync_index_object_seen(ix, SYNC_CONFIGMAP, "b", "c", "12"), SYNC_SEEN_SAME);
+    /* a pod still there keeps its reference, the version only is dropped */
+    assert_int_equal(sync_index_forget_ns(ix, "a"), 1);
+    assert_int_equal(pods_of(ix, SYNC_CONFIGMAP, "a", "c").n, 1);
+    assert_int_equal(sync_index_object_seen(ix, SYNC_CONFIGMAP, "a", "c", "22"),
+                     SYNC_SEEN_BASELINE);
+    assert_int_equal(sync_index_forget_ns(ix, "nowhere"), 0);
+    sync_index_free(ix);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -210,6 +304,9 @@ int main(void)
         cmocka_unit_test(test_deleted_objects),
         cmocka_unit_test(test_synced),
         cmocka_unit_test(test_many),
+        cmocka_unit_test(test_pods_per_namespace),
+        cmocka_unit_test(test_each_namespace),
+        cmocka_unit_test(test_forget_namespace),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

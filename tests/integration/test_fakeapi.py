@@ -627,6 +627,53 @@ def test_fake_watch_stream_metadata_only(env):
           "event: %r" % evs[0])
 
 
+def test_fake_watch_all_namespaces(env):
+    """GET /api/v1/pods?watch=1 (the sync service's --all-namespaces): the
+    pods of every namespace, each event naming its namespace; the open
+    watch is listed with namespace None; a namespaced watch still sees its
+    own namespace only; a POST across namespaces is 405."""
+    import json as _json
+    fake = start(env, fixture="none")
+    pods = [("a", "p1"), ("b", "p2")]
+    for ns, name in pods:
+        fake.ctl("POST", "/object", {"resource": "pods", "object": {
+            "metadata": {"name": name, "namespace": ns}, "spec": {"containers": []}}})
+    got = []
+
+    def reader(path):
+        c = http.client.HTTPSConnection("127.0.0.1", fake.port, timeout=10,
+                                        context=fake.tls_context())
+        c.request("GET", path + "?watch=1&resourceVersion=0&timeoutSeconds=5",
+                  headers={"Authorization": "Bearer " + fake.token(),
+                           "Accept": "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"})
+        r = c.getresponse()
+        got.append((path, r.status, r.read()))
+        c.close()
+    threads = [threading.Thread(target=reader, args=(p,))
+               for p in ("/api/v1/pods", "/api/v1/namespaces/a/pods")]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 10
+    while len(fake.ctl("GET", "/watches")[1]) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    open_ = fake.ctl("GET", "/watches")[1]
+    check(sorted(str(w["namespace"]) for w in open_) == ["None", "a"], "open: %r" % open_)
+    fake.ctl("POST", "/object", {"resource": "pods", "object": {
+        "metadata": {"name": "p3", "namespace": "c"}, "spec": {"containers": []}}})
+    fake.ctl("POST", "/watch", {"action": "end"})
+    for t in threads:
+        t.join(15)
+    by = {p: (st, [_json.loads(x) for x in body.splitlines() if x.strip()]) for p, st, body in got}
+    st, evs = by["/api/v1/pods"]
+    check(st == 200 and [(e["type"], e["object"]["metadata"]["namespace"],
+                          e["object"]["metadata"]["name"]) for e in evs] ==
+          [("ADDED", "a", "p1"), ("ADDED", "b", "p2"), ("ADDED", "c", "p3")], "all: %r" % evs)
+    st, evs = by["/api/v1/namespaces/a/pods"]
+    check(st == 200 and [e["object"]["metadata"]["name"] for e in evs] == ["p1"], "a: %r" % evs)
+    st, _, _ = fake.api("POST", "/api/v1/secrets", {"metadata": {"name": "x"}}, "application/json")
+    check(st == 405, "POST across namespaces: %r" % st)
+
+
 def test_fake_watch_gone_and_tables(env):
     import json as _json
     fake = start(env)

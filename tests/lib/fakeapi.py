@@ -65,6 +65,9 @@ RESOURCES = {
 }
 # cluster-scoped resources: /apis/G/V/PLURAL/NAME, stored under namespace ""
 CLUSTER_SCOPED = {"mutatingwebhookconfigurations"}
+# namespaced collections also served across every namespace: GET /api/v1/PLURAL
+# (a list or a watch; its route's namespace is None)
+ALL_NAMESPACES = {"pods", "configmaps", "secrets"}
 # resources without a status (a PATCH does not add one)
 NO_STATUS = {"secrets", "configmaps", "mutatingwebhookconfigurations", "leases"}
 # resources a watch can follow (their changes go to State.watch_log)
@@ -527,8 +530,11 @@ class State:
 
 
 def parse_route(path):
-    """(group, version, plural, ns, name or None) for an API path, or None."""
+    """(group, version, plural, ns, name or None) for an API path, or None; ns is None for a
+    namespaced collection across every namespace (/api/v1/pods)."""
     parts = path.strip("/").split("/")
+    if len(parts) == 3 and parts[:2] == ["api", "v1"] and parts[2] in ALL_NAMESPACES:
+        return "", "v1", parts[2], None, None
     if len(parts) in (5, 6) and parts[:2] == ["api", "v1"] and parts[2] == "namespaces":
         group, version, rest = "", "v1", parts[3:]
     elif len(parts) in (6, 7) and parts[0] == "apis" and parts[3] == "namespaces":
@@ -1171,6 +1177,8 @@ class ApiHandler(Handler):
             raise ApiError(404, "the server could not find the requested resource")
         _, item_methods, coll_methods = RESOURCES[route[:3]]
         allowed = item_methods if route[4] is not None else coll_methods
+        if route[3] is None:  # across every namespace: a list or a watch only
+            allowed = {"GET"}
         if self.command not in allowed:
             raise ApiError(405, "the server does not allow this method on the requested resource")
         if self.command == "GET" and route[4] is None:
@@ -1209,7 +1217,7 @@ class ApiHandler(Handler):
         meta = AS_META_LIST in accept
         with st.lock:
             items = [copy.deepcopy(o) for (p, n, nm), o in sorted(st.objects.items())
-                     if p == plural and n == ns and (name is None or nm == name)]
+                     if p == plural and ns in (None, n) and (name is None or nm == name)]
             rv = str(st.rv)
         if table:
             t = as_table(None, rv)
@@ -1254,11 +1262,11 @@ class ApiHandler(Handler):
             initial = []
             if since == 0:  # "Start at Any": the current state as ADDED events, then changes
                 initial = [copy.deepcopy(o) for (p, n, nm), o in sorted(st.objects.items())
-                           if p == plural and n == ns and (name is None or nm == name)]
+                           if p == plural and ns in (None, n) and (name is None or nm == name)]
                 since = st.rv
             if mode == "end_after_event":
                 bump_object(st, plural, ns, name)
-            w = {"resource": plural, "name": name, "since": since, "meta": meta,
+            w = {"resource": plural, "namespace": ns, "name": name, "since": since, "meta": meta,
                  "bookmarks": bookmarks, "timeout": timeout, "started": time.time()}
             st.open_watches.append(w)
             gen = len(st.watch_actions)  # control actions from now on reach this stream
@@ -1324,6 +1332,15 @@ class ApiHandler(Handler):
             self.send_event("MODIFIED", shaped(other, meta))
         return False
 
+    def client_gone(self):
+        """A watch's client sends nothing after its request: anything to read (a TLS
+        close_notify, the end of the connection) means it left, so the stream ends and leaves
+        GET /watches within a second, not at its next write."""
+        try:
+            return bool(select.select([self.connection], [], [], 0)[0])
+        except (OSError, ValueError):
+            return True
+
     def stream(self, st, key, meta, bookmarks, storm, since_gen, deadline):
         """The events after since until the deadline, a control action (after generation
         gen) or the storm's end."""
@@ -1335,9 +1352,11 @@ class ApiHandler(Handler):
         while True:
             if storm and storm["stop"].is_set():
                 mode = None  # the storm was removed: a plain watch from here on
+            if self.client_gone():
+                return
             with st.lock:
                 todo = [e for e in st.watch_log[bisect.bisect_right(st.watch_rvs, sent):]
-                        if e[2] == plural and e[3] == ns and (name is None or e[4] == name)]
+                        if e[2] == plural and ns in (None, e[3]) and (name is None or e[4] == name)]
                 acts = st.watch_actions[gen:]
                 gen = len(st.watch_actions)
                 now = time.monotonic()

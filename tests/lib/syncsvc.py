@@ -18,8 +18,8 @@ SYNC = "reload-agent.io/sync"
 class Sync:
     """A running `reload-agent sync`; its stderr lines in self.lines."""
 
-    def __init__(self, env, fake, identity, *extra):
-        self.cmd = [env.binary, "sync", "--namespaces", "default", "--namespace", "default",
+    def __init__(self, env, fake, identity, *extra, scope=("--namespaces", "default")):
+        self.cmd = [env.binary, "sync"] + list(scope) + ["--namespace", "default",
                     "--kube-api", fake.url, "--kube-ca-file", fake.info["ca"],
                     "--kube-token-file", fake.info["token_file"], "--identity", identity,
                     "--lease-duration", "3s", "--lease-retry", "200ms", "--coalesce", "20ms",
@@ -55,15 +55,19 @@ class Sync:
         return self.proc.wait(timeout)
 
 
-def pod(name, objects=None, synced=None):
+def pod(name, objects=None, synced=None, ns=None):
     """A pod object for the double: bound to a node that does not exist, with
-    the injector's annotation (and a previous nudge's, if any)."""
+    the injector's annotation (and a previous nudge's, if any); in namespace
+    ns (default: the double's)."""
     ann = {}
     if objects is not None:
         ann[OBJECTS] = objects
     if synced is not None:
         ann[SYNC] = synced
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "annotations": ann},
+    meta = {"name": name, "annotations": ann}
+    if ns is not None:
+        meta["namespace"] = ns
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
             "spec": {"nodeName": "nowhere", "containers": [{"name": "app", "image": "x"}]}}
 
 
