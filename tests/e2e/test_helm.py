@@ -34,6 +34,7 @@ import tempfile
 import threading
 import time
 
+from tests.e2e import test_sync
 from tests.lib import apps
 from tests.lib.cluster import REPO, wait_until
 from tests.lib.proc import TestFailure, check
@@ -178,13 +179,15 @@ def test_helm_install_upgrade_uninstall(env):
         check(ca and ca == secret["data"]["ca.crt"], "caBundle is not the Secret's ca.crt")
         excluded = cfg["webhooks"][0]["namespaceSelector"]["matchExpressions"][0]["values"]
         check(excluded == ["kube-system", wh], "namespaceSelector excludes %r" % excluded)
-        check(leftovers(c, wh) == ["deployments/reload-agent-webhook"] + [
-            "replicasets/" + r["metadata"]["name"] for r in c.get("replicasets", ns=wh)["items"]] + [
-            "pods/" + p["metadata"]["name"] for p in c.get("pods", ns=wh)["items"]] + [
-            "services/reload-agent-webhook", "poddisruptionbudgets/reload-agent-webhook",
-            "secrets/reload-agent-webhook-tls", "secrets/sh.helm.release.v1.reload-agent.v1",
-            "serviceaccounts/reload-agent-webhook"],
-            "after install, %s holds more than the release (hooks left?): %r" % (wh, leftovers(c, wh)))
+        want = {"deployments/reload-agent-webhook", "deployments/reload-agent-sync",
+                "services/reload-agent-webhook", "poddisruptionbudgets/reload-agent-webhook",
+                "roles/reload-agent-sync-lease", "rolebindings/reload-agent-sync-lease",
+                "secrets/reload-agent-webhook-tls", "secrets/sh.helm.release.v1.reload-agent.v1",
+                "serviceaccounts/reload-agent-webhook", "serviceaccounts/reload-agent-sync"}
+        want |= {"replicasets/" + r["metadata"]["name"] for r in c.get("replicasets", ns=wh)["items"]}
+        want |= {"pods/" + p["metadata"]["name"] for p in c.get("pods", ns=wh)["items"]}
+        check(set(leftovers(c, wh)) == want,
+              "after install, %s holds more or less than the release (hooks left?): %r" % (wh, leftovers(c, wh)))
         for kind in ("clusterrole", "clusterrolebinding"):
             check(c.get(kind, "reload-agent-webhook-certs", check=False) is None,
                   "the certs hook's %s is still there" % kind)
@@ -200,6 +203,14 @@ def test_helm_install_upgrade_uninstall(env):
         check(rc == 0, "a pod in the webhook's namespace was refused: %s" % err)
         check(sidecar_image(json.loads(out)) is None, "a pod in the webhook's own namespace was injected")
         c.kubectl("delete", "pods", "-l", "!app.kubernetes.io/name", "--wait=false", ns=wh)
+        # fast by default: the chart's sync service nudges the pods of an edit
+        c.kubectl("rollout", "status", "deployment/reload-agent-sync", "--timeout=120s", ns=wh, timeout=130)
+        ips = test_sync.web(env, ensure_webhook=False)
+        lat = test_sync.edit(env, ips, "v1", "an edit with the chart's defaults",
+                             user="system:serviceaccount:%s:reload-agent-sync" % wh)
+        env.log("helm install defaults + the one annotation: apply -> every replica serving in max %.2f s"
+                % max(lat))
+        env.kubectl("delete", "deployment", "web", "--wait=false")
         can = c.kubectl("auth", "can-i", "patch", "deployments", "--as",
                         "system:serviceaccount:%s:default" % env.ns, ns=env.ns, check=False)[1].strip()
         check(can == "yes", "rbac.namespaces: the default ServiceAccount cannot patch deployments (%r)" % can)
@@ -288,7 +299,8 @@ def test_helm_install_upgrade_uninstall(env):
               "helm uninstall left the MutatingWebhookConfiguration")
         for kind in ("clusterrole", "clusterrolebinding"):
             check(c.get(kind, "reload-agent-webhook-certs", check=False) is None, "%s left" % kind)
-        left = c.kubectl("get", "mutatingwebhookconfigurations,clusterroles,clusterrolebindings", "-o", "name",
+        left = c.kubectl("get", "mutatingwebhookconfigurations,clusterroles,clusterrolebindings,"
+                         "validatingadmissionpolicies,validatingadmissionpolicybindings", "-o", "name",
                          "-l", "app.kubernetes.io/instance=" + RELEASE)
         check(not left.strip(), "cluster-scoped objects of the release left: %r" % left)
         def empty():

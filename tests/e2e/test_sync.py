@@ -1,14 +1,18 @@
 """The cluster sync service (`reload-agent sync`, docs/sync.md) on the real
-cluster, as the chart deploys it: the objects of the chart's
-templates/sync.yaml (rendered by helm with sync.enabled and this test's
-namespace) applied beside the cluster's webhook. A 3-replica nginx
-Deployment with only the opt-in and its action annotations (no fast sync,
-no token, no Role) is injected by the webhook; its pods carry
-reload-agent.io/sync-objects. Each edit of its ConfigMap is PATCHed onto
-every replica by the service's ServiceAccount, once per pod (the audit
-log), and reaches every replica. Times are logged, not asserted beyond the
-kubelet's own sync period (the nudge must beat it): the split is API write
--> PATCH (audit) -> served.
+cluster, as the default install brings it: `kubectl apply -k
+manifests/webhook/certgen` (ensure_webhook) runs Deployment reload-agent-sync
+with --all-namespaces beside the webhook. A 3-replica nginx Deployment with
+only the opt-in and its action annotations (no fast sync, no token, no Role)
+is injected by the webhook; its pods carry reload-agent.io/sync-objects.
+
+- Each edit of its ConfigMap is PATCHed onto every replica by the service's
+  ServiceAccount, exactly once per pod (the audit log), and reaches every
+  replica before the kubelet's own sync could (45 s; it is 60-90 s away).
+  The split is logged: API write -> PATCH (audit) -> served.
+- The service survives a restart of kube-apiserver (tests/cluster/restart.sh)
+  and a leader change (the leader's pod deleted while an edit is made): each
+  edit is still nudged exactly once per pod, none lost, none doubled (a new
+  leader replays the recent changes, but not to pods that show them).
 """
 import json
 import os
@@ -17,25 +21,12 @@ import time
 
 from tests.lib import apps
 from tests.lib.cluster import REPO, http_text, rfc3339, wait_until
-from tests.lib.proc import TestFailure, check
+from tests.lib.proc import check
 from tests.lib.stats import pct
 
-CHART = os.path.join(REPO, "charts", "reload-agent")
-RELEASE = "ra-sync"
-NAME = "ra-sync-reload-agent-sync"
+SVC_NS, NAME = "reload-agent", "reload-agent-sync"
+USER = "system:serviceaccount:%s:%s" % (SVC_NS, NAME)
 EDITS = 3
-
-
-def render(env):
-    helm = env.c.env.get("HELM", "")
-    check(helm and os.access(helm, os.X_OK), "tests/cluster/up.sh printed no usable HELM= (%r)" % helm)
-    p = subprocess.run([helm, "template", RELEASE, CHART, "-n", env.ns, "--show-only",
-                        "templates/sync.yaml", "--set", "sync.enabled=true",
-                        "--set", "sync.namespaces={%s}" % env.ns],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
-    if p.returncode != 0:
-        raise TestFailure("helm template: %s" % p.stderr.decode())
-    return p.stdout.decode()
 
 
 def served(ip):
@@ -43,66 +34,98 @@ def served(ip):
     return body.strip() if st == 200 else None
 
 
-def patches(env, since):
-    user = "system:serviceaccount:%s:%s" % (env.ns, NAME)
+def patches(env, since, user=USER):
     return env.c.audit(since, lambda e: e.get("verb") == "patch" and
                        e.get("user", {}).get("username") == user and
                        (e.get("objectRef") or {}).get("resource") == "pods" and
+                       (e.get("objectRef") or {}).get("namespace") == env.ns and
                        (e.get("responseStatus") or {}).get("code") == 200)
 
 
-def cleanup_cluster_scoped(env):
-    for kind in ("validatingadmissionpolicybinding", "validatingadmissionpolicy", "clusterrole"):
-        env.c.kubectl("delete", kind, NAME, "--ignore-not-found", check=False)
+def web(env, ensure_webhook=True):
+    """The 3-replica nginx Deployment, injected (by the kustomize webhook,
+    installed first, unless ensure_webhook is False); its pods' IPs by
+    name."""
+    if ensure_webhook:
+        env.c.ensure_webhook()
+    env.apply(apps.configmap("site", {"site.conf": apps.site_conf("v0")}))
+    env.apply(apps.nginx_workload("Deployment", "web", apps.agent_annotations(action="signal", process="nginx"),
+                                  replicas=3))
+    env.kubectl("rollout", "status", "deployment/web", "--timeout=240s", timeout=260)
+    pods = env.ready_pods("app=web")
+    check(len(pods) == 3, "want 3 ready replicas: %d" % len(pods))
+    for p in pods:
+        objs = p["metadata"].get("annotations", {}).get("reload-agent.io/sync-objects")
+        check(objs == "configmap/site", "pod %s sync-objects %r" % (p["metadata"]["name"], objs))
+        check(not any(v.get("projected") and "serviceAccountToken" in json.dumps(v)
+                      for v in p["spec"]["volumes"] if "reload-agent" in v.get("name", "")),
+              "the sidecar got a token")
+    ips = {p["metadata"]["name"]: p["status"]["podIP"] for p in pods}
+    wait_until(lambda: all(served(ip) == "v0" for ip in ips.values()), 60, "v0 served")
+    return ips
+
+
+def edit(env, ips, body, what, deadline_s=45, user=USER):
+    """Applies the edit, waits until every replica serves it (deadline_s at
+    most), then checks the audit log: one PATCH of the service (user) per
+    pod. Returns the served times (s after the apply)."""
+    since = time.time()
+    env.apply(apps.configmap("site", {"site.conf": apps.site_conf(body)}))
+    t0, t0w = time.monotonic(), time.time()
+    done = {}
+    while len(done) < len(ips) and time.monotonic() < t0 + deadline_s:
+        for name, ip in ips.items():
+            if name not in done and served(ip) == body:
+                done[name] = time.monotonic() - t0
+        time.sleep(0.02)
+    check(len(done) == len(ips), "%s: served by %r only after %d s" % (what, sorted(done), deadline_s))
+    time.sleep(3)  # a doubled PATCH would show in the audit log here
+    ps = patches(env, since, user)
+    per_pod = {}
+    for e in ps:
+        per_pod.setdefault(e["objectRef"]["name"], []).append(e)
+    check(sorted(per_pod) == sorted(ips) and all(len(v) == 1 for v in per_pod.values()),
+          "%s: PATCHes of the sync service per pod %r (want one each of %s)" % (
+              what, {k: len(v) for k, v in per_pod.items()}, sorted(ips)))
+    at = sorted(rfc3339(e["stageTimestamp"]) - t0w for e in ps)
+    env.log("%s: kubectl apply took %.2f s; then the PATCHes at %s s, served at %s s"
+            % (what, t0w - since, ", ".join("%.2f" % a for a in at),
+               ", ".join("%.2f" % done[n] for n in sorted(done))))
+    return list(done.values())
 
 
 def test_sync_service_nudges_every_replica(env):
-    env.c.ensure_webhook()
-    cleanup_cluster_scoped(env)
-    try:
-        env.apply(render(env))
-        env.kubectl("rollout", "status", "deployment/" + NAME, "--timeout=180s", timeout=200)
-        env.apply(apps.configmap("site", {"site.conf": apps.site_conf("v0")}))
-        ann = apps.agent_annotations(action="signal", process="nginx")
-        env.apply(apps.nginx_workload("Deployment", "web", ann, replicas=3))
-        env.kubectl("rollout", "status", "deployment/web", "--timeout=240s", timeout=260)
-        pods = env.ready_pods("app=web")
-        check(len(pods) == 3, "want 3 ready replicas: %d" % len(pods))
-        for p in pods:
-            objs = p["metadata"].get("annotations", {}).get("reload-agent.io/sync-objects")
-            check(objs == "configmap/site", "pod %s sync-objects %r" % (p["metadata"]["name"], objs))
-            check(not any(v.get("projected") and "serviceAccountToken" in json.dumps(v)
-                          for v in p["spec"]["volumes"] if "reload-agent" in v.get("name", "")),
-                  "the sidecar got a token")
-        ips = {p["metadata"]["name"]: p["status"]["podIP"] for p in pods}
-        wait_until(lambda: all(served(ip) == "v0" for ip in ips.values()), 60, "v0 served")
-        lat = []
-        for i in range(1, EDITS + 1):
-            body = "v%d" % i
-            since = time.time()
-            env.apply(apps.configmap("site", {"site.conf": apps.site_conf(body)}))
-            t0, t0w = time.monotonic(), time.time()
-            done = {}
-            deadline = t0 + 45  # the kubelet's own sync is 60-90 s away: only a nudge is this fast
-            while len(done) < len(ips) and time.monotonic() < deadline:
-                for name, ip in ips.items():
-                    if name not in done and served(ip) == body:
-                        done[name] = time.monotonic() - t0
-                time.sleep(0.02)
-            check(len(done) == len(ips), "edit %d: served by %r only after 45 s" % (i, sorted(done)))
-            lat += done.values()
-            time.sleep(2)  # a doubled PATCH would show in the audit log here
-            ps = patches(env, since)
-            per_pod = {}
-            for e in ps:
-                per_pod.setdefault(e["objectRef"]["name"], []).append(e)
-            check(sorted(per_pod) == sorted(ips) and all(len(v) == 1 for v in per_pod.values()),
-                  "edit %d: PATCHes per pod %r" % (i, {k: len(v) for k, v in per_pod.items()}))
-            at = sorted(rfc3339(e["stageTimestamp"]) - t0w for e in ps)
-            env.log("edit %d: kubectl apply took %.2f s; then the PATCHes at %s s, served at %s s"
-                    % (i, t0w - since, ", ".join("%.2f" % a for a in at),
-                       ", ".join("%.2f" % done[n] for n in sorted(done))))
-        env.log("apply -> every replica serving: p50 %.2f s, max %.2f s over %d replica-edits"
-                % (pct(sorted(lat), 50), max(lat), len(lat)))
-    finally:
-        cleanup_cluster_scoped(env)
+    ips = web(env)
+    lat = []
+    for i in range(1, EDITS + 1):
+        lat += edit(env, ips, "v%d" % i, "edit %d" % i)
+    env.log("apply -> every replica serving: p50 %.2f s, max %.2f s over %d replica-edits"
+            % (pct(sorted(lat), 50), max(lat), len(lat)))
+
+
+def leader(env):
+    lease = env.c.get("lease", NAME, ns=SVC_NS)
+    return lease.get("spec", {}).get("holderIdentity", "")
+
+
+def test_sync_service_survives_api_restart_and_leader_change(env):
+    ips = web(env)
+    edit(env, ips, "v1", "before")
+    # kube-apiserver stopped for 3 s and started again: every watch breaks
+    restart = os.path.join(REPO, "tests", "cluster", "restart.sh")
+    p = subprocess.run(["bash", restart, "kube-apiserver", "3"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=180)
+    check(p.returncode == 0, "restart.sh kube-apiserver: %s" % p.stderr.decode())
+    wait_until(lambda: env.c.kubectl("get", "--raw", "/readyz", check=False)[0] == 0, 120,
+               "kube-apiserver ready again")
+    edit(env, ips, "v2", "after an API server restart")
+    # the leader goes while an edit is made: the other replica takes over
+    # and replays it (a graceful delete; its Lease may be released or run out)
+    old = leader(env)
+    check(old, "no leader holds Lease %s/%s" % (SVC_NS, NAME))
+    env.c.kubectl("delete", "pod", old, "--wait=false", ns=SVC_NS)
+    edit(env, ips, "v3", "across a leader change")
+    wait_until(lambda: leader(env) not in ("", old), 60, "a new leader")
+    env.log("the leader changed from %s to %s" % (old, leader(env)))
+    edit(env, ips, "v4", "under the new leader")
+    env.c.kubectl("rollout", "status", "deployment/" + NAME, "--timeout=120s", ns=SVC_NS, timeout=130)

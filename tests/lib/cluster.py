@@ -169,12 +169,13 @@ class Cluster:
                 pass
         return out
 
-    def webhook_outdated(self):
-        """True when a running webhook pod's image is not the imported one."""
+    def webhook_outdated(self, name="reload-agent-webhook"):
+        """True when a running pod of Deployment name (in reload-agent) runs
+        an image that is not the imported one."""
         want = agent_image_id(self.env["STATE"])
         pods = self.get("pods", ns="reload-agent")["items"]
         ids = [cs.get("imageID") for p in pods if p["metadata"].get("labels", {}).get(
-            "app.kubernetes.io/name") == "reload-agent-webhook" for cs in p["status"].get("containerStatuses", [])]
+            "app.kubernetes.io/name") == name for cs in p["status"].get("containerStatuses", [])]
         return want is None or any(i != want for i in ids)
 
     def rerun_certs_if_entry_new(self):
@@ -191,22 +192,25 @@ class Cluster:
 
     def ensure_webhook(self):
         """Installs the webhook exactly as docs/webhook-install.md says
-        (kubectl apply -k manifests/webhook/certgen) once per run, and waits
-        until the certificate Job completed and both replicas are ready."""
+        (kubectl apply -k manifests/webhook/certgen, the cluster sync service
+        included) once per run, and waits until the certificate Job completed
+        and both Deployments are rolled out."""
         with self.lock:
             if self.webhook_ready:
                 return
             self.kubectl("apply", "-k", os.path.join(REPO, "manifests/webhook/certgen"), timeout=120)
             # A reused cluster may run an older build of the image under the
             # same tag: restart it then, so the webhook is the tree under test.
-            if self.webhook_outdated():
-                self.kubectl("rollout", "restart", "deployment/reload-agent-webhook", ns="reload-agent")
+            for name in ("reload-agent-webhook", "reload-agent-sync"):
+                if self.webhook_outdated(name):
+                    self.kubectl("rollout", "restart", "deployment/" + name, ns="reload-agent")
             self.rerun_certs_if_entry_new()
             wait_until(lambda: (self.get("job", "reload-agent-webhook-certs", ns="reload-agent")
                                 .get("status", {}).get("succeeded")),
                        180, "the webhook certs Job to succeed")
-            self.kubectl("rollout", "status", "deployment/reload-agent-webhook", "--timeout=180s",
-                         ns="reload-agent", timeout=200)
+            for name in ("reload-agent-webhook", "reload-agent-sync"):
+                self.kubectl("rollout", "status", "deployment/" + name, "--timeout=180s",
+                             ns="reload-agent", timeout=200)
             self.webhook_ready = True
 
 
