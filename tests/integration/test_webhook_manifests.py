@@ -57,7 +57,13 @@ WEBHOOK_FLAGS = {"listen", "tls-cert-file", "tls-key-file", "image"}
 BASE = {("Namespace", "reload-agent"), ("ServiceAccount", "reload-agent-webhook"),
         ("Service", "reload-agent-webhook"), ("Deployment", "reload-agent-webhook"),
         ("PodDisruptionBudget", "reload-agent-webhook"),
-        ("MutatingWebhookConfiguration", "reload-agent")}
+        ("MutatingWebhookConfiguration", "reload-agent"),
+        # the cluster sync service (sync.yaml, issue 27: on by default)
+        ("ServiceAccount", "reload-agent-sync"), ("ClusterRole", "reload-agent-sync"),
+        ("ClusterRoleBinding", "reload-agent-sync"), ("Role", "reload-agent-sync-lease"),
+        ("RoleBinding", "reload-agent-sync-lease"), ("Deployment", "reload-agent-sync"),
+        ("ValidatingAdmissionPolicy", "reload-agent-sync"),
+        ("ValidatingAdmissionPolicyBinding", "reload-agent-sync")}
 CERTGEN = BASE | {("ServiceAccount", "reload-agent-webhook-certs"),
                   ("Role", "reload-agent-webhook-certs"),
                   ("RoleBinding", "reload-agent-webhook-certs"),
@@ -67,7 +73,8 @@ CERTGEN = BASE | {("ServiceAccount", "reload-agent-webhook-certs"),
 CERTMANAGER = BASE | {("Issuer", "reload-agent-selfsigned"), ("Issuer", "reload-agent-webhook-ca"),
                       ("Certificate", "reload-agent-webhook-ca"),
                       ("Certificate", "reload-agent-webhook")}
-CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration"}
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration",
+                  "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 
 META = {"name", "namespace", "labels", "annotations"}
 # Field lists of the API types kubectl cannot decode offline (k8s.io/api
@@ -101,6 +108,20 @@ SCHEMAS = {
                            "sideEffects": None, "timeoutSeconds": None,
                            "reinvocationPolicy": None,
                            "matchConditions": {"*": {"name", "expression"}}}}},
+    "ValidatingAdmissionPolicy": {
+        "apiVersion": None, "kind": None, "metadata": META,
+        "spec": {"paramKind": None, "failurePolicy": None, "auditAnnotations": None,
+                 "matchConstraints": {"resourceRules": {"*": {"apiGroups", "apiVersions", "operations",
+                                                              "resources", "resourceNames", "scope"}},
+                                      "excludeResourceRules": None, "matchPolicy": None,
+                                      "namespaceSelector": None, "objectSelector": None},
+                 "matchConditions": {"*": {"name", "expression"}},
+                 "variables": {"*": {"name", "expression"}},
+                 "validations": {"*": {"expression", "message", "reason", "messageExpression"}}}},
+    "ValidatingAdmissionPolicyBinding": {
+        "apiVersion": None, "kind": None, "metadata": META,
+        "spec": {"policyName": None, "paramRef": None, "matchResources": None,
+                 "validationActions": None}},
     "Issuer": {"apiVersion": None, "kind": None, "metadata": META,
                "spec": {"selfSigned": {"crlDistributionPoints"}, "ca": {"secretName",
                                                                         "crlDistributionPoints",
@@ -220,8 +241,9 @@ def test_webhook_manifests_build_each_variant(env):
             ns = o["metadata"].get("namespace")
             check(ns is None if o["kind"] in CLUSTER_SCOPED else ns == NS,
                   "%s %s/%s: namespace %s" % (variant, o["kind"], o["metadata"]["name"], ns))
-            check(o["metadata"].get("labels", {}).get("app.kubernetes.io/name", "").startswith(
-                "reload-agent-webhook"), "%s/%s: no app.kubernetes.io/name label" %
+            label = o["metadata"].get("labels", {}).get("app.kubernetes.io/name", "")
+            check(label.startswith("reload-agent-webhook") or label == "reload-agent-sync",
+                  "%s/%s: no app.kubernetes.io/name label" %
                 (o["kind"], o["metadata"]["name"]))
         # every file also parses alone (kubectl apply -f FILE)
         for fn in sorted(os.listdir(os.path.join(WEBHOOK, variant))):
@@ -299,7 +321,7 @@ def check_entry(w, svc, path, selector, cel):
 
 def test_webhook_manifests_deployment_service_pdb(env):
     _, objs = build(env, "certgen")
-    d = one(objs, "Deployment")
+    d = one(objs, "Deployment", "reload-agent-webhook")
     svc = one(objs, "Service")
     pdb = one(objs, "PodDisruptionBudget")
     sa = one(objs, "ServiceAccount", "reload-agent-webhook")
@@ -368,7 +390,7 @@ def test_webhook_manifests_deployment_service_pdb(env):
 
 def test_webhook_manifests_deployment_args_accepted(env):
     _, objs = build(env, "base")
-    c = one(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    c = one(objs, "Deployment", "reload-agent-webhook")["spec"]["template"]["spec"]["containers"][0]
     r, known = help_flags(env, "webhook")
     if r.returncode == 0:
         check("listen" in known, "cannot parse `reload-agent webhook --help`: %s" % known)
@@ -421,7 +443,7 @@ def test_webhook_manifests_certgen_job_runs_with_its_rbac(env):
     rc, err = run_certgen_job(env, objs, fake)
     check(rc == 0, "the Job's command failed (%d): %s" % (rc, err))
     # the Secret is the one the Deployment mounts, and it serves the Service
-    d = one(objs, "Deployment")
+    d = one(objs, "Deployment", "reload-agent-webhook")
     secret = [v["secret"]["secretName"] for v in d["spec"]["template"]["spec"]["volumes"]
               if "secret" in v][0]
     st, sec = fake.ctl("GET", "/object?resource=secrets&name=%s&namespace=%s" % (secret, NS))
@@ -440,8 +462,8 @@ def test_webhook_manifests_certgen_job_runs_with_its_rbac(env):
     check(live["webhooks"][0]["clientConfig"].get("caBundle") == sec["data"]["ca.crt"],
           "caBundle not written")
     # every request is allowed by the Job's RBAC, and every rule is needed
-    role = one(objs, "Role")
-    crole = one(objs, "ClusterRole")
+    role = one(objs, "Role", "reload-agent-webhook-certs")
+    crole = one(objs, "ClusterRole", "reload-agent-webhook-certs")
     used = set()
     st, reqs = fake.ctl("GET", "/requests")
     for q in reqs:
@@ -465,7 +487,7 @@ def test_webhook_manifests_certgen_job_runs_with_its_rbac(env):
         if "create" not in rule["verbs"]:
             check(rule.get("resourceNames"), "rule without resourceNames: %s" % rule)
     for kind, ref in (("RoleBinding", role), ("ClusterRoleBinding", crole)):
-        b = one(objs, kind)
+        b = one(objs, kind, "reload-agent-webhook-certs")
         check(b["roleRef"]["name"] == ref["metadata"]["name"] and b["subjects"] == [
             {"kind": "ServiceAccount", "name": job["spec"]["template"]["spec"]
              ["serviceAccountName"], "namespace": NS}], "%s %s" % (kind, b))
@@ -476,7 +498,7 @@ def test_webhook_manifests_certmanager_chain(env):
     issuers = {o["metadata"]["name"]: o for o in objs if o["kind"] == "Issuer"}
     certs = {o["metadata"]["name"]: o for o in objs if o["kind"] == "Certificate"}
     svc = one(objs, "Service")["metadata"]["name"]
-    d = one(objs, "Deployment")
+    d = one(objs, "Deployment", "reload-agent-webhook")
     mwc = one(objs, "MutatingWebhookConfiguration")
     tls_secret = [v["secret"]["secretName"] for v in d["spec"]["template"]["spec"]["volumes"]
                   if "secret" in v][0]
