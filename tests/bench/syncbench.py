@@ -50,13 +50,17 @@ def fill(fake):
     put_many(fake, pods)
 
 
+ALL = ("--all-namespaces",)  # the chart's default
+NAMED = ("--namespaces", "default")
+
+
 def serving(svc, fake, n):
-    """Waits until the service leads and its watches are open."""
-    wait_until(lambda: len(watches_open(fake)) == 3 * n, 120, "the watches open")
+    """Waits until the service leads and its n watches are open."""
+    wait_until(lambda: len(watches_open(fake)) == n, 120, "the watches open")
     wait_until(svc.leader, 60, "the service leads")
 
 
-def measure(env, loaded):
+def measure(env, loaded, scope=ALL):
     fake = launch(env)
     if loaded:
         t = time.monotonic()
@@ -64,8 +68,9 @@ def measure(env, loaded):
         print("  the double holds %d objects (%.1f s to load)" % (CONFIGMAPS + SECRETS + PODS,
                                                                time.monotonic() - t))
     t0 = time.monotonic()
-    svc = Sync(env, fake, "bench")
-    serving(svc, fake, 1)
+    svc = Sync(env, fake, "bench", scope=scope)
+    # --all-namespaces: the pod watch, and two in the one namespace with pods
+    serving(svc, fake, 3 if loaded or scope == NAMED else 1)
     # every pod known: a change of a shared ConfigMap reaches its pods
     base = len(patches(fake))
     rv = put(fake, "configmaps", {"metadata": {"name": "shared-0"}, "data": {"k": "y"}})
@@ -102,8 +107,14 @@ def main():
             full = measure(env2, True)
         finally:
             env2.cleanup()
+        env3 = Env(os.path.abspath(a.binary), "", "syncbench-named")
+        try:
+            named = measure(env3, True, NAMED)
+        finally:
+            env3.cleanup()
     finally:
         env.cleanup()
+    print("  --all-namespaces (the chart's default):")
     print("  VmRSS: %d KiB loaded, %d KiB empty (baseline, same run): ratio %.2f"
           % (full["rss"], empty["rss"], full["rss"] / float(empty["rss"])))
     print("  VmHWM: %d KiB loaded, %d KiB empty" % (full["hwm"], empty["hwm"]))
@@ -113,7 +124,11 @@ def main():
           % (PODS // SHARED, full["patches"], full["want"]))
     print("  one change of a ConfigMap nobody names: %d requests (want 0)" % full["unref"])
     print("  start to the first change's nudges: %.1f s" % full["ready_s"])
-    ok = full["patches"] == full["want"] and full["unref"] == 0 and full["watches"] <= 4
+    print("  --namespaces default: VmRSS %d KiB loaded (ratio to the empty baseline %.2f), %d watches, "
+          "%d PATCHes (want %d), %d requests for the unnamed change"
+          % (named["rss"], named["rss"] / float(empty["rss"]), named["watches"], named["patches"],
+             named["want"], named["unref"]))
+    ok = all(r["patches"] == r["want"] and r["unref"] == 0 and r["watches"] <= 4 for r in (full, named))
     if not ok:
         sys.exit("syncbench: a budget was not held")
 
