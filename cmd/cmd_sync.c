@@ -28,6 +28,7 @@ enum {
     F_COALESCE,
     F_WATCH_TIMEOUT,
     F_WATCH_RETRY,
+    F_WATCH_CAP,
     F_API,
     F_TOKEN,
     F_CA
@@ -71,6 +72,10 @@ static const struct flag_def FLAGS[] = {
      "the watches' timeoutSeconds (default a random 30m to 60m)"},
     {F_WATCH_RETRY, "watch-retry-base", 0, FLAG_STR, "DURATION", NULL,
      "the first step of the watches' backoff (default 1s)"},
+    {F_WATCH_CAP, "watch-retry-cap", 0, FLAG_STR, "DURATION", NULL,
+     "the cap of the watches' backoff (default 8s; --watch-retry-base\n"
+     "to 5m): a few watches per cluster, so an API server back\n"
+     "after a restart is seen within seconds"},
     {F_API, "kube-api", 0, FLAG_STR, "URL", NULL, "API server (https://; default: in-cluster)"},
     {F_TOKEN, "kube-token-file", 0, FLAG_STR, "PATH", NULL,
      "bearer token (default: the service-account token)"},
@@ -97,7 +102,7 @@ static const struct flags_cmd CMD = {
 struct args {
     struct sync_opts o;
     const char *dur[4]; /* lease-duration, lease-retry, coalesce, watch-timeout */
-    const char *retry, *qps, *burst, *max_ns;
+    const char *retry, *retry_cap, *qps, *burst, *max_ns;
     struct flags_log log;
     char nsbuf[4096];
     size_t nsused;
@@ -143,6 +148,7 @@ static int on_arg(void *ud, const struct flag_def *def, const char *v, int choic
     case F_COALESCE: a->dur[2] = v; break;
     case F_WATCH_TIMEOUT: a->dur[3] = v; break;
     case F_WATCH_RETRY: a->retry = v; break;
+    case F_WATCH_CAP: a->retry_cap = v; break;
     case F_QPS: a->qps = v; break;
     case F_BURST: a->burst = v; break;
     case F_API: a->o.api = v; break;
@@ -217,6 +223,10 @@ static int check_args(struct args *a)
     if (!rc) rc = duration_ms("coalesce", a->dur[2], 50, 0, 10000, &o->coalesce_ms);
     if (!rc && a->dur[3]) rc = duration_ms("watch-timeout", a->dur[3], 0, 1000, 3600000, &wt);
     if (!rc) rc = duration_ms("watch-retry-base", a->retry, 0, 10, 60000, &o->watch_retry_base_ms);
+    if (!rc)
+        rc = duration_ms("watch-retry-cap", a->retry_cap, SYNC_WATCH_RETRY_CAP_MS,
+                         o->watch_retry_base_ms ? o->watch_retry_base_ms : 1000, 300000,
+                         &o->watch_retry_cap_ms);
     if (!rc) rc = number("qps", a->qps, 50, 1, 1000, &qps);
     if (!rc) rc = number("burst", a->burst, 100, 1, 10000, &burst);
     o->watch_timeout_s = wt ? (wt + 999) / 1000 : 0;

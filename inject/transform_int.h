@@ -275,7 +275,9 @@ void inject__fast_sync_free(struct inject__ctx *x);
  * of x->mirrors and every env volume not in it, comma-separated, each
  * once; names that are not object names are left out (the API server
  * refuses the pod anyway). malloc'd; NULL when it would be empty or equal
- * to had, or on OOM (x->oom). */
+ * to had, on OOM (x->oom), and when the pod has per-pod fast sync (x->fast
+ * set: its own agent nudges it, so the service must not nudge it twice).
+ * Call it after inject__plan_fast_sync or inject__fast_sync_reinvoke_args. */
 char *inject__sync_objects(struct inject__ctx *x, const char *had);
 
 /* ---- sidecar.c: the container ---- */

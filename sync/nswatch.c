@@ -89,7 +89,8 @@ static int slot_open(struct nswatch *nw, struct slot *sl, const char *ns)
         struct kcwatch_opts wo = {.resource = RESOURCE[i],
                                   .ns = sl->ns,
                                   .watch_timeout_s = nw->o.watch_timeout_s,
-                                  .retry_base_ms = nw->o.retry_base_ms};
+                                  .retry_base_ms = nw->o.retry_base_ms,
+                                  .retry_cap_ms = nw->o.retry_cap_ms};
         sl->w[i] = (struct wref){.nw = nw, .kind = i ? SYNC_SECRET : SYNC_CONFIGMAP};
         if (kcwatch_start(nw->k, &wo, on_event, &sl->w[i], &sl->w[i].w) < 0) {
             sl->w[i].w = NULL;

@@ -30,6 +30,7 @@ struct nswatch_opts {
     size_t max;               /* namespaces watched at once (at least 1) */
     uint64_t watch_timeout_s; /* as kcwatch_opts */
     uint64_t retry_base_ms;
+    uint64_t retry_cap_ms;
 };
 
 enum nswatch_result {

@@ -288,7 +288,8 @@ static int start_watches(struct svc *s, char *err, size_t errlen)
             struct kcwatch_opts wo = {.resource = RES_NAME[r],
                                       .ns = s->o->namespaces[i],
                                       .watch_timeout_s = s->o->watch_timeout_s,
-                                      .retry_base_ms = s->o->watch_retry_base_ms};
+                                      .retry_base_ms = s->o->watch_retry_base_ms,
+                                      .retry_cap_ms = s->o->watch_retry_cap_ms};
             *c = (struct wctx){.s = s, .res = (enum res)r};
             if (kcwatch_start(s->k, &wo, on_event, c, &c->w) < 0) {
                 snprintf(err, errlen, "cannot watch %s in namespace \"%s\"", RES_NAME[r],
@@ -305,11 +306,13 @@ static int start_all(struct svc *s, char *err, size_t errlen)
 {
     struct nswatch_opts no = {.max = max_watched(s),
                               .watch_timeout_s = s->o->watch_timeout_s,
-                              .retry_base_ms = s->o->watch_retry_base_ms};
+                              .retry_base_ms = s->o->watch_retry_base_ms,
+                              .retry_cap_ms = s->o->watch_retry_cap_ms};
     struct kcwatch_opts wo = {.resource = "pods",
                               .ns = NULL,
                               .watch_timeout_s = s->o->watch_timeout_s,
-                              .retry_base_ms = s->o->watch_retry_base_ms};
+                              .retry_base_ms = s->o->watch_retry_base_ms,
+                              .retry_cap_ms = s->o->watch_retry_cap_ms};
     s->nsw = nswatch_new(s->k, &no, on_ns_event, s);
     s->allpods = (struct wctx){.s = s, .res = RES_POD};
     if (kcwatch_start(s->k, &wo, on_event, &s->allpods, &s->allpods.w) < 0) {

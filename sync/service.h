@@ -20,6 +20,10 @@
 
 #define SYNC_MAX_NAMESPACES 64   /* named by --namespaces */
 #define SYNC_MAX_WATCHED_NS 1024 /* --all-namespaces: namespaces watched at once */
+/* The watches' backoff cap: kwatch's 30 s suits a watch per pod; the
+ * service holds a few per cluster, and a change must not wait half a
+ * minute after an API server restart (docs/sync.md). */
+#define SYNC_WATCH_RETRY_CAP_MS 8000
 
 struct sync_opts {
     const char *api, *token_file, *ca_file;      /* NULL: in-cluster */
@@ -38,6 +42,7 @@ struct sync_opts {
     uint64_t coalesce_ms;
     uint64_t watch_timeout_s;     /* 0: random 1800..3600 */
     uint64_t watch_retry_base_ms; /* 0: kwatch's */
+    uint64_t watch_retry_cap_ms;  /* the backoff's cap (SYNC_WATCH_RETRY_CAP_MS by default) */
 };
 
 /* Runs until SIGTERM or SIGINT. Returns the exit status: 0, or 1 when it

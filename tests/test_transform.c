@@ -1511,7 +1511,8 @@ static const char *sync_objects_of(const cJSON *pod)
 
 /* The sync-objects annotation (the cluster sync service, docs/sync.md):
  * every ConfigMap and Secret the pod's mirrors and env volumes read, each
- * once, fast sync or not; a reinvocation appends the new ones. */
+ * once; a reinvocation appends the new ones. A pod with per-pod fast sync
+ * has none (its own agent nudges it; the service would nudge it twice). */
 static void test_sync_objects(void **state)
 {
     (void)state;
@@ -1545,6 +1546,25 @@ static void test_sync_objects(void **state)
     assert_int_equal(jsonpatch_apply(&pod, r.ops, err, sizeof err), 0);
     assert_string_equal(sync_objects_of(pod),
                         "configmap/app,secret/tls,configmap/other,secret/env-s,secret/late");
+    inject_result_free(&r);
+    cJSON_Delete(pod);
+    /* per-pod fast sync: no sync-objects, at injection and at reinvocation */
+    pod = inject_pod(POD_HEAD OPT_IN ",\"reload-agent.io/fast-sync\":\"true\"}},\"spec\":{" APP_CM
+                                     "}}",
+                     NULL, &r);
+    assert_int_equal(r.outcome, INJECT_INJECTED);
+    assert_null(sync_objects_of(pod));
+    inject_result_free(&r);
+    spec = cJSON_GetObjectItem(pod, "spec");
+    app = cJSON_GetArrayItem(cJSON_GetObjectItem(spec, "containers"), 0);
+    cJSON_AddItemToArray(cJSON_GetObjectItem(app, "volumeMounts"),
+                         cJSON_Parse("{\"name\":\"late\",\"mountPath\":\"/etc/late\"}"));
+    cJSON_AddItemToArray(cJSON_GetObjectItem(spec, "volumes"),
+                         cJSON_Parse("{\"name\":\"late\",\"secret\":{\"secretName\":\"late\"}}"));
+    assert_int_equal(inject_object(pod, NULL, &r, err, sizeof err), 0);
+    assert_int_equal(r.outcome, INJECT_INJECTED);
+    assert_int_equal(jsonpatch_apply(&pod, r.ops, err, sizeof err), 0);
+    assert_null(sync_objects_of(pod));
     inject_result_free(&r);
     cJSON_Delete(pod);
 }

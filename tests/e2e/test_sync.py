@@ -84,10 +84,11 @@ def edit(env, ips, body, what, deadline_s=45, user=USER):
     per_pod = {}
     for e in ps:
         per_pod.setdefault(e["objectRef"]["name"], []).append(e)
-    check(sorted(per_pod) == sorted(ips) and all(len(v) == 1 for v in per_pod.values()),
+    # (other pods of the namespace that mount the ConfigMap get theirs too)
+    check(set(ips) <= set(per_pod) and all(len(v) == 1 for v in per_pod.values()),
           "%s: PATCHes of the sync service per pod %r (want one each of %s)" % (
               what, {k: len(v) for k, v in per_pod.items()}, sorted(ips)))
-    at = sorted(rfc3339(e["stageTimestamp"]) - t0w for e in ps)
+    at = sorted(rfc3339(e["stageTimestamp"]) - t0w for e in ps if e["objectRef"]["name"] in ips)
     env.log("%s: kubectl apply took %.2f s; then the PATCHes at %s s, served at %s s"
             % (what, t0w - since, ", ".join("%.2f" % a for a in at),
                ", ".join("%.2f" % done[n] for n in sorted(done))))
@@ -129,3 +130,7 @@ def test_sync_service_survives_api_restart_and_leader_change(env):
     env.log("the leader changed from %s to %s" % (old, leader(env)))
     edit(env, ips, "v4", "under the new leader")
     env.c.kubectl("rollout", "status", "deployment/" + NAME, "--timeout=120s", ns=SVC_NS, timeout=130)
+
+
+# it restarts kube-apiserver and deletes a pod of the shared service: alone
+test_sync_service_survives_api_restart_and_leader_change.exclusive = True

@@ -164,6 +164,32 @@ def test_sync_api_server_restart(env):
     s.stop()
 
 
+def test_sync_backoff_cap_after_a_long_outage(env):
+    """--watch-retry-cap bounds the backoff: after 6 s without an API server
+    (base 100 ms: 0.1, 0.2, 0.4 ... would reach 6.4 s by then under kwatch's
+    30 s cap), the watches are back within the cap (500 ms, 75-125 %) of its
+    return, and the change made while it was away is nudged."""
+    fake = launch(env)
+    objects(fake)
+    s = Sync(env, fake, "one", "--watch-retry-base", "100ms", "--watch-retry-cap", "500ms")
+    ready(fake, s)
+    fake.ctl("POST", "/listener", {"up": False})
+    rv = put(fake, "configmaps", {"metadata": {"name": "a"}, "data": {"k": "down"}})
+    settle(6)
+    fake.ctl("POST", "/listener", {"up": True})
+    t_up = time.time()
+
+    def back():
+        return {r["path"].rsplit("/", 1)[1] for r in requests(fake)
+                if r["time"] >= t_up and r["query"].get("watch") == "1"} == {"configmaps", "secrets", "pods"}
+    wait_until(back, 10, "the three watches back")
+    took = max(min(r["time"] for r in requests(fake) if r["time"] >= t_up and r["query"].get("watch") == "1" and
+                   r["path"].endswith("/" + res)) for res in ("configmaps", "secrets", "pods")) - t_up
+    check(took < 1.2, "the watches came back %.2f s after the API server (cap 500 ms)" % took)
+    wait_until(lambda: values(fake, "p1") == ["configmap/a@" + rv], 10, "the change made while down")
+    s.stop()
+
+
 def test_sync_deleted_pod_forgotten(env):
     """A pod nudged once and then deleted is forgotten: the next change
     PATCHes only the pods that still exist (no 404 to retry)."""
@@ -188,7 +214,10 @@ def test_sync_usage_errors(env):
                        (["--namespaces", "a,a"], '"a" is named twice'),
                        (["--namespaces", "a", "--qps", "0"], "--qps"),
                        (["--namespaces", "a", "--lease-duration", "1s"], "--lease-duration"),
-                       (["--namespaces", "a", "--lease-name", "No"], "--lease-name")):
+                       (["--namespaces", "a", "--lease-name", "No"], "--lease-name"),
+                       (["--namespaces", "a", "--watch-retry-cap", "5ms"], "--watch-retry-cap"),
+                       (["--namespaces", "a", "--watch-retry-base", "2s", "--watch-retry-cap", "1s"],
+                        "--watch-retry-cap")):
         r = env.run([env.binary, "sync"] + args, timeout=10)
         err = r.stderr.decode()
         check(r.returncode == 2 and want in err, "%r: exit %d, %r" % (args, r.returncode, err))
