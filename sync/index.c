@@ -415,3 +415,27 @@ void sync_index_free(struct sync_index *ix)
     free(ix->objs.b);
     free(ix);
 }
+
+size_t sync_index_behind(const struct sync_index *ix,
+                         void (*cb)(void *ud, const char *ns, const char *pod, enum sync_kind k,
+                                    const char *name, const char *rv),
+                         void *ud)
+{
+    size_t n = 0;
+    for (size_t b = 0; b < ix->pods.nb; b++)
+        for (const struct node *p = ix->pods.b[b]; p; p = p->next) {
+            const struct pod *d = (const struct pod *)p;
+            const struct obj *newest = NULL;
+            int cmp;
+            if (!d->synced) continue;
+            for (size_t i = 0; i < d->nobjs; i++) {
+                const struct obj *o = d->objs[i];
+                const char *than = newest ? newest->rv : d->synced;
+                if (o->rv && kwatch__rv_compare(o->rv, than, &cmp) == 0 && cmp > 0) newest = o;
+            }
+            if (!newest) continue;
+            cb(ud, d->ns, d->name, newest->kind, newest->name, newest->rv);
+            n++;
+        }
+    return n;
+}

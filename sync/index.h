@@ -99,6 +99,18 @@ size_t sync_index_each_ns(const struct sync_index *ix,
  * for its initial events). Returns how many objects lost a version. */
 size_t sync_index_forget_ns(struct sync_index *ix, const char *ns);
 
+/* The pods that may have missed a change: those with a synced version
+ * (nudged before) that name an object whose known version is newer (the
+ * object changed after the pod's last nudge, while no leader nudged: a
+ * hand-over to a replica that started after the change and took it for
+ * its baseline). Calls cb once per such pod with its newest such object;
+ * cb must not change the index. Returns how many. A pod never nudged is
+ * left out: nothing tells whether it started before or after the change. */
+size_t sync_index_behind(const struct sync_index *ix,
+                         void (*cb)(void *ud, const char *ns, const char *pod, enum sync_kind k,
+                                    const char *name, const char *rv),
+                         void *ud);
+
 void sync_index_get_stats(const struct sync_index *ix, struct sync_index_stats *s);
 
 #endif

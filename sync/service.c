@@ -101,8 +101,19 @@ static void remember(struct svc *s, enum sync_kind k, const char *ns, const char
     if (s->nrecent < RECENT) s->nrecent++;
 }
 
+static void nudge_behind(void *ud, const char *ns, const char *pod, enum sync_kind k,
+                         const char *name, const char *rv)
+{
+    struct svc *s = ud;
+    char value[400];
+    snprintf(value, sizeof value, "%s/%s@%s", sync_kind_name(k), name, rv);
+    nudge_pod(s->nu, ns, pod, value);
+}
+
 /* A new leader: the changes of the last lease duration (and a margin) again,
- * for the pods that do not show them. */
+ * for the pods that do not show them; then every pod whose last nudge is
+ * older than a version of an object it names (a change this replica took
+ * for its baseline because it started after it: no leader nudged it). */
 static void replay(struct svc *s)
 {
     uint64_t now = uv_now(&s->loop), window = s->o->lease_ms + 2 * s->o->lease_retry_ms;
@@ -111,8 +122,10 @@ static void replay(struct svc *s)
         const struct change *c = &s->recent[(s->next + RECENT - s->nrecent + i) % RECENT];
         if (c->at + window >= now) n += fan_out(s, c->kind, c->ns, c->name, c->rv);
     }
-    log_info("sync: leading: %zu pods nudged for the changes of the last %llu ms", n,
-             (unsigned long long)window);
+    size_t behind = sync_index_behind(s->ix, nudge_behind, s);
+    log_info("sync: leading: %zu pods nudged for the changes of the last %llu ms, %zu whose last "
+             "nudge is older than an object they name",
+             n, (unsigned long long)window, behind);
 }
 
 static void on_leader(void *ud, int leader)

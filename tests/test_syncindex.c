@@ -294,6 +294,39 @@ static void test_forget_namespace(void **state)
     sync_index_free(ix);
 }
 
+static void collect_behind(void *ud, const char *ns, const char *pod, enum sync_kind k,
+                           const char *name, const char *rv)
+{
+    struct seen *s = ud;
+    if (s->n < 16)
+        snprintf(s->pods[s->n++], sizeof s->pods[0], "%s/%s %s/%s@%s", ns, pod, sync_kind_name(k),
+                 name, rv);
+}
+
+/* The pods behind: nudged before, naming an object seen at a newer
+ * version than their last nudge, once each with the newest such object;
+ * not a pod never nudged, nor one whose objects are all older or equal. */
+static void test_pods_behind(void **state)
+{
+    (void)state;
+    struct sync_index *ix = sync_index_new();
+    sync_index_set_pod(ix, "a", "late", "configmap/conf,secret/tls");
+    sync_index_set_pod(ix, "a", "current", "configmap/conf");
+    sync_index_set_pod(ix, "a", "never", "configmap/conf");
+    sync_index_object_seen(ix, SYNC_CONFIGMAP, "a", "conf", "120");
+    sync_index_object_seen(ix, SYNC_SECRET, "a", "tls", "130");
+    sync_index_set_synced(ix, "a", "late", "100");
+    sync_index_set_synced(ix, "a", "current", "120");
+    struct seen s = {0};
+    assert_int_equal(sync_index_behind(ix, collect_behind, &s), 1);
+    assert_int_equal(s.n, 1);
+    assert_string_equal(s.pods[0], "a/late secret/tls@130"); /* the newest of its two */
+    sync_index_set_synced(ix, "a", "late", "130");
+    s.n = 0;
+    assert_int_equal(sync_index_behind(ix, collect_behind, &s), 0);
+    sync_index_free(ix);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -307,6 +340,7 @@ int main(void)
         cmocka_unit_test(test_pods_per_namespace),
         cmocka_unit_test(test_each_namespace),
         cmocka_unit_test(test_forget_namespace),
+        cmocka_unit_test(test_pods_behind),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -205,7 +205,7 @@ def test_helm_install_upgrade_uninstall(env):
         c.kubectl("delete", "pods", "-l", "!app.kubernetes.io/name", "--wait=false", ns=wh)
         # fast by default: the chart's sync service nudges the pods of an edit
         c.kubectl("rollout", "status", "deployment/reload-agent-sync", "--timeout=120s", ns=wh, timeout=130)
-        ips = test_sync.web(env, ensure_webhook=False)
+        ips = test_sync.web(env, ensure_webhook=False, svc_ns=wh)
         lat = test_sync.edit(env, ips, "v1", "an edit with the chart's defaults",
                              user="system:serviceaccount:%s:reload-agent-sync" % wh)
         env.log("helm install defaults + the one annotation: apply -> every replica serving in max %.2f s"

@@ -42,12 +42,23 @@ def patches(env, since, user=USER):
                        (e.get("responseStatus") or {}).get("code") == 200)
 
 
-def web(env, ensure_webhook=True):
+def leading(env, svc_ns):
+    """A running replica of the service holds its Lease (a new install
+    waits out an old holder's Lease first: edits before that wait too)."""
+    lease = env.c.get("lease", NAME, ns=svc_ns, check=False) or {}
+    holder = lease.get("spec", {}).get("holderIdentity", "")
+    pods = env.c.get("pods", ns=svc_ns)["items"]
+    return any(p["metadata"]["name"] == holder and p["status"].get("phase") == "Running" and
+               not p["metadata"].get("deletionTimestamp") for p in pods)
+
+
+def web(env, ensure_webhook=True, svc_ns=SVC_NS):
     """The 3-replica nginx Deployment, injected (by the kustomize webhook,
     installed first, unless ensure_webhook is False); its pods' IPs by
-    name."""
+    name, once the sync service in svc_ns has a leader."""
     if ensure_webhook:
         env.c.ensure_webhook()
+    wait_until(lambda: leading(env, svc_ns), 60, "a leader of the sync service in %s" % svc_ns)
     env.apply(apps.configmap("site", {"site.conf": apps.site_conf("v0")}))
     env.apply(apps.nginx_workload("Deployment", "web", apps.agent_annotations(action="signal", process="nginx"),
                                   replicas=3))

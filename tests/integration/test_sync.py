@@ -190,6 +190,36 @@ def test_sync_backoff_cap_after_a_long_outage(env):
     s.stop()
 
 
+def test_sync_change_while_no_replica_ran_is_nudged(env):
+    """A change made while no replica watched (the last one stopped, a new
+    one started after it: the real cluster's leader change where the
+    replacement pod won the Lease) is the new replica's baseline; once it
+    leads, it nudges the pods whose last nudge is older than that version,
+    once each, and not the pod that was never nudged."""
+    fake = launch(env)
+    objects(fake)
+    put(fake, "pods", pod("p5", "configmap/a"))  # named, never nudged below
+    one = Sync(env, fake, "one")
+    ready(fake, one)
+    rv1 = put(fake, "configmaps", {"metadata": {"name": "a"}, "data": {"k": "1"}})
+    wait_until(lambda: values(fake, "p1") == ["configmap/a@" + rv1], 10, "the first change's nudges")
+    one.stop()
+    fake.ctl("POST", "/object/delete", {"resource": "pods", "name": "p5"})
+    put(fake, "pods", pod("p5", "configmap/a"))  # as if it started after the first change
+    rv2 = put(fake, "configmaps", {"metadata": {"name": "a"}, "data": {"k": "2"}})
+    two = Sync(env, fake, "two")
+    wait_until(lambda: values(fake, "p1")[-1:] == ["configmap/a@" + rv2] and
+               values(fake, "p2")[-1:] == ["configmap/a@" + rv2], 20, "the missed change's nudges")
+    settle(1.5)
+    check(values(fake, "p1") == ["configmap/a@" + rv1, "configmap/a@" + rv2] and
+          values(fake, "p2") == ["configmap/a@" + rv1, "configmap/a@" + rv2],
+          "nudges: p1 %r, p2 %r" % (values(fake, "p1"), values(fake, "p2")))
+    check(values(fake, "p5") == [rv for rv in values(fake, "p5") if rv == "configmap/a@" + rv1],
+          "the pod never nudged was nudged by the new replica: %r" % values(fake, "p5"))
+    check(not patches(fake, "p3"), "p3 names nothing that changed: %r" % values(fake, "p3"))
+    two.stop()
+
+
 def test_sync_deleted_pod_forgotten(env):
     """A pod nudged once and then deleted is forgotten: the next change
     PATCHes only the pods that still exist (no 404 to retry)."""
