@@ -244,6 +244,26 @@ int inject__plan_safe(struct inject__ctx *x)
     return rc;
 }
 
+void inject__stage_default_api(struct inject__ctx *x, int api, const char *why)
+{
+    char *note = x->stage_pending;
+    if (!note) return;
+    x->stage_pending = NULL;
+    if (api) {
+        const char *slash = strchr(x->stage_workload, '/');
+        inject__note(x, "%s, through Lease reload-agent-stage-%.*s-%s (Role: docs/staging.md)",
+                     note, (int)(slash - x->stage_workload), x->stage_workload, slash + 1);
+    } else {
+        inject__note(x,
+                     "%s, but the sidecar has no API access%s: each replica acts alone (the "
+                     "annotation %sstage asks for a token)",
+                     note, why, CFG_ANNOTATION_PREFIX);
+        free(x->stage_workload);
+        x->stage_workload = NULL;
+    }
+    free(note);
+}
+
 /* The checks that need the agent's judgment of its configuration. */
 int inject__check_safe(struct inject__ctx *x, int dry_run)
 {
@@ -269,6 +289,12 @@ void inject__plan_stage(struct inject__ctx *x, int count, int percent, int deflt
             kind[k] = (char)(KINDS[i][k] | 0x20); /* ASCII letters: lower case */
         kind[k] = '\0';
         x->stage_workload = inject__printf(x, "%s/%s", kind, name->valuestring);
+        if (deflt) {
+            x->stage_pending =
+                inject__printf(x, "stage: %s replica(s) of %s at a time (the default of restart)",
+                               width, x->stage_workload);
+            return;
+        }
         inject__note(x,
                      "stage: %s replica(s) of %s at a time%s, through Lease "
                      "reload-agent-stage-%s-%s (Role: docs/staging.md)",
@@ -536,6 +562,8 @@ void inject__safe_free(struct inject__ctx *x)
     x->nlkg = 0;
     free(x->stage_workload);
     x->stage_workload = NULL;
+    free(x->stage_pending);
+    x->stage_pending = NULL;
     for (size_t i = 0; i < x->nnotes; i++) free(x->notes[i]);
     free(x->notes);
     x->notes = NULL;

@@ -747,6 +747,11 @@ static int plan_token(struct inject__ctx *x, const struct inject__app *app, int 
     int plugin = !x->opts->admission && automount != 0; /* mounts one at creation */
     if (need_api && !plugin) s->token_mount = token_mount(x, app);
     if (x->opts->admission) s->events_off = !s->token_mount;
+    s->api = plugin || s->token_mount;
+    inject__stage_default_api(x, s->api,
+                              x->opts->admission ? " (the webhook mounts no token for it)"
+                              : automount == 0   ? " (automountServiceAccountToken is false)"
+                                                 : "");
     if (!need_api || plugin || s->token_mount) return 0;
     const char *why = x->opts->admission ? "" : " (automountServiceAccountToken is false)";
     if (required) {

@@ -121,6 +121,7 @@ struct inject__ctx {
     struct inject__lkg *lkg;                 /* the kept volumes */
     size_t nlkg;
     char *stage_workload; /* --stage-workload's KIND/NAME (owned), or NULL */
+    char *stage_pending;  /* the default stage's note, until the token is known (owned) */
     char **notes;         /* what the safe-reload steps will do (the CLI's report) */
     size_t nnotes;
 
@@ -287,7 +288,8 @@ struct inject__sidecar {
     long run_as_user, run_as_group; /* -1: not set; run_as_user 0: root, no capabilities */
     long run_as_asked;              /* reload-agent.io/sidecar-run-as-user, or -1 */
     const cJSON *token_mount;       /* copied volumeMount, or NULL */
-    int events_off;                 /* add --events=false */
+    int api;        /* the sidecar can reach the API (a token mount or the plugin's) */
+    int events_off; /* add --events=false */
     /* restart-pod (restartrule.c): the sidecar's restartPolicyRules, as
      * JSON, also given to the agent as --restart-policy-rules; NULL when
      * restart-pod is not effective */
@@ -432,6 +434,11 @@ int inject__check_safe(struct inject__ctx *x, int dry_run);
  * the default of restart): --stage-workload for a Deployment,
  * StatefulSet, DaemonSet or Rollout (x->stage_workload), and a note. */
 void inject__plan_stage(struct inject__ctx *x, int count, int percent, int deflt);
+/* The default stage of restart needs the API, which it does not ask for:
+ * once the token is planned (api: the sidecar can reach the API), its note
+ * says the Lease, or, without API access, that each replica acts alone
+ * (and --stage-workload goes: no Role nor Lease to write). */
+void inject__stage_default_api(struct inject__ctx *x, int api, const char *why);
 /* The notes of validate, keep-last-good and verify. */
 void inject__safe_notes(struct inject__ctx *x);
 /* The agent's args: --validator-socket, --keep-last-good per kept volume,
