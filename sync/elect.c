@@ -104,18 +104,10 @@ static void on_write(void *ud, const struct kube_resp *r)
 
 static void on_cancel(void *ud) { (void)ud; }
 
-/* POST (rv NULL: a new Lease) or a CAS PATCH at rv. */
-static void write_lease(struct elect *e, const char *rv, int take)
+/* Sends o (consumed) as a POST of a new Lease (rv NULL) or a merge patch
+ * that carries rv (a compare-and-swap); cb gets the answer. Sets e->busy. */
+static void send_lease(struct elect *e, cJSON *o, const char *rv, kube_cb cb)
 {
-    cJSON *o = cJSON_CreateObject(), *meta = cJSON_AddObjectToObject(o, "metadata");
-    if (rv) {
-        cJSON_AddStringToObject(meta, "resourceVersion", rv);
-    } else {
-        cJSON_AddStringToObject(o, "apiVersion", "coordination.k8s.io/v1");
-        cJSON_AddStringToObject(o, "kind", "Lease");
-        cJSON_AddStringToObject(meta, "name", e->lease);
-    }
-    cJSON_AddItemToObject(o, "spec", holder_spec(e, take));
     char *body = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     if (!body) ra_oom();
@@ -131,9 +123,24 @@ static void write_lease(struct elect *e, const char *rv, int take)
                            .body = body,
                            .body_len = strlen(body),
                            .on_cancel = on_cancel};
-    e->busy = kube_request(e->k, &req, on_write, e) == 0;
+    e->busy = kube_request(e->k, &req, cb, e) == 0;
     free(path);
     free(body);
+}
+
+/* POST (rv NULL: a new Lease) or a CAS PATCH at rv. */
+static void write_lease(struct elect *e, const char *rv, int take)
+{
+    cJSON *o = cJSON_CreateObject(), *meta = cJSON_AddObjectToObject(o, "metadata");
+    if (rv) {
+        cJSON_AddStringToObject(meta, "resourceVersion", rv);
+    } else {
+        cJSON_AddStringToObject(o, "apiVersion", "coordination.k8s.io/v1");
+        cJSON_AddStringToObject(o, "kind", "Lease");
+        cJSON_AddStringToObject(meta, "name", e->lease);
+    }
+    cJSON_AddItemToObject(o, "spec", holder_spec(e, take));
+    send_lease(e, o, rv, on_write);
 }
 
 static const char *str_at(const cJSON *o, const char *k)
@@ -225,7 +232,7 @@ static void on_released(void *ud, const struct kube_resp *r)
 int elect_release(struct elect *e, void (*done)(void *ud), void *ud)
 {
     if (!e || !e->leader || e->busy || !e->rv[0]) return 0;
-    char now[64], *body;
+    char now[64];
     micro_time(now, sizeof now);
     cJSON *o = cJSON_CreateObject(), *meta = cJSON_AddObjectToObject(o, "metadata");
     cJSON_AddStringToObject(meta, "resourceVersion", e->rv);
@@ -233,25 +240,10 @@ int elect_release(struct elect *e, void (*done)(void *ud), void *ud)
     cJSON_AddStringToObject(spec, "holderIdentity", "");
     cJSON_AddNumberToObject(spec, "leaseDurationSeconds", 1);
     cJSON_AddStringToObject(spec, "renewTime", now);
-    body = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    if (!body) ra_oom();
-    char *path = lease_path(e->k, e->lease);
-    struct kube_req req = {.verb = "patch",
-                           .resource = "leases",
-                           .group = LEASE_GROUP,
-                           .method = "PATCH",
-                           .path = path,
-                           .content_type = "application/merge-patch+json",
-                           .body = body,
-                           .body_len = strlen(body),
-                           .on_cancel = on_cancel};
     set_leader(e, 0);
     e->released = done;
     e->released_ud = ud;
-    e->busy = kube_request(e->k, &req, on_released, e) == 0;
-    free(path);
-    free(body);
+    send_lease(e, o, e->rv, on_released);
     if (!e->busy) e->released = NULL;
     return e->busy;
 }

@@ -120,7 +120,26 @@ def leader(env):
     return lease.get("spec", {}).get("holderIdentity", "")
 
 
+def dump_service(env, svc_ns=SVC_NS):
+    """The service's Lease and each replica's log, for a failure's diagnosis."""
+    env.log("Lease: %s" % json.dumps((env.c.get("lease", NAME, ns=svc_ns, check=False) or {}).get("spec")))
+    for p in env.c.get("pods", ns=svc_ns)["items"]:
+        name = p["metadata"]["name"]
+        if p["metadata"].get("labels", {}).get("app.kubernetes.io/name") != NAME:
+            continue
+        rc, out, err = env.c.kubectl("logs", name, ns=svc_ns, check=False, timeout=30)
+        env.log("--- log of %s:\n%s" % (name, "\n".join(out.splitlines()[-60:]) if rc == 0 else err))
+
+
 def test_sync_service_survives_api_restart_and_leader_change(env):
+    try:
+        restart_and_leader_change(env)
+    except Exception:
+        dump_service(env)
+        raise
+
+
+def restart_and_leader_change(env):
     ips = web(env)
     edit(env, ips, "v1", "before")
     # kube-apiserver stopped for 3 s and started again: every watch breaks
