@@ -82,11 +82,17 @@ static void nudge_one(void *ud, const char *ns, const char *pod)
     f->nudged++;
 }
 
+/* The annotation value of a nudge for object k/name at rv. */
+static void nudge_value(char *buf, size_t n, enum sync_kind k, const char *name, const char *rv)
+{
+    snprintf(buf, n, "%s/%s@%s", sync_kind_name(k), name, rv);
+}
+
 static size_t fan_out(struct svc *s, enum sync_kind k, const char *ns, const char *name,
                       const char *rv)
 {
     struct fan f = {.s = s, .rv = rv};
-    snprintf(f.value, sizeof f.value, "%s/%s@%s", sync_kind_name(k), name, rv);
+    nudge_value(f.value, sizeof f.value, k, name, rv);
     sync_index_pods_of(s->ix, k, ns, name, nudge_one, &f);
     return f.nudged;
 }
@@ -109,7 +115,7 @@ static void nudge_behind(void *ud, const char *ns, const char *pod, enum sync_ki
 {
     struct svc *s = ud;
     char value[400];
-    snprintf(value, sizeof value, "%s/%s@%s", sync_kind_name(k), name, rv);
+    nudge_value(value, sizeof value, k, name, rv);
     nudge_pod(s->nu, ns, pod, value);
 }
 

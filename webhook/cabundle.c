@@ -18,6 +18,7 @@
 #include <openssl/x509.h>
 
 #include "base/log.h"
+#include "webhook/certgen.h"
 
 #define MAX_CERTS 16 /* certificates read from one caBundle */
 
@@ -49,15 +50,8 @@ static void free_certs(X509 **v, int n)
 static char *bundle_pem(X509 *ca, X509 *prev)
 {
     BIO *b = BIO_new(BIO_s_mem());
-    char *data, *out;
-    long len;
-
     if (!b || !PEM_write_bio_X509(b, ca) || (prev && !PEM_write_bio_X509(b, prev))) ra_oom();
-    len = BIO_get_mem_data(b, &data);
-    out = malloc((size_t)len + 1);
-    if (!out) ra_oom();
-    memcpy(out, data, (size_t)len);
-    out[len] = '\0';
+    char *out = certgen_bio_text(b);
     BIO_free(b);
     return out;
 }

@@ -56,8 +56,7 @@ size_t certgen_dns_names(const char *svc, const char *ns, char **dns)
     return 4;
 }
 
-/* The text a memory BIO holds, as a malloc'd string. */
-static char *bio_text(BIO *b)
+char *certgen_bio_text(BIO *b)
 {
     char *p = NULL;
     long n = BIO_get_mem_data(b, &p);
@@ -185,9 +184,9 @@ int certgen_generate(const char *const *dns, size_t ndns, int64_t validity_s, ti
         r = ossl_err(err, errlen, "writing PEM");
         goto out;
     }
-    out->ca_crt = bio_text(b_ca);
-    out->tls_crt = bio_text(b_crt);
-    out->tls_key = bio_text(b_key);
+    out->ca_crt = certgen_bio_text(b_ca);
+    out->tls_crt = certgen_bio_text(b_crt);
+    out->tls_key = certgen_bio_text(b_key);
     r = 0;
 out:
     free(san);

@@ -30,6 +30,11 @@ struct certgen_pem {
     char *tls_key; /* its private key, PKCS#8 (tls.key) */
 };
 
+/* The text a memory BIO (an OpenSSL BIO *) holds, as a malloc'd,
+ * NUL-terminated string (aborts on OOM). */
+struct bio_st;
+char *certgen_bio_text(struct bio_st *b);
+
 /* Frees the three strings (the key is wiped first) and zeroes *p. p may be
  * NULL. */
 void certgen_pem_free(struct certgen_pem *p);

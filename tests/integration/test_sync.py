@@ -157,6 +157,28 @@ def test_sync_stopping_leader_hands_over(env):
     other.stop()
 
 
+def outage(fake, seconds):
+    """The API server away for seconds (every connection cut, connections
+    refused) while configmap a changes; returns its new resourceVersion and
+    when the server came back."""
+    fake.ctl("POST", "/listener", {"up": False})
+    rv = put(fake, "configmaps", {"metadata": {"name": "a"}, "data": {"k": "down"}})
+    settle(seconds)
+    fake.ctl("POST", "/listener", {"up": True})
+    return rv, time.time()
+
+
+def wait_watches_back(fake, since):
+    """The three watches asked again since the server came back (the double
+    may still list a cut stream as open until it writes to it; a stream's
+    status is recorded when it ends)."""
+    def back():
+        got = {r["path"].rsplit("/", 1)[1] for r in requests(fake)
+               if r["time"] >= since and r["query"].get("watch") == "1" and r["status"] in (None, 200)}
+        return got == {"configmaps", "secrets", "pods"}
+    wait_until(back, 20, "the three watches back")
+
+
 def test_sync_api_server_restart(env):
     """The API server goes away (every connection cut, connections
     refused) while an object changes, then comes back: the watches come
@@ -166,20 +188,10 @@ def test_sync_api_server_restart(env):
     objects(fake)
     s = Sync(env, fake, "one")
     ready(fake, s)
-    fake.ctl("POST", "/listener", {"up": False})
-    rv = put(fake, "configmaps", {"metadata": {"name": "a"}, "data": {"k": "down"}})
-    settle(1.5)
-    fake.ctl("POST", "/listener", {"up": True})
-    t_up = time.time()
+    rv, t_up = outage(fake, 1.5)
     wait_until(lambda: values(fake, "p1") == ["configmap/a@" + rv] and
                values(fake, "p2") == ["configmap/a@" + rv], 20, "the change made while down")
-
-    def back():  # (the double may still list a cut stream as open until it writes to it)
-        got = {r["path"].rsplit("/", 1)[1] for r in requests(fake)
-               if r["time"] >= t_up and r["query"].get("watch") == "1" and
-               r["status"] in (None, 200)}  # a stream's status is recorded when it ends
-        return got == {"configmaps", "secrets", "pods"}
-    wait_until(back, 20, "the three watches back")
+    wait_watches_back(fake, t_up)
     settle(1.5)
     check(len(patches(fake)) == 2, "PATCHes: %r" % [(p["path"], p["body"]) for p in patches(fake)])
     check(s.proc.poll() is None, "the service exited")
@@ -196,16 +208,8 @@ def test_sync_backoff_cap_after_a_long_outage(env):
     objects(fake)
     s = Sync(env, fake, "one", "--watch-retry-base", "100ms", "--watch-retry-cap", "500ms")
     ready(fake, s)
-    fake.ctl("POST", "/listener", {"up": False})
-    rv = put(fake, "configmaps", {"metadata": {"name": "a"}, "data": {"k": "down"}})
-    settle(6)
-    fake.ctl("POST", "/listener", {"up": True})
-    t_up = time.time()
-
-    def back():
-        return {r["path"].rsplit("/", 1)[1] for r in requests(fake)
-                if r["time"] >= t_up and r["query"].get("watch") == "1"} == {"configmaps", "secrets", "pods"}
-    wait_until(back, 10, "the three watches back")
+    rv, t_up = outage(fake, 6)
+    wait_watches_back(fake, t_up)
     with s.cond:
         waits = [int(m.group(1)) for m in (re.search(r"next try in (\d+) ms", line) for line in s.lines) if m]
     check(len(waits) >= 9, "only %d failed watch requests in 6 s: %r" % (len(waits), waits))
