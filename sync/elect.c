@@ -27,9 +27,7 @@ struct elect {
     char seen[512];       /* the holder and renewTime last read */
     uint64_t observed_ms; /* when they last changed */
     long transitions;
-    char rv[128];             /* the Lease's version after our last write ("" = read first) */
-    void (*released)(void *); /* elect_release's done, while its PATCH runs */
-    void *released_ud;
+    char rv[128]; /* the Lease's version after our last write ("" = read first) */
 };
 
 enum elect__do elect__decide(const char *me, const char *holder, uint64_t observed_ms,
@@ -195,7 +193,7 @@ static void on_tick(uv_timer_t *t)
 {
     struct elect *e = t->data;
     check_deadline(e);
-    if (e->busy || e->released) return;
+    if (e->busy) return;
     if (e->leader && e->rv[0]) { /* a renewal at the version we wrote: no read */
         write_lease(e, e->rv, 0);
         return;
@@ -209,43 +207,6 @@ static void on_tick(uv_timer_t *t)
                            .on_cancel = on_cancel};
     e->busy = kube_request(e->k, &req, on_read, e) == 0;
     free(path);
-}
-
-static void on_released(void *ud, const struct kube_resp *r)
-{
-    struct elect *e = ud;
-    e->busy = 0;
-    if (r->ok && r->status == 200)
-        log_info("sync: released the Lease %s: another replica leads within its retry period",
-                 e->lease);
-    else
-        log_info("sync: could not release the Lease %s (%s): it runs out in %llu ms", e->lease,
-                 r->ok      ? "a conflict or an error status"
-                 : r->error ? r->error
-                            : "no answer",
-                 (unsigned long long)e->duration_ms);
-    void (*done)(void *) = e->released;
-    e->released = NULL;
-    if (done) done(e->released_ud);
-}
-
-int elect_release(struct elect *e, void (*done)(void *ud), void *ud)
-{
-    if (!e || !e->leader || e->busy || !e->rv[0]) return 0;
-    char now[64];
-    micro_time(now, sizeof now);
-    cJSON *o = cJSON_CreateObject(), *meta = cJSON_AddObjectToObject(o, "metadata");
-    cJSON_AddStringToObject(meta, "resourceVersion", e->rv);
-    cJSON *spec = cJSON_AddObjectToObject(o, "spec");
-    cJSON_AddStringToObject(spec, "holderIdentity", "");
-    cJSON_AddNumberToObject(spec, "leaseDurationSeconds", 1);
-    cJSON_AddStringToObject(spec, "renewTime", now);
-    set_leader(e, 0);
-    e->released = done;
-    e->released_ud = ud;
-    send_lease(e, o, e->rv, on_released);
-    if (!e->busy) e->released = NULL;
-    return e->busy;
 }
 
 struct elect *elect_start(uv_loop_t *loop, struct kube *k, const struct elect_opts *o,

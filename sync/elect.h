@@ -31,17 +31,8 @@ struct elect *elect_start(uv_loop_t *loop, struct kube *k, const struct elect_op
 
 int elect_is_leader(const struct elect *e);
 
-/* A leader's graceful hand-over (client-go's ReleaseOnCancel): steps down
- * (cb(ud, 0)) and PATCHes the Lease at the version it wrote last with an
- * empty holderIdentity and leaseDurationSeconds 1, so another replica takes
- * it at its next read instead of waiting out the duration; done(ud) runs
- * with the answer (logged). Returns 1 when that request was sent, 0 when
- * there is nothing to release (not the leader, a write in flight, no
- * version known: the Lease then runs out) and done will not run. */
-int elect_release(struct elect *e, void (*done)(void *ud), void *ud);
-
-/* Stops (a leader that did not release: the Lease is left to expire, and a
- * new leader waits the duration), frees e once its timer is closed. */
+/* Stops (the Lease is left to expire: a new leader waits the duration),
+ * frees e once its timer is closed. */
 void elect_close(struct elect *e);
 
 /* ---- internal: the decision, without I/O (tests) ---- */

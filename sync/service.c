@@ -25,8 +25,7 @@
 #include "sync/nswatch.h"
 #include "sync/nudge.h"
 
-#define RECENT 4096          /* changes remembered for a new leader */
-#define RELEASE_WAIT_MS 3000 /* a stopping leader's wait for its Lease's release */
+#define RECENT 4096 /* changes remembered for a new leader */
 
 enum res { RES_CONFIGMAP, RES_SECRET, RES_POD, NRES };
 static const char *const RES_NAME[NRES] = {"configmaps", "secrets", "pods"};
@@ -49,8 +48,6 @@ struct svc {
     const struct sync_opts *o;
     uv_loop_t loop;
     uv_signal_t sigterm, sigint;
-    uv_timer_t release_wait; /* bounds the Lease's release at a stop */
-    int releasing, stopped;
     struct httpc *hc;
     struct kube *k;
     struct sync_index *ix;
@@ -293,31 +290,13 @@ static void stop(struct svc *s)
     s->hc = NULL;
     uv_close((uv_handle_t *)&s->sigterm, NULL);
     uv_close((uv_handle_t *)&s->sigint, NULL);
-    uv_close((uv_handle_t *)&s->release_wait, NULL);
 }
 
-static void released(void *ud)
-{
-    struct svc *s = ud;
-    if (s->stopped) return;
-    s->stopped = 1;
-    stop(s);
-}
-
-static void on_release_timeout(uv_timer_t *t) { released(t->data); }
-
-/* SIGTERM or SIGINT: a leader hands the Lease over first (at most
- * RELEASE_WAIT_MS); a second signal stops at once. */
 static void on_signal(uv_signal_t *h, int signum)
 {
     struct svc *s = h->data;
     log_info("sync: signal %d: stopping", signum);
-    if (!s->releasing && elect_release(s->el, released, s)) {
-        s->releasing = 1;
-        uv_timer_start(&s->release_wait, on_release_timeout, RELEASE_WAIT_MS, 0);
-        return;
-    }
-    released(s);
+    stop(s);
 }
 
 static int start_watches(struct svc *s, char *err, size_t errlen)
@@ -412,14 +391,12 @@ int sync_run(const struct sync_opts *o)
     uv_signal_init(&s->loop, &s->sigterm);
     uv_signal_init(&s->loop, &s->sigint);
     s->sigterm.data = s->sigint.data = s;
-    uv_timer_init(&s->loop, &s->release_wait);
-    s->release_wait.data = s;
     uv_signal_start(&s->sigterm, on_signal, SIGTERM);
     uv_signal_start(&s->sigint, on_signal, SIGINT);
     int rc = setup(s, err, sizeof err);
     if (rc < 0) {
         fprintf(stderr, "reload-agent sync: %s\n", err);
-        released(s);
+        stop(s);
     }
     uv_run(&s->loop, UV_RUN_DEFAULT);
     uv_loop_close(&s->loop);
