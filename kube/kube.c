@@ -47,7 +47,8 @@ struct kube_call {
     char *verb, *resource, *group, *method, *path, *content_type, *body;
     size_t body_len;
     enum kube_role role;
-    int tries;
+    int tries, max_tries;
+    uint64_t timeout_ms;
     int auth_retried;   /* a 401 was already answered by a re-read */
     unsigned token_gen; /* generation of the token the attempt used */
     struct kube_call *prev, *next;
@@ -566,14 +567,14 @@ static void on_attempt_done(void *ud, const struct httpc_result *res)
     log_debug("kube %s %s -> %ld (attempt %d)", c->method, c->path, res->ok ? res->status : 0L,
               c->tries);
     if (!res->ok) {
-        if (is_transient(res->curl_code) && c->tries < KUBE_MAX_TRIES) {
+        if (is_transient(res->curl_code) && c->tries < c->max_tries) {
             retry_later(c, backoff_ms(k, c->tries));
             return;
         }
         if (is_tls_verify(res->curl_code))
             snprintf(err, sizeof err, "TLS verification against the CA file %s failed: %s",
                      k->ca_path, res->error);
-        else if (is_transient(res->curl_code))
+        else if (is_transient(res->curl_code) && c->max_tries > 1)
             snprintf(err, sizeof err, "%s (gave up after %d attempts)", res->error, c->tries);
         else
             snprintf(err, sizeof err, "%s", res->error);
@@ -589,7 +590,7 @@ static void on_attempt_done(void *ud, const struct httpc_result *res)
     if (res->status >= 400) status = parse_status(res);
     if (res->status == 429 || res->status == 503 || res->status == 500)
         ra = retry_after(res, status);
-    if (c->tries < KUBE_MAX_TRIES &&
+    if (c->tries < c->max_tries &&
         (res->status == 429 || res->status == 503 || (res->status == 500 && ra >= 0))) {
         cJSON_Delete(status);
         retry_later(c, ra >= 0 ? (uint64_t)ra * 1000 : backoff_ms(k, c->tries));
@@ -624,7 +625,7 @@ static int attempt_start(struct kube_call *c)
         .nheaders = ctype ? 3 : 2,
         .body = c->body,
         .body_len = c->body_len,
-        .timeout_ms = k->timeout_ms,
+        .timeout_ms = c->timeout_ms ? c->timeout_ms : k->timeout_ms,
         .ca_file = k->ca_path,
         .whole_body = 1, /* a cut JSON reply is an error, not a reply */
     };
@@ -656,6 +657,8 @@ int kube_request(struct kube *k, const struct kube_req *req, kube_cb cb, void *u
     c->ud = ud;
     c->verb = ra_strdup(nonempty(req->verb));
     c->role = req->role;
+    c->max_tries = req->max_tries > 0 ? req->max_tries : KUBE_MAX_TRIES;
+    c->timeout_ms = req->timeout_ms;
     c->resource = ra_strdup(nonempty(req->resource));
     c->group = ra_strdup(req->group);
     c->method = ra_strdup(req->method);

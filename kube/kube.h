@@ -13,9 +13,10 @@
  * and once after a 401 (then the request is retried once). It is never
  * logged.
  *
- * Every request has a timeout (10 s). 429, 503, 500 with Retry-After, and
- * connection failures (refused, reset, dropped) are retried inside
- * kube_request, up to KUBE_MAX_TRIES attempts (a timeout or a TLS
+ * Every request has a timeout (10 s, or its own timeout_ms). 429, 503, 500
+ * with Retry-After, and connection failures (refused, reset, dropped) are
+ * retried inside kube_request, up to KUBE_MAX_TRIES attempts (or its own
+ * max_tries; 1 for none) (a timeout or a TLS
  * verification failure is final at once), waiting
  * Retry-After when given (plain-text and Status bodies alike send the
  * header; details.retryAfterSeconds is read from a Status body too), else
@@ -82,6 +83,10 @@ struct kube_req {
                                     instead of cb when the request is cancelled,
                                     so the caller can free what ud holds */
     enum kube_role role;         /* the Role a 403's hint names (zero: the agent's) */
+    int max_tries;               /* attempts at most (0: KUBE_MAX_TRIES); 1: no retry
+                                    inside, for a caller that retries on its own clock
+                                    (the sync service's leader election) */
+    uint64_t timeout_ms;         /* per attempt (0: the client's, KUBE_TIMEOUT_MS) */
 };
 
 struct kube_resp {

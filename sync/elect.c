@@ -102,6 +102,13 @@ static void on_write(void *ud, const struct kube_resp *r)
 
 static void on_cancel(void *ud) { (void)ud; }
 
+/* One attempt per request, bounded by a third of the lease duration: the
+ * next tick is the retry (as client-go's election does). kube_request's
+ * own retries (up to KUBE_MAX_TRIES, each up to KUBE_TIMEOUT_MS) kept a
+ * request busy for up to a minute after an API server came back, and the
+ * election blind meanwhile. */
+static uint64_t attempt_ms(const struct elect *e) { return e->duration_ms / 3; }
+
 /* Sends o (consumed) as a POST of a new Lease (rv NULL) or a merge patch
  * that carries rv (a compare-and-swap); cb gets the answer. Sets e->busy. */
 static void send_lease(struct elect *e, cJSON *o, const char *rv, kube_cb cb)
@@ -120,7 +127,9 @@ static void send_lease(struct elect *e, cJSON *o, const char *rv, kube_cb cb)
                            .content_type = rv ? "application/merge-patch+json" : "application/json",
                            .body = body,
                            .body_len = strlen(body),
-                           .on_cancel = on_cancel};
+                           .on_cancel = on_cancel,
+                           .max_tries = 1,
+                           .timeout_ms = attempt_ms(e)};
     e->busy = kube_request(e->k, &req, cb, e) == 0;
     free(path);
     free(body);
@@ -204,7 +213,9 @@ static void on_tick(uv_timer_t *t)
                            .group = LEASE_GROUP,
                            .method = "GET",
                            .path = path,
-                           .on_cancel = on_cancel};
+                           .on_cancel = on_cancel,
+                           .max_tries = 1,
+                           .timeout_ms = attempt_ms(e)};
     e->busy = kube_request(e->k, &req, on_read, e) == 0;
     free(path);
 }

@@ -8,6 +8,8 @@
  * metadata.resourceVersion (a merge patch that carries it: 409 when
  * another replica wrote first). A leader that could not renew for
  * two thirds of the duration steps down before anyone may take over.
+ * Each read or write is one attempt of at most a third of the duration;
+ * the next period is its retry.
  */
 #ifndef RA_SYNC_ELECT_H
 #define RA_SYNC_ELECT_H

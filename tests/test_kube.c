@@ -798,6 +798,43 @@ static void test_timeout_default_10s_slow(void **state)
     assert_true(elapsed_ms(t) >= KUBE_TIMEOUT_MS);
 }
 
+/* A request's own max_tries 1 and timeout_ms: a 503 is its answer at
+ * once (no retry inside), and a slow answer is given up after its own
+ * timeout, not the client's 10 s (the sync service's election retries on
+ * its own clock, sync/elect.c). */
+static void test_one_attempt_own_timeout(void **state)
+{
+    struct t *t = *state;
+    struct kube_req req = {.verb = "get",
+                           .resource = "pods",
+                           .group = "",
+                           .method = "GET",
+                           .path = t->pod_path,
+                           .on_cancel = on_cancel,
+                           .max_tries = 1,
+                           .timeout_ms = 300};
+    cJSON *reqs;
+
+    fault("{\"path_regex\":\"/pods/\",\"status\":503,\"count\":1}");
+    t->started = uv_hrtime();
+    assert_int_equal(kube_request(t->k, &req, on_resp, t), 0);
+    await_calls(t, 1, RUN_LIMIT_MS);
+    expect_status(t, 503);
+    assert_int_equal(t->tries, 1);
+    reqs = requests_for(t->pod_path);
+    assert_int_equal(cJSON_GetArraySize(reqs), 1);
+    cJSON_Delete(reqs);
+
+    fault("{\"path_regex\":\"/pods/\",\"delay_ms\":3000,\"count\":1}");
+    t->started = uv_hrtime();
+    assert_int_equal(kube_request(t->k, &req, on_resp, t), 0);
+    await_calls(t, 2, RUN_LIMIT_MS);
+    assert_int_equal(t->ok, 0);
+    assert_int_equal(t->tries, 1);
+    assert_non_null(strstr(t->error, "timed out"));
+    assert_true(elapsed_ms(t) >= 300 && elapsed_ms(t) < 2500);
+}
+
 static void test_ca_bundle(void **state)
 {
     struct t *t = *state;
@@ -957,6 +994,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_listener_down_then_up, setup, teardown),
         cmocka_unit_test_setup_teardown(test_timeout_not_retried, setup, teardown),
         cmocka_unit_test_setup_teardown(test_timeout_default_10s_slow, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_one_attempt_own_timeout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ca_bundle, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wrong_ca, setup, teardown),
         cmocka_unit_test_setup_teardown(test_destroy_cancels, setup, teardown),

@@ -142,28 +142,36 @@ static void step_start(struct job *j)
     switch (j->step) {
     case STEP_GET_SECRET:
         snprintf(path, sizeof path, "/api/v1/namespaces/%s/secrets/%s", ns, j->o.secret);
-        req = (struct kube_req){"get", "secrets", "", "GET", path,
-                                NULL,  NULL,      0,  NULL,  KUBE_ROLE_AGENT};
+        req = (struct kube_req){
+            .verb = "get", .resource = "secrets", .group = "", .method = "GET", .path = path};
         break;
     case STEP_CREATE_SECRET:
         snprintf(path, sizeof path, "/api/v1/namespaces/%s/secrets", ns);
-        req = (struct kube_req){"create", "secrets",          "",      "POST",
-                                path,     "application/json", j->body, strlen(j->body),
-                                NULL,     KUBE_ROLE_AGENT};
+        req = (struct kube_req){.verb = "create",
+                                .resource = "secrets",
+                                .group = "",
+                                .method = "POST",
+                                .path = path,
+                                .content_type = "application/json",
+                                .body = j->body,
+                                .body_len = strlen(j->body)};
         break;
     case STEP_GET_MWC:
         snprintf(path, sizeof path, "/apis/%s/v1/%s/%s", MWC_GROUP, MWC, j->o.mwc);
-        req = (struct kube_req){"get", MWC,  MWC_GROUP, "GET", path,
-                                NULL,  NULL, 0,         NULL,  KUBE_ROLE_AGENT};
+        req = (struct kube_req){
+            .verb = "get", .resource = MWC, .group = MWC_GROUP, .method = "GET", .path = path};
         break;
     case STEP_PATCH_MWC:
         snprintf(path, sizeof path, "/apis/%s/v1/%s/%s?fieldManager=reload-agent-webhook-certs",
                  MWC_GROUP, MWC, j->o.mwc);
-        req = (struct kube_req){"patch",   MWC,
-                                MWC_GROUP, "PATCH",
-                                path,      "application/json-patch+json",
-                                j->body,   strlen(j->body),
-                                NULL,      KUBE_ROLE_AGENT};
+        req = (struct kube_req){.verb = "patch",
+                                .resource = MWC,
+                                .group = MWC_GROUP,
+                                .method = "PATCH",
+                                .path = path,
+                                .content_type = "application/json-patch+json",
+                                .body = j->body,
+                                .body_len = strlen(j->body)};
         break;
     }
     rc = kube_request(j->k, &req, on_resp, j);

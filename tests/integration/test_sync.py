@@ -136,6 +136,30 @@ def test_sync_two_replicas_one_leader(env):
     other.stop()
 
 
+def test_sync_hung_lease_request_does_not_blind_the_election(env):
+    """A Lease request the API server holds (a renewal answered only after
+    8 s, as a connection to an API server that went away hangs) is given up
+    after a third of the lease duration and tried again at the next period:
+    the leader renews in time and never steps down. (Each request of the
+    election is one attempt: kube_request's own retries, up to 6 of 10 s,
+    kept it blind for up to a minute after an API server came back.)"""
+    fake = launch(env)
+    objects(fake)
+    s = Sync(env, fake, "one", "--lease-duration", "6s")
+    ready(fake, s)
+    t0 = time.time()
+    fake.ctl("POST", "/faults", {"method": "PATCH", "path_regex": "/leases/", "delay_ms": 8000, "count": 1})
+    settle(9)
+    check(s.has("cannot write Lease"), "the hung renewal was not given up")
+    check(not s.has("is no longer the leader"), "the leader stepped down: %r" % s.lines[-5:])
+    renewed = [r for r in requests(fake) if r["method"] == "PATCH" and "/leases/" in r["path"]
+               and r["time"] > t0 + 3 and r["status"] == 200]
+    check(len(renewed) >= 10, "%d renewals in the 6 s after the hung one" % len(renewed))
+    rv = put(fake, "configmaps", {"metadata": {"name": "a"}, "data": {"k": "1"}})
+    wait_until(lambda: values(fake, "p1") == ["configmap/a@" + rv], 10, "the leader's nudge")
+    s.stop()
+
+
 def outage(fake, seconds):
     """The API server away for seconds (every connection cut, connections
     refused) while configmap a changes; returns its new resourceVersion and
