@@ -1,7 +1,8 @@
 /*
  * kcwatch.c - a collection watched from resourceVersion 0, metadata only
  * (kube/kcwatch.h): one streamed request at a time through httpc's on_data,
- * event lines parsed by kwatch's parser, kwatch's backoff and deadlines.
+ * cut into lines by base/lines.h, event lines parsed by kwatch's parser,
+ * kwatch's backoff and deadlines.
  */
 #include "kube/kcwatch.h"
 
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "base/backoff.h"
+#include "base/lines.h"
 #include "base/log.h"
 #include "base/text.h"
 #include "kube/k8sname.h"
@@ -39,8 +41,7 @@ struct kcwatch {
     int got_head, stream_failed, stream_gone;
     char why[1024];
     char watch_rv[128]; /* "" = start from 0 */
-    char *line;
-    size_t line_len, line_cap;
+    struct lines lines; /* the partial event line */
     struct kcwatch_stats st;
 };
 
@@ -79,12 +80,6 @@ static int stream_fail(struct kcwatch *w, int restart, const char *fmt, ...)
     return 1;
 }
 
-static void line_wipe(struct kcwatch *w)
-{
-    if (w->line) explicit_bzero(w->line, w->line_cap);
-    w->line_len = 0;
-}
-
 /* One object event: handed on; a resume point unless the stream started
  * from 0 (its first events are the state in no order). */
 static int on_object(struct kcwatch *w, const struct kwatch__event *ev, const cJSON *meta)
@@ -108,8 +103,9 @@ static int on_object(struct kcwatch *w, const struct kwatch__event *ev, const cJ
     return w->closing;
 }
 
-static int on_line(struct kcwatch *w, const char *line, size_t len)
+static int on_line(void *ud, const char *line, size_t len)
 {
+    struct kcwatch *w = ud;
     struct kwatch__event ev;
     char err[512];
     cJSON *meta = NULL;
@@ -140,33 +136,10 @@ static int on_line(struct kcwatch *w, const char *line, size_t len)
 
 static int on_data_lines(struct kcwatch *w, const char *data, size_t n)
 {
-    while (n > 0) {
-        const char *nl = memchr(data, '\n', n);
-        size_t take = nl ? (size_t)(nl - data) : n;
-        if (w->line_len + take > KWATCH_MAX_EVENT) {
-            line_wipe(w);
-            return stream_fail(w, 1, "watch %s in %s: an event exceeds %d bytes", w->resource,
-                               w->where, KWATCH_MAX_EVENT);
-        }
-        if (w->line_len + take + 1 > w->line_cap) {
-            size_t cap = w->line_cap ? w->line_cap : 4096;
-            while (cap < w->line_len + take + 1) cap *= 2;
-            char *p = realloc(w->line, cap);
-            if (!p) ra_oom();
-            w->line = p;
-            w->line_cap = cap;
-        }
-        memcpy(w->line + w->line_len, data, take);
-        w->line_len += take;
-        data += take;
-        n -= take;
-        if (!nl) break;
-        data++, n--;
-        int stop = on_line(w, w->line, w->line_len);
-        line_wipe(w);
-        if (stop) return 1;
-    }
-    return 0;
+    enum lines_result r = lines_feed(&w->lines, data, n, on_line, w);
+    if (r != LINES_LONG) return r == LINES_STOP;
+    return stream_fail(w, 1, "watch %s in %s: an event exceeds %d bytes", w->resource, w->where,
+                       KWATCH_MAX_EVENT);
 }
 
 static void on_stall(uv_timer_t *t);
@@ -183,7 +156,7 @@ static int on_data(void *ud, const char *data, size_t n)
     int stop = on_data_lines(w, data, n);
     w->in_data = 0;
     if (stop || w->closing) return 1;
-    if (w->line_len == 0)
+    if (w->lines.len == 0)
         uv_timer_stop(&w->timer);
     else if (!uv_is_active((uv_handle_t *)&w->timer))
         uv_timer_start(&w->timer, on_stall, KWATCH_LINE_TIMEOUT_MS, 0);
@@ -201,7 +174,7 @@ static uint64_t stream_over(struct kcwatch *w)
     w->xfer = NULL;
     w->st.streaming = 0;
     if (!w->closing) uv_timer_stop(&w->timer);
-    line_wipe(w);
+    lines_wipe(&w->lines);
     if (w->got_head && lasted >= min_stream_ms(w)) w->fails = 0;
     return lasted;
 }
@@ -324,6 +297,7 @@ int kcwatch_start(struct kube *k, const struct kcwatch_opts *o, kcwatch_cb cb, v
     w->ud = ud;
     w->resource = ra_strdup(o->resource);
     w->ns = o->ns ? ra_strdup(o->ns) : NULL;
+    w->lines.max = KWATCH_MAX_EVENT;
     w->where = w->ns ? w->ns : "all namespaces";
     w->table = i == 1;
     w->timeout_s =
@@ -343,10 +317,7 @@ void kcwatch_get_stats(const struct kcwatch *w, struct kcwatch_stats *s) { *s = 
 static void on_closed(uv_handle_t *h)
 {
     struct kcwatch *w = h->data;
-    if (w->line) {
-        explicit_bzero(w->line, w->line_cap);
-        free(w->line);
-    }
+    lines_free(&w->lines);
     free(w->resource);
     free(w->ns);
     free(w);

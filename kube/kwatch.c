@@ -16,7 +16,7 @@
  * watch costs no wake-up until the server sends something (a bookmark
  * about once a minute).
  *
- * The stream is cut into lines in a buffer of at most KWATCH_MAX_EVENT
+ * The stream is cut into lines (base/lines.h) of at most KWATCH_MAX_EVENT
  * bytes; each line is one JSON event. The buffer is wiped when emptied,
  * since a Secret's metadata may quote its data (kwatch.h).
  */
@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "base/backoff.h"
+#include "base/lines.h"
 #include "base/log.h"
 #include "base/text.h"
 #include "kube/k8sname.h"
@@ -85,8 +86,7 @@ struct kwatch {
     struct kwatch__rvs rvs;
     char rv[128];       /* the object's last known resourceVersion */
     char watch_rv[128]; /* where the next watch resumes */
-    char *line;         /* partial event line */
-    size_t line_len, line_cap;
+    struct lines lines; /* the partial event line */
     struct kwatch_stats st;
     void (*close_done)(void *);
     void *close_ud;
@@ -421,12 +421,6 @@ static void fail(struct kwatch *w, int gone, const char *fmt, ...)
     uv_timer_start(&w->timer, on_timer, ms, 0);
 }
 
-static void line_wipe(struct kwatch *w)
-{
-    if (w->line) explicit_bzero(w->line, w->line_cap);
-    w->line_len = 0;
-}
-
 /* A list or watch (verb) that got no response or a status other than 200:
  * the transfer's error, a rejected token (re-read before the next
  * request), or the API server's Status with the RBAC hint of fast sync. */
@@ -542,8 +536,9 @@ static int on_object_event(struct kwatch *w, const struct kwatch__event *ev, con
 /* One event line of the stream. Returns 0 to read on, 1 to stop (a 410,
  * an error, a malformed event or one for another object: the state is set
  * for the next attempt, and on_watch_done counts the failure). */
-static int on_line(struct kwatch *w, const char *line, size_t len)
+static int on_line(void *ud, const char *line, size_t len)
 {
+    struct kwatch *w = ud;
     struct kwatch__event ev;
     char err[1536];
     cJSON *meta = NULL;
@@ -595,7 +590,7 @@ static int on_data(void *ud, const char *data, size_t n)
     int stop = on_data_lines(w, data, n);
     w->in_data = 0;
     if (stop || w->closing) return 1;
-    if (w->line_len == 0)
+    if (w->lines.len == 0)
         uv_timer_stop(&w->timer);
     else if (!uv_is_active((uv_handle_t *)&w->timer))
         uv_timer_start(&w->timer, on_stall, KWATCH_LINE_TIMEOUT_MS, 0);
@@ -604,38 +599,10 @@ static int on_data(void *ud, const char *data, size_t n)
 
 static int on_data_lines(struct kwatch *w, const char *data, size_t n)
 {
-    while (n > 0) {
-        const char *nl = memchr(data, '\n', n);
-        size_t take = nl ? (size_t)(nl - data) : n;
-        if (w->line_len + take > KWATCH_MAX_EVENT) {
-            line_wipe(w);
-            return stream_fail(w, 1, "watch %s %s: an event exceeds %d bytes", w->resource, w->name,
-                               KWATCH_MAX_EVENT);
-        }
-        if (w->line_len + take + 1 > w->line_cap) {
-            size_t cap = w->line_cap ? w->line_cap : 4096;
-            while (cap < w->line_len + take + 1) cap *= 2;
-            char *p = malloc(cap);
-            if (!p) ra_oom();
-            if (w->line) {
-                memcpy(p, w->line, w->line_len);
-                explicit_bzero(w->line, w->line_cap);
-                free(w->line);
-            }
-            w->line = p;
-            w->line_cap = cap;
-        }
-        memcpy(w->line + w->line_len, data, take);
-        w->line_len += take;
-        data += take;
-        n -= take;
-        if (!nl) break;
-        data++, n--; /* the newline */
-        int stop = on_line(w, w->line, w->line_len);
-        line_wipe(w);
-        if (stop) return 1;
-    }
-    return 0;
+    enum lines_result r = lines_feed(&w->lines, data, n, on_line, w);
+    if (r != LINES_LONG) return r == LINES_STOP;
+    return stream_fail(w, 1, "watch %s %s: an event exceeds %d bytes", w->resource, w->name,
+                       KWATCH_MAX_EVENT);
 }
 
 /* The shortest stream resumed at once, and the one that resets the count:
@@ -655,7 +622,7 @@ static uint64_t stream_over(struct kwatch *w)
     w->xfer = NULL;
     w->st.streaming = 0;
     if (!w->closing) uv_timer_stop(&w->timer);
-    line_wipe(w);
+    lines_wipe(&w->lines);
     if (w->got_head && lasted >= min_stream_ms(w)) w->fails = 0;
     return lasted;
 }
@@ -791,6 +758,7 @@ int kwatch_start(struct kube *k, const struct kwatch_opts *o, kwatch_cb cb, void
     w->ud = ud;
     w->resource = ra_strdup(o->resource);
     w->name = ra_strdup(o->name);
+    w->lines.max = KWATCH_MAX_EVENT;
     w->res = res;
     w->role = o->role;
     w->table = res->table;
@@ -822,10 +790,7 @@ static void on_closed(uv_handle_t *h)
     void (*done)(void *) = w->close_done;
     void *ud = w->close_ud;
 
-    if (w->line) {
-        explicit_bzero(w->line, w->line_cap);
-        free(w->line);
-    }
+    lines_free(&w->lines);
     free(w->resource);
     free(w->name);
     free(w);

@@ -124,7 +124,7 @@ def split(env, ips, ps, t0w, done, what):
     clock: the agent's log times and the audit's are comparable."""
     patched = {e["objectRef"]["name"]: rfc3339(e["stageTimestamp"]) - t0w for e in ps}
     for name in sorted(ips):
-        evs = [e for e in env.c.agent_events(name) if rfc3339(e.get("time", "")) >= t0w - 1]
+        evs = [e for e in env.agent_events(name) if rfc3339(e.get("time", "")) >= t0w - 1]
         change = next((rfc3339(e["time"]) - t0w for e in evs if e.get("event") == "change"), None)
         act = next((e for e in evs if e.get("event") == "action"), None)
         acted = rfc3339(act["time"]) - t0w if act else None
