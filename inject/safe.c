@@ -25,6 +25,7 @@
 #include "base/text.h"
 #include "config/config.h"
 #include "kube/k8sname.h"
+#include "kube/lease.h"
 
 #define A_DEFAULT_CONTAINER "kubectl.kubernetes.io/default-container"
 #define A_VALIDATE CFG_ANNOTATION_PREFIX "validate"
@@ -53,7 +54,7 @@ void inject__note(struct inject__ctx *x, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    inject__vpush(x, &x->notes, &x->nnotes, 400, fmt, ap);
+    inject__vpush(x, &x->notes, &x->nnotes, 1024, fmt, ap); /* two object names fit */
     va_end(ap);
 }
 
@@ -250,9 +251,7 @@ void inject__stage_default_api(struct inject__ctx *x, int api, const char *why)
     if (!note) return;
     x->stage_pending = NULL;
     if (api) {
-        const char *slash = strchr(x->stage_workload, '/');
-        inject__note(x, "%s, through Lease reload-agent-stage-%.*s-%s (Role: docs/staging.md)",
-                     note, (int)(slash - x->stage_workload), x->stage_workload, slash + 1);
+        inject__note(x, "%s, through Lease %s (Role: docs/staging.md)", note, x->stage_lease);
     } else {
         inject__note(x,
                      "%s, but the sidecar has no API access%s: each replica acts alone (the "
@@ -288,7 +287,17 @@ void inject__plan_stage(struct inject__ctx *x, int count, int percent, int deflt
         for (; KINDS[i][k] && k < sizeof kind - 1; k++)
             kind[k] = (char)(KINDS[i][k] | 0x20); /* ASCII letters: lower case */
         kind[k] = '\0';
+        char lease[LEASE_NAME_MAX + 1];
+        if (lease_name_for(KINDS[i], name->valuestring, lease, sizeof lease) < 0) {
+            inject__note(x,
+                         "stage: %s replica(s) at a time%s, but the %s's name is not an object "
+                         "name: each acts alone",
+                         width, deflt ? " (the default of restart)" : "", KINDS[i]);
+            return;
+        }
         x->stage_workload = inject__printf(x, "%s/%s", kind, name->valuestring);
+        free(x->stage_lease);
+        x->stage_lease = inject__printf(x, "%s", lease);
         if (deflt) {
             x->stage_pending =
                 inject__printf(x, "stage: %s replica(s) of %s at a time (the default of restart)",
@@ -296,10 +305,9 @@ void inject__plan_stage(struct inject__ctx *x, int count, int percent, int deflt
             return;
         }
         inject__note(x,
-                     "stage: %s replica(s) of %s at a time%s, through Lease "
-                     "reload-agent-stage-%s-%s (Role: docs/staging.md)",
-                     width, x->stage_workload, deflt ? " (the default of restart)" : "", kind,
-                     name->valuestring);
+                     "stage: %s replica(s) of %s at a time, through Lease %s (Role: "
+                     "docs/staging.md)",
+                     width, x->stage_workload, x->stage_lease);
         return;
     }
     if (*x->ki->template_prefix)
@@ -562,6 +570,8 @@ void inject__safe_free(struct inject__ctx *x)
     x->nlkg = 0;
     free(x->stage_workload);
     x->stage_workload = NULL;
+    free(x->stage_lease);
+    x->stage_lease = NULL;
     free(x->stage_pending);
     x->stage_pending = NULL;
     for (size_t i = 0; i < x->nnotes; i++) free(x->notes[i]);

@@ -107,7 +107,7 @@ int inject__get_id(struct inject__ctx *x, const cJSON *obj, const char *path, co
 void inject__vpush(struct inject__ctx *x, char ***list, size_t *n, size_t max, const char *fmt,
                    va_list ap)
 {
-    char buf[512];
+    char buf[1024];
     size_t cap = max < sizeof buf ? max : sizeof buf;
     vsnprintf(buf, cap, fmt, ap);
     ra_one_line_fix(buf, cap);

@@ -121,6 +121,7 @@ struct inject__ctx {
     struct inject__lkg *lkg;                 /* the kept volumes */
     size_t nlkg;
     char *stage_workload; /* --stage-workload's KIND/NAME (owned), or NULL */
+    char *stage_lease;    /* its Lease's name, kube/lease.h's (owned), or NULL */
     char *stage_pending;  /* the default stage's note, until the token is known (owned) */
     char **notes;         /* what the safe-reload steps will do (the CLI's report) */
     size_t nnotes;

@@ -886,3 +886,38 @@ def test_inject_fast_sync_writes_its_rbac(env):
     check(os.stat(p).st_ino == st, "a second -i rewrote the file")
     rc, hout, _ = inject(env, ["--help"])
     check(b"rbac" in hout and b"fast-sync" in hout, "--help says nothing of fast sync's RBAC")
+
+
+def test_inject_stage_note_names_the_lease_rbac_grants(env):
+    """The stage note names the Lease the agent uses and `-o rbac` grants,
+    also for a workload whose name is too long for the plain Lease name
+    (kube/lease.h cuts it with a hash): the note once printed the uncut
+    name, and cut it at 400 bytes."""
+    name = "w" * 240
+    text = """apiVersion: apps/v1
+kind: Deployment
+metadata: {name: %s, namespace: shop}
+spec:
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata:
+      labels: {app: web}
+      annotations:
+        reload-agent.io/inject: "true"
+        reload-agent.io/stage: "1"
+        reload-agent.io/action: signal
+        reload-agent.io/process: nginx
+    spec:
+      containers:
+      - {name: web, image: nginx, volumeMounts: [{name: site, mountPath: /etc/nginx/conf.d}]}
+      volumes: [{name: site, configMap: {name: site}}]
+""" % name
+    _, err = inject_ok(env, ["-"], stdin=text.encode())
+    m = re.search(r"stage: 1 replica\(s\) of deployment/%s at a time, through Lease (\S+) \(Role" % name, err)
+    check(m, "no stage note with its Lease: %s" % err[-800:])
+    rbac, _ = inject_ok(env, ["-o", "rbac", "-"], stdin=text.encode())
+    role = [d for d in yaml.safe_load_all(rbac.decode()) if d["kind"] == "Role"][0]
+    leases = [r.get("resourceNames") for r in role["rules"] if r["resources"] == ["leases"]]
+    check([m.group(1)] in leases, "the note's Lease %s, the Role's %r" % (m.group(1), leases))
+    check(len(m.group(1)) <= 253 and m.group(1) != "reload-agent-stage-deployment-" + name,
+          "not cut: %s" % m.group(1))
