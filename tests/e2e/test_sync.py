@@ -111,8 +111,9 @@ def edit(env, ips, body, what, deadline_s=45, user=USER, patch_within=None):
     check(set(ips) <= set(per_pod) and all(len(v) == 1 for v in per_pod.values()),
           "%s: PATCHes of the sync service per pod %r (want one each of %s)" % (
               what, {k: len(v) for k, v in per_pod.items()}, sorted(ips)))
-    check(patch_within is None or max(at) <= patch_within,
-          "%s: the service's PATCHes came %.1f s after the apply (want %d s at most)" % (what, max(at), patch_within))
+    if patch_within is not None:
+        check(max(at) <= patch_within, "%s: the service's PATCHes came %.1f s after the apply (want %d s at most)"
+              % (what, max(at), patch_within))
     return list(done.values())
 
 
@@ -135,12 +136,19 @@ def split(env, ips, ps, t0w, done, what):
 
 
 def test_sync_service_nudges_every_replica(env):
+    """The edits a running workload gets: the first right after the pods
+    became ready (logged on its own: the kubelet's first syncs of a new pod
+    held the nudge's sync 0.6-0.8 s in every run, the split shows it between
+    the PATCH and the swap), then EDITS once the pods are 10 s old, whose
+    p50 and max are the figures (docs/sync.md#figures)."""
     ips = web(env)
+    fresh = edit(env, ips, "v0-fresh", "edit of just-ready pods")
+    time.sleep(10)
     lat = []
     for i in range(1, EDITS + 1):
         lat += edit(env, ips, "v%d" % i, "edit %d" % i)
-    env.log("apply -> every replica serving: p50 %.2f s, max %.2f s over %d replica-edits"
-            % (pct(sorted(lat), 50), max(lat), len(lat)))
+    env.log("apply -> every replica serving: p50 %.2f s, max %.2f s over %d replica-edits "
+            "(of the just-ready pods: max %.2f s)" % (pct(sorted(lat), 50), max(lat), len(lat), max(fresh)))
 
 
 def leader(env):
