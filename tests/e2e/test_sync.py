@@ -207,8 +207,3 @@ def restart_and_leader_change(env):
 
 # it restarts kube-apiserver and deletes a pod of the shared service: alone
 test_sync_service_survives_api_restart_and_leader_change.exclusive = True
-# 2026-12-06: green in 3 of 4 runs; once the edit after the API server
-# restart was not served within 45 s (the service's logs were not kept
-# then; the test now dumps them). Out of CI until it passes three in a row.
-test_sync_service_survives_api_restart_and_leader_change.trial = (
-    "the edit after a kube-apiserver restart went unserved for 45 s in 1 of 4 runs")
