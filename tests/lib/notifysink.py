@@ -67,6 +67,10 @@ class Sink:
             ctx.load_cert_chain(certs + "/tls.crt", certs + "/tls.key")
             self.srv.socket = ctx.wrap_socket(self.srv.socket, server_side=True)
             scheme = "https"
+        # accept() never blocks for long: serve_forever once sat in it after
+        # its select said a connection was there (the agent had gone), and
+        # kill()'s shutdown() waited for it forever (a CI run hung 35 min)
+        self.srv.socket.settimeout(1.0)
         self.url = "%s://127.0.0.1:%d%s" % (scheme, self.srv.server_address[1], path)
         self.t = threading.Thread(target=self.srv.serve_forever, daemon=True)
         self.t.start()
@@ -118,7 +122,9 @@ class Sink:
 
     def kill(self):
         self.release.set()
-        self.srv.shutdown()
+        stopper = threading.Thread(target=self.srv.shutdown, daemon=True)
+        stopper.start()
+        stopper.join(10)  # bounded: the accept timeout lets serve_forever see it within 1.5 s
         self.srv.server_close()
         self.stopped = True
 
