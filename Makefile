@@ -192,13 +192,15 @@ bench: deps
 
 # The benches on the real cluster (tests/loadtest/, beside the load suite):
 # root and the cluster's lock; over an hour in all (propagation 10 edits,
-# fast sync 20 edits, about 30 minutes, restart storms 2 trials, safe reload
+# fast sync 20 edits, about 30 minutes, the sync service 10 edits against 4
+# of the kubelet's own, about 8 minutes, restart storms 2 trials, safe reload
 # about 10 minutes). Each
 # takes its own flags when run alone: python3 -m tests.loadtest.fastsync -h.
 bench-cluster: deps
 	$(MAKE) all
 	python3 -m tests.loadtest.propagation --binary $(BUILD)/reload-agent
 	python3 -m tests.loadtest.fastsync --binary $(BUILD)/reload-agent
+	python3 -m tests.loadtest.syncservice --binary $(BUILD)/reload-agent
 	python3 -m tests.loadtest.restartstorm --binary $(BUILD)/reload-agent
 	python3 -m tests.loadtest.safereload --binary $(BUILD)/reload-agent
 
