@@ -627,6 +627,66 @@ def test_fake_watch_stream_metadata_only(env):
           "event: %r" % evs[0])
 
 
+def test_fake_watch_actions_act_where_posted(env):
+    """A control action acts where it was posted among the changes
+    (fakeapi.md, POST /watch): held streams that wake to a change, a
+    BOOKMARK, another change, an end and a third change send the first
+    change, the bookmark at its resourceVersion, the second change, and end
+    there; a drop posted before a change cuts the stream before it. A CI
+    run once saw the drop's stream send the later change first, so the
+    agent under test never needed the relist the test was about."""
+    import json as _json
+    fake = start(env)
+    put = lambda v: fake.ctl("POST", "/object", {"resource": "configmaps", "object": {  # noqa: E731
+        "metadata": {"name": "site"}, "data": {"a": v}}})[1]["metadata"]["resourceVersion"]
+    rv0 = put("0")
+
+    def watch(since):
+        got = []
+
+        def reader():
+            c = http.client.HTTPSConnection("127.0.0.1", fake.port, timeout=10,
+                                            context=fake.tls_context())
+            c.request("GET", "/api/v1/namespaces/default/configmaps?fieldSelector=metadata.name%%3D"
+                      "site&watch=1&allowWatchBookmarks=true&resourceVersion=%s&timeoutSeconds=8"
+                      % since, headers={"Authorization": "Bearer " + fake.token()})
+            r = c.getresponse()
+            try:
+                got.append(r.read())
+            except (http.client.IncompleteRead, OSError) as e:
+                got.append(getattr(e, "partial", b""))
+            c.close()
+        t = threading.Thread(target=reader)
+        t.start()
+        wait_until(lambda: len(fake.ctl("GET", "/watches")[1]) == 1, 10, "the watch open")
+        return t, got
+
+    def events(t, got):
+        t.join(15)
+        check(not t.is_alive() and got, "the stream did not end")
+        return [(e["type"], e["object"]["metadata"]["resourceVersion"])
+                for e in map(_json.loads, got[0].splitlines()) if e]
+
+    t, got = watch(rv0)
+    fake.ctl("POST", "/watch", {"hold": True})
+    rv1 = put("1")
+    fake.ctl("POST", "/watch", {"action": "bookmark"})
+    rv2 = put("2")
+    fake.ctl("POST", "/watch", {"action": "end"})
+    rv3 = put("3")
+    fake.ctl("POST", "/watch", {"hold": False})
+    evs = events(t, got)
+    check(evs == [("MODIFIED", rv1), ("BOOKMARK", rv1), ("MODIFIED", rv2)], "events: %r" % evs)
+    wait_until(lambda: not fake.ctl("GET", "/watches")[1], 10, "the stream gone")
+    t, got = watch(rv3)
+    fake.ctl("POST", "/watch", {"hold": True})
+    fake.ctl("POST", "/watch", {"action": "drop"})
+    put("4")
+    fake.ctl("POST", "/watch", {"hold": False})
+    evs = events(t, got)
+    check(evs == [], "a dropped stream sent a later change: %r" % evs)
+
+
 def test_fake_watch_all_namespaces(env):
     """GET /api/v1/pods?watch=1 (the sync service's --all-namespaces): the
     pods of every namespace, each event naming its namespace; the open

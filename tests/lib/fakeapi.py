@@ -470,10 +470,13 @@ class State:
         self.watch_rvs = []     # the rvs of watch_log, ascending (for bisect)
         self.compacted = 0      # a watch from an older rv is 410 Gone
         self.gone_as = "event"  # how a too-old rv is answered: "event" (ERROR 410) or "status"
-        # every control action, in order: an open watch acts on each one posted
-        # since it opened (a log, not a slot: two posted before the stream wakes
-        # are both acted on, e.g. bookmark then end)
+        # every control action, in order, as (action, rv when posted): an open
+        # watch acts on each one posted since it opened (a log, not a slot: two
+        # posted before the stream wakes are both acted on, e.g. bookmark then
+        # end), between the events it sends as it was posted between the changes
+        # (a drop posted before a change ends the stream before that change)
         self.watch_actions = []
+        self.watch_hold = False  # POST /watch {"hold": true}: the streams send nothing
         self.open_watches = []  # dicts describing the open streams
         self.storms = {}        # (plural, ns, name) -> a storm spec (POST /storm): a watch fault
         self.version = dict(VERSION_INFO)  # what GET /version answers (POST /version sets it)
@@ -1369,43 +1372,56 @@ class ApiHandler(Handler):
             if self.client_gone():
                 return
             with st.lock:
+                now = time.monotonic()
+                wait = min(deadline - now, 1.0, next_at - now if mode == "rvs" else 1.0)
+                if st.watch_hold and wait > 0:
+                    st.cond.wait(wait)  # what comes meanwhile is sent when the hold ends
+                    continue
                 todo = [e for e in st.watch_log[bisect.bisect_right(st.watch_rvs, sent):]
                         if e[2] == plural and ns in (None, e[3]) and (name is None or e[4] == name)]
                 acts = st.watch_actions[gen:]
                 gen = len(st.watch_actions)
-                now = time.monotonic()
-                wait = min(deadline - now, 1.0, next_at - now if mode == "rvs" else 1.0)
                 if not todo and not acts and wait > 0:
                     st.cond.wait(wait)
                     continue
                 cur = st.rv
                 obj = copy.deepcopy(st.objects.get((plural, ns, name)))
-            for rv, kind, _, _, _, o in todo:
-                self.send_event(kind, shaped(o, meta))
-                sent = rv
+            for action, at in acts:
+                sent = self.send_events([e for e in todo if sent < e[0] <= at], meta, sent)
+                if self.act(action, meta, bookmarks, min(at, cur)):
+                    return
+                sent = max(sent, min(at, cur)) if action == "bookmark" and bookmarks else sent
+            sent = self.send_events([e for e in todo if e[0] > sent], meta, sent)
             if mode == "rvs" and obj is not None and time.monotonic() >= next_at:
                 obj["metadata"]["resourceVersion"] = storm["rvs"][n % len(storm["rvs"])]
                 self.send_event("MODIFIED", shaped(obj, meta))
                 n, next_at = n + 1, next_at + every
             if mode == "end_after_event" and todo:
                 return
-            for action in acts:
-                if action == "drop":
-                    socket.socket.shutdown(self.connection, socket.SHUT_RDWR)
-                    raise OSError("dropped")
-                if action == "bookmark" and bookmarks:
-                    self.send_event("BOOKMARK", bookmark_obj(meta, cur))
-                    sent = max(sent, cur)
-                if action == "gone":
-                    self.send_event("ERROR", status_obj(410, "too old resource version",
-                                                        reason="Expired"))
-                    return
-                if action == "garbage":
-                    self.send_chunk(b"{this is not json\n")
-                if action == "end":
-                    return
             if time.monotonic() >= deadline:
                 return
+
+    def send_events(self, events, meta, sent):
+        """Sends the watch_log entries events; returns the rv of the last one sent (sent if none)."""
+        for rv, kind, _, _, _, o in events:
+            self.send_event(kind, shaped(o, meta))
+            sent = rv
+        return sent
+
+    def act(self, action, meta, bookmarks, at):
+        """A control action on this stream, posted at resourceVersion at; True when it ends the
+        stream (a drop raises, as the connection is shut without an end)."""
+        if action == "drop":
+            socket.socket.shutdown(self.connection, socket.SHUT_RDWR)
+            raise OSError("dropped")
+        if action == "bookmark" and bookmarks:
+            self.send_event("BOOKMARK", bookmark_obj(meta, at))
+        if action == "gone":
+            self.send_event("ERROR", status_obj(410, "too old resource version", reason="Expired"))
+            return True
+        if action == "garbage":
+            self.send_chunk(b"{this is not json\n")
+        return action == "end"
 
 
 def shaped(obj, meta):
@@ -1527,9 +1543,11 @@ class ControlHandler(Handler):
                 if data.get("action") is not None:
                     if data["action"] not in ("drop", "bookmark", "gone", "garbage", "end"):
                         raise ValueError("unknown watch action %r" % data["action"])
-                    st.watch_actions.append(data["action"])
+                    st.watch_actions.append((data["action"], st.rv))
                 if data.get("compact"):
                     st.compacted = st.rv
+                if data.get("hold") is not None:
+                    st.watch_hold = bool(data["hold"])
                 if data.get("gone_as") is not None:
                     if data["gone_as"] not in ("event", "status"):
                         raise ValueError("gone_as must be event or status")
