@@ -1372,25 +1372,22 @@ class ApiHandler(Handler):
             if self.client_gone():
                 return
             with st.lock:
-                now = time.monotonic()
-                wait = min(deadline - now, 1.0, next_at - now if mode == "rvs" else 1.0)
-                if st.watch_hold and wait > 0:
-                    st.cond.wait(wait)  # what comes meanwhile is sent when the hold ends
-                    continue
                 todo = [e for e in st.watch_log[bisect.bisect_right(st.watch_rvs, sent):]
                         if e[2] == plural and ns in (None, e[3]) and (name is None or e[4] == name)]
                 acts = st.watch_actions[gen:]
-                gen = len(st.watch_actions)
-                if not todo and not acts and wait > 0:
-                    st.cond.wait(wait)
+                now = time.monotonic()
+                wait = min(deadline - now, 1.0, next_at - now if mode == "rvs" else 1.0)
+                if wait > 0 and (st.watch_hold or not (todo or acts)):
+                    st.cond.wait(wait)  # while held, what comes is sent when the hold ends
                     continue
-                cur = st.rv
+                gen += len(acts)
                 obj = copy.deepcopy(st.objects.get((plural, ns, name)))
             for action, at in acts:
                 sent = self.send_events([e for e in todo if sent < e[0] <= at], meta, sent)
-                if self.act(action, meta, bookmarks, min(at, cur)):
+                if self.act(action, meta, bookmarks, at):
                     return
-                sent = max(sent, min(at, cur)) if action == "bookmark" and bookmarks else sent
+                if action == "bookmark" and bookmarks:
+                    sent = max(sent, at)
             sent = self.send_events([e for e in todo if e[0] > sent], meta, sent)
             if mode == "rvs" and obj is not None and time.monotonic() >= next_at:
                 obj["metadata"]["resourceVersion"] = storm["rvs"][n % len(storm["rvs"])]
