@@ -583,12 +583,54 @@ def test_unknown_routes_and_objects(env):
 
 # ---- watches (fast sync), from tests/lib/fakeapi.md "Watches" ----
 
+def put_site(fake, data):
+    """The ConfigMap site stored with data; its new resourceVersion."""
+    return fake.ctl("POST", "/object", {"resource": "configmaps", "object": {
+        "metadata": {"name": "site"}, "data": data}})[1]["metadata"]["resourceVersion"]
+
+
+def watch_site(fake, since, secs, accept=None):
+    """A watch of the ConfigMap site from resourceVersion since, read to its
+    end in a thread (the body cut where a drop cut it); returned once the
+    fake lists it open, as (thread, got): got holds (status, body) once the
+    stream ended."""
+    got = []
+    headers = {"Authorization": "Bearer " + fake.token()}
+    if accept:
+        headers["Accept"] = accept
+
+    def reader():
+        c = http.client.HTTPSConnection("127.0.0.1", fake.port, timeout=10,
+                                        context=fake.tls_context())
+        c.request("GET", "/api/v1/namespaces/default/configmaps?fieldSelector=metadata.name%%3Dsite"
+                  "&watch=1&allowWatchBookmarks=true&resourceVersion=%s&timeoutSeconds=%d"
+                  % (since, secs), headers=headers)
+        r = c.getresponse()
+        try:
+            body = r.read()  # until the stream ends
+        except (http.client.IncompleteRead, OSError) as e:
+            body = getattr(e, "partial", b"")
+        got.append((r.status, body))
+        c.close()
+    t = threading.Thread(target=reader)
+    t.start()
+    wait_until(lambda: len(fake.ctl("GET", "/watches")[1]) == 1, 10, "the watch open")
+    return t, got
+
+
+def site_events(t, got):
+    """(status, events) of watch_site's stream, once it ended (15 s at most)."""
+    import json as _json
+    t.join(15)
+    check(not t.is_alive() and got, "the stream did not end")
+    status, body = got[0]
+    return status, [_json.loads(l) for l in body.splitlines() if l.strip()]
+
+
 def test_fake_watch_stream_metadata_only(env):
     import json as _json
     fake = start(env)
-    put = lambda data: fake.ctl("POST", "/object", {"resource": "configmaps", "object": {  # noqa: E731
-        "metadata": {"name": "site"}, "data": data}})[1]["metadata"]["resourceVersion"]
-    rv0 = put({"a": "secret-ish"})
+    rv0 = put_site(fake, {"a": "secret-ish"})
     meta = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
     c = http.client.HTTPSConnection("127.0.0.1", fake.port, timeout=10, context=fake.tls_context())
     c.request("GET", "/api/v1/namespaces/default/configmaps?fieldSelector=metadata.name%3Dsite",
@@ -597,30 +639,13 @@ def test_fake_watch_stream_metadata_only(env):
     c.close()
     check(lst["kind"] == "PartialObjectMetadataList" and "data" not in lst["items"][0],
           "list: %r" % lst)
-    got = []
-
-    def reader():
-        c = http.client.HTTPSConnection("127.0.0.1", fake.port, timeout=10,
-                                        context=fake.tls_context())
-        c.request("GET", "/api/v1/namespaces/default/configmaps?fieldSelector=metadata.name%%3Dsite"
-                  "&watch=1&allowWatchBookmarks=true&resourceVersion=%s&timeoutSeconds=5" % rv0,
-                  headers={"Authorization": "Bearer " + fake.token(),
-                           "Accept": "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"})
-        r = c.getresponse()
-        got.append(r.status)
-        got.append(r.read())  # until the stream ends
-        c.close()
-    t = threading.Thread(target=reader)
-    t.start()
-    deadline = time.monotonic() + 10
-    while not (fake.ctl("GET", "/watches")[1]) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    rv1 = put({"a": "2"})
+    t, got = watch_site(fake, rv0, 5,
+                        accept="application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1")
+    rv1 = put_site(fake, {"a": "2"})
     fake.ctl("POST", "/watch", {"action": "bookmark"})
     fake.ctl("POST", "/watch", {"action": "end"})
-    t.join(15)
-    check(got and got[0] == 200, "watch status: %r" % got[:1])
-    evs = [_json.loads(l) for l in got[1].splitlines() if l.strip()]
+    status, evs = site_events(t, got)
+    check(status == 200, "watch status: %r" % status)
     check([e["type"] for e in evs] == ["MODIFIED", "BOOKMARK"], "events: %r" % evs)
     check(evs[0]["object"]["kind"] == "PartialObjectMetadata" and
           evs[0]["object"]["metadata"]["resourceVersion"] == rv1 and "data" not in evs[0]["object"],
@@ -635,53 +660,27 @@ def test_fake_watch_actions_act_where_posted(env):
     there; a drop posted before a change cuts the stream before it. A CI
     run once saw the drop's stream send the later change first, so the
     agent under test never needed the relist the test was about."""
-    import json as _json
     fake = start(env)
-    put = lambda v: fake.ctl("POST", "/object", {"resource": "configmaps", "object": {  # noqa: E731
-        "metadata": {"name": "site"}, "data": {"a": v}}})[1]["metadata"]["resourceVersion"]
-    rv0 = put("0")
-
-    def watch(since):
-        got = []
-
-        def reader():
-            c = http.client.HTTPSConnection("127.0.0.1", fake.port, timeout=10,
-                                            context=fake.tls_context())
-            c.request("GET", "/api/v1/namespaces/default/configmaps?fieldSelector=metadata.name%%3D"
-                      "site&watch=1&allowWatchBookmarks=true&resourceVersion=%s&timeoutSeconds=8"
-                      % since, headers={"Authorization": "Bearer " + fake.token()})
-            r = c.getresponse()
-            try:
-                got.append(r.read())
-            except (http.client.IncompleteRead, OSError) as e:
-                got.append(getattr(e, "partial", b""))
-            c.close()
-        t = threading.Thread(target=reader)
-        t.start()
-        wait_until(lambda: len(fake.ctl("GET", "/watches")[1]) == 1, 10, "the watch open")
-        return t, got
 
     def events(t, got):
-        t.join(15)
-        check(not t.is_alive() and got, "the stream did not end")
         return [(e["type"], e["object"]["metadata"]["resourceVersion"])
-                for e in map(_json.loads, got[0].splitlines()) if e]
+                for e in site_events(t, got)[1]]
 
-    t, got = watch(rv0)
+    t, got = watch_site(fake, put_site(fake, {"a": "0"}), 8)
     fake.ctl("POST", "/watch", {"hold": True})
-    rv1 = put("1")
+    rv1 = put_site(fake, {"a": "1"})
     fake.ctl("POST", "/watch", {"action": "bookmark"})
-    rv2 = put("2")
+    rv2 = put_site(fake, {"a": "2"})
     fake.ctl("POST", "/watch", {"action": "end"})
-    rv3 = put("3")
+    rv3 = put_site(fake, {"a": "3"})
     fake.ctl("POST", "/watch", {"hold": False})
     evs = events(t, got)
     check(evs == [("MODIFIED", rv1), ("BOOKMARK", rv1), ("MODIFIED", rv2)], "events: %r" % evs)
     wait_until(lambda: not fake.ctl("GET", "/watches")[1], 10, "the stream gone")
-    t, got = watch(rv3)
+    t, got = watch_site(fake, rv3, 8)
     fake.ctl("POST", "/watch", {"hold": True})
     fake.ctl("POST", "/watch", {"action": "drop"})
-    put("4")
+    put_site(fake, {"a": "4"})
     fake.ctl("POST", "/watch", {"hold": False})
     evs = events(t, got)
     check(evs == [], "a dropped stream sent a later change: %r" % evs)
