@@ -33,7 +33,8 @@ static void usage(FILE *f)
            "       reload-agent validator --socket PATH  run the agent's checks in the app's "
            "image\n"
            "       reload-agent ready --state-dir DIR  exit 0 once the agent is ready\n"
-           "       reload-agent sync --namespaces NS  the cluster sync service (docs/sync.md)\n"
+           "       reload-agent sync --all-namespaces | --namespaces NS[,NS...]\n"
+           "                                        the cluster sync service (docs/sync.md)\n"
            "       reload-agent copy-self DEST      copy this binary to DEST (mode 0755)\n"
            "       reload-agent version             print version and git commit\n"
            "       reload-agent SUBCOMMAND --help\n");
