@@ -55,6 +55,17 @@ start_proc() {
 	printf '%s\0' "$PATH" "$bin" "$@" > "$STATE/cmd/$name"
 }
 
+# running PID: true while PID is a process that has not exited. An exited
+# child of a PID 1 that does not reap (this VM's init) stays a zombie with
+# a /proc entry; it counts as exited (state Z), or every stop would wait out
+# its whole SIGTERM grace.
+running() {
+	local stat
+	stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	stat=${stat##*) }
+	[ "${stat%% *}" != Z ]
+}
+
 # stop_proc NAME [SECONDS]: SIGTERM, then SIGKILL after SECONDS (default 10).
 stop_proc() {
 	local name=$1 secs=${2:-10} pid i
@@ -62,10 +73,10 @@ stop_proc() {
 	if [ -n "$pid" ]; then
 		kill -TERM "$pid" 2>/dev/null || true
 		for ((i = 0; i < secs * 10; i++)); do
-			[ -d "/proc/$pid" ] || break
+			running "$pid" || break
 			sleep 0.1
 		done
-		if [ -d "/proc/$pid" ]; then
+		if running "$pid"; then
 			clog "$name (pid $pid) ignored SIGTERM for $secs s: SIGKILL"
 			kill -KILL "$pid" 2>/dev/null || true
 			sleep 0.2
