@@ -68,6 +68,13 @@ uint64_t backoff_next(const struct backoff *p, int attempt, struct ra_rng *rng)
     return d;
 }
 
+int backoff_watch_step(int fails, int gone, int *last_gone)
+{
+    int step = gone && !*last_gone ? 1 : fails;
+    *last_gone = gone;
+    return step;
+}
+
 uint64_t ra_ms_of_ns(int64_t ns)
 {
     if (ns <= 0) return 0;

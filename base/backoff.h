@@ -52,6 +52,18 @@ struct backoff {
  * with BACKOFF_JITTER_NONE). Never overflows: doubling stops at the cap. */
 uint64_t backoff_next(const struct backoff *p, int attempt, struct ra_rng *rng);
 
+/* The step a watch's failure number fails (>= 1) waits, for kube/kwatch.c
+ * and kube/kcwatch.c. gone: this failure is a 410 Gone. A 410 that follows
+ * a failure of another kind waits the first step: the server answered, so
+ * it is up, and one that was away (a restart) answers every resume with
+ * 410; the relist is due now, not after the step the outage's failures
+ * reached (they reached 8 s and the relist waited it: an edit made as the
+ * API server came back was nudged 14 s late). A 410 after a 410 waits the
+ * step of the count, so a server that answers every watch with 410 is not
+ * asked faster than any other failing one. *last_gone keeps the kind of
+ * the previous failure; the caller clears it with the count. */
+int backoff_watch_step(int fails, int gone, int *last_gone);
+
 /* Nanoseconds to milliseconds, rounded up; <= 0 gives 0. Defined for every
  * int64_t (no overflow near INT64_MAX). */
 uint64_t ra_ms_of_ns(int64_t ns);

@@ -35,7 +35,7 @@ struct kcwatch {
     struct backoff policy;
     uv_timer_t timer; /* the backoff, or the head and line deadlines */
     struct httpc_xfer *xfer;
-    int fails, closing, in_data, from_zero;
+    int fails, last_gone, closing, in_data, from_zero;
     unsigned token_gen;
     uint64_t started;
     int got_head, stream_failed, stream_gone;
@@ -59,7 +59,8 @@ static void fail(struct kcwatch *w, int gone, const char *fmt, ...)
     va_end(ap);
     ra_one_line(msg, sizeof msg, raw);
     if (w->fails < MAX_FAILURES) w->fails++;
-    uint64_t ms = backoff_next(&w->policy, w->fails, ra_rng_process());
+    uint64_t ms = backoff_next(&w->policy, backoff_watch_step(w->fails, gone, &w->last_gone),
+                               ra_rng_process());
     w->st.errors++;
     struct kcwatch_event ev = {
         .what = KCWATCH_ERROR, .error = msg, .gone = gone, .failures = w->fails, .retry_ms = ms};
@@ -175,7 +176,7 @@ static uint64_t stream_over(struct kcwatch *w)
     w->st.streaming = 0;
     if (!w->closing) uv_timer_stop(&w->timer);
     lines_wipe(&w->lines);
-    if (w->got_head && lasted >= min_stream_ms(w)) w->fails = 0;
+    if (w->got_head && lasted >= min_stream_ms(w)) w->fails = w->last_gone = 0;
     return lasted;
 }
 

@@ -33,7 +33,9 @@
  * the backoff: KWATCH_RETRY_BASE_MS doubling to KWATCH_RETRY_CAP_MS,
  * 75-125 %; one request per step; the count starts over only after a
  * stream that stayed open KWATCH_MIN_STREAM_MS. No 410 storm: a relist
- * (a watch from 0) is one request per backoff step.
+ * (a watch from 0) is one request per backoff step; a 410 after a failure
+ * of another kind (an API server back from a restart) waits the first
+ * step, a 410 after a 410 the count's (backoff_watch_step).
  */
 #ifndef RA_KCWATCH_H
 #define RA_KCWATCH_H

@@ -67,6 +67,7 @@ struct kwatch {
     struct httpc_xfer *xfer;
     enum phase phase;
     int fails;      /* failures since the last stream that lasted KWATCH_MIN_STREAM_MS */
+    int last_gone;  /* the last of them was a 410 (backoff_watch_step) */
     int listed;     /* the first list succeeded */
     int need_list;  /* the next attempt lists (a Secret: resyncs), after a 410 or bad data */
     int exists;     /* the object's last known state */
@@ -411,7 +412,8 @@ static void fail(struct kwatch *w, int gone, const char *fmt, ...)
     va_end(ap);
     ra_one_line(msg, sizeof msg, raw);
     if (w->fails < MAX_FAILURES) w->fails++;
-    uint64_t ms = backoff_next(&w->policy, w->fails, ra_rng_process());
+    uint64_t ms = backoff_next(&w->policy, backoff_watch_step(w->fails, gone, &w->last_gone),
+                               ra_rng_process());
     w->st.errors++;
     w->phase = PH_WAIT;
     struct kwatch_event ev = {
@@ -623,7 +625,7 @@ static uint64_t stream_over(struct kwatch *w)
     w->st.streaming = 0;
     if (!w->closing) uv_timer_stop(&w->timer);
     lines_wipe(&w->lines);
-    if (w->got_head && lasted >= min_stream_ms(w)) w->fails = 0;
+    if (w->got_head && lasted >= min_stream_ms(w)) w->fails = w->last_gone = 0;
     return lasted;
 }
 

@@ -25,8 +25,10 @@
  * KWATCH_RETRY_CAP_MS, 75-125 %. Each step sends at most one list (after
  * a 410 or malformed data) and one watch. The count starts over only
  * when a stream has stayed open KWATCH_MIN_STREAM_MS: a successful list
- * or an event does not reset it. A stream that lasted that long and ends
- * cleanly (the server's timeoutSeconds) is resumed at once.
+ * or an event does not reset it. A 410 after a failure of another kind
+ * waits the first step (an API server back from a restart; a 410 after a
+ * 410 waits the count's: backoff_watch_step). A stream that lasted that
+ * long and ends cleanly (the server's timeoutSeconds) is resumed at once.
  *
  * What is a change. kwatch reports the object's state with `changed` set
  * only for a resourceVersion of the object it has not seen before and that

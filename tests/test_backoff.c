@@ -179,6 +179,27 @@ static void test_ms_of_ns(void **s)
     assert_int_equal(ra_ms_of_ns(INT64_MAX), 9223372036855ULL);
 }
 
+/* A 410 after other failures (an API server back from a restart) waits the
+ * first step; 410s in a row and every other failure wait the count's step;
+ * a failure of another kind between two 410s lets the next 410 start over. */
+static void test_watch_step_after_gone(void **s)
+{
+    (void)s;
+    int last = 0;
+    assert_int_equal(backoff_watch_step(1, 0, &last), 1);
+    assert_int_equal(backoff_watch_step(5, 0, &last), 5);
+    assert_int_equal(backoff_watch_step(6, 1, &last), 1); /* back: relist now */
+    assert_int_equal(last, 1);
+    assert_int_equal(backoff_watch_step(7, 1, &last), 7); /* 410 again: no storm */
+    assert_int_equal(backoff_watch_step(8, 1, &last), 8);
+    assert_int_equal(backoff_watch_step(9, 0, &last), 9);
+    assert_int_equal(last, 0);
+    assert_int_equal(backoff_watch_step(10, 1, &last), 1);
+    last = 0; /* the count cleared by a stream that lasted */
+    assert_int_equal(backoff_watch_step(1, 1, &last), 1);
+    assert_int_equal(backoff_watch_step(2, 1, &last), 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -191,6 +212,7 @@ int main(void)
         cmocka_unit_test(test_below),
         cmocka_unit_test(test_process_generator_seeded),
         cmocka_unit_test(test_ms_of_ns),
+        cmocka_unit_test(test_watch_step_after_gone),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
