@@ -9,6 +9,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,9 @@ struct kcwatch {
     uv_timer_t timer; /* the backoff, or the head and line deadlines */
     struct httpc_xfer *xfer;
     int fails, last_gone, closing, in_data, from_zero;
+    int no_answer;             /* the failure being reported got no HTTP answer */
+    int woken;                 /* an answer cut a wait short since the count started */
+    struct kube_waiter waiter; /* such a wait, for the next answer to any request */
     unsigned token_gen;
     uint64_t started;
     int got_head, stream_failed, stream_gone;
@@ -47,6 +51,23 @@ struct kcwatch {
 
 static void attempt(struct kcwatch *w);
 static void on_timer(uv_timer_t *t) { attempt(t->data); }
+
+/* The API server answered another request while this watch waits out a
+ * step after a failure without an answer (refused, no response): it is
+ * back, so the watch tries again within the first step (a draw in
+ * [0, base): many watches do not come back at once). Once per count of
+ * failures: a watch whose own requests keep getting no answer while
+ * others get theirs goes on with its backoff. */
+static void on_answer(struct kube_waiter *kw)
+{
+    struct kcwatch *w = (struct kcwatch *)((char *)kw - offsetof(struct kcwatch, waiter));
+    if (w->closing || w->xfer || !uv_is_active((uv_handle_t *)&w->timer)) return;
+    uint64_t ms = ra_rng_below(ra_rng_process(), w->policy.base_ms);
+    if (uv_timer_get_due_in(&w->timer) <= ms) return;
+    w->woken = 1;
+    w->st.woken++;
+    uv_timer_start(&w->timer, on_timer, ms, 0);
+}
 
 static void fail(struct kcwatch *w, int gone, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -65,7 +86,10 @@ static void fail(struct kcwatch *w, int gone, const char *fmt, ...)
     struct kcwatch_event ev = {
         .what = KCWATCH_ERROR, .error = msg, .gone = gone, .failures = w->fails, .retry_ms = ms};
     w->cb(w->ud, &ev);
-    if (!w->closing) uv_timer_start(&w->timer, on_timer, ms, 0);
+    if (w->closing) return;
+    uv_timer_start(&w->timer, on_timer, ms, 0);
+    if (w->no_answer && !w->woken) kube__wait_answer(w->k, &w->waiter);
+    w->no_answer = 0;
 }
 
 static int stream_fail(struct kcwatch *w, int restart, const char *fmt, ...)
@@ -176,7 +200,7 @@ static uint64_t stream_over(struct kcwatch *w)
     w->st.streaming = 0;
     if (!w->closing) uv_timer_stop(&w->timer);
     lines_wipe(&w->lines);
-    if (w->got_head && lasted >= min_stream_ms(w)) w->fails = w->last_gone = 0;
+    if (w->got_head && lasted >= min_stream_ms(w)) w->fails = w->last_gone = w->woken = 0;
     return lasted;
 }
 
@@ -188,6 +212,7 @@ static void on_stall(uv_timer_t *t)
     int got_head = w->got_head;
     stream_over(w);
     kube__count_response(w->k, 0);
+    w->no_answer = !got_head;
     if (!got_head)
         fail(w, 0, "watch %s in %s: no 2xx response head within %d s", w->resource, w->where,
              KWATCH_HEAD_TIMEOUT_MS / 1000);
@@ -209,6 +234,7 @@ static void collection_path(const struct kcwatch *w, char *out, size_t n)
 static void fail_reply(struct kcwatch *w, const struct httpc_result *res)
 {
     if (!res->ok) {
+        w->no_answer = !w->got_head;
         fail(w, 0, "watch %s in %s: %s", w->resource, w->where, res->error);
         return;
     }
@@ -247,6 +273,7 @@ static void on_watch_done(void *ud, const struct httpc_result *res)
 
 static void attempt(struct kcwatch *w)
 {
+    kube__unwait(&w->waiter);
     w->from_zero = !w->watch_rv[0];
     char path[512];
     collection_path(w, path, sizeof path);
@@ -308,6 +335,7 @@ int kcwatch_start(struct kube *k, const struct kcwatch_opts *o, kcwatch_cb cb, v
                                  BACKOFF_JITTER_SPREAD};
     uv_timer_init(kube__loop(k), &w->timer);
     w->timer.data = w;
+    w->waiter.cb = on_answer;
     uv_timer_start(&w->timer, on_timer, 0, 0);
     *out = w;
     return 0;
@@ -328,6 +356,7 @@ void kcwatch_close(struct kcwatch *w)
 {
     if (!w || w->closing) return;
     w->closing = 1;
+    kube__unwait(&w->waiter);
     if (w->xfer && !w->in_data) {
         httpc_cancel(w->xfer);
         w->xfer = NULL;

@@ -35,7 +35,11 @@
  * stream that stayed open KWATCH_MIN_STREAM_MS. No 410 storm: a relist
  * (a watch from 0) is one request per backoff step; a 410 after a failure
  * of another kind (an API server back from a restart) waits the first
- * step, a 410 after a 410 the count's (backoff_watch_step).
+ * step, a 410 after a 410 the count's (backoff_watch_step). A wait after a
+ * failure without an answer (refused, no response head) is cut short by
+ * the next answer to any request of the same kube client (the service's
+ * Lease read, every retry period): the watch tries again within a draw in
+ * [0, the first step), once per count of failures (kube__wait_answer).
  */
 #ifndef RA_KCWATCH_H
 #define RA_KCWATCH_H
@@ -80,7 +84,8 @@ struct kcwatch_stats {
     unsigned watches;   /* requests sent */
     unsigned from_zero; /* of them, from resourceVersion 0 */
     unsigned events, bookmarks, gone, errors;
-    int streaming; /* a stream is open */
+    unsigned woken; /* waits cut short by another request's answer */
+    int streaming;  /* a stream is open */
 };
 
 /* Starts watching (the first request runs from the loop, never inside this

@@ -65,6 +65,7 @@ struct kube {
     uint64_t timeout_ms;
     struct kube_call *calls;
     struct kube_counters counters;
+    struct kube_waiter *waiters; /* waiting for the next answer */
 };
 
 /* ---- small helpers ---- */
@@ -153,9 +154,38 @@ static void token_refresh(struct kube *k)
     k->token_stale = 0;
 }
 
+void kube__wait_answer(struct kube *k, struct kube_waiter *w)
+{
+    if (w->pprev) return;
+    w->next = k->waiters;
+    if (w->next) w->next->pprev = &w->next;
+    w->pprev = &k->waiters;
+    k->waiters = w;
+}
+
+void kube__unwait(struct kube_waiter *w)
+{
+    if (!w->pprev) return;
+    *w->pprev = w->next;
+    if (w->next) w->next->pprev = w->pprev;
+    w->next = NULL;
+    w->pprev = NULL;
+}
+
+/* Every finished attempt: the counters; an answer (any status) wakes the
+ * waiters, each once (a waiter's cb may wait again: it waits for the next). */
 static void count_code(struct kube *k, long code)
 {
     if (k->counters.response) k->counters.response(k->counters.ud, code);
+    if (code <= 0 || !k->waiters) return;
+    struct kube_waiter *list = k->waiters;
+    list->pprev = &list;
+    k->waiters = NULL;
+    while (list) {
+        struct kube_waiter *w = list;
+        kube__unwait(w);
+        w->cb(w);
+    }
 }
 
 void kube_set_counters(struct kube *k, const struct kube_counters *c)
@@ -688,6 +718,7 @@ int kube_request(struct kube *k, const struct kube_req *req, kube_cb cb, void *u
 void kube_destroy(struct kube *k)
 {
     if (!k) return;
+    while (k->waiters) kube__unwait(k->waiters);
     while (k->calls) {
         struct kube_call *c = k->calls;
 

@@ -151,6 +151,20 @@ uv_loop_t *kube__loop(const struct kube *k);
 struct httpc *kube__httpc(const struct kube *k);
 /* Counts one finished attempt on the registered counters (0: no response). */
 void kube__count_response(struct kube *k, long code);
+/* A wait for the API server to answer again (kcwatch.c: a watch that got
+ * no answer waits its backoff step, but the first answer to any request of
+ * k - the sync service's Lease read every retry period - says the server
+ * is back). Embedded in its owner; zeroed = not waiting. */
+struct kube_waiter {
+    struct kube_waiter *next, **pprev;
+    void (*cb)(struct kube_waiter *); /* once, on the next attempt of k that got
+                                         an HTTP status; not waiting any more then */
+};
+/* Waits w (its cb set) for the next answer; a w already waiting stays as it is. */
+void kube__wait_answer(struct kube *k, struct kube_waiter *w);
+/* Stops waiting (no-op when w is not waiting). Call it before freeing w. */
+void kube__unwait(struct kube_waiter *w);
+
 /* The one-line error kube_request would give for a final status code >= 400
  * of req with this body (the Status message, the RBAC hint for 403). */
 void kube__http_error(const struct kube *k, const struct kube_req *req, long code, const char *body,

@@ -950,6 +950,66 @@ static void test_kevents_suppressed_counted(void **state)
 
 /* ---- main ---- */
 
+/* The waiters of kube__wait_answer: woken once each by the next attempt
+ * that got an HTTP status (never by one without), not when they stopped
+ * waiting; a waiter that waits again from its cb waits for the answer
+ * after; one that unwaits another waiter being woken keeps it asleep; a
+ * waiter added twice is woken once; kube_destroy lets every waiter go. */
+struct waiter_t {
+    struct kube_waiter kw;
+    int woken;
+    int again;                 /* wait again from the cb */
+    struct kube_waiter *other; /* unwait this from the cb */
+    struct kube *k;
+};
+
+static void on_woken(struct kube_waiter *kw)
+{
+    struct waiter_t *w = (struct waiter_t *)kw;
+    w->woken++;
+    if (w->again) kube__wait_answer(w->k, kw);
+    if (w->other) kube__unwait(w->other);
+}
+
+static void test_answer_wakes_waiters(void **state)
+{
+    struct t *t = *state;
+    struct waiter_t w[4];
+    memset(w, 0, sizeof w);
+    for (int i = 0; i < 4; i++) {
+        w[i].kw.cb = on_woken;
+        w[i].k = t->k;
+        kube__wait_answer(t->k, &w[i].kw);
+    }
+    kube__wait_answer(t->k, &w[0].kw); /* twice: still one wake */
+    kube__unwait(&w[1].kw);
+    kube__unwait(&w[1].kw); /* not waiting: a no-op */
+    w[2].again = 1;
+    w[3].other = &w[0].kw; /* w[3] is woken first (the last added) */
+    kube__count_response(t->k, 0);
+    for (int i = 0; i < 4; i++) assert_int_equal(w[i].woken, 0);
+    kube__count_response(t->k, 503);
+    assert_int_equal(w[0].woken, 0); /* unwaited by w[3] while being woken */
+    assert_int_equal(w[1].woken, 0);
+    assert_int_equal(w[2].woken, 1);
+    assert_int_equal(w[3].woken, 1);
+    kube__count_response(t->k, 200);
+    assert_int_equal(w[2].woken, 2); /* it waited again */
+    assert_int_equal(w[3].woken, 1);
+    w[2].again = 0;
+    kube__count_response(t->k, 200);
+    assert_int_equal(w[2].woken, 3);
+    kube__count_response(t->k, 200);
+    assert_int_equal(w[2].woken, 3);
+    kube__wait_answer(t->k, &w[1].kw);
+    kube_destroy(t->k); /* lets w[1] go: nothing points at it after */
+    t->k = NULL;
+    assert_null(w[1].kw.pprev);
+    char api[64];
+    struct kube_config cfg = default_cfg(api, sizeof api);
+    assert_int_equal(make_kube(t, &cfg), 0);
+}
+
 static int group_setup(void **state)
 {
     char st[300];
@@ -976,6 +1036,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_create_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_in_cluster_config, setup, teardown),
         cmocka_unit_test_setup_teardown(test_get_ok, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_answer_wakes_waiters, setup, teardown),
         cmocka_unit_test_setup_teardown(test_patch_body_and_type, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
         cmocka_unit_test_setup_teardown(test_token_whitespace_trimmed, setup, teardown),

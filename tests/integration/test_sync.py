@@ -108,13 +108,17 @@ def test_sync_410_starts_over_from_zero_with_backoff(env):
     s.stop()
 
 
-def test_sync_relist_after_an_outage_waits_the_first_step(env):
+def test_sync_back_after_an_outage_resumes_at_once(env):
     """The API server away for a while (its listener closed: every request
     refused, the watches' backoff climbs to its cap), then back with its
-    old resourceVersions gone (a restart): each watch's resume is answered
-    410 and its relist from 0 follows at the first step of the backoff,
-    not at the step the outage reached; the change made meanwhile is
-    nudged. (The e2e test_sync restart saw the relist wait 9.6 s.)"""
+    old resourceVersions gone (a restart). The first answer to any request
+    (the Lease's read) cuts each watch's wait short: it resumes within the
+    first step, not after the cap step it was in (the listener comes back
+    just after a watch began one); the resume is answered 410 and the
+    relist from 0 follows at the first step too, not at the step the outage
+    reached; the change made meanwhile is nudged. (The e2e test_sync
+    restart saw a watch wait 8 s after the route was back, then 9.6 s for
+    its relist.)"""
     fake = launch(env)
     objects(fake)
     s = Sync(env, fake, "one", "--watch-retry-base", "200ms", "--watch-retry-cap", "4s")
@@ -122,11 +126,13 @@ def test_sync_relist_after_an_outage_waits_the_first_step(env):
     fake.ctl("POST", "/watch", {"action": "bookmark"})  # each watch's resume point
     wait_until(lambda: all(w["bookmarks"] for w in watches_open(fake)), 10, "the bookmarks sent")
     settle(0.3)
+    capped = lambda: [line for line in list(s.lines) if re.search(r"next try in [3-5]\d{3} ms", line)]
     fake.ctl("POST", "/listener", {"up": False})
-    wait_until(lambda: any(re.search(r"next try in [3-5]\d{3} ms", line) for line in list(s.lines)), 20,
-               "the watches' backoff at its cap")
+    wait_until(lambda: capped(), 20, "the watches' backoff at its cap")
     rv = put(fake, "configmaps", {"metadata": {"name": "b"}, "data": {"k": "meanwhile"}})
     fake.ctl("POST", "/watch", {"compact": True})
+    n = len(capped())
+    wait_until(lambda: len(capped()) > n, 20, "a watch beginning a cap step", interval=0.01)
     t0 = time.time()
     fake.ctl("POST", "/listener", {"up": True})
     wait_until(lambda: values(fake, "p3") == ["configmap/b@" + rv], 20, "the change made meanwhile")
@@ -137,10 +143,12 @@ def test_sync_relist_after_an_outage_waits_the_first_step(env):
         check(len(mine) >= 2 and mine[0]["query"].get("resourceVersion") != "0" and
               mine[1]["query"].get("resourceVersion") == "0",
               "%s: want a resume (410) then a watch from 0: %r" % (path, [r["query"] for r in mine]))
-        gap = mine[1]["time"] - mine[0]["time"]
+        resumed, gap = mine[0]["time"] - t0, mine[1]["time"] - mine[0]["time"]
+        check(resumed < 1.5, "%s: resumed %.2f s after the listener came back (its cap step; want "
+                             "within the first after the Lease's read, 0.2 s apart)" % (path, resumed))
         check(gap < 1.5, "%s: resumed %.2f s after the listener came back, the relist after its 410 "
                          "waited %.2f s more (the outage's step; want the first, 0.15-0.25 s)"
-              % (path, mine[0]["time"] - t0, gap))
+              % (path, resumed, gap))
     check(s.has("410"), "the 410 is not logged")
     s.stop()
 
