@@ -196,8 +196,8 @@ class Route(threading.Thread):
     the stopping kube-apiserver empties the Service's endpoints, kube-proxy
     rejects the ClusterIP until its watch of EndpointSlices is back, and
     that watch comes back with client-go's reflector backoff (0.8 s doubling
-    to 30 s, jittered up to twice): 3-45 s after /readyz answers in the
-    runs measured. The node's connections pass the same kube-proxy rules
+    to 30 s, jittered up to twice): 0.2-10.9 s after /readyz answered in
+    the runs measured. The node's connections pass the same kube-proxy rules
     (nat OUTPUT, filter OUTPUT) as the pods'."""
 
     def __init__(self):
